@@ -1,0 +1,292 @@
+// Package backend defines the domain-level interface between Spool's runtime
+// and a job store. It contains no SQL: a store that is not a SQL database can
+// implement it. Each method takes a context and a params struct so that fields
+// can be added without breaking implementations.
+//
+// Contract shared by all methods:
+//   - Times that decide ownership (lease ends, retry times) are passed as
+//     durations; the backend adds them to its own clock.
+//   - Writes about a claimed job carry a LeaseRef and are applied only while
+//     the job is running under that fence; rejected references are reported,
+//     never an error.
+//   - Errors are wrapped with the operation and may wrap the sentinels below.
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Sentinel errors shared by every backend.
+var (
+	// ErrNotFound means no job has the given id.
+	ErrNotFound = errors.New("job not found")
+	// ErrSchemaTooNew means the store was migrated by a newer Spool than this one.
+	ErrSchemaTooNew = errors.New("schema is newer than this version of spool")
+	// ErrSchemaNotMigrated means the store has not been migrated yet.
+	ErrSchemaNotMigrated = errors.New("schema is not migrated (run spool migrate)")
+	// ErrTxType means a transaction of a type the backend cannot use was passed.
+	ErrTxType = errors.New("unsupported transaction type for this backend")
+	// ErrInvalidState means the operation does not apply to the job's current state.
+	ErrInvalidState = errors.New("operation not allowed in the job's current state")
+)
+
+// State is the lifecycle state of a job.
+type State string
+
+// Job states. Available, Scheduled and Retryable are pending: a claim takes a
+// pending job once its RunAt has come.
+const (
+	StateAvailable State = "available"
+	StateScheduled State = "scheduled"
+	StateRetryable State = "retryable"
+	StateRunning   State = "running"
+	StateCompleted State = "completed"
+	StateDiscarded State = "discarded"
+	StateCancelled State = "cancelled"
+)
+
+// AllStates lists every state in lifecycle order.
+var AllStates = []State{StateAvailable, StateScheduled, StateRetryable, StateRunning, StateCompleted, StateDiscarded, StateCancelled}
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	for _, v := range AllStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Finished reports whether s is a final state.
+func (s State) Finished() bool {
+	return s == StateCompleted || s == StateDiscarded || s == StateCancelled
+}
+
+// Tx is a caller's transaction. Each backend documents the concrete types it
+// accepts and returns ErrTxType for others. Nil means the backend's own pool.
+type Tx any
+
+// LeaseRef names one claim of one job: the job id and the fence the claim set.
+type LeaseRef struct {
+	ID    int64
+	Fence int32
+}
+
+// AttemptError is one entry of a job's error history.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+	Trace   string    `json:"trace,omitempty"`
+}
+
+// JobRow is a job as stored.
+type JobRow struct {
+	ID          int64
+	Queue       string
+	Kind        string
+	Args        json.RawMessage
+	State       State
+	Priority    int16
+	RunAt       time.Time
+	Attempt     int16
+	MaxAttempts int16
+	Fence       int32
+	LeasedUntil *time.Time // set while running
+	LeasedBy    string     // client id of the lease holder, "" if none
+	CreatedAt   time.Time
+	AttemptedAt *time.Time
+	FinalizedAt *time.Time
+	Errors      []AttemptError
+	Tags        []string
+	Metadata    json.RawMessage
+}
+
+// Lease returns the job's current lease reference.
+func (r *JobRow) Lease() LeaseRef { return LeaseRef{ID: r.ID, Fence: r.Fence} }
+
+// JobInsertParams is one job to insert. All fields are already validated.
+type JobInsertParams struct {
+	Queue       string
+	Kind        string
+	Args        json.RawMessage
+	Priority    int16
+	RunAt       *time.Time     // nil: now by the store's clock
+	Delay       time.Duration  // added to the store's clock when RunAt is nil
+	MaxAttempts int16
+	Tags        []string
+	Metadata    json.RawMessage // nil or a JSON object
+}
+
+// JobInsertManyParams inserts jobs, in order.
+type JobInsertManyParams struct {
+	Tx   Tx // nil: the backend's own connection
+	Jobs []*JobInsertParams
+}
+
+// JobInsertManyResult reports the ids of the inserted jobs, in input order.
+type JobInsertManyResult struct {
+	IDs []int64
+}
+
+// JobClaimParams claims up to Max pending, due jobs of Queue in order
+// (priority, run_at, id), marking them running under a new fence.
+type JobClaimParams struct {
+	Queue    string
+	Max      int
+	Lease    time.Duration // lease length, added to the store's clock
+	ClientID string        // recorded as the lease holder
+}
+
+// Outcome is what to do with a running job.
+type Outcome uint8
+
+// Outcomes of a run.
+const (
+	OutcomeComplete Outcome = iota + 1 // finished: completed
+	OutcomeRetry                       // failed: retryable after Delay (discarded at max attempts)
+	OutcomeSnooze                      // put back for Delay without using the attempt
+	OutcomeCancel                      // cancelled
+	OutcomeDiscard                     // discarded now
+	OutcomeRelease                     // returned unstarted: pending now, attempt given back
+)
+
+// JobFinish is the outcome of one claim.
+type JobFinish struct {
+	Lease   LeaseRef
+	Outcome Outcome
+	Delay   time.Duration // OutcomeRetry, OutcomeSnooze: added to the store's clock
+	Error   *AttemptError // recorded in the error history when not nil
+}
+
+// JobFinishManyParams writes outcomes, each guarded by its lease.
+type JobFinishManyParams struct {
+	Tx       Tx // nil: the backend's own connection
+	Finishes []JobFinish
+	// DeleteCompleted deletes completed jobs instead of keeping them.
+	DeleteCompleted bool
+}
+
+// JobFinishManyResult lists the leases that no longer held their job; their
+// outcomes were not written.
+type JobFinishManyResult struct {
+	Rejected []LeaseRef
+}
+
+// JobHeartbeatManyParams extends the leases of running jobs.
+type JobHeartbeatManyParams struct {
+	Leases []LeaseRef
+	Lease  time.Duration
+}
+
+// JobHeartbeatManyResult lists the leases that no longer hold their job (lost
+// to rescue, cancelled, or finished elsewhere).
+type JobHeartbeatManyResult struct {
+	Lost []LeaseRef
+}
+
+// JobRescueParams returns running jobs whose lease ended before the store's now.
+type JobRescueParams struct {
+	Max int
+	// RetryDelay computes the backoff for an attempt that ran out its lease.
+	RetryDelay func(attempt int) time.Duration
+}
+
+// JobRescueResult counts rescued jobs.
+type JobRescueResult struct {
+	Retried   int
+	Discarded int
+}
+
+// JobCleanupParams deletes finished jobs older than the given ages (measured
+// from finalization by the store's clock). A zero age keeps that state.
+type JobCleanupParams struct {
+	CompletedAge time.Duration
+	DiscardedAge time.Duration
+	CancelledAge time.Duration
+	Max          int
+}
+
+// JobListParams filters a job listing. Zero values do not filter.
+type JobListParams struct {
+	Queue   string
+	Kind    string
+	States  []State
+	AfterID int64 // paging: only ids greater than this
+	Limit   int   // default 100
+}
+
+// JobRetryParams makes a job pending again now, with a fresh set of attempts.
+// Running jobs cannot be retried.
+type JobRetryParams struct{ ID int64 }
+
+// JobCancelParams cancels a pending or running job. A running job's lease
+// holder learns of it at its next heartbeat.
+type JobCancelParams struct{ ID int64 }
+
+// QueueStats counts jobs of one queue by state.
+type QueueStats struct {
+	Queue  string
+	Counts map[State]int64
+}
+
+// LeaderElectParams tries to become, or stay, the leader of Name for TTL.
+type LeaderElectParams struct {
+	Name     string
+	ClientID string
+	TTL      time.Duration
+}
+
+// LeaderResignParams gives up leadership if held.
+type LeaderResignParams struct {
+	Name     string
+	ClientID string
+}
+
+// Backend is a job store. Implementations are safe for concurrent use.
+type Backend interface {
+	// Name is the backend's short name ("postgres").
+	Name() string
+	// Migrate brings the store's schema to the newest version this backend
+	// knows. Safe to call from many processes at once.
+	Migrate(ctx context.Context) error
+	// CheckSchema returns nil when the schema is exactly at the version this
+	// backend knows, ErrSchemaNotMigrated when behind, ErrSchemaTooNew when ahead.
+	CheckSchema(ctx context.Context) error
+
+	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
+	JobClaim(ctx context.Context, p *JobClaimParams) ([]*JobRow, error)
+	JobFinishMany(ctx context.Context, p *JobFinishManyParams) (*JobFinishManyResult, error)
+	JobHeartbeatMany(ctx context.Context, p *JobHeartbeatManyParams) (*JobHeartbeatManyResult, error)
+	JobRescue(ctx context.Context, p *JobRescueParams) (*JobRescueResult, error)
+	JobCleanup(ctx context.Context, p *JobCleanupParams) (int, error)
+
+	// JobGet returns a job or ErrNotFound.
+	JobGet(ctx context.Context, id int64) (*JobRow, error)
+	JobList(ctx context.Context, p *JobListParams) ([]*JobRow, error)
+	// JobRetry returns ErrNotFound or ErrInvalidState (running).
+	JobRetry(ctx context.Context, p *JobRetryParams) (*JobRow, error)
+	// JobCancel returns ErrNotFound or ErrInvalidState (already finished).
+	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
+	QueueStatsAll(ctx context.Context) ([]QueueStats, error)
+
+	// LeaderElect reports whether ClientID leads Name after the call.
+	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)
+	LeaderResign(ctx context.Context, p *LeaderResignParams) error
+
+	// Close releases resources the backend opened itself.
+	Close() error
+}
+
+// Notifier is an optional capability: push wake-ups when jobs become runnable.
+type Notifier interface {
+	// Listen blocks, calling onWake with a queue name whenever jobs were
+	// inserted into it and are runnable, until ctx ends or the connection
+	// fails; the error says why it stopped. It calls ready once the
+	// subscription is in place: no wake-up after ready is missed.
+	Listen(ctx context.Context, ready func(), onWake func(queue string)) error
+}

@@ -1,0 +1,429 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// scanJob reads one row of jobColumns.
+func scanJob(row pgx.Row) (*backend.JobRow, error) {
+	var (
+		j      backend.JobRow
+		state  string
+		errs   []byte
+		args   []byte
+		meta   []byte
+	)
+	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
+		&j.Fence, &j.LeasedUntil, &j.LeasedBy, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &errs, &j.Tags, &meta); err != nil {
+		return nil, err
+	}
+	j.State = backend.State(state)
+	j.Args = json.RawMessage(args)
+	j.Metadata = json.RawMessage(meta)
+	if len(errs) > 0 {
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return nil, fmt.Errorf("decode error history of job %d: %w", j.ID, err)
+		}
+	}
+	return &j, nil
+}
+
+func collectJobs(rows pgx.Rows) ([]*backend.JobRow, error) {
+	defer rows.Close()
+	var out []*backend.JobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// JobInsertMany implements backend.Backend. Batches of CopyThreshold or more
+// rows go through COPY with ids reserved up front; smaller ones through one
+// INSERT … SELECT FROM unnest.
+func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	if len(p.Jobs) == 0 {
+		return &backend.JobInsertManyResult{}, nil
+	}
+	if len(p.Jobs) >= b.copyThreshold {
+		ids, err := b.insertCopy(ctx, db, p.Jobs)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs (copy): %w", err)
+		}
+		return &backend.JobInsertManyResult{IDs: ids}, nil
+	}
+	n := len(p.Jobs)
+	var (
+		queues   = make([]string, n)
+		kinds    = make([]string, n)
+		args     = make([]json.RawMessage, n)
+		prios    = make([]int16, n)
+		runAts   = make([]*time.Time, n)
+		delays   = make([]int64, n)
+		maxAtt   = make([]int16, n)
+		tags     = make([]string, n)
+		metadata = make([]json.RawMessage, n)
+	)
+	for i, j := range p.Jobs {
+		queues[i], kinds[i], args[i], prios[i] = j.Queue, j.Kind, j.Args, j.Priority
+		runAts[i], delays[i], maxAtt[i] = j.RunAt, micros(j.Delay), j.MaxAttempts
+		tags[i] = strings.Join(j.Tags, ",")
+		if len(j.Metadata) > 0 {
+			metadata[i] = j.Metadata
+		}
+	}
+	rows, err := db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("insert jobs: inserted %d of %d rows", len(ids), n)
+	}
+	return &backend.JobInsertManyResult{IDs: ids}, nil
+}
+
+var copyColumns = []string{"id", "queue", "kind", "args", "priority", "run_at", "state", "max_attempts", "tags", "metadata"}
+
+func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobInsertParams) ([]int64, error) {
+	var (
+		now time.Time
+		ids []int64
+	)
+	if err := db.QueryRow(ctx, b.sql.reserveIDs, len(jobs)).Scan(&now, &ids); err != nil {
+		return nil, fmt.Errorf("reserve ids: %w", err)
+	}
+	slices.Sort(ids)
+	rows := make([][]any, len(jobs))
+	for i, j := range jobs {
+		at := now.Add(j.Delay)
+		if j.RunAt != nil {
+			at = *j.RunAt
+		}
+		state := backend.StateAvailable
+		if at.After(now) {
+			state = backend.StateScheduled
+		}
+		tags := j.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		meta := j.Metadata
+		if len(meta) == 0 {
+			meta = json.RawMessage(`{}`)
+		}
+		rows[i] = []any{ids[i], j.Queue, j.Kind, j.Args, j.Priority, at, string(state), j.MaxAttempts, tags, meta}
+	}
+	n, err := db.CopyFrom(ctx, pgx.Identifier{b.schema, "spool_jobs"}, copyColumns, pgx.CopyFromRows(rows))
+	if err != nil {
+		return nil, err
+	}
+	if int(n) != len(jobs) {
+		return nil, fmt.Errorf("copied %d of %d rows", n, len(jobs))
+	}
+	return ids, nil
+}
+
+// JobClaim implements backend.Backend. Rows come back in claim order.
+func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := b.pool.Query(ctx, b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClientID)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	// UPDATE … RETURNING does not keep the CTE's order.
+	slices.SortFunc(jobs, func(a, b *backend.JobRow) int {
+		if a.Priority != b.Priority {
+			return int(a.Priority) - int(b.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	return jobs, nil
+}
+
+// JobFinishMany implements backend.Backend.
+func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	if len(p.Finishes) == 0 {
+		return &backend.JobFinishManyResult{}, nil
+	}
+	// Lock rows in id order, as heartbeats do, so two batches never deadlock.
+	fs := slices.Clone(p.Finishes)
+	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return int(a.Lease.ID - b.Lease.ID) })
+	n := len(fs)
+	var (
+		ids      = make([]int64, n)
+		fences   = make([]int32, n)
+		outcomes = make([]int16, n)
+		delays   = make([]int64, n)
+		errs     = make([]json.RawMessage, n)
+	)
+	for i, f := range fs {
+		ids[i], fences[i], outcomes[i], delays[i] = f.Lease.ID, f.Lease.Fence, int16(f.Outcome), micros(f.Delay)
+		if f.Error != nil {
+			e, err := json.Marshal(struct {
+				Attempt int    `json:"attempt"`
+				Error   string `json:"error"`
+				Trace   string `json:"trace,omitempty"`
+			}{f.Error.Attempt, f.Error.Error, f.Error.Trace})
+			if err != nil {
+				return nil, fmt.Errorf("finish jobs: encode error: %w", err)
+			}
+			errs[i] = e
+		}
+	}
+	rows, err := db.Query(ctx, b.sql.finish, ids, fences, outcomes, delays, errs, p.DeleteCompleted)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return &backend.JobFinishManyResult{Rejected: missing(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// missing returns the leases of items whose id is not in done.
+func missing[T any](items []T, done []int64, lease func(T) backend.LeaseRef) []backend.LeaseRef {
+	if len(done) == len(items) {
+		return nil
+	}
+	seen := make(map[int64]struct{}, len(done))
+	for _, id := range done {
+		seen[id] = struct{}{}
+	}
+	var out []backend.LeaseRef
+	for _, it := range items {
+		l := lease(it)
+		if _, ok := seen[l.ID]; !ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// JobHeartbeatMany implements backend.Backend.
+func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
+	if len(p.Leases) == 0 {
+		return &backend.JobHeartbeatManyResult{}, nil
+	}
+	ls := slices.Clone(p.Leases)
+	slices.SortFunc(ls, func(a, b backend.LeaseRef) int { return int(a.ID - b.ID) })
+	ids := make([]int64, len(ls))
+	fences := make([]int32, len(ls))
+	for i, l := range ls {
+		ids[i], fences[i] = l.ID, l.Fence
+	}
+	rows, err := b.pool.Query(ctx, b.sql.heartbeat, ids, fences, micros(p.Lease))
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat jobs: %w", err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat jobs: %w", err)
+	}
+	return &backend.JobHeartbeatManyResult{Lost: missing(ls, done, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
+}
+
+// JobRescue implements backend.Backend.
+func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
+	max := p.Max
+	if max <= 0 {
+		max = 1000
+	}
+	rows, err := b.pool.Query(ctx, b.sql.rescue, max)
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	res := &backend.JobRescueResult{}
+	for _, s := range states {
+		if backend.State(s) == backend.StateDiscarded {
+			res.Discarded++
+		} else {
+			res.Retried++
+		}
+	}
+	return res, nil
+}
+
+// JobCleanup implements backend.Backend.
+func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
+	max := p.Max
+	if max <= 0 {
+		max = 10000
+	}
+	tag, err := b.pool.Exec(ctx, b.sql.cleanup, micros(p.CompletedAge), micros(p.DiscardedAge), micros(p.CancelledAge), max)
+	if err != nil {
+		return 0, fmt.Errorf("clean up jobs: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// JobGet implements backend.Backend.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	j, err := scanJob(b.pool.QueryRow(ctx, b.sql.get, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", id, backend.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobList implements backend.Backend.
+func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	states := make([]string, len(p.States))
+	for i, s := range p.States {
+		states[i] = string(s)
+	}
+	rows, err := b.pool.Query(ctx, b.sql.list, p.Queue, p.Kind, states, p.AfterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobRetry implements backend.Backend.
+func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
+	return b.changeJob(ctx, "retry", b.sql.retry, p.ID)
+}
+
+// JobCancel implements backend.Backend.
+func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
+	return b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
+}
+
+// changeJob runs a single-job state change and tells "no such job" from "not
+// allowed in its state" when the update matched nothing.
+func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*backend.JobRow, error) {
+	j, err := scanJob(b.pool.QueryRow(ctx, query, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := b.JobGet(ctx, id)
+		if gerr != nil {
+			return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrNotFound)
+		}
+		return nil, fmt.Errorf("%s job %d (state %s): %w", op, id, cur.State, backend.ErrInvalidState)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
+	}
+	return j, nil
+}
+
+// QueueStatsAll implements backend.Backend.
+func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, error) {
+	rows, err := b.pool.Query(ctx, b.sql.stats)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rows.Close()
+	var out []backend.QueueStats
+	for rows.Next() {
+		var (
+			queue, state string
+			n            int64
+		)
+		if err := rows.Scan(&queue, &state, &n); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			out = append(out, backend.QueueStats{Queue: queue, Counts: map[backend.State]int64{}})
+		}
+		out[len(out)-1].Counts[backend.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return out, nil
+}
+
+// LeaderElect implements backend.Backend.
+func (b *Backend) LeaderElect(ctx context.Context, p *backend.LeaderElectParams) (bool, error) {
+	var leader string
+	err := b.pool.QueryRow(ctx, b.sql.leaderElect, p.Name, p.ClientID, micros(p.TTL)).Scan(&leader)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("elect leader: %w", err)
+	}
+	return leader == p.ClientID, nil
+}
+
+// LeaderResign implements backend.Backend.
+func (b *Backend) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
+	if _, err := b.pool.Exec(ctx, b.sql.leaderResign, p.Name, p.ClientID); err != nil {
+		return fmt.Errorf("resign leader: %w", err)
+	}
+	return nil
+}
+
+// Listen implements backend.Notifier on a dedicated connection from the pool.
+// The connection is closed, not returned, when Listen ends: it may still be
+// subscribed or mid-wait.
+func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(queue string)) error {
+	pc, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	ready()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("listen: %w", err)
+		}
+		onWake(n.Payload)
+	}
+}

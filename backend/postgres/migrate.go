@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/spoolq/spool/backend"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order. File names are
+// NNN_name.sql; the numbers must run 1, 2, 3… without gaps.
+func loadMigrations() ([]migration, error) {
+	entries, err := migrationFiles.ReadDir("migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
+		}
+		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration versions have a gap at %d", i+1)
+		}
+	}
+	return out, nil
+}
+
+// LatestVersion is the newest schema version this backend knows.
+func LatestVersion() int {
+	ms, err := loadMigrations()
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
+// Migrate applies pending migrations in one transaction under a
+// transaction-scoped advisory lock keyed by the schema, so concurrent callers
+// serialise and all but the first find nothing to do. It refuses a schema
+// newer than this backend knows.
+func (b *Backend) Migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	quoted := pgx.Identifier{b.schema}.Sanitize()
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('spool migrate ' || $1, 0))`, b.schema); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+quoted); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+quoted+`.spool_migrations (
+  version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("create migrations table: %w", err)
+		}
+		var current int
+		if err := tx.QueryRow(ctx, b.sql.schemaVersion).Scan(&current); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if current > len(ms) {
+			return fmt.Errorf("%w: database at version %d, this spool knows %d", backend.ErrSchemaTooNew, current, len(ms))
+		}
+		channel := "'" + strings.ReplaceAll(b.channel, "'", "''") + "'"
+		for _, m := range ms[current:] {
+			body := strings.NewReplacer("{{schema}}", quoted, "{{channel}}", channel).Replace(m.sql)
+			if _, err := tx.Exec(ctx, body); err != nil {
+				return fmt.Errorf("apply migration %d (%s): %w", m.version, m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.spool_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return fmt.Errorf("record migration %d: %w", m.version, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// CheckSchema implements backend.Backend.
+func (b *Backend) CheckSchema(ctx context.Context) error {
+	var current int
+	err := b.pool.QueryRow(ctx, b.sql.schemaVersion).Scan(&current)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined table / schema
+		return fmt.Errorf("check schema %q: %w", b.schema, backend.ErrSchemaNotMigrated)
+	}
+	if err != nil {
+		return fmt.Errorf("check schema %q: %w", b.schema, err)
+	}
+	latest := LatestVersion()
+	switch {
+	case current < latest:
+		return fmt.Errorf("check schema %q: at version %d of %d: %w", b.schema, current, latest, backend.ErrSchemaNotMigrated)
+	case current > latest:
+		return fmt.Errorf("check schema %q: at version %d, this spool knows %d: %w", b.schema, current, latest, backend.ErrSchemaTooNew)
+	}
+	return nil
+}

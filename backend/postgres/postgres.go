@@ -1,0 +1,210 @@
+// Package postgres is Spool's PostgreSQL backend, built on pgx v5.
+//
+// It claims jobs with one statement per batch (a materialised CTE with
+// FOR UPDATE SKIP LOCKED over a partial index of pending rows), writes outcomes
+// and heartbeats in one statement per batch over arrays, inserts with
+// INSERT … SELECT FROM unnest or COPY, and wakes producers through LISTEN/NOTIFY
+// (one notification per queue per statement).
+//
+// Transactions passed as backend.Tx must be a pgx.Tx, or any value with pgx's
+// Exec, Query, QueryRow and CopyFrom methods (see DBTX).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// DefaultSchema is the schema Spool's tables live in unless configured.
+const DefaultSchema = "spool"
+
+// SchemaParam is the URL query parameter that selects the schema in Open.
+const SchemaParam = "spool_schema"
+
+// ErrInvalidSchema is returned for a schema name outside the allowlist.
+var ErrInvalidSchema = errors.New("invalid schema name")
+
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidateSchema checks a schema name against the allowlist
+// ^[a-z_][a-z0-9_]{0,62}$ (lower case, so it never needs case folding).
+func ValidateSchema(name string) error {
+	if !schemaPattern.MatchString(name) {
+		return fmt.Errorf("%w: %q (want 1 to 63 of a-z, 0-9, _, not starting with a digit)", ErrInvalidSchema, name)
+	}
+	return nil
+}
+
+// DBTX is what the backend needs of a connection or transaction. pgx.Tx,
+// *pgx.Conn and *pgxpool.Pool all satisfy it.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+}
+
+// Options configure the backend.
+type Options struct {
+	// Schema holds Spool's tables. Defaults to "spool".
+	Schema string
+	// CopyThreshold is the batch size from which inserts use COPY instead of
+	// INSERT … SELECT FROM unnest. Defaults to 500.
+	CopyThreshold int
+}
+
+// Backend is the PostgreSQL implementation of backend.Backend.
+type Backend struct {
+	pool          *pgxpool.Pool
+	ownsPool      bool
+	schema        string
+	channel       string
+	sql           queries
+	copyThreshold int
+}
+
+var (
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Notifier = (*Backend)(nil)
+)
+
+// New returns a backend over an existing pool, which the caller keeps owning.
+func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
+	if pool == nil {
+		return nil, errors.New("postgres backend: nil pool")
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if err := ValidateSchema(o.Schema); err != nil {
+		return nil, fmt.Errorf("postgres backend: %w", err)
+	}
+	if o.CopyThreshold <= 0 {
+		o.CopyThreshold = 500
+	}
+	b := &Backend{
+		pool:          pool,
+		schema:        o.Schema,
+		channel:       "spool:" + o.Schema,
+		copyThreshold: o.CopyThreshold,
+	}
+	b.sql = buildQueries(pgx.Identifier{o.Schema}.Sanitize())
+	return b, nil
+}
+
+// Open connects to the database at a postgres:// or postgresql:// URL with
+// settings fit for a queue's own sessions: TCP keepalives, a TCP user timeout,
+// statement and idle-in-transaction timeouts. The spool_schema query
+// parameter selects the schema. The backend owns the pool and closes it.
+func Open(ctx context.Context, dsn string) (*Backend, error) {
+	schema, dsn, err := extractParam(dsn, SchemaParam)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = 16
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	setDefault(rp, "application_name", "spool")
+	// A session of Spool's own never holds a transaction open while it thinks,
+	// so a long one is a half-dead client: let the server end it and free its
+	// locks. Statements are short, except large COPYs.
+	setDefault(rp, "idle_in_transaction_session_timeout", "60000")
+	setDefault(rp, "statement_timeout", "300000")
+	// Detect a peer gone silent: keepalives on an idle socket, and a bound on
+	// unacknowledged writes (server side: tcp_user_timeout, milliseconds).
+	setDefault(rp, "tcp_keepalives_idle", "30")
+	setDefault(rp, "tcp_keepalives_interval", "10")
+	setDefault(rp, "tcp_keepalives_count", "3")
+	setDefault(rp, "tcp_user_timeout", "60000")
+	dialer := &net.Dialer{KeepAlive: 15 * time.Second, Timeout: 10 * time.Second}
+	cfg.ConnConfig.DialFunc = dialer.DialContext
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	b, err := New(pool, &Options{Schema: schema})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	b.ownsPool = true
+	return b, nil
+}
+
+func init() {
+	backend.Register(func(ctx context.Context, dsn string) (backend.Backend, error) {
+		return Open(ctx, dsn)
+	}, "postgres", "postgresql")
+}
+
+func setDefault(m map[string]string, k, v string) {
+	if _, ok := m[k]; !ok {
+		m[k] = v
+	}
+}
+
+// extractParam removes a query parameter from a URL DSN and returns its value.
+func extractParam(dsn, name string) (string, string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", "", errors.New("database URL does not parse")
+	}
+	q := u.Query()
+	v := q.Get(name)
+	q.Del(name)
+	u.RawQuery = q.Encode()
+	return v, u.String(), nil
+}
+
+// Pool returns the pool the backend uses.
+func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
+
+// Schema returns the schema name.
+func (b *Backend) Schema() string { return b.schema }
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "postgres" }
+
+// Close closes the pool if Open created it.
+func (b *Backend) Close() error {
+	if b.ownsPool {
+		b.pool.Close()
+	}
+	return nil
+}
+
+// dbtx returns the executor for a caller's transaction, or the pool.
+func (b *Backend) dbtx(tx backend.Tx) (DBTX, error) {
+	if tx == nil {
+		return b.pool, nil
+	}
+	if d, ok := tx.(DBTX); ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%w: %T (want pgx.Tx or a value with pgx's Exec, Query, QueryRow and CopyFrom)", backend.ErrTxType, tx)
+}

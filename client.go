@@ -1,0 +1,297 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Client inserts jobs and, once started, works them.
+type Client struct {
+	backend backend.Backend
+	config  Config
+	logger  *slog.Logger
+
+	producers map[string]*producer // fixed at NewClient
+
+	mu      sync.Mutex
+	state   clientState
+	stopped chan struct{} // closed when a stop has finished
+
+	// servicesCtx ends the background services (listener, heartbeat,
+	// maintenance) at the end of a stop.
+	servicesCtx    context.Context
+	servicesCancel context.CancelFunc
+	// jobsCtx is the parent of every job context; a hard stop cancels it.
+	jobsCtx    context.Context
+	jobsCancel context.CancelCauseFunc
+
+	completer *completer
+	running   runningJobs
+	services  sync.WaitGroup
+}
+
+type clientState int
+
+const (
+	stateNew clientState = iota
+	stateStarted
+	stateStopping
+	stateStopped
+)
+
+// NewClient returns a client over a backend. A client with no Workers or
+// Queues can insert but not Start.
+func NewClient(be backend.Backend, config *Config) (*Client, error) {
+	if be == nil {
+		return nil, fmt.Errorf("new client: %w: nil backend", ErrInvalidConfig)
+	}
+	cfg := Config{}
+	if config != nil {
+		cfg = *config
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	c := &Client{
+		backend:   be,
+		config:    cfg,
+		logger:    cfg.Logger.With("spool_client", cfg.ClientID),
+		producers: map[string]*producer{},
+		stopped:   make(chan struct{}),
+	}
+	for name, q := range cfg.Queues {
+		c.producers[name] = newProducer(c, name, q)
+	}
+	c.running.jobs = map[int64]*runningJob{}
+	return c, nil
+}
+
+// ID returns the client's id, as recorded in leases.
+func (c *Client) ID() string { return c.config.ClientID }
+
+// Backend returns the client's backend.
+func (c *Client) Backend() backend.Backend { return c.backend }
+
+// Start checks the schema and starts working the configured queues. It
+// returns ErrSchemaNotMigrated or ErrSchemaTooNew rather than run against a
+// schema it does not match. When ctx ends, the client stops softly, as by Stop.
+func (c *Client) Start(ctx context.Context) error {
+	if c.config.Workers == nil || len(c.producers) == 0 {
+		return fmt.Errorf("start client: %w", ErrNoWorkers)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != stateNew {
+		return fmt.Errorf("start client: %w", ErrAlreadyStarted)
+	}
+	if err := c.backend.CheckSchema(ctx); err != nil {
+		return fmt.Errorf("start client: %w", err)
+	}
+	c.servicesCtx, c.servicesCancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.jobsCtx, c.jobsCancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), clientKey{}, c))
+	c.completer = newCompleter(c)
+	c.state = stateStarted
+
+	c.goService(c.completer.run)
+	c.goService(c.heartbeatLoop)
+	c.goService(c.maintenanceLoop)
+	if n, ok := c.backend.(backend.Notifier); ok && !c.config.PollOnly {
+		c.goService(func() { c.listenLoop(n) })
+	}
+	for _, p := range c.producers {
+		go p.run()
+	}
+	context.AfterFunc(ctx, func() { _ = c.Stop(context.Background()) })
+	c.logger.Info("spool client started", "backend", c.backend.Name(), "queues", len(c.producers))
+	return nil
+}
+
+func (c *Client) goService(f func()) {
+	c.services.Add(1)
+	go func() {
+		defer c.services.Done()
+		f()
+	}()
+}
+
+// Stop stops softly: no more claims, buffered jobs go back to the queue at
+// once, running jobs finish and their outcomes are written. If ctx ends first
+// it escalates to a hard stop (as StopAndCancel) and returns ctx's error once
+// the running jobs have returned.
+func (c *Client) Stop(ctx context.Context) error { return c.stop(ctx, false) }
+
+// StopAndCancel stops hard: running jobs' contexts are cancelled at once (with
+// cause ErrClientStopping) and their attempts are recorded as failed and
+// retried; buffered jobs go back to the queue.
+func (c *Client) StopAndCancel(ctx context.Context) error { return c.stop(ctx, true) }
+
+func (c *Client) stop(ctx context.Context, hard bool) error {
+	c.mu.Lock()
+	switch c.state {
+	case stateNew:
+		c.mu.Unlock()
+		return fmt.Errorf("stop client: %w", ErrNotStarted)
+	case stateStopping, stateStopped:
+		c.mu.Unlock()
+		if hard {
+			c.jobsCancel(ErrClientStopping)
+		}
+		select {
+		case <-c.stopped:
+			return nil
+		case <-ctx.Done():
+			c.jobsCancel(ErrClientStopping)
+			<-c.stopped
+			return ctx.Err()
+		}
+	}
+	c.state = stateStopping
+	c.mu.Unlock()
+
+	if hard {
+		c.jobsCancel(ErrClientStopping)
+	}
+	for _, p := range c.producers {
+		p.stop()
+	}
+	var ctxErr error
+	for _, p := range c.producers {
+		select {
+		case <-p.exited:
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			c.jobsCancel(ErrClientStopping)
+			<-p.exited
+		}
+	}
+	// Every job has returned and handed its outcome to the completer; write
+	// them all, then end the services.
+	c.completer.close()
+	<-c.completer.done
+	c.servicesCancel()
+	c.services.Wait()
+	c.jobsCancel(ErrClientStopping)
+
+	resignCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := c.backend.LeaderResign(resignCtx, &backend.LeaderResignParams{Name: leaderName, ClientID: c.config.ClientID}); err != nil {
+		c.logger.Warn("spool: resign leadership", "error", err)
+	}
+	cancel()
+
+	c.mu.Lock()
+	c.state = stateStopped
+	c.mu.Unlock()
+	close(c.stopped)
+	c.logger.Info("spool client stopped", "hard", hard || ctxErr != nil)
+	return ctxErr
+}
+
+// Stopped returns a channel closed when a stop has completed.
+func (c *Client) Stopped() <-chan struct{} { return c.stopped }
+
+// wakeLocal wakes this process's producers of the queues rows went to, so a
+// job inserted here starts without waiting for a notification or a poll.
+func (c *Client) wakeLocal(rows []*backend.JobInsertParams) {
+	last := ""
+	for _, r := range rows {
+		if r.Queue == last || (r.RunAt != nil && r.RunAt.After(time.Now())) || r.Delay > 0 {
+			continue
+		}
+		last = r.Queue
+		if p, ok := c.producers[r.Queue]; ok {
+			p.wake()
+		}
+	}
+}
+
+// listenLoop keeps a wake-up subscription, reconnecting with jittered backoff.
+func (c *Client) listenLoop(n backend.Notifier) {
+	ctx := c.servicesCtx
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		started := time.Now()
+		err := n.Listen(ctx, func() {
+			// Anything inserted while we were not listening: look now.
+			for _, p := range c.producers {
+				p.wake()
+			}
+		}, func(queue string) {
+			if p, ok := c.producers[queue]; ok {
+				p.wake()
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			backoff = 100 * time.Millisecond
+		}
+		c.logger.Warn("spool: wake-up listener stopped; polling until it reconnects", "error", err, "retry_in", backoff)
+		if !sleepCtx(ctx, jitter(backoff)) {
+			return
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// jitter spreads d over [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// sleepCtx waits for d or ctx, reporting whether the full time passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// clientKey carries the client in job contexts.
+type clientKey struct{}
+
+// ClientFromContext returns the client running the job whose context this is.
+func ClientFromContext(ctx context.Context) (*Client, bool) {
+	c, ok := ctx.Value(clientKey{}).(*Client)
+	return c, ok
+}
+
+// CompleteTx marks a running job completed inside the caller's transaction,
+// so the job's effects and its completion commit or roll back together. ctx
+// must be the job's context (it carries the client). It returns ErrLeaseLost
+// if the job's lease no longer holds; the caller should then roll back.
+// After a commit, the worker's own result for the job is ignored.
+func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
+	c, ok := ClientFromContext(ctx)
+	if !ok {
+		return errors.New("complete job in tx: context is not a spool job context")
+	}
+	if tx == nil {
+		return fmt.Errorf("complete job %d in tx: %w: nil transaction", job.ID, ErrTxType)
+	}
+	res, err := c.backend.JobFinishMany(ctx, &backend.JobFinishManyParams{
+		Tx:              tx,
+		Finishes:        []backend.JobFinish{{Lease: job.Lease(), Outcome: backend.OutcomeComplete}},
+		DeleteCompleted: c.config.CompletedRetention < 0,
+	})
+	if err != nil {
+		return fmt.Errorf("complete job %d in tx: %w", job.ID, err)
+	}
+	if len(res.Rejected) > 0 {
+		return fmt.Errorf("complete job %d in tx: %w", job.ID, ErrLeaseLost)
+	}
+	c.running.markCompletedInTx(job.ID)
+	return nil
+}

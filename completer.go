@@ -1,0 +1,125 @@
+package spool
+
+import (
+	"context"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// completer writes job outcomes in batches: everything that arrived while the
+// previous write was in flight (or within CompletionDelay) goes out in one
+// statement. It retries a failed write until it succeeds or the client's stop
+// gives up; an outcome that is never written leaves its job running until the
+// lease ends and rescue runs it again (at-least-once).
+type completer struct {
+	c    *Client
+	in   chan pendingFinish
+	done chan struct{}
+}
+
+type pendingFinish struct {
+	finish backend.JobFinish
+	kind   string
+}
+
+func newCompleter(c *Client) *completer {
+	return &completer{
+		c:    c,
+		in:   make(chan pendingFinish, 4*c.config.CompletionBatchMax),
+		done: make(chan struct{}),
+	}
+}
+
+// add queues an outcome; it blocks when the queue is full, which holds the
+// job's worker slot and so slows claiming to the rate outcomes are written.
+func (m *completer) add(f backend.JobFinish, row *backend.JobRow) {
+	m.in <- pendingFinish{finish: f, kind: row.Kind}
+}
+
+// close is called once every producer has exited: nothing adds after it.
+func (m *completer) close() { close(m.in) }
+
+func (m *completer) run() {
+	defer close(m.done)
+	cfg := &m.c.config
+	batch := make([]pendingFinish, 0, cfg.CompletionBatchMax)
+	for {
+		first, ok := <-m.in
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], first)
+		open := true
+		if cfg.CompletionDelay > 0 {
+			timer := time.NewTimer(cfg.CompletionDelay)
+		collect:
+			for len(batch) < cfg.CompletionBatchMax {
+				select {
+				case f, ok := <-m.in:
+					if !ok {
+						open = false
+						break collect
+					}
+					batch = append(batch, f)
+				case <-timer.C:
+					break collect
+				}
+			}
+			timer.Stop()
+		}
+	drain:
+		for open && len(batch) < cfg.CompletionBatchMax {
+			select {
+			case f, ok := <-m.in:
+				if !ok {
+					open = false
+					break drain
+				}
+				batch = append(batch, f)
+			default:
+				break drain
+			}
+		}
+		m.write(batch)
+		if !open {
+			return
+		}
+	}
+}
+
+// write writes one batch, retrying with backoff on errors. The write uses its
+// own context: a stop must not cut off outcomes that are ready to be written.
+// It gives up only after the retries run out (about a minute), since the
+// leases of those jobs will have ended by then anyway.
+func (m *completer) write(batch []pendingFinish) {
+	finishes := make([]backend.JobFinish, len(batch))
+	for i, p := range batch {
+		finishes[i] = p.finish
+	}
+	params := &backend.JobFinishManyParams{Finishes: finishes, DeleteCompleted: m.c.config.CompletedRetention < 0}
+	backoff := 50 * time.Millisecond
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := m.c.backend.JobFinishMany(ctx, params)
+		cancel()
+		if err == nil {
+			if len(res.Rejected) > 0 {
+				for _, l := range res.Rejected {
+					m.c.logger.Warn("spool: outcome not written: the job's lease no longer holds (rescued, cancelled or finished elsewhere)",
+						"job_id", l.ID, "fence", l.Fence)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			m.c.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
+				"jobs", len(batch), "error", err)
+			return
+		}
+		m.c.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
+		time.Sleep(jitter(backoff))
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}

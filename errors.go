@@ -1,0 +1,112 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Errors a caller can test for with errors.Is.
+var (
+	// ErrInvalidJob is matched by every *InvalidJobError.
+	ErrInvalidJob = errors.New("invalid job")
+	// ErrUnknownKind: no worker is registered for the kind being inserted.
+	ErrUnknownKind = errors.New("no worker registered for kind")
+	// ErrArgsTooLarge: the encoded args exceed Config.MaxArgsBytes.
+	ErrArgsTooLarge = errors.New("args too large")
+	// ErrArgsEncode: the args could not be encoded as JSON.
+	ErrArgsEncode = errors.New("args do not encode as JSON")
+	// ErrInvalidConfig: NewClient was given a config it cannot run with.
+	ErrInvalidConfig = errors.New("invalid config")
+	// ErrNotFound: no job has the given id.
+	ErrNotFound = backend.ErrNotFound
+	// ErrInvalidState: the operation does not apply in the job's state.
+	ErrInvalidState = backend.ErrInvalidState
+	// ErrTxType: the transaction is not of a type the backend accepts.
+	ErrTxType = backend.ErrTxType
+	// ErrSchemaTooNew: the database was migrated by a newer spool.
+	ErrSchemaTooNew = backend.ErrSchemaTooNew
+	// ErrSchemaNotMigrated: the database has not been migrated.
+	ErrSchemaNotMigrated = backend.ErrSchemaNotMigrated
+	// ErrNotStarted / ErrAlreadyStarted: Start and Stop called out of order.
+	ErrNotStarted     = errors.New("client not started")
+	ErrAlreadyStarted = errors.New("client already started")
+	// ErrNoWorkers: Start was called on a client with no workers or queues.
+	ErrNoWorkers = errors.New("client has no workers or no queues to work")
+	// ErrLeaseLost is the context cause when a running job's lease was lost
+	// (rescued after missed heartbeats, or cancelled by a user).
+	ErrLeaseLost = errors.New("job lease lost or job cancelled")
+	// ErrClientStopping is the context cause of jobs cancelled by a hard stop.
+	ErrClientStopping = errors.New("client stopping")
+)
+
+// InvalidJobError reports a job that failed validation at insert; nothing was
+// written. It matches ErrInvalidJob and, through Unwrap, a more specific
+// sentinel when there is one (ErrUnknownKind, ErrArgsTooLarge, ErrArgsEncode).
+type InvalidJobError struct {
+	Field  string // "kind", "args", "queue", "priority", "max_attempts", "tags", "metadata", "run_at"
+	Reason string
+	Err    error
+}
+
+func (e *InvalidJobError) Error() string {
+	return fmt.Sprintf("invalid job: %s: %s", e.Field, e.Reason)
+}
+
+// Is makes every InvalidJobError match ErrInvalidJob.
+func (e *InvalidJobError) Is(target error) bool { return target == ErrInvalidJob }
+
+// Unwrap returns the specific cause, if any.
+func (e *InvalidJobError) Unwrap() error { return e.Err }
+
+func invalid(field string, err error, format string, args ...any) *InvalidJobError {
+	return &InvalidJobError{Field: field, Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// outcomeError is returned by Snooze, Cancel and Discard.
+type outcomeError struct {
+	outcome backend.Outcome
+	delay   time.Duration
+	err     error
+}
+
+func (e *outcomeError) Error() string {
+	switch e.outcome {
+	case backend.OutcomeSnooze:
+		return fmt.Sprintf("snooze for %s", e.delay)
+	case backend.OutcomeCancel:
+		return fmt.Sprintf("cancel: %v", e.err)
+	default:
+		return fmt.Sprintf("discard: %v", e.err)
+	}
+}
+
+func (e *outcomeError) Unwrap() error { return e.err }
+
+// Snooze, returned from Work, puts the job back to run again after d without
+// using up an attempt.
+func Snooze(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return &outcomeError{outcome: backend.OutcomeSnooze, delay: d}
+}
+
+// Cancel, returned from Work, cancels the job for good; err is recorded.
+func Cancel(err error) error {
+	if err == nil {
+		err = errors.New("cancelled by worker")
+	}
+	return &outcomeError{outcome: backend.OutcomeCancel, err: err}
+}
+
+// Discard, returned from Work, discards the job now without further retries;
+// err is recorded.
+func Discard(err error) error {
+	if err == nil {
+		err = errors.New("discarded by worker")
+	}
+	return &outcomeError{outcome: backend.OutcomeDiscard, err: err}
+}

@@ -1,0 +1,217 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// runningJob is a job whose handler is running, as the heartbeat sees it.
+type runningJob struct {
+	lease         backend.LeaseRef
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	completedInTx bool
+}
+
+// runningJobs is the set of jobs this client is running.
+type runningJobs struct {
+	mu   sync.Mutex
+	jobs map[int64]*runningJob
+}
+
+func (r *runningJobs) add(j *runningJob) {
+	r.mu.Lock()
+	r.jobs[j.lease.ID] = j
+	r.mu.Unlock()
+}
+
+// remove forgets a job and reports whether CompleteTx finished it.
+func (r *runningJobs) remove(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[id]
+	delete(r.jobs, id)
+	return j != nil && j.completedInTx
+}
+
+func (r *runningJobs) markCompletedInTx(id int64) {
+	r.mu.Lock()
+	if j := r.jobs[id]; j != nil {
+		j.completedInTx = true
+	}
+	r.mu.Unlock()
+}
+
+// live returns the leases of running jobs whose context is still live: a job
+// that timed out or was cancelled stops extending its lease.
+func (r *runningJobs) live() []backend.LeaseRef {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]backend.LeaseRef, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		if j.ctx.Err() == nil {
+			out = append(out, j.lease)
+		}
+	}
+	return out
+}
+
+func (r *runningJobs) cancel(leases []backend.LeaseRef, cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+			j.cancel(cause)
+		}
+	}
+}
+
+// errJobTimeout is the context cause when a job runs past its timeout.
+var errJobTimeout = errors.New("job timed out")
+
+// panicError is a recovered panic in a handler.
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// startJob runs a claimed job in its own goroutine, hands its outcome to the
+// completer, then frees its slot.
+func (c *Client) startJob(row *backend.JobRow, done chan<- struct{}) {
+	go func() {
+		defer func() { done <- struct{}{} }()
+		finish := c.execute(row)
+		if finish != nil {
+			c.completer.add(*finish, row)
+		}
+	}()
+}
+
+// execute runs one job and returns the outcome to write, or nil when
+// CompleteTx already wrote it.
+func (c *Client) execute(row *backend.JobRow) *backend.JobFinish {
+	entry, ok := c.config.Workers.get(row.Kind)
+	if !ok {
+		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
+		return c.failure(row, err, "", c.config.RetryPolicy.NextRetry(int(row.Attempt)))
+	}
+	timeout := entry.timeout(row)
+	if timeout == 0 {
+		timeout = c.config.JobTimeout
+	}
+	ctx, cancel := context.WithCancelCause(c.jobsCtx)
+	defer cancel(nil)
+	runCtx := ctx
+	if timeout > 0 {
+		var cancelTimeout context.CancelFunc
+		runCtx, cancelTimeout = context.WithTimeoutCause(ctx, timeout, errJobTimeout)
+		defer cancelTimeout()
+	}
+	c.running.add(&runningJob{lease: row.Lease(), ctx: runCtx, cancel: cancel})
+	started := time.Now()
+	err := safeRun(runCtx, entry.run, row)
+	if c.running.remove(row.ID) {
+		return nil
+	}
+	if err == nil {
+		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}
+	}
+
+	var (
+		oe  *outcomeError
+		de  *errDecode
+		pe  *panicError
+		msg = err.Error()
+	)
+	switch {
+	case errors.As(err, &oe):
+		f := &backend.JobFinish{Lease: row.Lease(), Outcome: oe.outcome, Delay: oe.delay}
+		if oe.err != nil {
+			f.Error = &backend.AttemptError{Attempt: int(row.Attempt), Error: oe.err.Error()}
+		}
+		return f
+	case errors.As(err, &de):
+		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
+			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.err)}}
+	}
+	cause := context.Cause(runCtx)
+	switch {
+	case errors.Is(cause, ErrClientStopping):
+		// Interrupted by a hard stop: the attempt counts, the retry is immediate.
+		return c.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0)
+	case errors.Is(cause, errJobTimeout):
+		msg = fmt.Sprintf("job timed out after %s: %s", timeout, msg)
+	case errors.Is(cause, ErrLeaseLost):
+		msg = fmt.Sprintf("lease lost: %s", msg)
+	}
+	trace := ""
+	if errors.As(err, &pe) {
+		trace = pe.stack
+	}
+	delay, ok := entry.nextRetry(row)
+	if !ok {
+		delay = c.config.RetryPolicy.NextRetry(int(row.Attempt))
+	}
+	c.logger.Debug("spool: job failed", "job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "error", msg, "elapsed", time.Since(started))
+	return c.failure(row, errors.New(msg), trace, delay)
+}
+
+func (c *Client) failure(row *backend.JobRow, err error, trace string, delay time.Duration) *backend.JobFinish {
+	return &backend.JobFinish{
+		Lease:   row.Lease(),
+		Outcome: backend.OutcomeRetry,
+		Delay:   max(delay, 0),
+		Error:   &backend.AttemptError{Attempt: int(row.Attempt), Error: err.Error(), Trace: trace},
+	}
+}
+
+// safeRun calls run, turning a panic into a *panicError with its stack.
+func safeRun(ctx context.Context, run func(context.Context, *backend.JobRow) error, row *backend.JobRow) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: string(debug.Stack())}
+		}
+	}()
+	return run(ctx, row)
+}
+
+// heartbeatLoop extends the leases of running jobs every third of the lease,
+// in one write, and cancels jobs whose lease is gone.
+func (c *Client) heartbeatLoop() {
+	ctx := c.servicesCtx
+	interval := c.config.LeaseDuration / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		leases := c.running.live()
+		if len(leases) == 0 {
+			continue
+		}
+		hbCtx, cancel := context.WithTimeout(ctx, interval)
+		res, err := c.backend.JobHeartbeatMany(hbCtx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: c.config.LeaseDuration})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.logger.Warn("spool: heartbeat failed; leases not extended", "jobs", len(leases), "error", err)
+			}
+			continue
+		}
+		if len(res.Lost) > 0 {
+			c.logger.Warn("spool: leases lost; cancelling those jobs", "jobs", len(res.Lost))
+			c.running.cancel(res.Lost, ErrLeaseLost)
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package spool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Limits enforced on every insert (and, for SQL enqueue, by the database).
+const (
+	MinPriority       = 0   // runs first
+	MaxPriority       = 100 // runs last
+	MaxMaxAttempts    = 1000
+	DefaultMaxAttempt = 25
+	MaxTags           = 32
+	MaxKindLength     = 255
+	// DefaultMaxArgsBytes is the default limit on encoded args: 1 MiB.
+	DefaultMaxArgsBytes = 1 << 20
+)
+
+var (
+	queuePattern = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$`)
+	tagPattern   = regexp.MustCompile(`^[a-zA-Z0-9_.:-]{1,64}$`)
+)
+
+// InsertOpts are per-job insert options. Zero values take the args type's
+// InsertOpts (if it has any), then the defaults.
+type InsertOpts struct {
+	// MaxAttempts is how many times the job may run before it is discarded,
+	// 1 to 1000. Defaults to 25.
+	MaxAttempts int
+	// Metadata is a JSON object stored with the job, for the user's own use.
+	Metadata json.RawMessage
+	// Priority orders jobs within a queue: 0 runs first, 100 last. Defaults to 0.
+	Priority int
+	// Queue is the queue to insert into. Defaults to "default".
+	Queue string
+	// RunAt schedules the job for a time; it runs no earlier. Defaults to now.
+	RunAt time.Time
+	// Delay schedules the job this long after the database's now. Ignored
+	// when RunAt is set.
+	Delay time.Duration
+	// Tags label the job (at most 32, each 1 to 64 of a-z A-Z 0-9 _ . : -).
+	Tags []string
+
+	// priorityIsSet distinguishes an explicit 0 from "not set" when merging.
+	priorityIsSet bool
+}
+
+// WithPriority returns a copy of o with the priority set explicitly, so that
+// 0 overrides an args type's own default.
+func (o InsertOpts) WithPriority(p int) InsertOpts {
+	o.Priority, o.priorityIsSet = p, true
+	return o
+}
+
+// InsertManyParams is one job of an InsertMany call.
+type InsertManyParams struct {
+	Args       JobArgs
+	InsertOpts *InsertOpts
+}
+
+// InsertResult describes an inserted job.
+type InsertResult struct {
+	ID    int64
+	Kind  string
+	Queue string
+}
+
+// Insert validates and inserts one job. On any validation error nothing is
+// written and the error is an *InvalidJobError.
+func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	res, err := c.insert(ctx, nil, []InsertManyParams{{Args: args, InsertOpts: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return &res[0], nil
+}
+
+// InsertTx inserts one job inside the caller's transaction: the job becomes
+// visible to workers when the transaction commits and never runs if it rolls
+// back. For PostgreSQL tx is a pgx.Tx.
+func (c *Client) InsertTx(ctx context.Context, tx any, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("insert job: %w: nil transaction", ErrTxType)
+	}
+	res, err := c.insert(ctx, tx, []InsertManyParams{{Args: args, InsertOpts: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return &res[0], nil
+}
+
+// InsertMany validates every job, then inserts them all in one statement
+// (COPY for large batches). If any job is invalid, none is written.
+func (c *Client) InsertMany(ctx context.Context, params []InsertManyParams) ([]InsertResult, error) {
+	return c.insert(ctx, nil, params)
+}
+
+// InsertManyTx is InsertMany inside the caller's transaction.
+func (c *Client) InsertManyTx(ctx context.Context, tx any, params []InsertManyParams) ([]InsertResult, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("insert jobs: %w: nil transaction", ErrTxType)
+	}
+	return c.insert(ctx, tx, params)
+}
+
+func (c *Client) insert(ctx context.Context, tx any, params []InsertManyParams) ([]InsertResult, error) {
+	rows := make([]*backend.JobInsertParams, len(params))
+	for i, p := range params {
+		row, err := c.buildInsert(p.Args, p.InsertOpts)
+		if err != nil {
+			if len(params) > 1 {
+				return nil, fmt.Errorf("insert jobs: job %d: %w", i, err)
+			}
+			return nil, fmt.Errorf("insert job: %w", err)
+		}
+		rows[i] = row
+	}
+	res, err := c.backend.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: rows})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InsertResult, len(rows))
+	for i, r := range rows {
+		out[i] = InsertResult{ID: res.IDs[i], Kind: r.Kind, Queue: r.Queue}
+	}
+	if tx == nil {
+		c.wakeLocal(rows)
+	}
+	return out, nil
+}
+
+// buildInsert merges options and validates one job.
+func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsertParams, error) {
+	if args == nil {
+		return nil, invalid("args", nil, "args are nil")
+	}
+	kind := args.Kind()
+	if kind == "" || len(kind) > MaxKindLength || !printable(kind) {
+		return nil, invalid("kind", nil, "kind %q must be 1 to %d printable characters", kind, MaxKindLength)
+	}
+	if c.config.Workers != nil && !c.config.AllowUnknownKinds && !c.config.Workers.has(kind) {
+		return nil, invalid("kind", ErrUnknownKind, "no worker registered for kind %q (set Config.AllowUnknownKinds to insert it anyway)", kind)
+	}
+	o := InsertOpts{}
+	if withOpts, ok := args.(JobArgsWithInsertOpts); ok {
+		o = withOpts.InsertOpts()
+	}
+	if opts != nil {
+		o = mergeOpts(o, *opts)
+	}
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return nil, invalid("args", fmt.Errorf("%w: %v", ErrArgsEncode, err), "cannot encode args of kind %q: %v", kind, err)
+	}
+	if len(encoded) > c.config.MaxArgsBytes {
+		return nil, invalid("args", ErrArgsTooLarge, "args of kind %q encode to %d bytes, over the limit of %d", kind, len(encoded), c.config.MaxArgsBytes)
+	}
+	if o.Queue == "" {
+		o.Queue = DefaultQueue
+	}
+	if err := ValidateQueueName(o.Queue); err != nil {
+		return nil, err
+	}
+	if o.Priority < MinPriority || o.Priority > MaxPriority {
+		return nil, invalid("priority", nil, "priority %d is out of range %d..%d", o.Priority, MinPriority, MaxPriority)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempt
+	}
+	if o.MaxAttempts < 1 || o.MaxAttempts > MaxMaxAttempts {
+		return nil, invalid("max_attempts", nil, "max attempts %d is out of range 1..%d", o.MaxAttempts, MaxMaxAttempts)
+	}
+	if len(o.Tags) > MaxTags {
+		return nil, invalid("tags", nil, "%d tags, at most %d allowed", len(o.Tags), MaxTags)
+	}
+	for _, t := range o.Tags {
+		if !tagPattern.MatchString(t) {
+			return nil, invalid("tags", nil, "tag %q must be 1 to 64 of a-z A-Z 0-9 _ . : -", t)
+		}
+	}
+	var meta json.RawMessage
+	if len(o.Metadata) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(o.Metadata, &obj); err != nil || obj == nil {
+			return nil, invalid("metadata", nil, "metadata must be a JSON object")
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, o.Metadata); err != nil {
+			return nil, invalid("metadata", nil, "metadata must be a JSON object")
+		}
+		meta = buf.Bytes()
+	}
+	if o.Delay < 0 {
+		return nil, invalid("run_at", nil, "delay %s is negative", o.Delay)
+	}
+	row := &backend.JobInsertParams{
+		Queue:       o.Queue,
+		Kind:        kind,
+		Args:        encoded,
+		Priority:    int16(o.Priority),
+		Delay:       o.Delay,
+		MaxAttempts: int16(o.MaxAttempts),
+		Tags:        o.Tags,
+		Metadata:    meta,
+	}
+	if !o.RunAt.IsZero() {
+		at := o.RunAt
+		row.RunAt = &at
+		row.Delay = 0
+	}
+	return row, nil
+}
+
+func mergeOpts(base, over InsertOpts) InsertOpts {
+	if over.MaxAttempts != 0 {
+		base.MaxAttempts = over.MaxAttempts
+	}
+	if len(over.Metadata) > 0 {
+		base.Metadata = over.Metadata
+	}
+	if over.Priority != 0 || over.priorityIsSet {
+		base.Priority = over.Priority
+	}
+	if over.Queue != "" {
+		base.Queue = over.Queue
+	}
+	if !over.RunAt.IsZero() {
+		base.RunAt = over.RunAt
+	}
+	if over.Delay != 0 {
+		base.Delay = over.Delay
+	}
+	if over.Tags != nil {
+		base.Tags = over.Tags
+	}
+	return base
+}
+
+// ValidateQueueName checks a queue name: 1 to 128 characters of a-z A-Z 0-9
+// _ . -, not starting with . or -. It returns an *InvalidJobError.
+func ValidateQueueName(name string) error {
+	if !queuePattern.MatchString(name) {
+		return invalid("queue", nil, "queue name %q must be 1 to 128 of a-z A-Z 0-9 _ . -, not starting with . or -", name)
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,78 @@
+// Package testdb gives each test its own freshly migrated schema on the real
+// database servers. A missing server fails the test; it is never skipped.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/spoolq/spool/backend/postgres"
+)
+
+// PostgresURL is the server tests use: $SPOOL_TEST_POSTGRES_URL, or the local
+// server on 127.0.0.1:5432.
+func PostgresURL() string {
+	if u := os.Getenv("SPOOL_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// NewSchemaName returns a unique schema name for a test.
+func NewSchemaName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "spool_test_" + hex.EncodeToString(b[:])
+}
+
+// PostgresPool returns a pool to the test server, closed when the test ends.
+func PostgresPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(PostgresURL())
+	if err != nil {
+		t.Fatalf("parse test database URL: %v", err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL at %s: %v", PostgresURL(), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("PostgreSQL at %s does not answer (start it as the README says): %v", PostgresURL(), err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Postgres returns a backend on its own migrated schema, dropped when the
+// test ends.
+func Postgres(t testing.TB) *postgres.Backend {
+	t.Helper()
+	pool := PostgresPool(t)
+	schema := NewSchemaName()
+	be, err := postgres.New(pool, &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("new backend: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop test schema %s: %v", schema, err)
+		}
+	})
+	return be
+}

@@ -1,0 +1,125 @@
+package spool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// Workers is the registry of workers by kind. Register with AddWorker before
+// passing it to NewClient.
+type Workers struct {
+	mu    sync.RWMutex
+	kinds map[string]workerEntry
+}
+
+// workerEntry turns a stored job into something runnable for one kind.
+type workerEntry struct {
+	// run decodes the row's args and works the job. It returns errDecode
+	// (wrapped) when the args do not decode.
+	run func(ctx context.Context, row *JobRow) error
+	// timeout returns the worker's own timeout for the row (0: default).
+	timeout func(row *JobRow) time.Duration
+	// nextRetry returns the worker's own backoff (ok=false: use the policy).
+	nextRetry func(row *JobRow) (time.Duration, bool)
+}
+
+// errDecode marks a payload that does not decode into the registered type;
+// such a job is discarded, since no retry can fix it.
+type errDecode struct{ err error }
+
+func (e *errDecode) Error() string { return "decode args: " + e.err.Error() }
+func (e *errDecode) Unwrap() error { return e.err }
+
+// NewWorkers returns an empty registry.
+func NewWorkers() *Workers { return &Workers{kinds: map[string]workerEntry{}} }
+
+// AddWorker registers w for the kind of T. It panics if the kind is empty or
+// already registered: both are programming errors found at start-up.
+func AddWorker[T JobArgs](ws *Workers, w Worker[T]) {
+	if err := AddWorkerSafely(ws, w); err != nil {
+		panic(err)
+	}
+}
+
+// AddWorkerSafely is AddWorker returning an error instead of panicking.
+func AddWorkerSafely[T JobArgs](ws *Workers, w Worker[T]) error {
+	var zero T
+	kind := kindOf(zero)
+	if kind == "" {
+		return fmt.Errorf("add worker for %T: %w: empty kind", zero, ErrInvalidConfig)
+	}
+	decode := func(row *JobRow) (*Job[T], error) {
+		job := &Job[T]{JobRow: row}
+		if err := json.Unmarshal(row.Args, &job.Args); err != nil {
+			return nil, &errDecode{err: err}
+		}
+		return job, nil
+	}
+	entry := workerEntry{
+		run: func(ctx context.Context, row *JobRow) error {
+			job, err := decode(row)
+			if err != nil {
+				return err
+			}
+			return w.Work(ctx, job)
+		},
+		timeout: func(row *JobRow) time.Duration {
+			if t, ok := w.(WorkerTimeout[T]); ok {
+				return t.Timeout(&Job[T]{JobRow: row})
+			}
+			return 0
+		},
+		nextRetry: func(row *JobRow) (time.Duration, bool) {
+			if r, ok := w.(WorkerNextRetry[T]); ok {
+				return r.NextRetry(&Job[T]{JobRow: row}), true
+			}
+			return 0, false
+		},
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.kinds == nil {
+		ws.kinds = map[string]workerEntry{}
+	}
+	if _, dup := ws.kinds[kind]; dup {
+		return fmt.Errorf("add worker for kind %q: %w: kind registered twice", kind, ErrInvalidConfig)
+	}
+	ws.kinds[kind] = entry
+	return nil
+}
+
+// kindOf returns T's kind, also for pointer types whose zero value is nil.
+func kindOf[T JobArgs](zero T) string {
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() == reflect.Pointer {
+		return reflect.New(rt.Elem()).Interface().(JobArgs).Kind()
+	}
+	return zero.Kind()
+}
+
+func (ws *Workers) has(kind string) bool {
+	_, ok := ws.get(kind)
+	return ok
+}
+
+func (ws *Workers) get(kind string) (workerEntry, bool) {
+	ws.mu.RLock()
+	defer ws.mu.RUnlock()
+	e, ok := ws.kinds[kind]
+	return e, ok
+}
+
+// Kinds lists the registered kinds.
+func (ws *Workers) Kinds() []string {
+	ws.mu.RLock()
+	defer ws.mu.RUnlock()
+	out := make([]string, 0, len(ws.kinds))
+	for k := range ws.kinds {
+		out = append(out, k)
+	}
+	return out
+}
