@@ -10,7 +10,9 @@ import (
 	"github.com/spoolq/spool/internal/testdb"
 )
 
-type smokeArgs struct{ N int `json:"n"` }
+type smokeArgs struct {
+	N int `json:"n"`
+}
 
 func (smokeArgs) Kind() string { return "smoke" }
 

@@ -115,8 +115,8 @@ type JobInsertParams struct {
 	Kind        string
 	Args        json.RawMessage
 	Priority    int16
-	RunAt       *time.Time     // nil: now by the store's clock
-	Delay       time.Duration  // added to the store's clock when RunAt is nil
+	RunAt       *time.Time    // nil: now by the store's clock
+	Delay       time.Duration // added to the store's clock when RunAt is nil
 	MaxAttempts int16
 	Tags        []string
 	Metadata    json.RawMessage // nil or a JSON object

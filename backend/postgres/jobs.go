@@ -17,11 +17,11 @@ import (
 // scanJob reads one row of jobColumns.
 func scanJob(row pgx.Row) (*backend.JobRow, error) {
 	var (
-		j      backend.JobRow
-		state  string
-		errs   []byte
-		args   []byte
-		meta   []byte
+		j     backend.JobRow
+		state string
+		errs  []byte
+		args  []byte
+		meta  []byte
 	)
 	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
 		&j.Fence, &j.LeasedUntil, &j.LeasedBy, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &errs, &j.Tags, &meta); err != nil {

@@ -6,11 +6,11 @@ import "strings"
 // the templates below. {{s}} is the quoted schema; nothing else is spliced in,
 // every value is bound.
 type queries struct {
-	claim, finish, heartbeat, rescue, cleanup           string
-	insert, reserveIDs, now                             string
-	get, list, retry, cancel, stats                     string
-	leaderElect, leaderResign                           string
-	schemaVersion                                       string
+	claim, finish, heartbeat, rescue, cleanup string
+	insert, reserveIDs, now                   string
+	get, list, retry, cancel, stats           string
+	leaderElect, leaderResign                 string
+	schemaVersion                             string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
