@@ -20,7 +20,9 @@ type completer struct {
 
 type pendingFinish struct {
 	finish backend.JobFinish
-	kind   string
+	// completedInTx: the handler called CompleteTx, so a rejection only
+	// means its transaction committed.
+	completedInTx bool
 }
 
 func newCompleter(c *Client) *completer {
@@ -34,7 +36,13 @@ func newCompleter(c *Client) *completer {
 // add queues an outcome; it blocks when the queue is full, which holds the
 // job's worker slot and so slows claiming to the rate outcomes are written.
 func (m *completer) add(f backend.JobFinish, row *backend.JobRow) {
-	m.in <- pendingFinish{finish: f, kind: row.Kind}
+	m.addAfterTx(&f, row, false)
+}
+
+// addAfterTx queues the outcome of a run whose handler may have called
+// CompleteTx.
+func (m *completer) addAfterTx(f *backend.JobFinish, row *backend.JobRow, completedInTx bool) {
+	m.in <- pendingFinish{finish: *f, completedInTx: completedInTx}
 }
 
 // close is called once every producer has exited: nothing adds after it.
@@ -105,12 +113,7 @@ func (m *completer) write(batch []pendingFinish) {
 		res, err := m.c.backend.JobFinishMany(ctx, params)
 		cancel()
 		if err == nil {
-			if len(res.Rejected) > 0 {
-				for _, l := range res.Rejected {
-					m.c.logger.Warn("spool: outcome not written: the job's lease no longer holds (rescued, cancelled or finished elsewhere)",
-						"job_id", l.ID, "fence", l.Fence)
-				}
-			}
+			m.reportRejected(batch, res.Rejected)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -121,5 +124,26 @@ func (m *completer) write(batch []pendingFinish) {
 		m.c.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
 		time.Sleep(jitter(backoff))
 		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// reportRejected logs outcomes the store fenced out, except those of jobs
+// completed by CompleteTx, whose rejection is expected.
+func (m *completer) reportRejected(batch []pendingFinish, rejected []backend.LeaseRef) {
+	if len(rejected) == 0 {
+		return
+	}
+	inTx := make(map[backend.LeaseRef]bool, len(batch))
+	for _, p := range batch {
+		if p.completedInTx {
+			inTx[p.finish.Lease] = true
+		}
+	}
+	for _, l := range rejected {
+		if inTx[l] {
+			continue
+		}
+		m.c.logger.Warn("spool: outcome not written: the job's lease no longer holds (rescued, cancelled or finished elsewhere)",
+			"job_id", l.ID, "fence", l.Fence)
 	}
 }

@@ -31,7 +31,8 @@ func (r *runningJobs) add(j *runningJob) {
 	r.mu.Unlock()
 }
 
-// remove forgets a job and reports whether CompleteTx finished it.
+// remove forgets a job and reports whether CompleteTx was called for it (its
+// transaction may have committed or not).
 func (r *runningJobs) remove(id int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -88,20 +89,20 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 func (c *Client) startJob(row *backend.JobRow, done chan<- struct{}) {
 	go func() {
 		defer func() { done <- struct{}{} }()
-		finish := c.execute(row)
-		if finish != nil {
-			c.completer.add(*finish, row)
-		}
+		finish, completedInTx := c.execute(row)
+		c.completer.addAfterTx(finish, row, completedInTx)
 	}()
 }
 
-// execute runs one job and returns the outcome to write, or nil when
-// CompleteTx already wrote it.
-func (c *Client) execute(row *backend.JobRow) *backend.JobFinish {
+// execute runs one job and returns the outcome to write, and whether the
+// handler called CompleteTx. The outcome is written even then: if that
+// transaction committed, the write is a fenced no-op (the job is no longer
+// running); if it rolled back, the outcome is what happened.
+func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, completedInTx bool) {
 	entry, ok := c.config.Workers.get(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
-		return c.failure(row, err, "", c.config.RetryPolicy.NextRetry(int(row.Attempt)))
+		return c.failure(row, err, "", c.config.RetryPolicy.NextRetry(int(row.Attempt))), false
 	}
 	timeout := entry.timeout(row)
 	if timeout == 0 {
@@ -118,11 +119,9 @@ func (c *Client) execute(row *backend.JobRow) *backend.JobFinish {
 	c.running.add(&runningJob{lease: row.Lease(), ctx: runCtx, cancel: cancel})
 	started := time.Now()
 	err := safeRun(runCtx, entry.run, row)
-	if c.running.remove(row.ID) {
-		return nil
-	}
+	completedInTx = c.running.remove(row.ID)
 	if err == nil {
-		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}
+		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}, completedInTx
 	}
 
 	var (
@@ -137,16 +136,16 @@ func (c *Client) execute(row *backend.JobRow) *backend.JobFinish {
 		if oe.err != nil {
 			f.Error = &backend.AttemptError{Attempt: int(row.Attempt), Error: oe.err.Error()}
 		}
-		return f
+		return f, completedInTx
 	case errors.As(err, &de):
 		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
-			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.err)}}
+			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.err)}}, completedInTx
 	}
 	cause := context.Cause(runCtx)
 	switch {
 	case errors.Is(cause, ErrClientStopping):
 		// Interrupted by a hard stop: the attempt counts, the retry is immediate.
-		return c.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0)
+		return c.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0), completedInTx
 	case errors.Is(cause, errJobTimeout):
 		msg = fmt.Sprintf("job timed out after %s: %s", timeout, msg)
 	case errors.Is(cause, ErrLeaseLost):
@@ -161,7 +160,7 @@ func (c *Client) execute(row *backend.JobRow) *backend.JobFinish {
 		delay = c.config.RetryPolicy.NextRetry(int(row.Attempt))
 	}
 	c.logger.Debug("spool: job failed", "job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "error", msg, "elapsed", time.Since(started))
-	return c.failure(row, errors.New(msg), trace, delay)
+	return c.failure(row, errors.New(msg), trace, delay), completedInTx
 }
 
 func (c *Client) failure(row *backend.JobRow, err error, trace string, delay time.Duration) *backend.JobFinish {

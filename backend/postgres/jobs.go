@@ -207,26 +207,37 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	done, err := collectLeases(rows)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	return &backend.JobFinishManyResult{Rejected: missing(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }
 
-// missing returns the leases of items whose id is not in done.
-func missing[T any](items []T, done []int64, lease func(T) backend.LeaseRef) []backend.LeaseRef {
-	if len(done) == len(items) {
+// collectLeases reads (id, fence) rows.
+func collectLeases(rows pgx.Rows) ([]backend.LeaseRef, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.LeaseRef, error) {
+		var l backend.LeaseRef
+		err := r.Scan(&l.ID, &l.Fence)
+		return l, err
+	})
+}
+
+// missing returns the leases of items that are not among the applied ones.
+// Leases, not ids, are compared: a stale and a live lease on one job may
+// share a batch.
+func missing[T any](items []T, applied []backend.LeaseRef, lease func(T) backend.LeaseRef) []backend.LeaseRef {
+	if len(applied) == len(items) {
 		return nil
 	}
-	seen := make(map[int64]struct{}, len(done))
-	for _, id := range done {
-		seen[id] = struct{}{}
+	seen := make(map[backend.LeaseRef]struct{}, len(applied))
+	for _, l := range applied {
+		seen[l] = struct{}{}
 	}
 	var out []backend.LeaseRef
 	for _, it := range items {
 		l := lease(it)
-		if _, ok := seen[l.ID]; !ok {
+		if _, ok := seen[l]; !ok {
 			out = append(out, l)
 		}
 	}
@@ -249,7 +260,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat jobs: %w", err)
 	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	done, err := collectLeases(rows)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat jobs: %w", err)
 	}

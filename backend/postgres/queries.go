@@ -53,7 +53,7 @@ RETURNING {{jcols}}`,
 deleted AS (
   DELETE FROM {{s}}.spool_jobs j USING input i
   WHERE $6 AND i.outcome = 1 AND j.id = i.id AND j.fence = i.fence AND j.state = 'running'
-  RETURNING j.id
+  RETURNING j.id, j.fence
 ),
 updated AS (
   UPDATE {{s}}.spool_jobs j SET
@@ -78,14 +78,14 @@ updated AS (
     END
   FROM input i
   WHERE NOT ($6 AND i.outcome = 1) AND j.id = i.id AND j.fence = i.fence AND j.state = 'running'
-  RETURNING j.id
+  RETURNING j.id, j.fence
 )
-SELECT id FROM deleted UNION ALL SELECT id FROM updated`,
+SELECT id, fence FROM deleted UNION ALL SELECT id, fence FROM updated`,
 
 		heartbeat: `UPDATE {{s}}.spool_jobs j SET leased_until = now() + $3::bigint * interval '1 microsecond'
 FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
 WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
-RETURNING j.id`,
+RETURNING j.id, j.fence`,
 
 		// Rescue: running rows whose lease ended by the DB clock go back to
 		// the queue (the attempt counted) or are discarded at max attempts.

@@ -1,0 +1,306 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/internal/conformance"
+	"github.com/spoolq/spool/internal/testdb"
+)
+
+func harness() conformance.Harness {
+	return conformance.Harness{
+		NewBackend: func(t *testing.T) backend.Backend { return testdb.Postgres(t) },
+		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
+			// A second pool, as another process would have.
+			other, err := postgres.New(testdb.PostgresPool(t), &postgres.Options{Schema: be.(*postgres.Backend).Schema()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return other
+		},
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
+			tx, err := be.(*postgres.Backend).Pool().Begin(context.Background())
+			if err != nil {
+				t.Fatalf("begin: %v", err)
+			}
+			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+			return tx
+		},
+	}
+}
+
+func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
+
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	pool := testdb.PostgresPool(t)
+	schema := testdb.NewSchemaName()
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			be, err := postgres.New(pool, &postgres.Options{Schema: schema})
+			if err == nil {
+				err = be.Migrate(context.Background())
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	var versions int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".spool_migrations").Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != postgres.LatestVersion() {
+		t.Fatalf("%d migration rows, want %d", versions, postgres.LatestVersion())
+	}
+	be, _ := postgres.New(pool, &postgres.Options{Schema: schema})
+	if err := be.CheckSchema(context.Background()); err != nil {
+		t.Fatalf("check schema: %v", err)
+	}
+}
+
+func TestSchemaChecks(t *testing.T) {
+	t.Parallel()
+	pool := testdb.PostgresPool(t)
+	for _, bad := range []string{"", "Spool", "1abc", "a-b", "a;drop", `a"b`, strings.Repeat("a", 64), "sp ool"} {
+		if _, err := postgres.New(pool, &postgres.Options{Schema: bad}); !errors.Is(err, postgres.ErrInvalidSchema) {
+			if bad == "" && err == nil {
+				continue // empty means the default
+			}
+			t.Errorf("schema %q: err = %v", bad, err)
+		}
+	}
+	ctx := context.Background()
+	// Not migrated: a client refuses to start, with a typed error.
+	be, err := postgres.New(pool, &postgres.Options{Schema: testdb.NewSchemaName()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.CheckSchema(ctx); !errors.Is(err, backend.ErrSchemaNotMigrated) {
+		t.Fatalf("unmigrated: %v", err)
+	}
+	// Newer than this code: refused by Start and by Migrate.
+	be = testdb.Postgres(t)
+	if _, err := pool.Exec(ctx, "INSERT INTO "+be.Schema()+".spool_migrations (version, name) VALUES (999, 'future')"); err != nil {
+		t.Fatal(err)
+	}
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error { return nil }))
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); !errors.Is(err, spool.ErrSchemaTooNew) {
+		t.Fatalf("start on newer schema: %v", err)
+	}
+	if err := be.Migrate(ctx); !errors.Is(err, backend.ErrSchemaTooNew) {
+		t.Fatalf("migrate on newer schema: %v", err)
+	}
+}
+
+func TestOpenDSN(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := testdb.NewSchemaName()
+	dsn := testdb.PostgresURL() + "&" + postgres.SchemaParam + "=" + schema
+	be, err := backend.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer be.Close()
+	pg := be.(*postgres.Backend)
+	t.Cleanup(func() {
+		_, _ = testdb.PostgresPool(t).Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	})
+	if pg.Schema() != schema {
+		t.Fatalf("schema = %s", pg.Schema())
+	}
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var idle string
+	if err := pg.Pool().QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&idle); err != nil || idle != "1min" {
+		t.Fatalf("idle_in_transaction_session_timeout = %q (%v)", idle, err)
+	}
+	if _, err := backend.Open(ctx, strings.Replace(dsn, "spool_schema="+schema, "spool_schema=Bad-Name", 1)); !errors.Is(err, postgres.ErrInvalidSchema) {
+		t.Fatalf("bad schema in DSN: %v", err)
+	}
+	if _, err := backend.Open(ctx, "nosuch://x"); err == nil || !strings.Contains(err.Error(), "no backend for scheme") {
+		t.Fatalf("unknown scheme: %v", err)
+	}
+}
+
+// TestSQLEnqueue enqueues from plain SQL inside a transaction, as another
+// language would, and a Go worker runs the job.
+func TestSQLEnqueue(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	ctx := context.Background()
+	ran := make(chan conformance.NoteArgs, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+		ran <- j.Args
+		return nil
+	}))
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"mail": {MaxWorkers: 1}}, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	s := be.Schema()
+	tx, err := be.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, `SELECT `+s+`.enqueue('note', '{"n": 7}'::jsonb, queue => 'mail', priority => 3, tags => ARRAY['from-sql'])`).Scan(&id); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// PollInterval is an hour: only the NOTIFY sent at commit can wake the worker.
+	select {
+	case a := <-ran:
+		if a.N != 7 {
+			t.Fatalf("args = %+v", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("job enqueued from SQL did not run (no wake-up?)")
+	}
+	j, err := c.JobGet(ctx, id)
+	if err != nil || j.Priority != 3 || j.Queue != "mail" || len(j.Tags) != 1 {
+		t.Fatalf("row: %+v %v", j, err)
+	}
+	// Validation in SQL: each bad call raises 22023 and writes nothing.
+	bad := []string{
+		`SELECT ` + s + `.enqueue('')`,
+		`SELECT ` + s + `.enqueue('note', queue => 'bad queue')`,
+		`SELECT ` + s + `.enqueue('note', queue => 'x''; drop table x; --')`,
+		`SELECT ` + s + `.enqueue('note', priority => -1)`,
+		`SELECT ` + s + `.enqueue('note', max_attempts => 0)`,
+		`SELECT ` + s + `.enqueue('note', tags => ARRAY['a b'])`,
+		`SELECT ` + s + `.enqueue('note', metadata => '[1]')`,
+		`SELECT ` + s + `.enqueue('note', jsonb_build_object('s', repeat('x', 1048576)))`,
+	}
+	for _, q := range bad {
+		_, err := be.Pool().Exec(ctx, q)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+			t.Errorf("%s: err = %v, want SQLSTATE 22023", q, err)
+		}
+	}
+	// A raw INSERT that breaks the rules is refused by the table's checks.
+	if _, err := be.Pool().Exec(ctx, `INSERT INTO `+s+`.spool_jobs (kind, priority) VALUES ('note', 1000)`); err == nil {
+		t.Error("raw insert with priority 1000 accepted")
+	}
+	var n int
+	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+s+`.spool_jobs`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows after bad calls, want 1 (%v)", n, err)
+	}
+}
+
+// TestPollOnly works jobs with LISTEN off, as behind PgBouncer in
+// transaction mode, including jobs inserted by another process.
+func TestPollOnly(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	ctx := context.Background()
+	ran := make(chan int, 10)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+		ran <- j.Args.N
+		return nil
+	}))
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, PollOnly: true, PollInterval: 20 * time.Millisecond,
+		Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	var listeners int
+	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND query LIKE '%`+be.Schema()+`%'`).Scan(&listeners); err != nil || listeners != 0 {
+		t.Fatalf("poll-only client listens: %d %v", listeners, err)
+	}
+	if _, err := be.Pool().Exec(ctx, `SELECT `+be.Schema()+`.enqueue('note', '{"n": 5}')`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-ran:
+		if n != 5 {
+			t.Fatalf("ran %d", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("poll-only client did not pick up the job")
+	}
+}
+
+// TestNotifyCoalesced checks that a bulk insert sends one notification per
+// queue, not one per row.
+func TestNotifyCoalesced(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `LISTEN "spool:`+be.Schema()+`"`); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := spool.NewClient(be, &spool.Config{})
+	for _, n := range []int{50, 1000} { // INSERT … unnest and COPY
+		params := make([]spool.InsertManyParams, n)
+		for i := range params {
+			q := "a"
+			if i%2 == 1 {
+				q = "b"
+			}
+			params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: q}}
+		}
+		if _, err := c.InsertMany(ctx, params); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			n, err := conn.WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			got[n.Payload]++
+		}
+		if got["a"] != 1 || got["b"] != 1 || len(got) != 2 {
+			t.Fatalf("%d rows: notifications %v, want one per queue", n, got)
+		}
+	}
+}
