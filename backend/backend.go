@@ -126,11 +126,16 @@ type JobInsertParams struct {
 type JobInsertManyParams struct {
 	Tx   Tx // nil: the backend's own connection
 	Jobs []*JobInsertParams
+	// NoIDs tells the backend the caller does not need the new ids, so it may
+	// use a faster bulk path (COPY in PostgreSQL) and leave IDs nil.
+	NoIDs bool
 }
 
-// JobInsertManyResult reports the ids of the inserted jobs, in input order.
+// JobInsertManyResult reports the ids of the inserted jobs, in input order
+// (nil when NoIDs was set), and how many were inserted.
 type JobInsertManyResult struct {
-	IDs []int64
+	IDs   []int64
+	Count int
 }
 
 // JobClaimParams claims up to Max pending, due jobs of Queue in order

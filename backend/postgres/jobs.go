@@ -53,9 +53,10 @@ func collectJobs(rows pgx.Rows) ([]*backend.JobRow, error) {
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// JobInsertMany implements backend.Backend. Batches of CopyThreshold or more
-// rows go through COPY with ids reserved up front; smaller ones through one
-// INSERT … SELECT FROM unnest.
+// JobInsertMany implements backend.Backend. With ids wanted, every batch is
+// one INSERT … SELECT FROM unnest (faster than COPY with ids reserved up
+// front); with NoIDs, batches of CopyThreshold or more rows use COPY.
+// Figures in BENCHMARKS.md (BenchmarkInsertMany).
 func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
 	db, err := b.dbtx(p.Tx)
 	if err != nil {
@@ -64,12 +65,12 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	if len(p.Jobs) == 0 {
 		return &backend.JobInsertManyResult{}, nil
 	}
-	if len(p.Jobs) >= b.copyThreshold {
-		ids, err := b.insertCopy(ctx, db, p.Jobs)
+	if p.NoIDs && len(p.Jobs) >= b.copyThreshold {
+		n, err := b.insertCopy(ctx, db, p.Jobs)
 		if err != nil {
 			return nil, fmt.Errorf("insert jobs (copy): %w", err)
 		}
-		return &backend.JobInsertManyResult{IDs: ids}, nil
+		return &backend.JobInsertManyResult{Count: n}, nil
 	}
 	n := len(p.Jobs)
 	var (
@@ -102,20 +103,23 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	if len(ids) != n {
 		return nil, fmt.Errorf("insert jobs: inserted %d of %d rows", len(ids), n)
 	}
-	return &backend.JobInsertManyResult{IDs: ids}, nil
+	return &backend.JobInsertManyResult{IDs: ids, Count: n}, nil
 }
 
-var copyColumns = []string{"id", "queue", "kind", "args", "priority", "run_at", "state", "max_attempts", "tags", "metadata"}
+var copyColumns = []string{"queue", "kind", "args", "priority", "run_at", "state", "max_attempts", "tags", "metadata"}
 
-func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobInsertParams) ([]int64, error) {
-	var (
-		now time.Time
-		ids []int64
-	)
-	if err := db.QueryRow(ctx, b.sql.reserveIDs, len(jobs)).Scan(&now, &ids); err != nil {
-		return nil, fmt.Errorf("reserve ids: %w", err)
+// insertCopy writes jobs with COPY; ids come from the column default. Run
+// times are on the database clock: one SELECT now() when any job is delayed.
+func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobInsertParams) (int, error) {
+	var now time.Time
+	for _, j := range jobs {
+		if j.RunAt == nil {
+			if err := db.QueryRow(ctx, b.sql.now).Scan(&now); err != nil {
+				return 0, fmt.Errorf("read database clock: %w", err)
+			}
+			break
+		}
 	}
-	slices.Sort(ids)
 	rows := make([][]any, len(jobs))
 	for i, j := range jobs {
 		at := now.Add(j.Delay)
@@ -134,16 +138,16 @@ func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobIn
 		if len(meta) == 0 {
 			meta = json.RawMessage(`{}`)
 		}
-		rows[i] = []any{ids[i], j.Queue, j.Kind, j.Args, j.Priority, at, string(state), j.MaxAttempts, tags, meta}
+		rows[i] = []any{j.Queue, j.Kind, j.Args, j.Priority, at, string(state), j.MaxAttempts, tags, meta}
 	}
 	n, err := db.CopyFrom(ctx, pgx.Identifier{b.schema, "spool_jobs"}, copyColumns, pgx.CopyFromRows(rows))
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if int(n) != len(jobs) {
-		return nil, fmt.Errorf("copied %d of %d rows", n, len(jobs))
+		return 0, fmt.Errorf("copied %d of %d rows", n, len(jobs))
 	}
-	return ids, nil
+	return len(jobs), nil
 }
 
 // JobClaim implements backend.Backend. Rows come back in claim order.

@@ -60,8 +60,8 @@ type DBTX interface {
 type Options struct {
 	// Schema holds Spool's tables. Defaults to "spool".
 	Schema string
-	// CopyThreshold is the batch size from which inserts use COPY instead of
-	// INSERT … SELECT FROM unnest. Defaults to 500.
+	// CopyThreshold is the batch size from which inserts that need no ids
+	// use COPY instead of INSERT … SELECT FROM unnest. Defaults to 500.
 	CopyThreshold int
 }
 

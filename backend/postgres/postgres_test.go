@@ -214,9 +214,17 @@ func TestSQLEnqueue(t *testing.T) {
 			t.Errorf("%s: err = %v, want SQLSTATE 22023", q, err)
 		}
 	}
-	// A raw INSERT that breaks the rules is refused by the table's checks.
-	if _, err := be.Pool().Exec(ctx, `INSERT INTO `+s+`.spool_jobs (kind, priority) VALUES ('note', 1000)`); err == nil {
-		t.Error("raw insert with priority 1000 accepted")
+	// A raw INSERT that breaks the structural rules is refused by the table.
+	for _, q := range []string{
+		`INSERT INTO ` + s + `.spool_jobs (kind, priority) VALUES ('note', 1000)`,
+		`INSERT INTO ` + s + `.spool_jobs (kind, max_attempts) VALUES ('note', 0)`,
+		`INSERT INTO ` + s + `.spool_jobs (kind, queue) VALUES ('note', '')`,
+		`INSERT INTO ` + s + `.spool_jobs (kind) VALUES ('')`,
+		`INSERT INTO ` + s + `.spool_jobs (kind, metadata) VALUES ('note', '[]')`,
+	} {
+		if _, err := be.Pool().Exec(ctx, q); err == nil {
+			t.Errorf("raw insert accepted: %s", q)
+		}
 	}
 	var n int
 	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+s+`.spool_jobs`).Scan(&n); err != nil || n != 1 {

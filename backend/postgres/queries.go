@@ -7,7 +7,7 @@ import "strings"
 // every value is bound.
 type queries struct {
 	claim, finish, heartbeat, rescue, cleanup string
-	insert, reserveIDs, now                   string
+	insert, now                               string
 	get, list, retry, cancel, stats           string
 	leaderElect, leaderResign                 string
 	schemaVersion                             string
@@ -136,9 +136,6 @@ FROM (
 ORDER BY t.ord
 RETURNING id`,
 
-		reserveIDs: `SELECT now(), array_agg(nextval(pg_get_serial_sequence('{{s}}.spool_jobs', 'id')))
-FROM generate_series(1, $1)`,
-
 		now: `SELECT now()`,
 
 		get: `SELECT {{cols}} FROM {{s}}.spool_jobs WHERE id = $1`,
@@ -177,7 +174,7 @@ RETURNING leader_id`,
 
 		schemaVersion: `SELECT coalesce(max(version), 0) FROM {{s}}.spool_migrations`,
 	}
-	for _, p := range []*string{&q.claim, &q.finish, &q.heartbeat, &q.rescue, &q.cleanup, &q.insert, &q.reserveIDs,
+	for _, p := range []*string{&q.claim, &q.finish, &q.heartbeat, &q.rescue, &q.cleanup, &q.insert,
 		&q.now, &q.get, &q.list, &q.retry, &q.cancel, &q.stats, &q.leaderElect, &q.leaderResign, &q.schemaVersion} {
 		*p = r.Replace(*p)
 	}

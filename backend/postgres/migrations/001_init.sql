@@ -24,9 +24,13 @@ CREATE TABLE {{schema}}.spool_jobs (
   errors       jsonb,
   tags         text[] NOT NULL DEFAULT '{}',
   metadata     jsonb NOT NULL DEFAULT '{}',
-  -- The same rules the Go API applies, so rows written from SQL obey them too.
-  CONSTRAINT spool_jobs_queue_valid CHECK (queue ~ '^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$'),
-  CONSTRAINT spool_jobs_kind_valid CHECK (char_length(kind) BETWEEN 1 AND 255 AND kind !~ '[[:cntrl:]]'),
+  -- Structural rules hold for every row, however it was written. The full
+  -- rules (character sets of queue, kind, tags; args size) are checked by the
+  -- Go API and by enqueue() below: as table CHECKs, the two regular
+  -- expressions cost about 2.9 us per row, half the insert time (measured:
+  -- 100k-row INSERT 646 ms with them, 293 ms without; BENCHMARKS.md).
+  CONSTRAINT spool_jobs_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
+  CONSTRAINT spool_jobs_kind_length CHECK (char_length(kind) BETWEEN 1 AND 255),
   CONSTRAINT spool_jobs_priority_range CHECK (priority BETWEEN 0 AND 100),
   CONSTRAINT spool_jobs_max_attempts_range CHECK (max_attempts BETWEEN 1 AND 1000),
   CONSTRAINT spool_jobs_attempt_range CHECK (attempt >= 0),

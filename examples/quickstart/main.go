@@ -1,0 +1,135 @@
+// Command quickstart is Spool's main job in miniature: it migrates the
+// database, enqueues jobs (one in a transaction, a batch in bulk, one delayed,
+// one that fails and retries), works them with typed workers, and prints what
+// happened. The database comes from $SPOOL_DATABASE_URL, else the local
+// PostgreSQL at 127.0.0.1:5432 (database test), in the schema spool_quickstart.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	_ "github.com/spoolq/spool/backend/postgres"
+)
+
+// SendEmail is a job's args: its Kind names the job type in the database.
+type SendEmail struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+}
+
+// Kind implements spool.JobArgs.
+func (SendEmail) Kind() string { return "send_email" }
+
+// ResizeImage is a second job type.
+type ResizeImage struct {
+	Path  string `json:"path"`
+	Width int    `json:"width"`
+}
+
+// Kind implements spool.JobArgs.
+func (ResizeImage) Kind() string { return "resize_image" }
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := os.Getenv("SPOOL_DATABASE_URL")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable&spool_schema=spool_quickstart"
+	}
+	be, err := backend.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	if err := be.Migrate(ctx); err != nil {
+		return err
+	}
+
+	var done atomic.Int32
+	const total = 1 + 100 + 1 + 1
+	workers := spool.NewWorkers()
+	spool.AddWorker(workers, spool.WorkFunc(func(ctx context.Context, job *spool.Job[SendEmail]) error {
+		fmt.Printf("  job %d: email to %s (%q), attempt %d\n", job.ID, job.Args.To, job.Args.Subject, job.Attempt)
+		if job.Args.To == "flaky@example.com" && job.Attempt < 3 {
+			return errors.New("smtp: 421 try again later")
+		}
+		done.Add(1)
+		return nil
+	}))
+	spool.AddWorker(workers, spool.WorkFunc(func(ctx context.Context, job *spool.Job[ResizeImage]) error {
+		done.Add(1)
+		return nil
+	}))
+
+	client, err := spool.NewClient(be, &spool.Config{
+		Workers:     workers,
+		Queues:      map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 20}},
+		RetryPolicy: spool.ConstantRetryPolicy{Delay: 200 * time.Millisecond},
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+
+	res, err := client.Insert(ctx, SendEmail{To: "ada@example.com", Subject: "Welcome"}, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("inserted job %d\n", res.ID)
+	if _, err := client.Insert(ctx, SendEmail{To: "flaky@example.com", Subject: "Retries"}, nil); err != nil {
+		return err
+	}
+	if _, err := client.Insert(ctx, SendEmail{To: "later@example.com", Subject: "Delayed 1s"},
+		&spool.InsertOpts{Delay: time.Second}); err != nil {
+		return err
+	}
+	batch := make([]spool.InsertManyParams, 100)
+	for i := range batch {
+		batch[i] = spool.InsertManyParams{Args: ResizeImage{Path: fmt.Sprintf("img/%03d.png", i), Width: 640}}
+	}
+	if _, err := client.InsertMany(ctx, batch); err != nil {
+		return err
+	}
+	fmt.Println("inserted 100 resize_image jobs in one statement")
+	if _, err := client.Insert(ctx, SendEmail{}, &spool.InsertOpts{Priority: -1}); err != nil {
+		fmt.Printf("rejected as expected: %v\n", err)
+	}
+
+	start := time.Now()
+	for done.Load() < total {
+		if ctx.Err() != nil {
+			return fmt.Errorf("only %d of %d jobs done: %w", done.Load(), total, ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := client.Stop(ctx); err != nil {
+		return err
+	}
+	stats, err := client.QueueStats(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("all %d jobs worked in %s\n", total, time.Since(start).Round(time.Millisecond))
+	for _, q := range stats {
+		fmt.Printf("queue %s: %v\n", q.Queue, q.Counts)
+	}
+	return nil
+}
