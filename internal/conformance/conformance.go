@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"InsertOptions", testInsertOptions},
 		{"InsertBadInput", testInsertBadInput},
 		{"InsertManyAllOrNothing", testInsertManyAllOrNothing},
+		{"InsertManyFast", testInsertManyFast},
 		{"InsertTxRollbackNeverRuns", testInsertTxRollback},
 		{"InsertTxInvisibleUntilCommit", testInsertTxInvisibleUntilCommit},
 		{"ClaimOrder", testClaimOrder},
@@ -392,6 +393,55 @@ func testInsertManyAllOrNothing(t *testing.T, h Harness) {
 	}
 	if got := countStates(t, be); len(got) != 0 {
 		t.Fatalf("rows written despite an invalid job: %v", got)
+	}
+}
+
+func testInsertManyFast(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	for _, n := range []int{7, 1300} { // below and above any bulk threshold
+		params := make([]spool.InsertManyParams, n)
+		for i := range params {
+			params[i] = spool.InsertManyParams{Args: NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: fmt.Sprintf("fast%d", n)}}
+		}
+		params[0].InsertOpts.Delay = time.Hour
+		params[1].InsertOpts = &spool.InsertOpts{Queue: fmt.Sprintf("fast%d", n), Priority: 9, Tags: []string{"t1", "t2"}, Metadata: json.RawMessage(`{"k":"v"}`)}
+		got, err := c.InsertManyFast(ctx, params)
+		if err != nil || got != n {
+			t.Fatalf("n=%d: count %d, %v", n, got, err)
+		}
+		rows, err := be.JobList(ctx, &backend.JobListParams{Queue: fmt.Sprintf("fast%d", n), Limit: 2000})
+		if err != nil || len(rows) != n {
+			t.Fatalf("n=%d: listed %d, %v", n, len(rows), err)
+		}
+		delayed, tagged := rows[0], rows[1]
+		if delayed.State != backend.StateScheduled || delayed.RunAt.Sub(delayed.CreatedAt) < 59*time.Minute {
+			t.Fatalf("n=%d: delayed row %+v", n, delayed)
+		}
+		if tagged.Priority != 9 || len(tagged.Tags) != 2 || tagged.State != backend.StateAvailable {
+			t.Fatalf("n=%d: row %+v", n, tagged)
+		}
+		var meta map[string]string
+		if err := json.Unmarshal(tagged.Metadata, &meta); err != nil || meta["k"] != "v" {
+			t.Fatalf("n=%d: metadata %s", n, tagged.Metadata)
+		}
+		// All or nothing, inside a transaction too.
+		params[n-1].InsertOpts = &spool.InsertOpts{MaxAttempts: -3}
+		if _, err := c.InsertManyFast(ctx, params); !errors.Is(err, spool.ErrInvalidJob) {
+			t.Fatalf("n=%d: invalid batch: %v", n, err)
+		}
+		params[n-1].InsertOpts = nil
+		tx := h.BeginTx(t, be)
+		if got, err := c.InsertManyFastTx(ctx, tx, params); err != nil || got != n {
+			t.Fatalf("n=%d: in tx: %d %v", n, got, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if total := countStates(t, be); total[backend.StateAvailable]+total[backend.StateScheduled] != 7+1300 {
+		t.Fatalf("rows after rollback and rejected batch: %v", total)
 	}
 }
 
