@@ -92,7 +92,11 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.state != stateNew {
 		return fmt.Errorf("start client: %w", ErrAlreadyStarted)
 	}
-	if err := c.backend.CheckSchema(ctx); err != nil {
+	version, err := c.backend.SchemaVersion(ctx)
+	if err == nil {
+		err = version.Check()
+	}
+	if err != nil {
 		return fmt.Errorf("start client: %w", err)
 	}
 	c.servicesCtx, c.servicesCancel = context.WithCancel(context.WithoutCancel(ctx))

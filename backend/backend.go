@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -86,24 +87,24 @@ type AttemptError struct {
 
 // JobRow is a job as stored.
 type JobRow struct {
-	ID          int64
-	Queue       string
-	Kind        string
-	Args        json.RawMessage
-	State       State
-	Priority    int16
-	RunAt       time.Time
-	Attempt     int16
-	MaxAttempts int16
-	Fence       int32
-	LeasedUntil *time.Time // set while running
-	LeasedBy    string     // client id of the lease holder, "" if none
-	CreatedAt   time.Time
-	AttemptedAt *time.Time
-	FinalizedAt *time.Time
-	Errors      []AttemptError
-	Tags        []string
-	Metadata    json.RawMessage
+	ID          int64           `json:"id"`
+	Queue       string          `json:"queue"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	State       State           `json:"state"`
+	Priority    int16           `json:"priority"`
+	RunAt       time.Time       `json:"run_at"`
+	Attempt     int16           `json:"attempt"`
+	MaxAttempts int16           `json:"max_attempts"`
+	Fence       int32           `json:"fence"`
+	LeasedUntil *time.Time      `json:"leased_until,omitempty"` // set while running
+	LeasedBy    string          `json:"leased_by,omitempty"`    // client id of the lease holder
+	CreatedAt   time.Time       `json:"created_at"`
+	AttemptedAt *time.Time      `json:"attempted_at,omitempty"`
+	FinalizedAt *time.Time      `json:"finalized_at,omitempty"`
+	Errors      []AttemptError  `json:"errors,omitempty"`
+	Tags        []string        `json:"tags"`
+	Metadata    json.RawMessage `json:"metadata"`
 }
 
 // Lease returns the job's current lease reference.
@@ -252,16 +253,35 @@ type LeaderResignParams struct {
 	ClientID string
 }
 
+// SchemaVersion is a store's schema version beside the newest one known.
+type SchemaVersion struct {
+	Current int // 0: not migrated
+	Latest  int
+}
+
+// Check returns nil when Current is Latest, and otherwise an error matching
+// ErrSchemaNotMigrated (behind) or ErrSchemaTooNew (ahead).
+func (v SchemaVersion) Check() error {
+	switch {
+	case v.Current < v.Latest:
+		return fmt.Errorf("schema at version %d of %d: %w", v.Current, v.Latest, ErrSchemaNotMigrated)
+	case v.Current > v.Latest:
+		return fmt.Errorf("schema at version %d, this spool knows %d: %w", v.Current, v.Latest, ErrSchemaTooNew)
+	}
+	return nil
+}
+
 // Backend is a job store. Implementations are safe for concurrent use.
 type Backend interface {
 	// Name is the backend's short name ("postgres").
 	Name() string
 	// Migrate brings the store's schema to the newest version this backend
-	// knows. Safe to call from many processes at once.
+	// knows. Safe to call from many processes at once. It returns an error
+	// matching ErrSchemaTooNew, and changes nothing, when the store is ahead.
 	Migrate(ctx context.Context) error
-	// CheckSchema returns nil when the schema is exactly at the version this
-	// backend knows, ErrSchemaNotMigrated when behind, ErrSchemaTooNew when ahead.
-	CheckSchema(ctx context.Context) error
+	// SchemaVersion reports the store's schema version (0 when it has not
+	// been migrated) and the newest version this backend knows.
+	SchemaVersion(ctx context.Context) (SchemaVersion, error)
 
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*JobRow, error)

@@ -358,8 +358,11 @@ func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*b
 	j, err := scanJob(b.pool.QueryRow(ctx, query, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := b.JobGet(ctx, id)
-		if gerr != nil {
+		if errors.Is(gerr, backend.ErrNotFound) {
 			return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrNotFound)
+		}
+		if gerr != nil {
+			return nil, fmt.Errorf("%s job %d: %w", op, id, gerr)
 		}
 		return nil, fmt.Errorf("%s job %d (state %s): %w", op, id, cur.State, backend.ErrInvalidState)
 	}

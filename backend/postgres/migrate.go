@@ -53,26 +53,27 @@ func loadMigrations() ([]migration, error) {
 	return out, nil
 }
 
-// LatestVersion is the newest schema version this backend knows.
-func LatestVersion() int {
+// migrations are the embedded migrations, parsed once; a malformed file is a
+// build defect, so it stops the program at start-up (and fails every test).
+var migrations = func() []migration {
 	ms, err := loadMigrations()
 	if err != nil {
-		return 0
+		panic("spool postgres: embedded migrations: " + err.Error())
 	}
-	return len(ms)
-}
+	return ms
+}()
+
+// LatestVersion is the newest schema version this backend knows.
+func LatestVersion() int { return len(migrations) }
 
 // Migrate applies pending migrations in one transaction under a
 // transaction-scoped advisory lock keyed by the schema, so concurrent callers
 // serialise and all but the first find nothing to do. It refuses a schema
 // newer than this backend knows.
 func (b *Backend) Migrate(ctx context.Context) error {
-	ms, err := loadMigrations()
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
+	ms := migrations
 	quoted := pgx.Identifier{b.schema}.Sanitize()
-	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('spool migrate ' || $1, 0))`, b.schema); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
@@ -108,23 +109,16 @@ func (b *Backend) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// CheckSchema implements backend.Backend.
-func (b *Backend) CheckSchema(ctx context.Context) error {
-	var current int
-	err := b.pool.QueryRow(ctx, b.sql.schemaVersion).Scan(&current)
+// SchemaVersion implements backend.Backend.
+func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, error) {
+	v := backend.SchemaVersion{Latest: LatestVersion()}
+	err := b.pool.QueryRow(ctx, b.sql.schemaVersion).Scan(&v.Current)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined table / schema
-		return fmt.Errorf("check schema %q: %w", b.schema, backend.ErrSchemaNotMigrated)
+		return v, nil
 	}
 	if err != nil {
-		return fmt.Errorf("check schema %q: %w", b.schema, err)
+		return v, fmt.Errorf("read schema version of %q: %w", b.schema, err)
 	}
-	latest := LatestVersion()
-	switch {
-	case current < latest:
-		return fmt.Errorf("check schema %q: at version %d of %d: %w", b.schema, current, latest, backend.ErrSchemaNotMigrated)
-	case current > latest:
-		return fmt.Errorf("check schema %q: at version %d, this spool knows %d: %w", b.schema, current, latest, backend.ErrSchemaTooNew)
-	}
-	return nil
+	return v, nil
 }

@@ -75,8 +75,8 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatalf("%d migration rows, want %d", versions, postgres.LatestVersion())
 	}
 	be, _ := postgres.New(pool, &postgres.Options{Schema: schema})
-	if err := be.CheckSchema(context.Background()); err != nil {
-		t.Fatalf("check schema: %v", err)
+	if v, err := be.SchemaVersion(context.Background()); err != nil || v.Check() != nil || v.Current != postgres.LatestVersion() {
+		t.Fatalf("schema version: %+v %v", v, err)
 	}
 }
 
@@ -97,8 +97,8 @@ func TestSchemaChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := be.CheckSchema(ctx); !errors.Is(err, backend.ErrSchemaNotMigrated) {
-		t.Fatalf("unmigrated: %v", err)
+	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != 0 || !errors.Is(v.Check(), backend.ErrSchemaNotMigrated) {
+		t.Fatalf("unmigrated: %+v %v", v, err)
 	}
 	// Newer than this code: refused by Start and by Migrate.
 	be = testdb.Postgres(t)

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+)
+
+// BenchCommand dispatches the benchmark scenarios. Each scenario runs on a
+// scratch store of its own (a fresh schema for PostgreSQL), dropped at the
+// end unless --keep is given.
+type BenchCommand struct{ m *Main }
+
+// scenarios returns the bench scenarios by name.
+func (c *BenchCommand) scenarios() map[string]Command {
+	return map[string]Command{
+		"drain": &BenchDrainCommand{m: c.m},
+	}
+}
+
+// Run implements Command.
+func (c *BenchCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageErrorf("bench", "missing scenario (drain)")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return &helpRequest{usage: c.Usage()}
+	}
+	sc, ok := c.scenarios()[args[0]]
+	if !ok {
+		return usageErrorf("bench", "unknown scenario %q (want drain)", args[0])
+	}
+	return sc.Run(ctx, args[1:])
+}
+
+// Usage implements Command.
+func (c *BenchCommand) Usage() string {
+	return strings.TrimLeft(`
+Usage: spool bench <scenario> [flags]
+
+Measures throughput on a scratch store: a fresh schema named
+spool_bench_<random> in the database given, migrated at the start and
+dropped at the end (unless --keep).
+
+Scenarios:
+
+	drain     insert N no-op jobs, then time one client working them all
+
+Run 'spool bench <scenario> -h' for a scenario's flags.
+`, "\n")
+}
+
+// benchCommon holds the flags every bench scenario takes.
+type benchCommon struct {
+	dbURL   *string
+	asJSON  *bool
+	keep    *bool
+	quiet   *bool
+	timeout *time.Duration
+}
+
+// addBenchCommon registers the common bench flags on fs.
+func addBenchCommon(fs *flag.FlagSet) *benchCommon {
+	return &benchCommon{
+		dbURL:   addDatabaseFlag(fs),
+		asJSON:  fs.Bool("json", false, "print only a JSON object on stdout"),
+		keep:    fs.Bool("keep", false, "keep the scratch schema"),
+		quiet:   fs.Bool("quiet", false, "no progress on stderr"),
+		timeout: fs.Duration("timeout", 0, "give up after this long (0: no limit)"),
+	}
+}
+
+// benchCommonUsage documents the flags of benchCommon, for scenario usages.
+const benchCommonUsage = `	--json
+		print only a JSON object with the results and settings on stdout
+	--keep
+		keep the scratch schema instead of dropping it
+	--quiet
+		draw no progress on stderr
+	--timeout DURATION
+		give up after this long (default 0: no limit)
+	--database-url URL
+		database to create the scratch schema in (default $SPOOL_DATABASE_URL)
+`
+
+// scratchStore is a fresh store for one benchmark run.
+type scratchStore struct {
+	// URL opens the scratch store with backend.Open.
+	URL string
+	// Name names the store in output (the schema name for PostgreSQL).
+	Name string
+	// Drop removes the store and everything in it. It uses a connection of
+	// its own and succeeds when there is nothing to drop.
+	Drop func(ctx context.Context) error
+}
+
+// benchStore is an open, migrated scratch store.
+type benchStore struct {
+	scratch *scratchStore
+	backend backend.Backend
+	keep    bool
+	stderr  io.Writer
+}
+
+// openBenchStore creates a scratch store next to the database the flags
+// name, opens and migrates it. Close it to drop it.
+func openBenchStore(ctx context.Context, m *Main, common *benchCommon) (*benchStore, error) {
+	dsn, err := databaseURL(*common.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	support := supportFor(dsn)
+	if support.newScratch == nil {
+		return nil, fmt.Errorf("bench: scratch stores are not supported for %q URLs yet", scheme(dsn))
+	}
+	scratch, err := support.newScratch(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	s := &benchStore{scratch: scratch, keep: *common.keep, stderr: m.Stderr}
+	be, err := backend.Open(ctx, scratch.URL)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	s.backend = be
+	if err := be.Migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the backend and drops the scratch store unless it is kept.
+// It does not depend on the run's context, so that an interrupted run still
+// cleans up.
+func (s *benchStore) Close() error {
+	err := s.backend.Close()
+	if s.keep {
+		fmt.Fprintf(s.stderr, "bench: kept scratch store %s (%s)\n", s.scratch.Name, redactURL(s.scratch.URL))
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if derr := s.scratch.Drop(ctx); derr != nil {
+		return errors.Join(err, fmt.Errorf("bench: %w", derr))
+	}
+	return err
+}
+
+// redactURL hides the password of a URL.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// progressWriter returns where a scenario draws progress.
+func (c *benchCommon) progressWriter(w io.Writer) io.Writer {
+	if *c.quiet {
+		return io.Discard
+	}
+	return w
+}
+
+// lockedWriter serialises writes from the progress goroutine and the
+// client's logger.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// benchLogger logs warnings and errors only, so progress and results stay
+// readable.
+func benchLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// benchNoop is the args of the benchmark's no-op jobs.
+type benchNoop struct{}
+
+// Kind implements spool.JobArgs.
+func (benchNoop) Kind() string { return "spool_bench_noop" }
+
+// insertBenchJobs inserts n no-op jobs into queue, chunk at a time, with
+// InsertMany (or InsertManyFast when fast), and returns how long it took.
+// inserted counts the jobs written.
+func insertBenchJobs(ctx context.Context, client *spool.Client, queue string, n, chunk int, fast bool, inserted *atomic.Int64) (time.Duration, error) {
+	params := make([]spool.InsertManyParams, min(n, chunk))
+	opts := &spool.InsertOpts{Queue: queue}
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: benchNoop{}, InsertOpts: opts}
+	}
+	start := time.Now()
+	for done := 0; done < n; {
+		k := min(chunk, n-done)
+		var err error
+		if fast {
+			_, err = client.InsertManyFast(ctx, params[:k])
+		} else {
+			_, err = client.InsertMany(ctx, params[:k])
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bench: insert jobs: %w", err)
+		}
+		done += k
+		inserted.Store(int64(done))
+	}
+	return time.Since(start), nil
+}
+
+// completionCounter wraps a backend and counts the completions it wrote:
+// every OutcomeComplete that JobFinishMany applied, whoever sent it. Done is
+// closed, and DoneAt set, when the count reaches the target, so a benchmark
+// measures written completions, not handler returns.
+type completionCounter struct {
+	backend.Backend
+	target  int64
+	written atomic.Int64
+	once    sync.Once
+	done    chan struct{}
+	doneAt  time.Time // set before done is closed
+}
+
+// countCompletions wraps be. The result implements backend.Notifier when be
+// does, so the client keeps its push wake-ups.
+func countCompletions(be backend.Backend, target int64) (backend.Backend, *completionCounter) {
+	c := &completionCounter{Backend: be, target: target, done: make(chan struct{})}
+	if n, ok := be.(backend.Notifier); ok {
+		return &notifyingCounter{completionCounter: c, notifier: n}, c
+	}
+	return c, c
+}
+
+// JobFinishMany implements backend.Backend, counting applied completions.
+func (c *completionCounter) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	res, err := c.Backend.JobFinishMany(ctx, p)
+	if err != nil {
+		return res, err
+	}
+	rejected := make(map[backend.LeaseRef]bool, len(res.Rejected))
+	for _, l := range res.Rejected {
+		rejected[l] = true
+	}
+	var n int64
+	for _, f := range p.Finishes {
+		if f.Outcome == backend.OutcomeComplete && !rejected[f.Lease] {
+			n++
+		}
+	}
+	if n > 0 && c.written.Add(n) >= c.target {
+		c.once.Do(func() {
+			c.doneAt = time.Now()
+			close(c.done)
+		})
+	}
+	return res, nil
+}
+
+// Written returns the number of completions written so far.
+func (c *completionCounter) Written() int64 { return c.written.Load() }
+
+// notifyingCounter is a completionCounter over a backend with push wake-ups.
+type notifyingCounter struct {
+	*completionCounter
+	notifier backend.Notifier
+}
+
+// Listen implements backend.Notifier.
+func (n *notifyingCounter) Listen(ctx context.Context, ready func(), onWake func(queue string)) error {
+	return n.notifier.Listen(ctx, ready, onWake)
+}
+
+// pendingCount sums the jobs of a queue that are not finished.
+func pendingCount(s backend.QueueStats) int64 {
+	return s.Counts[backend.StateAvailable] + s.Counts[backend.StateScheduled] +
+		s.Counts[backend.StateRetryable] + s.Counts[backend.StateRunning]
+}
+
+// queueStats returns the stats of one queue (zero counts if it has no jobs).
+func queueStats(ctx context.Context, client *spool.Client, queue string) (backend.QueueStats, error) {
+	all, err := client.QueueStats(ctx)
+	if err != nil {
+		return backend.QueueStats{}, err
+	}
+	for _, s := range all {
+		if s.Queue == queue {
+			return s, nil
+		}
+	}
+	return backend.QueueStats{Queue: queue, Counts: map[backend.State]int64{}}, nil
+}
+
+// formatCounts formats a queue's counts in lifecycle order, for errors.
+func formatCounts(s backend.QueueStats) string {
+	parts := make([]string, 0, len(backend.AllStates))
+	for _, st := range backend.AllStates {
+		parts = append(parts, fmt.Sprintf("%s=%d", st, s.Counts[st]))
+	}
+	return strings.Join(parts, " ")
+}

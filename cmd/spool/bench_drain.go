@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+)
+
+// stallTimeout is how long drain waits without any progress before it looks
+// whether jobs are left at all.
+const stallTimeout = 5 * time.Second
+
+// BenchDrainCommand inserts N no-op jobs, then times one client working them
+// until every completion is written.
+type BenchDrainCommand struct{ m *Main }
+
+// drainResult is the outcome of bench drain, as printed with --json.
+type drainResult struct {
+	Scenario          string  `json:"scenario"`
+	Backend           string  `json:"backend"`
+	Store             string  `json:"store"`
+	Kept              bool    `json:"kept"`
+	Jobs              int     `json:"jobs"`
+	Seconds           float64 `json:"seconds"`
+	JobsPerS          float64 `json:"jobs_per_s"`
+	InsertSeconds     float64 `json:"insert_seconds"`
+	InsertJobsPerS    float64 `json:"insert_jobs_per_s"`
+	Workers           int     `json:"workers"`
+	Prefetch          int     `json:"prefetch"`
+	Batch             int     `json:"batch"`
+	CompletionDelay   string  `json:"completion_delay"`
+	CompletionDelayMS float64 `json:"completion_delay_ms"`
+	DeleteCompleted   bool    `json:"delete_completed"`
+	InsertChunk       int     `json:"insert_chunk"`
+	InsertFast        bool    `json:"insert_fast"`
+	GOMAXPROCS        int     `json:"gomaxprocs"`
+}
+
+// Run implements Command.
+func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench drain", flag.ContinueOnError)
+	common := addBenchCommon(fs)
+	jobs := fs.Int("jobs", 0, "number of jobs (required)")
+	workers := fs.Int("workers", 100, "MaxWorkers of the queue")
+	prefetch := fs.Int("prefetch", 1000, "Prefetch of the queue (0: none)")
+	delay := fs.Duration("completion-delay", 0, "CompletionDelay")
+	batch := fs.Int("batch", 2000, "CompletionBatchMax")
+	deleteCompleted := fs.Bool("delete-completed", false, "delete jobs as they complete")
+	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
+	fast := fs.Bool("insert-fast", false, "insert with InsertManyFast (no ids returned)")
+	pos, err := parseFlags(fs, args, c.Usage())
+	if err != nil {
+		return err
+	}
+	const name = "bench drain"
+	switch {
+	case len(pos) > 0:
+		return usageErrorf(name, "unexpected argument %q", pos[0])
+	case *jobs < 1:
+		return usageErrorf(name, "--jobs N is required and must be at least 1")
+	case *workers < 1 || *workers > 10000:
+		return usageErrorf(name, "--workers must be between 1 and 10000")
+	case *prefetch < 0 || *prefetch > 100000:
+		return usageErrorf(name, "--prefetch must be between 0 and 100000")
+	case *batch < 1:
+		return usageErrorf(name, "--batch must be at least 1")
+	case *delay < 0:
+		return usageErrorf(name, "--completion-delay must not be negative")
+	case *chunk < 1:
+		return usageErrorf(name, "--insert-chunk must be at least 1")
+	case *common.timeout < 0:
+		return usageErrorf(name, "--timeout must not be negative")
+	}
+	if *common.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench drain: --timeout %s reached", *common.timeout))
+		defer cancel()
+	}
+
+	store, err := openBenchStore(ctx, c.m, common)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: after the client has stopped.
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			fmt.Fprintf(c.m.Stderr, "spool: %v\n", cerr)
+		}
+	}()
+
+	stderr := &lockedWriter{w: c.m.Stderr}
+	progressTo := common.progressWriter(stderr)
+	be, counter := countCompletions(store.backend, int64(*jobs))
+	var handled atomic.Int64
+	ws := spool.NewWorkers()
+	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[benchNoop]) error {
+		handled.Add(1)
+		return nil
+	})); err != nil {
+		return err
+	}
+	queuePrefetch := *prefetch
+	if queuePrefetch == 0 {
+		queuePrefetch = -1 // spool: negative disables prefetch, 0 means "as MaxWorkers"
+	}
+	retention := time.Duration(0)
+	if *deleteCompleted {
+		retention = -1
+	}
+	client, err := spool.NewClient(be, &spool.Config{
+		Workers:            ws,
+		Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *workers, Prefetch: queuePrefetch}},
+		CompletionBatchMax: *batch,
+		CompletionDelay:    *delay,
+		CompletedRetention: retention,
+		Logger:             benchLogger(stderr),
+	})
+	if err != nil {
+		return fmt.Errorf("bench drain: %w", err)
+	}
+
+	var inserted atomic.Int64
+	bar := StartProgress(progressTo, c.m.StderrTerminal, "insert", "jobs", int64(*jobs), inserted.Load)
+	insertTime, err := insertBenchJobs(ctx, client, spool.DefaultQueue, *jobs, *chunk, *fast, &inserted)
+	bar.Stop()
+	if err != nil {
+		return withCause(ctx, err)
+	}
+
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("bench drain: %w", err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := client.Stop(stopCtx); err != nil {
+			fmt.Fprintf(c.m.Stderr, "spool: bench drain: stop client: %v\n", err)
+		}
+	}()
+	bar = StartProgress(progressTo, c.m.StderrTerminal, "drain", "jobs", int64(*jobs), counter.Written)
+	err = waitDrained(ctx, client, counter, &handled)
+	bar.Stop()
+	if err != nil {
+		return withCause(ctx, err)
+	}
+	elapsed := counter.doneAt.Sub(start)
+
+	// Every completion is written; check the store agrees before reporting.
+	stats, err := queueStats(ctx, client, spool.DefaultQueue)
+	if err != nil {
+		return fmt.Errorf("bench drain: check results: %w", err)
+	}
+	wantCompleted := int64(*jobs)
+	if *deleteCompleted {
+		wantCompleted = 0
+	}
+	if pendingCount(stats) != 0 || stats.Counts[backend.StateCompleted] != wantCompleted {
+		return fmt.Errorf("bench drain: %d completions written but the queue holds %s", counter.Written(), formatCounts(stats))
+	}
+
+	res := drainResult{
+		Scenario:          "drain",
+		Backend:           store.backend.Name(),
+		Store:             store.scratch.Name,
+		Kept:              store.keep,
+		Jobs:              *jobs,
+		Seconds:           elapsed.Seconds(),
+		JobsPerS:          rate(int64(*jobs), elapsed),
+		InsertSeconds:     insertTime.Seconds(),
+		InsertJobsPerS:    rate(int64(*jobs), insertTime),
+		Workers:           *workers,
+		Prefetch:          *prefetch,
+		Batch:             *batch,
+		CompletionDelay:   delay.String(),
+		CompletionDelayMS: float64(*delay) / float64(time.Millisecond),
+		DeleteCompleted:   *deleteCompleted,
+		InsertChunk:       *chunk,
+		InsertFast:        *fast,
+		GOMAXPROCS:        runtime.GOMAXPROCS(0),
+	}
+	if *common.asJSON {
+		return writeJSON(c.m.Stdout, res)
+	}
+	return printDrainResult(c.m.Stdout, &res)
+}
+
+// waitDrained waits until the counter has seen every completion written. If
+// nothing moves for stallTimeout and no job is left pending or running (some
+// failed instead of completing), it gives up with the queue's counts.
+func waitDrained(ctx context.Context, client *spool.Client, counter *completionCounter, handled *atomic.Int64) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastWritten, lastHandled, lastChange := int64(-1), int64(-1), time.Now()
+	for {
+		select {
+		case <-counter.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("bench drain: interrupted at %d of %d completions: %w", counter.Written(), counter.target, ctx.Err())
+		case now := <-tick.C:
+			w, h := counter.Written(), handled.Load()
+			if w != lastWritten || h != lastHandled {
+				lastWritten, lastHandled, lastChange = w, h, now
+				continue
+			}
+			if now.Sub(lastChange) < stallTimeout {
+				continue
+			}
+			lastChange = now
+			stats, err := queueStats(ctx, client, spool.DefaultQueue)
+			if err != nil {
+				continue // a transient error; the wait goes on
+			}
+			if pendingCount(stats) == 0 {
+				return fmt.Errorf("bench drain: stalled at %d of %d completions with nothing left to run: %s",
+					w, counter.target, formatCounts(stats))
+			}
+		}
+	}
+}
+
+// withCause prefers the context's cause (the --timeout message) when the
+// context ended.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(err, cause) {
+		return fmt.Errorf("%w (%v)", cause, err)
+	}
+	return err
+}
+
+// printDrainResult prints the result as a small table.
+func printDrainResult(w io.Writer, r *drainResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, row := range [][2]string{
+		{"scenario", r.Scenario},
+		{"jobs", fmt.Sprint(r.Jobs)},
+		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
+		{"jobs/s", humanInt(r.JobsPerS)},
+		{"insert jobs/s", humanInt(r.InsertJobsPerS)},
+		{"workers", fmt.Sprint(r.Workers)},
+		{"prefetch", fmt.Sprint(r.Prefetch)},
+		{"batch", fmt.Sprint(r.Batch)},
+		{"completion delay", r.CompletionDelay},
+		{"delete completed", fmt.Sprint(r.DeleteCompleted)},
+		{"backend", r.Backend},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	return tw.Flush()
+}
+
+// Usage implements Command.
+func (c *BenchDrainCommand) Usage() string {
+	return strings.TrimLeft(`
+Usage: spool bench drain --jobs N [flags]
+
+Creates a scratch schema, inserts N no-op jobs with InsertMany (timed
+separately), then starts one client with a no-op worker on the default queue
+and measures the wall time from Start until every completion is written.
+Progress is drawn on stderr; the results go to stdout.
+
+Flags:
+
+	--jobs N
+		number of jobs (required)
+	--workers N
+		MaxWorkers of the queue (default 100)
+	--prefetch N
+		Prefetch of the queue; 0 disables prefetch (default 1000)
+	--batch N
+		CompletionBatchMax, outcomes per write (default 2000)
+	--completion-delay DURATION
+		CompletionDelay, how long the completer waits to fill a batch (default 0s)
+	--delete-completed
+		delete jobs as they complete (CompletedRetention < 0)
+	--insert-chunk N
+		jobs per insert call (default 10000)
+	--insert-fast
+		insert with InsertManyFast (COPY, no ids) instead of InsertMany
+`+benchCommonUsage, "\n")
+}

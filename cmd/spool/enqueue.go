@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// EnqueueCommand inserts one job of any kind, with its args given as JSON.
+type EnqueueCommand struct{ m *Main }
+
+// Run implements Command.
+func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
+	dbURL := addDatabaseFlag(fs)
+	kind := fs.String("kind", "", "job kind (required)")
+	argsJSON := fs.String("args", "{}", "job args as JSON")
+	queue := fs.String("queue", "", "queue")
+	priority := fs.Int("priority", 0, "priority, 0 runs first")
+	maxAttempts := fs.Int("max-attempts", 0, "maximum attempts")
+	delay := fs.Duration("delay", 0, "run no earlier than this long from now")
+	runAt := fs.String("run-at", "", "run no earlier than this RFC 3339 time")
+	var tags stringList
+	fs.Var(&tags, "tag", "tag (repeatable)")
+	metadata := fs.String("metadata", "", "metadata as a JSON object")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	pos, err := parseFlags(fs, args, c.Usage())
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("enqueue", "unexpected argument %q", pos[0])
+	}
+
+	// Check everything that can be checked without the database first, so a
+	// mistake writes nothing and says which flag is wrong.
+	if *kind == "" {
+		return usageErrorf("enqueue", "--kind is required")
+	}
+	if !json.Valid([]byte(*argsJSON)) {
+		return usageErrorf("enqueue", "--args is not valid JSON: %s", jsonSyntaxError(*argsJSON))
+	}
+	opts := &spool.InsertOpts{
+		Queue:       *queue,
+		MaxAttempts: *maxAttempts,
+		Tags:        tags,
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["priority"] {
+		*opts = opts.WithPriority(*priority)
+	}
+	if set["max-attempts"] && *maxAttempts == 0 {
+		return usageErrorf("enqueue", "--max-attempts must be at least 1")
+	}
+	if *metadata != "" {
+		var obj map[string]json.RawMessage
+		if !json.Valid([]byte(*metadata)) {
+			return usageErrorf("enqueue", "--metadata is not valid JSON: %s", jsonSyntaxError(*metadata))
+		}
+		if err := json.Unmarshal([]byte(*metadata), &obj); err != nil || obj == nil {
+			return usageErrorf("enqueue", "--metadata must be a JSON object, like {\"key\": \"value\"}")
+		}
+		opts.Metadata = json.RawMessage(*metadata)
+	}
+	if set["delay"] && *runAt != "" {
+		return usageErrorf("enqueue", "--delay and --run-at cannot be used together")
+	}
+	opts.Delay = *delay
+	if *runAt != "" {
+		t, err := time.Parse(time.RFC3339, *runAt)
+		if err != nil {
+			return usageErrorf("enqueue", "--run-at %q is not an RFC 3339 time like 2030-01-02T15:04:05Z", *runAt)
+		}
+		opts.RunAt = t
+	}
+
+	client, closeClient, err := openClient(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer closeClient()
+	res, err := client.Insert(ctx, spool.RawArgs(*kind, json.RawMessage(*argsJSON)), opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(c.m.Stdout, struct {
+			ID    int64  `json:"id"`
+			Kind  string `json:"kind"`
+			Queue string `json:"queue"`
+		}{res.ID, res.Kind, res.Queue})
+	}
+	fmt.Fprintln(c.m.Stdout, res.ID)
+	return nil
+}
+
+// jsonSyntaxError describes why s is not valid JSON, with the offset.
+func jsonSyntaxError(s string) string {
+	var v any
+	err := json.Unmarshal([]byte(s), &v)
+	if se, ok := err.(*json.SyntaxError); ok {
+		return fmt.Sprintf("%v (at byte %d of %q)", se, se.Offset, s)
+	}
+	if err != nil {
+		return fmt.Sprintf("%v (in %q)", err, s)
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// Usage implements Command.
+func (c *EnqueueCommand) Usage() string {
+	return strings.TrimLeft(`
+Usage: spool enqueue --kind KIND [flags]
+
+Inserts one job and prints its id. Kinds are not checked: the job waits for
+a client that has a worker for its kind.
+
+Flags:
+
+	--kind KIND
+		job kind (required)
+	--args JSON
+		job args as JSON (default {})
+	--queue NAME
+		queue (default "default")
+	--priority N
+		priority, 0 (first) to 100 (last) (default 0)
+	--max-attempts N
+		attempts before the job is discarded, 1 to 1000 (default 25)
+	--delay DURATION
+		run no earlier than this long from now, e.g. 10s, 5m
+	--run-at TIME
+		run no earlier than this RFC 3339 time, e.g. 2030-01-02T15:04:05Z
+	--tag TAG
+		tag the job; repeat for more tags
+	--metadata JSON
+		a JSON object stored with the job
+	--json
+		print {"id": …, "kind": …, "queue": …} instead of the bare id
+	--database-url URL
+		database (default $SPOOL_DATABASE_URL)
+`, "\n")
+}

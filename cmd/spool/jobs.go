@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+)
+
+// JobsCommand dispatches the jobs subcommands: list, show, retry, cancel.
+type JobsCommand struct{ m *Main }
+
+// subcommands returns the jobs subcommands by name.
+func (c *JobsCommand) subcommands() map[string]Command {
+	return map[string]Command{
+		"list":   &JobsListCommand{m: c.m},
+		"show":   &JobsShowCommand{m: c.m},
+		"retry":  &JobsRetryCommand{m: c.m},
+		"cancel": &JobsCancelCommand{m: c.m},
+	}
+}
+
+// Run implements Command.
+func (c *JobsCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageErrorf("jobs", "missing subcommand (list, show, retry or cancel)")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return &helpRequest{usage: c.Usage()}
+	}
+	sub, ok := c.subcommands()[args[0]]
+	if !ok {
+		return usageErrorf("jobs", "unknown subcommand %q (want list, show, retry or cancel)", args[0])
+	}
+	return sub.Run(ctx, args[1:])
+}
+
+// Usage implements Command.
+func (c *JobsCommand) Usage() string {
+	return strings.TrimLeft(`
+Usage: spool jobs <subcommand> [arguments]
+
+Subcommands:
+
+	list      list jobs, filtered by queue, kind and state
+	show      show one job with its args, metadata and error history
+	retry     make a job that is not running available again, with fresh attempts
+	cancel    cancel a pending or running job
+
+Run 'spool jobs <subcommand> -h' for a subcommand's usage.
+`, "\n")
+}
+
+// parseJobID reads the single positional job id of a jobs subcommand.
+func parseJobID(cmd string, pos []string) (int64, error) {
+	if len(pos) == 0 {
+		return 0, usageErrorf(cmd, "missing job id")
+	}
+	if len(pos) > 1 {
+		return 0, usageErrorf(cmd, "one job id expected, got %d arguments", len(pos))
+	}
+	id, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || id < 1 {
+		return 0, usageErrorf(cmd, "job id %q is not a positive integer", pos[0])
+	}
+	return id, nil
+}
+
+// jobJSON is the JSON form of a job printed by the jobs commands.
+type jobJSON struct {
+	ID          int64                  `json:"id"`
+	Queue       string                 `json:"queue"`
+	Kind        string                 `json:"kind"`
+	State       backend.State          `json:"state"`
+	Priority    int16                  `json:"priority"`
+	Attempt     int16                  `json:"attempt"`
+	MaxAttempts int16                  `json:"max_attempts"`
+	Fence       int32                  `json:"fence"`
+	RunAt       time.Time              `json:"run_at"`
+	CreatedAt   time.Time              `json:"created_at"`
+	AttemptedAt *time.Time             `json:"attempted_at"`
+	FinalizedAt *time.Time             `json:"finalized_at"`
+	LeasedUntil *time.Time             `json:"leased_until"`
+	LeasedBy    string                 `json:"leased_by"`
+	Tags        []string               `json:"tags"`
+	Args        json.RawMessage        `json:"args"`
+	Metadata    json.RawMessage        `json:"metadata"`
+	Errors      []backend.AttemptError `json:"errors"`
+}
+
+// toJobJSON converts a job row, with empty lists and objects rather than
+// nulls.
+func toJobJSON(j *spool.JobRow) jobJSON {
+	out := jobJSON{
+		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State, Priority: j.Priority,
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Fence: j.Fence,
+		RunAt: j.RunAt, CreatedAt: j.CreatedAt, AttemptedAt: j.AttemptedAt,
+		FinalizedAt: j.FinalizedAt, LeasedUntil: j.LeasedUntil, LeasedBy: j.LeasedBy,
+		Tags: j.Tags, Args: j.Args, Metadata: j.Metadata, Errors: j.Errors,
+	}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	if len(out.Args) == 0 {
+		out.Args = json.RawMessage("null")
+	}
+	if len(out.Metadata) == 0 {
+		out.Metadata = json.RawMessage("{}")
+	}
+	if out.Errors == nil {
+		out.Errors = []backend.AttemptError{}
+	}
+	return out
+}
+
+// formatTime formats a time for tables, in local time to the second.
+func formatTime(t time.Time) string {
+	return t.Local().Format(time.RFC3339)
+}
+
+// formatTimePtr formats an optional time, "-" when unset.
+func formatTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return formatTime(*t)
+}
+
+// explainJobChangeError turns the errors of JobRetry and JobCancel into
+// messages that say what happened and what is allowed. op is "retry" or
+// "cancel". The sentinels stay matchable with errors.Is.
+func explainJobChangeError(ctx context.Context, client *spool.Client, op string, id int64, err error) error {
+	switch {
+	case errors.Is(err, spool.ErrNotFound):
+		return fmt.Errorf("%s job %d: %w", op, id, spool.ErrNotFound)
+	case errors.Is(err, spool.ErrInvalidState):
+		state := "in a state that does not allow it"
+		if j, gerr := client.JobGet(ctx, id); gerr == nil {
+			state = string(j.State)
+		}
+		switch op {
+		case "retry":
+			return fmt.Errorf("retry job %d: job is %s; a running job cannot be retried (cancel it, or wait until it finishes): %w",
+				id, state, spool.ErrInvalidState)
+		default:
+			return fmt.Errorf("cancel job %d: job is already %s; only pending or running jobs can be cancelled: %w",
+				id, state, spool.ErrInvalidState)
+		}
+	}
+	return err
+}

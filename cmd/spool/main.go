@@ -1,0 +1,244 @@
+// Command spool is the command-line tool for Spool: it migrates the schema,
+// enqueues and inspects jobs, counts queues and runs benchmarks.
+//
+// Every command is a type with Run and Usage in its own file; main only
+// dispatches. Exit codes: 0 on success (and for -h), 1 when a command fails,
+// 2 for usage errors (unknown command or flag, missing or malformed argument).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// envDatabaseURL is the environment variable read when --database-url is not
+// given.
+const envDatabaseURL = "SPOOL_DATABASE_URL"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default handling so that a second
+	// one kills the process even if a cleanup hangs.
+	context.AfterFunc(ctx, stop)
+	m := NewMain(os.Stdout, os.Stderr)
+	m.StderrTerminal = isTerminal(os.Stderr)
+	code := m.Execute(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// Command is one spool subcommand.
+type Command interface {
+	// Run executes the command with the arguments that follow its name.
+	Run(ctx context.Context, args []string) error
+	// Usage returns the command's help text.
+	Usage() string
+}
+
+// Main is the program: its output streams and the command table. Tests run
+// it with buffers in place of the standard streams.
+type Main struct {
+	// Stdout receives the commands' results.
+	Stdout io.Writer
+	// Stderr receives errors, logs and progress.
+	Stderr io.Writer
+	// StderrTerminal tells whether Stderr is a terminal, which decides how
+	// progress is drawn.
+	StderrTerminal bool
+}
+
+// NewMain returns a Main writing to the given streams.
+func NewMain(stdout, stderr io.Writer) *Main {
+	return &Main{Stdout: stdout, Stderr: stderr}
+}
+
+// commands returns the top-level commands by name.
+func (m *Main) commands() map[string]Command {
+	return map[string]Command{
+		"migrate": &MigrateCommand{m: m},
+		"enqueue": &EnqueueCommand{m: m},
+		"jobs":    &JobsCommand{m: m},
+		"queues":  &QueuesCommand{m: m},
+		"bench":   &BenchCommand{m: m},
+		"version": &VersionCommand{m: m},
+		"help":    &HelpCommand{m: m},
+	}
+}
+
+// Execute runs the command line and reports the outcome on the streams. It
+// returns the process exit code.
+func (m *Main) Execute(ctx context.Context, args []string) int {
+	err := m.Run(ctx, args)
+	var (
+		help  *helpRequest
+		usage *usageError
+	)
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(m.Stdout, help.usage)
+		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintf(m.Stderr, "spool: %v\n", usage.err)
+		if usage.cmd != "" {
+			fmt.Fprintf(m.Stderr, "Run 'spool %s -h' for usage.\n", usage.cmd)
+		} else {
+			fmt.Fprintln(m.Stderr, "Run 'spool help' for usage.")
+		}
+		return 2
+	default:
+		fmt.Fprintf(m.Stderr, "spool: %v\n", err)
+		return 1
+	}
+}
+
+// Run dispatches args[0] to its command.
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, m.Usage())
+		return &usageError{err: errors.New("no command given")}
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		return &helpRequest{usage: m.Usage()}
+	case "-v", "-version", "--version":
+		name = "version"
+	}
+	cmd, ok := m.commands()[name]
+	if !ok {
+		return &usageError{err: fmt.Errorf("unknown command %q", name)}
+	}
+	return cmd.Run(ctx, args[1:])
+}
+
+// Usage returns the program's help text.
+func (m *Main) Usage() string {
+	return strings.TrimLeft(`
+Spool is a job queue that keeps jobs as rows in your database.
+
+Usage:
+
+	spool <command> [arguments]
+
+Commands:
+
+	migrate    create or upgrade Spool's schema
+	enqueue    insert one job
+	jobs       list, show, retry and cancel jobs
+	queues     count jobs by queue and state
+	bench      measure throughput on a scratch schema
+	version    print the version
+	help       show help for a command
+
+Database:
+
+	Commands that use the database take --database-url URL, or read
+	`+envDatabaseURL+` when the flag is not given (the flag wins).
+	PostgreSQL: postgres://user@host:5432/db?sslmode=disable; the
+	spool_schema query parameter selects the schema (default "spool").
+
+Run 'spool <command> -h' for a command's usage.
+`, "\n")
+}
+
+// usageError is a command line that cannot be run as written. It exits 2.
+type usageError struct {
+	cmd string // the command whose usage applies, "" for the program's
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usageErrorf returns a usageError for command cmd.
+func usageErrorf(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, err: fmt.Errorf(format, args...)}
+}
+
+// helpRequest asks Execute to print usage on stdout and exit 0 (-h).
+type helpRequest struct{ usage string }
+
+func (h *helpRequest) Error() string { return "help requested" }
+
+// parseFlags parses args with fs and returns the positional arguments. Flags
+// may follow positional arguments ("jobs show 12 --json"); "--" ends the
+// flags. -h returns a helpRequest carrying usage; a bad flag a usageError.
+func parseFlags(fs *flag.FlagSet, args []string, usage string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, &helpRequest{usage: usage}
+			}
+			return nil, &usageError{cmd: fs.Name(), err: err}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// databaseURL decides which database a command uses: the --database-url flag,
+// else $SPOOL_DATABASE_URL. It is the one place that decides the default, so
+// that a local SQLite default can be added here later.
+func databaseURL(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if v := os.Getenv(envDatabaseURL); v != "" {
+		return v, nil
+	}
+	return "", &usageError{err: fmt.Errorf(
+		"no database given: pass --database-url URL or set %s (for example postgres://postgres@127.0.0.1:5432/app?sslmode=disable)",
+		envDatabaseURL)}
+}
+
+// addDatabaseFlag registers --database-url on fs.
+func addDatabaseFlag(fs *flag.FlagSet) *string {
+	return fs.String("database-url", "", "database `URL` (default $"+envDatabaseURL+")")
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// stringList is a repeatable string flag (--tag a --tag b).
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode JSON: %w", err)
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Version is the release version, set at build time with
+// -ldflags "-X main.Version=v1.2.3". Empty means the module version recorded
+// in the binary.
+var Version = ""
+
+// VersionCommand prints the version, the Go version and the backends built in.
+type VersionCommand struct{ m *Main }
+
+// Run implements Command.
+func (c *VersionCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	pos, err := parseFlags(fs, args, c.Usage())
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("version", "unexpected argument %q", pos[0])
+	}
+	fmt.Fprintf(c.m.Stdout, "spool %s (%s, backends: %s)\n", version(), runtime.Version(), strings.Join(backend.Schemes(), ", "))
+	return nil
+}
+
+// version returns Version, else the main module's version from the build
+// information.
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// Usage implements Command.
+func (c *VersionCommand) Usage() string {
+	return "Usage: spool version\n\nPrints the version of spool, the Go version it was built with and the\ndatabase URL schemes it supports.\n"
+}
