@@ -177,9 +177,16 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 		}
 	}
 	// Every job has returned and handed its outcome to the completer; write
-	// them all, then end the services.
+	// them all (unless the stop runs out of time), then end the services.
 	c.completer.close()
-	<-c.completer.done
+	select {
+	case <-c.completer.done:
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		c.completer.abandon()
+		<-c.completer.done
+	}
+	c.completer.abandon()
 	c.servicesCancel()
 	c.services.Wait()
 	c.jobsCancel(ErrClientStopping)

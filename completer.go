@@ -16,6 +16,10 @@ type completer struct {
 	c    *Client
 	in   chan pendingFinish
 	done chan struct{}
+	// abandonCtx is cancelled when a stop runs out of time: writes still
+	// failing then are given up at once instead of retried.
+	abandonCtx context.Context
+	abandon    context.CancelFunc
 }
 
 type pendingFinish struct {
@@ -26,10 +30,13 @@ type pendingFinish struct {
 }
 
 func newCompleter(c *Client) *completer {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &completer{
-		c:    c,
-		in:   make(chan pendingFinish, 4*c.config.CompletionBatchMax),
-		done: make(chan struct{}),
+		c:          c,
+		in:         make(chan pendingFinish, 4*c.config.CompletionBatchMax),
+		done:       make(chan struct{}),
+		abandonCtx: ctx,
+		abandon:    cancel,
 	}
 }
 
@@ -96,10 +103,11 @@ func (m *completer) run() {
 	}
 }
 
-// write writes one batch, retrying with backoff on errors. The write uses its
-// own context: a stop must not cut off outcomes that are ready to be written.
-// It gives up only after the retries run out (about a minute), since the
-// leases of those jobs will have ended by then anyway.
+// write writes one batch, retrying with backoff on errors. The write does not
+// use the stop's context: a stop must not cut off outcomes that are ready to
+// be written. It gives up after about a minute of failures (the leases of
+// those jobs have ended by then anyway), or at once when the stop has run
+// out of time.
 func (m *completer) write(batch []pendingFinish) {
 	finishes := make([]backend.JobFinish, len(batch))
 	for i, p := range batch {
@@ -108,28 +116,30 @@ func (m *completer) write(batch []pendingFinish) {
 	params := &backend.JobFinishManyParams{Finishes: finishes, DeleteCompleted: m.c.config.CompletedRetention < 0}
 	backoff := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
-	for {
+	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		res, err := m.c.backend.JobFinishMany(ctx, params)
 		cancel()
 		if err == nil {
-			m.reportRejected(batch, res.Rejected)
+			m.reportRejected(batch, res.Rejected, attempt > 1)
 			return
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || m.abandonCtx.Err() != nil {
 			m.c.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
 				"jobs", len(batch), "error", err)
 			return
 		}
 		m.c.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
-		time.Sleep(jitter(backoff))
+		sleepCtx(m.abandonCtx, jitter(backoff))
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
 // reportRejected logs outcomes the store fenced out, except those of jobs
-// completed by CompleteTx, whose rejection is expected.
-func (m *completer) reportRejected(batch []pendingFinish, rejected []backend.LeaseRef) {
+// completed by CompleteTx, whose rejection is expected. After a retried write
+// a rejection usually means an earlier try committed but its reply was lost
+// (the fence made the retry a no-op), so it is not reported as a lost lease.
+func (m *completer) reportRejected(batch []pendingFinish, rejected []backend.LeaseRef, retried bool) {
 	if len(rejected) == 0 {
 		return
 	}
@@ -140,10 +150,14 @@ func (m *completer) reportRejected(batch []pendingFinish, rejected []backend.Lea
 		}
 	}
 	for _, l := range rejected {
-		if inTx[l] {
-			continue
+		switch {
+		case inTx[l]:
+		case retried:
+			m.c.logger.Info("spool: outcome already applied or lease lost: an earlier try of this write may have committed before its reply was lost",
+				"job_id", l.ID, "fence", l.Fence)
+		default:
+			m.c.logger.Warn("spool: outcome not written: the job's lease no longer holds (rescued, cancelled or finished elsewhere)",
+				"job_id", l.ID, "fence", l.Fence)
 		}
-		m.c.logger.Warn("spool: outcome not written: the job's lease no longer holds (rescued, cancelled or finished elsewhere)",
-			"job_id", l.ID, "fence", l.Fence)
 	}
 }

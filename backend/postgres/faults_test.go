@@ -3,7 +3,10 @@ package postgres_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -248,4 +251,167 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	// allows, so repeats are reported rather than failed. Every job ran and
 	// every row is completed (the loop above).
 	t.Logf("%d sessions killed; %d of %d jobs ran more than once (outcome lost with a killed session)", kills, dupes, jobs)
+}
+
+// proxiedBackend returns a backend on be's schema whose connections go
+// through a proxy the test can cut.
+func proxiedBackend(t *testing.T, be *postgres.Backend) (*postgres.Backend, *testdb.Proxy) {
+	t.Helper()
+	proxy := testdb.NewProxy(t)
+	cfg, err := pgxpool.ParseConfig(proxy.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	pbe, err := postgres.New(pool, &postgres.Options{Schema: be.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pbe, proxy
+}
+
+// TestDatabaseOutage cuts the network to the database for a while during a
+// run: claims, heartbeats and outcome writes fail and are retried; when the
+// database is back every job completes, each run once. A claim that committed
+// while its reply was lost leaves its jobs leased to nobody until the lease
+// ends and rescue returns them: the lease is short here to keep the test fast.
+func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	pbe, proxy := proxiedBackend(t, be)
+	ctx := context.Background()
+	const jobs = 600
+	var (
+		mu   sync.Mutex
+		runs = make(map[int]int, jobs)
+		half = make(chan struct{})
+		n    atomic.Int32
+	)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+		mu.Lock()
+		runs[j.Args.N]++
+		mu.Unlock()
+		if n.Add(1) == jobs/2 {
+			close(half)
+		}
+		time.Sleep(time.Millisecond)
+		return nil
+	}))
+	c, err := spool.NewClient(pbe, &spool.Config{Workers: ws, LeaseDuration: 3 * time.Second, PollInterval: 50 * time.Millisecond,
+		RescueInterval: 100 * time.Millisecond, Logger: quiet(), Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 10, Prefetch: 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]spool.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}}
+	}
+	if _, err := c.InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-half
+	proxy.Cut()
+	time.Sleep(1500 * time.Millisecond) // the outage's length
+	proxy.Restore()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stats, err := be.QueueStatsAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats) == 1 && stats[0].Counts[backend.StateCompleted] == jobs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the outage: %+v", stats)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 0; i < jobs; i++ {
+		if runs[i] != 1 {
+			t.Fatalf("job %d ran %d times", i, runs[i])
+		}
+	}
+}
+
+// TestStopDuringOutage: a stop with a deadline returns by it even when the
+// outcomes cannot be written; the jobs stay leased and are rescued later.
+func TestStopDuringOutage(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	pbe, proxy := proxiedBackend(t, be)
+	ctx := context.Background()
+	started := make(chan struct{})
+	release := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+		close(started)
+		<-release
+		return nil
+	}))
+	c, err := spool.NewClient(pbe, &spool.Config{Workers: ws, LeaseDuration: time.Second, Logger: quiet(),
+		Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	proxy.Cut()
+	close(release)
+	stopCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	if err := c.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("stop took %s with a 500ms deadline", took)
+	}
+	// The outcome was never written: the job is still leased, and a rescue
+	// after its lease brings it back (at-least-once).
+	j, err := be.JobGet(ctx, res.ID)
+	if err != nil || j.State != backend.StateRunning {
+		t.Fatalf("job after abandoned stop: %+v %v", j, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := be.JobRescue(ctx, &backend.JobRescueParams{Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Retried == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("job never rescued")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func quiet() *slog.Logger {
+	if os.Getenv("SPOOL_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

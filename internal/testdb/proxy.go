@@ -1,0 +1,116 @@
+package testdb
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy between a client and the test database that a test
+// can cut, to simulate a network partition or a database that went away.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+// NewProxy starts a proxy to the PostgreSQL test server, closed when the
+// test ends. URL returns a database URL that goes through it.
+func NewProxy(t testing.TB) *Proxy {
+	t.Helper()
+	u, err := url.Parse(PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Cut()
+	})
+	return p
+}
+
+// URL is the test database URL through the proxy.
+func (p *Proxy) URL() string {
+	u, _ := url.Parse(PostgresURL())
+	u.Host = p.ln.Addr().String()
+	return u.String()
+}
+
+// Cut closes every proxied connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// Restore lets connections through again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		_ = client.Close()
+		return
+	}
+	p.mu.Unlock()
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut { // cut while dialling
+		p.mu.Unlock()
+		_ = client.Close()
+		_ = server.Close()
+		return
+	}
+	p.conns[client] = struct{}{}
+	p.conns[server] = struct{}{}
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		_ = dst.Close()
+		_ = src.Close()
+		done <- struct{}{}
+	}
+	go pipe(server, client)
+	go pipe(client, server)
+	<-done
+	<-done
+	p.mu.Lock()
+	delete(p.conns, client)
+	delete(p.conns, server)
+	p.mu.Unlock()
+}
