@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retention", testRetention},
 		{"QueueConcurrencyLimit", testQueueConcurrency},
 		{"DelayedJob", testDelayedJob},
+		{"StartStopStress", testStartStopStress},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1366,4 +1367,75 @@ func testDelayedJob(t *testing.T, h Harness) {
 		t.Fatalf("delayed job ran after %s", d)
 	}
 	waitState(t, be, id, backend.StateCompleted)
+}
+
+// testStartStopStress starts and stops clients over and over, soft and hard,
+// while jobs are inserted and worked; under -race this finds unsafe shutdown
+// paths. No job may be lost: at the end a last client completes them all.
+func testStartStopStress(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	const rounds = 12
+	const perRound = 40
+	var ran atomic.Int64
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		ran.Add(1)
+		if j.Args.N%3 == 0 {
+			select { // some jobs take a moment, so stops catch them running
+			case <-time.After(time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}))
+	ctx := context.Background()
+	n := 0
+	for round := 0; round < rounds; round++ {
+		cfg := fastConfig(ws, 1+round%4)
+		cfg.Queues[spool.DefaultQueue] = spool.QueueConfig{MaxWorkers: 1 + round%4, Prefetch: round % 5}
+		c := newClient(t, be, cfg)
+		if err := c.Start(ctx); err != nil {
+			t.Fatalf("round %d: start: %v", round, err)
+		}
+		params := make([]spool.InsertManyParams, perRound)
+		for i := range params {
+			params[i] = spool.InsertManyParams{Args: NoteArgs{N: n}}
+			n++
+		}
+		if _, err := c.InsertMany(ctx, params); err != nil {
+			t.Fatalf("round %d: insert: %v", round, err)
+		}
+		var err error
+		if round%2 == 0 {
+			err = c.Stop(ctx)
+		} else {
+			err = c.StopAndCancel(ctx)
+		}
+		if err != nil {
+			t.Fatalf("round %d: stop: %v", round, err)
+		}
+		// Stopping twice, concurrently, is safe.
+		var wg sync.WaitGroup
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = c.Stop(ctx) }()
+		}
+		wg.Wait()
+		if got := countStates(t, be)[backend.StateRunning]; got != 0 {
+			t.Fatalf("round %d: %d jobs left running after a stop", round, got)
+		}
+	}
+	c := newClient(t, be, fastConfig(ws, 4))
+	start(t, c)
+	deadline := time.Now().Add(15 * time.Second)
+	for countStates(t, be)[backend.StateCompleted] != int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("states %v, want %d completed", countStates(t, be), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ran.Load() < int64(n) {
+		t.Fatalf("%d runs for %d jobs", ran.Load(), n)
+	}
 }
