@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,6 +71,27 @@ type benchCommon struct {
 	keep    *bool
 	quiet   *bool
 	timeout *time.Duration
+	cpuProf *string
+}
+
+// startCPUProfile starts the --cpuprofile profile, if asked for; the
+// returned function stops it.
+func (c *benchCommon) startCPUProfile() (stop func(), err error) {
+	if *c.cpuProf == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(*c.cpuProf)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // addBenchCommon registers the common bench flags on fs.
@@ -79,6 +102,7 @@ func addBenchCommon(fs *flag.FlagSet) *benchCommon {
 		keep:    fs.Bool("keep", false, "keep the scratch schema"),
 		quiet:   fs.Bool("quiet", false, "no progress on stderr"),
 		timeout: fs.Duration("timeout", 0, "give up after this long (0: no limit)"),
+		cpuProf: fs.String("cpuprofile", "", "write a Go CPU profile of the measured phase to FILE"),
 	}
 }
 
@@ -91,6 +115,8 @@ const benchCommonUsage = `	--json
 		draw no progress on stderr
 	--timeout DURATION
 		give up after this long (default 0: no limit)
+	--cpuprofile FILE
+		write a Go CPU profile of the measured phase to FILE (go tool pprof)
 	--database-url URL
 		database to create the scratch schema in (default $SPOOL_DATABASE_URL)
 `

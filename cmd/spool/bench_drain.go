@@ -137,6 +137,11 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return withCause(ctx, err)
 	}
 
+	stopProfile, err := common.startCPUProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("bench drain: %w", err)
