@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -155,4 +157,36 @@ func explainJobChangeError(ctx context.Context, client *spool.Client, op string,
 		}
 	}
 	return err
+}
+
+// runJobAction is the body shared by the commands that act on one job by id
+// (show, retry, cancel): it parses --database-url, --json and the id, opens a
+// client, calls act, and prints the job it returns as JSON or with text.
+func runJobAction(ctx context.Context, m *Main, name, usage string, args []string,
+	act func(ctx context.Context, client *spool.Client, id int64) (*spool.JobRow, error),
+	text func(w io.Writer, job *spool.JobRow) error) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	dbURL := addDatabaseFlag(fs)
+	asJSON := fs.Bool("json", false, "print the job as JSON")
+	pos, err := parseFlags(fs, args, usage)
+	if err != nil {
+		return err
+	}
+	id, err := parseJobID(name, pos)
+	if err != nil {
+		return err
+	}
+	client, closeClient, err := openClient(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer closeClient()
+	job, err := act(ctx, client, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(m.Stdout, toJobJSON(job))
+	}
+	return text(m.Stdout, job)
 }

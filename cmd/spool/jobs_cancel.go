@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"strings"
+
+	"github.com/spoolq/spool"
 )
 
 // JobsCancelCommand cancels a pending or running job.
@@ -12,31 +14,18 @@ type JobsCancelCommand struct{ m *Main }
 
 // Run implements Command.
 func (c *JobsCancelCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("jobs cancel", flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
-	asJSON := fs.Bool("json", false, "print the job as JSON")
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
-		return err
-	}
-	id, err := parseJobID("jobs cancel", pos)
-	if err != nil {
-		return err
-	}
-	client, closeClient, err := openClient(ctx, *dbURL)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
-	job, err := client.JobCancel(ctx, id)
-	if err != nil {
-		return explainJobChangeError(ctx, client, "cancel", id, err)
-	}
-	if *asJSON {
-		return writeJSON(c.m.Stdout, toJobJSON(job))
-	}
-	fmt.Fprintf(c.m.Stdout, "job %d cancelled\n", job.ID)
-	return nil
+	return runJobAction(ctx, c.m, "jobs cancel", c.Usage(), args,
+		func(ctx context.Context, client *spool.Client, id int64) (*spool.JobRow, error) {
+			job, err := client.JobCancel(ctx, id)
+			if err != nil {
+				return nil, explainJobChangeError(ctx, client, "cancel", id, err)
+			}
+			return job, nil
+		},
+		func(w io.Writer, job *spool.JobRow) error {
+			_, err := fmt.Fprintf(w, "job %d cancelled\n", job.ID)
+			return err
+		})
 }
 
 // Usage implements Command.

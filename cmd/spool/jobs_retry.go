@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"strings"
+
+	"github.com/spoolq/spool"
 )
 
 // JobsRetryCommand makes a job that is not running available again now, with
@@ -13,32 +15,19 @@ type JobsRetryCommand struct{ m *Main }
 
 // Run implements Command.
 func (c *JobsRetryCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("jobs retry", flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
-	asJSON := fs.Bool("json", false, "print the job as JSON")
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
-		return err
-	}
-	id, err := parseJobID("jobs retry", pos)
-	if err != nil {
-		return err
-	}
-	client, closeClient, err := openClient(ctx, *dbURL)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
-	job, err := client.JobRetry(ctx, id)
-	if err != nil {
-		return explainJobChangeError(ctx, client, "retry", id, err)
-	}
-	if *asJSON {
-		return writeJSON(c.m.Stdout, toJobJSON(job))
-	}
-	fmt.Fprintf(c.m.Stdout, "job %d retried: %s, attempt %d/%d, runs at %s\n",
-		job.ID, job.State, job.Attempt, job.MaxAttempts, formatTime(job.RunAt))
-	return nil
+	return runJobAction(ctx, c.m, "jobs retry", c.Usage(), args,
+		func(ctx context.Context, client *spool.Client, id int64) (*spool.JobRow, error) {
+			job, err := client.JobRetry(ctx, id)
+			if err != nil {
+				return nil, explainJobChangeError(ctx, client, "retry", id, err)
+			}
+			return job, nil
+		},
+		func(w io.Writer, job *spool.JobRow) error {
+			_, err := fmt.Fprintf(w, "job %d retried: %s, attempt %d/%d, runs at %s\n",
+				job.ID, job.State, job.Attempt, job.MaxAttempts, formatTime(job.RunAt))
+			return err
+		})
 }
 
 // Usage implements Command.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -21,30 +20,10 @@ type JobsShowCommand struct{ m *Main }
 
 // Run implements Command.
 func (c *JobsShowCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("jobs show", flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
-	asJSON := fs.Bool("json", false, "print the job as JSON")
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
-		return err
-	}
-	id, err := parseJobID("jobs show", pos)
-	if err != nil {
-		return err
-	}
-	client, closeClient, err := openClient(ctx, *dbURL)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
-	job, err := client.JobGet(ctx, id)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c.m.Stdout, toJobJSON(job))
-	}
-	return printJob(c.m.Stdout, job)
+	return runJobAction(ctx, c.m, "jobs show", c.Usage(), args,
+		func(ctx context.Context, client *spool.Client, id int64) (*spool.JobRow, error) {
+			return client.JobGet(ctx, id)
+		}, printJob)
 }
 
 // printJob writes every field of a job for people.
