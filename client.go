@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -35,6 +36,7 @@ type Client struct {
 	completer *completer
 	running   runningJobs
 	services  sync.WaitGroup
+	claimSeq  atomic.Uint64 // numbers claim calls, for their ClaimIDs
 }
 
 type clientState int

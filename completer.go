@@ -122,17 +122,27 @@ func (m *completer) write(batch []pendingFinish) {
 		cancel()
 		if err == nil {
 			m.reportRejected(batch, res.Rejected, attempt > 1)
+			m.c.running.remove(leasesOf(finishes))
 			return
 		}
 		if time.Now().After(deadline) || m.abandonCtx.Err() != nil {
 			m.c.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
 				"jobs", len(batch), "error", err)
+			m.c.running.remove(leasesOf(finishes))
 			return
 		}
 		m.c.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
 		sleepCtx(m.abandonCtx, jitter(backoff))
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+func leasesOf(fs []backend.JobFinish) []backend.LeaseRef {
+	out := make([]backend.LeaseRef, len(fs))
+	for i, f := range fs {
+		out[i] = f.Lease
+	}
+	return out
 }
 
 // reportRejected logs outcomes the store fenced out, except those of jobs

@@ -11,15 +11,18 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// runningJob is a job whose handler is running, as the heartbeat sees it.
+// runningJob is a job this client holds, as the heartbeat sees it: from the
+// start of its handler until its outcome is written.
 type runningJob struct {
 	lease         backend.LeaseRef
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	completedInTx bool
+	// handlerDone: the handler returned; the outcome waits to be written.
+	handlerDone bool
 }
 
-// runningJobs is the set of jobs this client is running.
+// runningJobs is the set of jobs this client holds.
 type runningJobs struct {
 	mu   sync.Mutex
 	jobs map[int64]*runningJob
@@ -31,14 +34,30 @@ func (r *runningJobs) add(j *runningJob) {
 	r.mu.Unlock()
 }
 
-// remove forgets a job and reports whether CompleteTx was called for it (its
-// transaction may have committed or not).
-func (r *runningJobs) remove(id int64) bool {
+// handlerDone records that a job's handler returned, and reports whether
+// CompleteTx was called for it (its transaction may have committed or not).
+// The job stays held, and heartbeated, until its outcome is written.
+func (r *runningJobs) handlerDone(lease backend.LeaseRef) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	j := r.jobs[id]
-	delete(r.jobs, id)
-	return j != nil && j.completedInTx
+	j := r.jobs[lease.ID]
+	if j == nil || j.lease != lease {
+		return false
+	}
+	j.handlerDone = true
+	return j.completedInTx
+}
+
+// remove forgets jobs whose outcome was written (or given up on). A job is
+// matched by its whole lease: the same id may be held again under a newer one.
+func (r *runningJobs) remove(leases []backend.LeaseRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+			delete(r.jobs, l.ID)
+		}
+	}
 }
 
 func (r *runningJobs) markCompletedInTx(id int64) {
@@ -49,14 +68,15 @@ func (r *runningJobs) markCompletedInTx(id int64) {
 	r.mu.Unlock()
 }
 
-// live returns the leases of running jobs whose context is still live: a job
-// that timed out or was cancelled stops extending its lease.
+// live returns the leases to extend: jobs whose handler runs with a live
+// context (one that timed out or was cancelled stops extending its lease), and
+// jobs whose outcome waits to be written.
 func (r *runningJobs) live() []backend.LeaseRef {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]backend.LeaseRef, 0, len(r.jobs))
 	for _, j := range r.jobs {
-		if j.ctx.Err() == nil {
+		if j.handlerDone || j.ctx.Err() == nil {
 			out = append(out, j.lease)
 		}
 	}
@@ -119,7 +139,7 @@ func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, completedIn
 	c.running.add(&runningJob{lease: row.Lease(), ctx: runCtx, cancel: cancel})
 	started := time.Now()
 	err := safeRun(runCtx, entry.run, row)
-	completedInTx = c.running.remove(row.ID)
+	completedInTx = c.running.handlerDone(row.Lease())
 	if err == nil {
 		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}, completedInTx
 	}

@@ -2,6 +2,8 @@ package spool
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -28,6 +30,9 @@ type fetchResult struct {
 	rows  []*backend.JobRow
 	asked int
 	err   error
+	// unreleased are claim ids still to release (failed claims whose jobs
+	// may be leased to us unseen), including this fetch's if it failed.
+	unreleased []string
 }
 
 type bufferedJob struct {
@@ -77,6 +82,8 @@ func (p *producer) run() {
 		retryAt  time.Time
 		fetchCh  = make(chan fetchResult, 1)
 		stopCh   = p.stopCh
+		// lostClaims are ids of failed claims to release before claiming again.
+		lostClaims []string
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
@@ -98,12 +105,13 @@ func (p *producer) run() {
 			p.release(buffer)
 			buffer = nil
 			if running == 0 && !fetching {
+				p.releaseClaims(lostClaims)
 				return
 			}
 		} else if !fetching && more && len(buffer) <= p.lowWater && !time.Now().Before(retryAt) {
 			if n := p.maxWorkers + p.prefetch - running - len(buffer); n > 0 {
 				fetching = true
-				go p.fetch(n, fetchCh)
+				go p.fetch(n, lostClaims, fetchCh)
 			}
 		}
 
@@ -114,6 +122,7 @@ func (p *producer) run() {
 			running--
 		case r := <-fetchCh:
 			fetching = false
+			lostClaims = r.unreleased
 			if r.err != nil {
 				failures++
 				delay := jitter(min(time.Duration(1<<min(failures, 10))*50*time.Millisecond, 10*time.Second))
@@ -148,17 +157,57 @@ func (p *producer) run() {
 }
 
 // fetch claims up to n jobs. A claim in flight when a stop begins completes;
-// run then releases what it got.
-func (p *producer) fetch(n int, out chan<- fetchResult) {
+// run then releases what it got. Each claim has its own id, recorded as the
+// lease holder: if the claim fails, its jobs may still have been claimed (the
+// reply was lost, not the commit), so the id is kept and released before the
+// next claim rather than leaving those jobs to wait out their lease.
+func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	unreleased := p.releaseClaimsCtx(ctx, lostClaims)
+	if len(unreleased) > 0 {
+		out <- fetchResult{asked: n, err: errors.New("release of an earlier failed claim failed"), unreleased: unreleased}
+		return
+	}
+	claimID := fmt.Sprintf("%s#%d", p.c.config.ClientID, p.c.claimSeq.Add(1))
 	rows, err := p.c.backend.JobClaim(ctx, &backend.JobClaimParams{
-		Queue:    p.queue,
-		Max:      n,
-		Lease:    p.c.config.LeaseDuration,
-		ClientID: p.c.config.ClientID,
+		Queue:   p.queue,
+		Max:     n,
+		Lease:   p.c.config.LeaseDuration,
+		ClaimID: claimID,
 	})
-	out <- fetchResult{rows: rows, asked: n, err: err}
+	if err != nil {
+		unreleased = []string{claimID}
+	}
+	out <- fetchResult{rows: rows, asked: n, err: err, unreleased: unreleased}
+}
+
+// releaseClaimsCtx releases the jobs of failed claims and returns the ids it
+// could not release.
+func (p *producer) releaseClaimsCtx(ctx context.Context, ids []string) []string {
+	for i, id := range ids {
+		n, err := p.c.backend.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: id})
+		if err != nil {
+			return ids[i:]
+		}
+		if n > 0 {
+			p.c.logger.Info("spool: released the jobs of a claim whose reply was lost", "queue", p.queue, "claim", id, "jobs", n)
+		}
+	}
+	return nil
+}
+
+// releaseClaims is the last try at releasing failed claims, on exit; what it
+// cannot release comes back by rescue when the leases end.
+func (p *producer) releaseClaims(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if left := p.releaseClaimsCtx(ctx, ids); len(left) > 0 {
+		p.c.logger.Warn("spool: could not release the jobs of failed claims; rescue will return them when their leases end", "queue", p.queue, "claims", len(left))
+	}
 }
 
 // releaseStale returns buffered jobs that waited longer than maxWait.

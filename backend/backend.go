@@ -142,10 +142,20 @@ type JobInsertManyResult struct {
 // JobClaimParams claims up to Max pending, due jobs of Queue in order
 // (priority, run_at, id), marking them running under a new fence.
 type JobClaimParams struct {
-	Queue    string
-	Max      int
-	Lease    time.Duration // lease length, added to the store's clock
-	ClientID string        // recorded as the lease holder
+	Queue string
+	Max   int
+	Lease time.Duration // lease length, added to the store's clock
+	// ClaimID is recorded as the lease holder (JobRow.LeasedBy). The runtime
+	// makes it unique per claim call ("<client id>#<n>"), so that the jobs of
+	// a claim whose reply was lost can be released by JobReleaseClaim.
+	ClaimID string
+}
+
+// JobReleaseClaimParams returns to the queue the jobs still running under
+// ClaimID, with their attempt given back: for a claim that may have
+// committed although its caller never received the jobs.
+type JobReleaseClaimParams struct {
+	ClaimID string
 }
 
 // Outcome is what to do with a running job.
@@ -285,6 +295,8 @@ type Backend interface {
 
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*JobRow, error)
+	// JobReleaseClaim returns how many jobs it released.
+	JobReleaseClaim(ctx context.Context, p *JobReleaseClaimParams) (int, error)
 	JobFinishMany(ctx context.Context, p *JobFinishManyParams) (*JobFinishManyResult, error)
 	JobHeartbeatMany(ctx context.Context, p *JobHeartbeatManyParams) (*JobHeartbeatManyResult, error)
 	JobRescue(ctx context.Context, p *JobRescueParams) (*JobRescueResult, error)

@@ -78,7 +78,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 				}
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: batch, Lease: time.Minute, ClientID: "b"})
+					rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: batch, Lease: time.Minute, ClaimID: "b"})
 					if err != nil || len(rows) != batch {
 						b.Fatalf("claim: %d %v", len(rows), err)
 					}

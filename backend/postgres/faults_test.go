@@ -277,9 +277,9 @@ func proxiedBackend(t *testing.T, be *postgres.Backend) (*postgres.Backend, *tes
 
 // TestDatabaseOutage cuts the network to the database for a while during a
 // run: claims, heartbeats and outcome writes fail and are retried; when the
-// database is back every job completes, each run once. A claim that committed
-// while its reply was lost leaves its jobs leased to nobody until the lease
-// ends and rescue returns them: the lease is short here to keep the test fast.
+// database is back every job completes, each run once, and none needed
+// rescue: the jobs of a claim whose reply was lost are released by claim id,
+// and finished jobs waiting for their outcome write keep their heartbeat.
 func TestDatabaseOutage(t *testing.T) {
 	t.Parallel()
 	be := testdb.Postgres(t)
@@ -344,6 +344,15 @@ func TestDatabaseOutage(t *testing.T) {
 	for i := 0; i < jobs; i++ {
 		if runs[i] != 1 {
 			t.Fatalf("job %d ran %d times", i, runs[i])
+		}
+	}
+	rows, err := be.JobList(ctx, &backend.JobListParams{Limit: jobs})
+	if err != nil || len(rows) != jobs {
+		t.Fatalf("list: %d %v", len(rows), err)
+	}
+	for _, j := range rows {
+		if j.Attempt != 1 || len(j.Errors) != 0 {
+			t.Fatalf("job %d needed rescue: attempt %d errors %+v", j.ID, j.Attempt, j.Errors)
 		}
 	}
 }

@@ -152,7 +152,7 @@ func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobIn
 
 // JobClaim implements backend.Backend. Rows come back in claim order.
 func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	rows, err := b.pool.Query(ctx, b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClientID)
+	rows, err := b.pool.Query(ctx, b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -171,6 +171,15 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return int(a.ID - b.ID)
 	})
 	return jobs, nil
+}
+
+// JobReleaseClaim implements backend.Backend.
+func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	tag, err := b.pool.Exec(ctx, b.sql.releaseClaim, p.ClaimID)
+	if err != nil {
+		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // JobFinishMany implements backend.Backend.

@@ -6,11 +6,11 @@ import "strings"
 // the templates below. {{s}} is the quoted schema; nothing else is spliced in,
 // every value is bound.
 type queries struct {
-	claim, finish, heartbeat, rescue, cleanup string
-	insert, now                               string
-	get, list, retry, cancel, stats           string
-	leaderElect, leaderResign                 string
-	schemaVersion                             string
+	claim, releaseClaim, finish, heartbeat, rescue, cleanup string
+	insert, now                                             string
+	get, list, retry, cancel, stats                         string
+	leaderElect, leaderResign                               string
+	schemaVersion                                           string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
@@ -41,6 +41,13 @@ SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
 FROM picked WHERE j.id = picked.id
 RETURNING {{jcols}}`,
+
+		// Release claim: the jobs of one claim call that its caller never
+		// received go back, attempt given back; the fence keeps the lost
+		// lease void. Scans only running rows (the leased index).
+		releaseClaim: `UPDATE {{s}}.spool_jobs j
+SET state = 'available', attempt = j.attempt - 1, leased_until = NULL, leased_by = NULL
+WHERE j.state = 'running' AND j.leased_by = $1`,
 
 		// Finish: every outcome of a batch in one statement, each row guarded
 		// by (id, fence, running). Outcome codes match backend.Outcome:
@@ -174,7 +181,7 @@ RETURNING leader_id`,
 
 		schemaVersion: `SELECT coalesce(max(version), 0) FROM {{s}}.spool_migrations`,
 	}
-	for _, p := range []*string{&q.claim, &q.finish, &q.heartbeat, &q.rescue, &q.cleanup, &q.insert,
+	for _, p := range []*string{&q.claim, &q.releaseClaim, &q.finish, &q.heartbeat, &q.rescue, &q.cleanup, &q.insert,
 		&q.now, &q.get, &q.list, &q.retry, &q.cancel, &q.stats, &q.leaderElect, &q.leaderResign, &q.schemaVersion} {
 		*p = r.Replace(*p)
 	}

@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"PanicRecorded", testPanicRecorded},
 		{"Timeout", testTimeout},
 		{"FencingRejectsStaleLease", testFencing},
+		{"ReleaseLostClaim", testReleaseLostClaim},
 		{"HeartbeatKeepsLongJob", testHeartbeatKeepsLongJob},
 		{"LostLeaseCancelsJob", testLostLeaseCancelsJob},
 		{"RescueExpiredLease", testRescue},
@@ -496,7 +497,7 @@ func testInsertTxInvisibleUntilCommit(t *testing.T, h Harness) {
 		t.Fatalf("insert tx: %v", err)
 	}
 	claim := func() int {
-		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 10, Lease: time.Minute, ClientID: "t"})
+		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 10, Lease: time.Minute, ClaimID: "t"})
 		if err != nil {
 			t.Fatalf("claim: %v", err)
 		}
@@ -526,7 +527,7 @@ func testClaimOrder(t *testing.T, h Harness) {
 	ids["p0-late2"] = insert(t, c, NoteArgs{}, &spool.InsertOpts{Priority: 0, RunAt: time.Now().Add(-time.Millisecond)})
 	ids["future"] = insert(t, c, NoteArgs{}, &spool.InsertOpts{Priority: 0, Delay: time.Hour})
 	ids["otherq"] = insert(t, c, NoteArgs{}, &spool.InsertOpts{Queue: "other"})
-	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 3, Lease: time.Minute, ClientID: "t"})
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 3, Lease: time.Minute, ClaimID: "t"})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -538,7 +539,7 @@ func testClaimOrder(t *testing.T, h Harness) {
 			t.Fatalf("claimed row: %+v", r)
 		}
 	}
-	rows, err = be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 10, Lease: time.Minute, ClientID: "t"})
+	rows, err = be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 10, Lease: time.Minute, ClaimID: "t"})
 	if err != nil || len(rows) != 1 || rows[0].ID != ids["p5"] {
 		t.Fatalf("second claim: %v %v (want only p5: the future job waits)", rowIDs(rows), err)
 	}
@@ -816,7 +817,7 @@ func testFencing(t *testing.T, h Harness) {
 	ctx := context.Background()
 	id := insert(t, c, NoteArgs{}, nil)
 	claim := func(lease time.Duration) *backend.JobRow {
-		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: lease, ClientID: "t"})
+		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: lease, ClaimID: "t"})
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("claim: %v %v", rowIDs(rows), err)
 		}
@@ -868,8 +869,55 @@ func testFencing(t *testing.T, h Harness) {
 		t.Fatalf("state %s after completion", j.State)
 	}
 	// A completed job never runs again.
-	if rows, _ := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Minute, ClientID: "t"}); len(rows) != 0 {
+	if rows, _ := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Minute, ClaimID: "t"}); len(rows) != 0 {
 		t.Fatalf("completed job claimed again: %v", rowIDs(rows))
+	}
+}
+
+// testReleaseLostClaim: the jobs of a claim whose caller never got the reply
+// go back by claim id, attempt given back; other claims are untouched, and
+// the lost claim's fence stays void.
+func testReleaseLostClaim(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		insert(t, c, NoteArgs{N: i}, nil)
+	}
+	claim := func(id string, n int) []*backend.JobRow {
+		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: n, Lease: time.Minute, ClaimID: id})
+		if err != nil || len(rows) != n {
+			t.Fatalf("claim %s: %d rows, %v", id, len(rows), err)
+		}
+		return rows
+	}
+	lost := claim("c#1", 3)
+	kept := claim("c#2", 2)
+	n, err := be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: "c#1"})
+	if err != nil || n != 3 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	for _, r := range lost {
+		j := getJob(t, be, r.ID)
+		if j.State != backend.StateAvailable || j.Attempt != 0 || j.LeasedUntil != nil || j.LeasedBy != "" {
+			t.Fatalf("released job: %+v", j)
+		}
+	}
+	for _, r := range kept {
+		if j := getJob(t, be, r.ID); j.State != backend.StateRunning || j.LeasedBy != "c#2" {
+			t.Fatalf("job of another claim touched: %+v", j)
+		}
+	}
+	again := claim("c#3", 3)
+	if again[0].Fence != lost[0].Fence+1 || again[0].Attempt != 1 {
+		t.Fatalf("reclaimed: fence %d (lost %d) attempt %d", again[0].Fence, lost[0].Fence, again[0].Attempt)
+	}
+	res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{{Lease: lost[0].Lease(), Outcome: backend.OutcomeComplete}}})
+	if err != nil || len(res.Rejected) != 1 {
+		t.Fatalf("the lost claim's lease still writes: %+v %v", res, err)
+	}
+	if n, err := be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: "c#1"}); err != nil || n != 0 {
+		t.Fatalf("second release: %d %v", n, err)
 	}
 }
 
@@ -962,7 +1010,7 @@ func testRescue(t *testing.T, h Harness) {
 	c := newClient(t, be, fastConfig(ws, 1))
 	id := insert(t, c, NoteArgs{}, nil)
 	// A "worker" claims the job and dies: no heartbeat, no completion.
-	if rows, err := be.JobClaim(context.Background(), &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: 200 * time.Millisecond, ClientID: "dead-worker"}); err != nil || len(rows) != 1 {
+	if rows, err := be.JobClaim(context.Background(), &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: 200 * time.Millisecond, ClaimID: "dead-worker"}); err != nil || len(rows) != 1 {
 		t.Fatalf("claim: %v", err)
 	}
 	start(t, c)
@@ -978,7 +1026,7 @@ func testRescueDiscards(t *testing.T, h Harness) {
 	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
 	ctx := context.Background()
 	id := insert(t, c, NoteArgs{}, &spool.InsertOpts{MaxAttempts: 1})
-	if _, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Millisecond, ClientID: "x"}); err != nil {
+	if _, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Millisecond, ClaimID: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -1018,7 +1066,7 @@ func testCancelJob(t *testing.T, h Harness) {
 	if _, err := c.JobGet(ctx, id+1000); !errors.Is(err, spool.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
-	if rows, _ := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Minute, ClientID: "t"}); len(rows) != 0 {
+	if rows, _ := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Minute, ClaimID: "t"}); len(rows) != 0 {
 		t.Fatal("cancelled job was claimed")
 	}
 }
