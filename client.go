@@ -37,6 +37,8 @@ type Client struct {
 	running   runningJobs
 	services  sync.WaitGroup
 	claimSeq  atomic.Uint64 // numbers claim calls, for their ClaimIDs
+	// beatNow asks the heartbeat loop for an immediate beat (capacity 1).
+	beatNow chan struct{}
 }
 
 type clientState int
@@ -68,6 +70,7 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		logger:    cfg.Logger.With("spool_client", cfg.ClientID),
 		producers: map[string]*producer{},
 		stopped:   make(chan struct{}),
+		beatNow:   make(chan struct{}, 1),
 	}
 	for name, q := range cfg.Queues {
 		c.producers[name] = newProducer(c, name, q)
@@ -236,8 +239,14 @@ func (c *Client) listenLoop(n backend.Notifier) {
 			for _, p := range c.producers {
 				p.wake()
 			}
-		}, func(queue string) {
-			if p, ok := c.producers[queue]; ok {
+		}, func(w backend.Wake) {
+			if w.CancelledID != 0 {
+				if c.running.holds(w.CancelledID) {
+					c.heartbeatNow()
+				}
+				return
+			}
+			if p, ok := c.producers[w.Queue]; ok {
 				p.wake()
 			}
 		})

@@ -24,9 +24,9 @@ type completer struct {
 
 type pendingFinish struct {
 	finish backend.JobFinish
-	// completedInTx: the handler called CompleteTx, so a rejection only
-	// means its transaction committed.
-	completedInTx bool
+	// rejectExpected: the handler called CompleteTx, or its lease was found
+	// lost; a rejection of this outcome is no news.
+	rejectExpected bool
 }
 
 func newCompleter(c *Client) *completer {
@@ -42,14 +42,14 @@ func newCompleter(c *Client) *completer {
 
 // add queues an outcome; it blocks when the queue is full, which holds the
 // job's worker slot and so slows claiming to the rate outcomes are written.
-func (m *completer) add(f backend.JobFinish, row *backend.JobRow) {
-	m.addAfterTx(&f, row, false)
+func (m *completer) add(f backend.JobFinish) {
+	m.addRun(f, false)
 }
 
-// addAfterTx queues the outcome of a run whose handler may have called
-// CompleteTx.
-func (m *completer) addAfterTx(f *backend.JobFinish, row *backend.JobRow, completedInTx bool) {
-	m.in <- pendingFinish{finish: *f, completedInTx: completedInTx}
+// addRun queues the outcome of a run; rejectExpected marks one the store
+// is expected to fence out.
+func (m *completer) addRun(f backend.JobFinish, rejectExpected bool) {
+	m.in <- pendingFinish{finish: f, rejectExpected: rejectExpected}
 }
 
 // close is called once every producer has exited: nothing adds after it.
@@ -145,23 +145,23 @@ func leasesOf(fs []backend.JobFinish) []backend.LeaseRef {
 	return out
 }
 
-// reportRejected logs outcomes the store fenced out, except those of jobs
-// completed by CompleteTx, whose rejection is expected. After a retried write
+// reportRejected logs outcomes the store fenced out, except those whose
+// rejection is expected (CompleteTx, or a lease already known lost). After a retried write
 // a rejection usually means an earlier try committed but its reply was lost
 // (the fence made the retry a no-op), so it is not reported as a lost lease.
 func (m *completer) reportRejected(batch []pendingFinish, rejected []backend.LeaseRef, retried bool) {
 	if len(rejected) == 0 {
 		return
 	}
-	inTx := make(map[backend.LeaseRef]bool, len(batch))
+	expected := make(map[backend.LeaseRef]bool, len(batch))
 	for _, p := range batch {
-		if p.completedInTx {
-			inTx[p.finish.Lease] = true
+		if p.rejectExpected {
+			expected[p.finish.Lease] = true
 		}
 	}
 	for _, l := range rejected {
 		switch {
-		case inTx[l]:
+		case expected[l]:
 		case retried:
 			m.c.logger.Info("spool: outcome already applied or lease lost: an earlier try of this write may have committed before its reply was lost",
 				"job_id", l.ID, "fence", l.Fence)

@@ -60,6 +60,13 @@ func (r *runningJobs) remove(leases []backend.LeaseRef) {
 	}
 }
 
+// holds reports whether the client holds a job with this id.
+func (r *runningJobs) holds(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.jobs[id] != nil
+}
+
 func (r *runningJobs) markCompletedInTx(id int64) {
 	r.mu.Lock()
 	if j := r.jobs[id]; j != nil {
@@ -109,16 +116,16 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 func (c *Client) startJob(row *backend.JobRow, done chan<- struct{}) {
 	go func() {
 		defer func() { done <- struct{}{} }()
-		finish, completedInTx := c.execute(row)
-		c.completer.addAfterTx(finish, row, completedInTx)
+		finish, rejectExpected := c.execute(row)
+		c.completer.addRun(*finish, rejectExpected)
 	}()
 }
 
 // execute runs one job and returns the outcome to write, and whether the
-// handler called CompleteTx. The outcome is written even then: if that
-// transaction committed, the write is a fenced no-op (the job is no longer
-// running); if it rolled back, the outcome is what happened.
-func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, completedInTx bool) {
+// store is expected to reject it: the handler called CompleteTx (if that
+// transaction committed, the write is a fenced no-op; if it rolled back, the
+// outcome is what happened), or the job's lease was found lost.
+func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, rejectExpected bool) {
 	entry, ok := c.config.Workers.get(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
@@ -139,9 +146,11 @@ func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, completedIn
 	c.running.add(&runningJob{lease: row.Lease(), ctx: runCtx, cancel: cancel})
 	started := time.Now()
 	err := safeRun(runCtx, entry.run, row)
-	completedInTx = c.running.handlerDone(row.Lease())
+	// The store will reject this outcome, as expected, if CompleteTx
+	// committed it already or the lease was lost (cancelled or rescued).
+	rejectExpected = c.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
 	if err == nil {
-		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}, completedInTx
+		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}, rejectExpected
 	}
 
 	var (
@@ -156,16 +165,16 @@ func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, completedIn
 		if oe.err != nil {
 			f.Error = &backend.AttemptError{Attempt: int(row.Attempt), Error: oe.err.Error()}
 		}
-		return f, completedInTx
+		return f, rejectExpected
 	case errors.As(err, &de):
 		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
-			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.err)}}, completedInTx
+			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.err)}}, rejectExpected
 	}
 	cause := context.Cause(runCtx)
 	switch {
 	case errors.Is(cause, ErrClientStopping):
 		// Interrupted by a hard stop: the attempt counts, the retry is immediate.
-		return c.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0), completedInTx
+		return c.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0), rejectExpected
 	case errors.Is(cause, errJobTimeout):
 		msg = fmt.Sprintf("job timed out after %s: %s", timeout, msg)
 	case errors.Is(cause, ErrLeaseLost):
@@ -180,7 +189,7 @@ func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, completedIn
 		delay = c.config.RetryPolicy.NextRetry(int(row.Attempt))
 	}
 	c.logger.Debug("spool: job failed", "job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "error", msg, "elapsed", time.Since(started))
-	return c.failure(row, errors.New(msg), trace, delay), completedInTx
+	return c.failure(row, errors.New(msg), trace, delay), rejectExpected
 }
 
 func (c *Client) failure(row *backend.JobRow, err error, trace string, delay time.Duration) *backend.JobFinish {
@@ -202,8 +211,17 @@ func safeRun(ctx context.Context, run func(context.Context, *backend.JobRow) err
 	return run(ctx, row)
 }
 
-// heartbeatLoop extends the leases of running jobs every third of the lease,
-// in one write, and cancels jobs whose lease is gone.
+// heartbeatNow asks for a heartbeat at once, e.g. because a job this client
+// holds was cancelled.
+func (c *Client) heartbeatNow() {
+	select {
+	case c.beatNow <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeatLoop extends the leases of held jobs every third of the lease (or
+// at once when asked), in one write, and cancels jobs whose lease is gone.
 func (c *Client) heartbeatLoop() {
 	ctx := c.servicesCtx
 	interval := c.config.LeaseDuration / 3
@@ -214,6 +232,7 @@ func (c *Client) heartbeatLoop() {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.beatNow:
 		}
 		leases := c.running.live()
 		if len(leases) == 0 {
@@ -229,7 +248,7 @@ func (c *Client) heartbeatLoop() {
 			continue
 		}
 		if len(res.Lost) > 0 {
-			c.logger.Warn("spool: leases lost; cancelling those jobs", "jobs", len(res.Lost))
+			c.logger.Warn("spool: job leases no longer held (cancelled by a user, or rescued after missed heartbeats); cancelling those jobs", "jobs", len(res.Lost))
 			c.running.cancel(res.Lost, ErrLeaseLost)
 		}
 	}

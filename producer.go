@@ -233,6 +233,6 @@ func (p *producer) releaseStale(buffer []bufferedJob, maxWait time.Duration) []b
 // back.
 func (p *producer) release(jobs []bufferedJob) {
 	for _, j := range jobs {
-		p.c.completer.add(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, j.row)
+		p.c.completer.add(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease})
 	}
 }

@@ -241,7 +241,8 @@ type JobListParams struct {
 type JobRetryParams struct{ ID int64 }
 
 // JobCancelParams cancels a pending or running job. A running job's lease
-// holder learns of it at its next heartbeat.
+// holder learns of it at its next heartbeat; a Notifier also sends a Wake
+// with CancelledID so that it can heartbeat at once.
 type JobCancelParams struct{ ID int64 }
 
 // QueueStats counts jobs of one queue by state.
@@ -319,11 +320,20 @@ type Backend interface {
 	Close() error
 }
 
-// Notifier is an optional capability: push wake-ups when jobs become runnable.
+// Wake is a push notification from the store: jobs became runnable in Queue,
+// or the job CancelledID (non-zero) was cancelled while it may be running.
+type Wake struct {
+	Queue       string
+	CancelledID int64
+}
+
+// Notifier is an optional capability: push wake-ups when jobs become runnable
+// and when running jobs are cancelled.
 type Notifier interface {
-	// Listen blocks, calling onWake with a queue name whenever jobs were
-	// inserted into it and are runnable, until ctx ends or the connection
-	// fails; the error says why it stopped. It calls ready once the
-	// subscription is in place: no wake-up after ready is missed.
-	Listen(ctx context.Context, ready func(), onWake func(queue string)) error
+	// Listen blocks, calling onWake for every notification, until ctx ends or
+	// the connection fails; the error says why it stopped. It calls ready once
+	// the subscription is in place: no notification after ready is missed.
+	// Notifications are hints: a missed one delays work by at most a poll or
+	// a heartbeat, and never changes an outcome.
+	Listen(ctx context.Context, ready func(), onWake func(Wake)) error
 }

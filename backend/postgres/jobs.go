@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -356,10 +357,25 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 	return b.changeJob(ctx, "retry", b.sql.retry, p.ID)
 }
 
-// JobCancel implements backend.Backend.
+// JobCancel implements backend.Backend. Cancelling a running job also sends
+// a notification, so its lease holder can stop it without waiting for its
+// next heartbeat.
 func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
-	return b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
+	j, err := b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if j.AttemptedAt != nil && j.Attempt > 0 {
+		// A hint only: the cancellation is committed whether or not it is sent.
+		if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, cancelPrefix+strconv.FormatInt(j.ID, 10)); err != nil {
+			return j, nil
+		}
+	}
+	return j, nil
 }
+
+// cancelPrefix marks a cancel notification; queue names cannot contain ':'.
+const cancelPrefix = "cancel:"
 
 // changeJob runs a single-job state change and tells "no such job" from "not
 // allowed in its state" when the update matched nothing.
@@ -432,7 +448,7 @@ func (b *Backend) LeaderResign(ctx context.Context, p *backend.LeaderResignParam
 // Listen implements backend.Notifier on a dedicated connection from the pool.
 // The connection is closed, not returned, when Listen ends: it may still be
 // subscribed or mid-wait.
-func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(queue string)) error {
+func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	pc, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -451,6 +467,12 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(queue st
 			}
 			return fmt.Errorf("listen: %w", err)
 		}
-		onWake(n.Payload)
+		if id, ok := strings.CutPrefix(n.Payload, cancelPrefix); ok {
+			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+				onWake(backend.Wake{CancelledID: n})
+			}
+			continue
+		}
+		onWake(backend.Wake{Queue: n.Payload})
 	}
 }

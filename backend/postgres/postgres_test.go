@@ -312,3 +312,51 @@ func TestNotifyCoalesced(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelRunningJobPromptly: with LISTEN on, cancelling a running job
+// cancels its context at once, not at the next heartbeat (10 s here).
+func TestCancelRunningJobPromptly(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	ctx := context.Background()
+	started := make(chan int64, 1)
+	cancelled := make(chan error, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+		started <- j.ID
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return ctx.Err()
+	}))
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, LeaseDuration: 30 * time.Second, JobTimeout: -1,
+		Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	admin, _ := spool.NewClient(be, &spool.Config{}) // as the CLI would
+	began := time.Now()
+	if _, err := admin.JobCancel(ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cause := <-cancelled:
+		if !errors.Is(cause, spool.ErrLeaseLost) {
+			t.Fatalf("cause = %v", cause)
+		}
+		t.Logf("running job cancelled %s after JobCancel", time.Since(began).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("running job not cancelled within 5s (waiting for the 10s heartbeat?)")
+	}
+	if j, _ := be.JobGet(ctx, res.ID); j.State != backend.StateCancelled {
+		t.Fatalf("state %s", j.State)
+	}
+}

@@ -312,7 +312,7 @@ type notifyingCounter struct {
 }
 
 // Listen implements backend.Notifier.
-func (n *notifyingCounter) Listen(ctx context.Context, ready func(), onWake func(queue string)) error {
+func (n *notifyingCounter) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	return n.notifier.Listen(ctx, ready, onWake)
 }
 
