@@ -938,7 +938,7 @@ func testHeartbeatKeepsLongJob(t *testing.T, h Harness) {
 		}
 	}))
 	cfg := fastConfig(ws, 1)
-	cfg.LeaseDuration = 300 * time.Millisecond
+	cfg.LeaseDuration = 500 * time.Millisecond
 	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)
@@ -952,7 +952,7 @@ func testHeartbeatKeepsLongJob(t *testing.T, h Harness) {
 		if j.State != backend.StateRunning {
 			t.Fatalf("long job left running: %+v", j)
 		}
-		if j.LeasedUntil.Sub(*first) > 4*cfg.LeaseDuration {
+		if j.LeasedUntil.Sub(*first) > 3*cfg.LeaseDuration {
 			break
 		}
 		if time.Now().After(deadline) {
