@@ -90,14 +90,21 @@ func (r *runningJobs) live() []backend.LeaseRef {
 	return out
 }
 
-func (r *runningJobs) cancel(leases []backend.LeaseRef, cause error) {
+// cancelRunning cancels the handlers still running under the given leases
+// and returns how many it cancelled. A lost lease of a job whose handler has
+// returned needs nothing: usually its outcome was just written (the row is
+// no longer running), otherwise the completer reports the rejected write.
+func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	n := 0
 	for _, l := range leases {
-		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l && !j.handlerDone {
 			j.cancel(cause)
+			n++
 		}
 	}
+	return n
 }
 
 // errJobTimeout is the context cause when a job runs past its timeout.
@@ -247,9 +254,8 @@ func (c *Client) heartbeatLoop() {
 			}
 			continue
 		}
-		if len(res.Lost) > 0 {
-			c.logger.Warn("spool: job leases no longer held (cancelled by a user, or rescued after missed heartbeats); cancelling those jobs", "jobs", len(res.Lost))
-			c.running.cancel(res.Lost, ErrLeaseLost)
+		if n := c.running.cancelRunning(res.Lost, ErrLeaseLost); n > 0 {
+			c.logger.Warn("spool: job leases no longer held (cancelled by a user, or rescued after missed heartbeats); cancelling those jobs", "jobs", n)
 		}
 	}
 }
