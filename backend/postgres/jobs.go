@@ -152,12 +152,24 @@ func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobIn
 }
 
 // JobClaim implements backend.Backend. Rows come back in claim order.
+//
+// The claim runs in a transaction of its own with sorts and bitmap scans
+// switched off for that transaction only, sent as one pipelined round trip.
+// Without that, a table whose statistics lag its backlog (a fresh install
+// hit by a burst, any table between autovacuum analyses) is planned as a
+// bitmap scan plus a sort of every pending row: measured on 1,000,000 fresh
+// rows, 302 ms per 1,100-job claim instead of 5.3 ms via the ordered index.
 func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	rows, err := b.pool.Query(ctx, b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	batch.Queue(claimSettings)
+	batch.Queue(b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID)
+	batch.Queue("COMMIT")
+	br := b.pool.SendBatch(ctx, batch)
+	jobs, err := readClaim(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
 	}
-	jobs, err := collectJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -171,6 +183,33 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		}
 		return int(a.ID - b.ID)
 	})
+	return jobs, nil
+}
+
+// claimSettings steer the claim's plan to the ordered index scan whatever the
+// statistics say; set_config(..., true) lasts until the end of the transaction.
+const claimSettings = `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+
+// readClaim reads the results of the claim batch: BEGIN, settings, claim,
+// COMMIT. The claim counts only once COMMIT has succeeded.
+func readClaim(br pgx.BatchResults) ([]*backend.JobRow, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
 	return jobs, nil
 }
 

@@ -1,0 +1,107 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TestClaimPlanIgnoresStaleStatistics plans the claim exactly as JobClaim
+// runs it, on a table filled at once and never analysed, and requires the
+// ordered walk of the pending index: no Sort, no bitmap scan. Without the
+// claim's settings PostgreSQL sorts every pending row on each claim here.
+func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// internal/testdb imports this package, so the URL is read here.
+	url := os.Getenv("SPOOL_TEST_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	schema := "spool_plan_test_" + hex.EncodeToString(suffix[:])
+	b, err := New(pool, &Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatalf("migrate (is PostgreSQL running at %s?): %v", url, err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE `+schema+`.spool_jobs SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.spool_jobs (queue, kind, args)
+		SELECT 'default', 'noop', '{}' FROM generate_series(1, 200000)`); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(settings bool) string {
+		var out string
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if settings {
+				if _, err := tx.Exec(ctx, claimSettings); err != nil {
+					return err
+				}
+			}
+			var raw []byte
+			if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+b.sql.claim, "default", 1100, int64(60e6), "t#1").Scan(&raw); err != nil {
+				return err
+			}
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return err
+			}
+			out = nodeTypes(v)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := plan(true)
+	if strings.Contains(got, "Sort") || strings.Contains(got, "Bitmap") || !strings.Contains(got, "Index Scan") {
+		t.Fatalf("claim plan with the claim settings: %s", got)
+	}
+	// The hazard the settings guard against is real on this server: without
+	// them the same statement is planned with a sort of all pending rows.
+	if without := plan(false); !strings.Contains(without, "Sort") {
+		t.Logf("note: without the settings the plan is %s (no sort on this server version)", without)
+	}
+}
+
+// nodeTypes lists the "Node Type" values of an EXPLAIN (FORMAT JSON) plan.
+func nodeTypes(v any) string {
+	var names []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if n, ok := x["Node Type"].(string); ok {
+				names = append(names, n)
+			}
+			for _, c := range x {
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	walk(v)
+	return strings.Join(names, ", ")
+}
