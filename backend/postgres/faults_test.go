@@ -78,13 +78,7 @@ func TestKillNineRescue(t *testing.T) {
 	be := testdb.Postgres(t)
 	ctx := context.Background()
 	inserter, _ := spool.NewClient(be, &spool.Config{})
-	params := make([]spool.InsertManyParams, 20)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}}
-	}
-	if _, err := inserter.InsertMany(ctx, params); err != nil {
-		t.Fatal(err)
-	}
+	conformance.InsertNotes(t, inserter, 0, 20)
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childSchemaEnv+"="+be.Schema())
@@ -198,13 +192,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := make([]spool.InsertManyParams, jobs)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}}
-	}
-	if _, err := c.InsertMany(ctx, params); err != nil {
-		t.Fatal(err)
-	}
+	conformance.InsertNotes(t, c, 0, jobs)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -308,13 +296,7 @@ func TestDatabaseOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := make([]spool.InsertManyParams, jobs)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}}
-	}
-	if _, err := c.InsertMany(ctx, params); err != nil {
-		t.Fatal(err)
-	}
+	conformance.InsertNotes(t, c, 0, jobs)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

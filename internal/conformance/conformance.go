@@ -213,6 +213,23 @@ func countStates(t *testing.T, be backend.Backend) map[backend.State]int64 {
 	return out
 }
 
+// Notes returns InsertMany params for NoteArgs numbered from first, n of them.
+func Notes(first, n int) []spool.InsertManyParams {
+	params := make([]spool.InsertManyParams, n)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: NoteArgs{N: first + i}}
+	}
+	return params
+}
+
+// InsertNotes inserts Notes(first, n) and fails the test on error.
+func InsertNotes(t testing.TB, c *spool.Client, first, n int) {
+	t.Helper()
+	if _, err := c.InsertMany(context.Background(), Notes(first, n)); err != nil {
+		t.Fatalf("insert %d jobs: %v", n, err)
+	}
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -382,10 +399,7 @@ func testInsertManyAllOrNothing(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
 	for _, n := range []int{3, 1200} { // small path and bulk path
-		params := make([]spool.InsertManyParams, n)
-		for i := range params {
-			params[i] = spool.InsertManyParams{Args: NoteArgs{N: i}}
-		}
+		params := Notes(0, n)
 		params[n-1].InsertOpts = &spool.InsertOpts{Priority: 500}
 		_, err := c.InsertMany(context.Background(), params)
 		var ie *spool.InvalidJobError
@@ -575,10 +589,7 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 		}
 		return nil
 	}))
-	params := make([]spool.InsertManyParams, jobs)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: NoteArgs{N: i}}
-	}
+	params := Notes(0, jobs)
 	producerClient := newClient(t, be, &spool.Config{Logger: quietLogger()})
 	if _, err := producerClient.InsertMany(context.Background(), params[:jobs/2]); err != nil {
 		t.Fatal(err)
@@ -1161,13 +1172,7 @@ func testSoftStop(t *testing.T, h Harness) {
 	cfg := fastConfig(ws, 2)
 	cfg.Queues[spool.DefaultQueue] = spool.QueueConfig{MaxWorkers: 2, Prefetch: 10}
 	c := newClient(t, be, cfg)
-	params := make([]spool.InsertManyParams, 10)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: NoteArgs{N: i}}
-	}
-	if _, err := c.InsertMany(context.Background(), params); err != nil {
-		t.Fatal(err)
-	}
+	InsertNotes(t, c, 0, 10)
 	start(t, c)
 	a, b := recv(t, started, "first job"), recv(t, started, "second job")
 	// All 10 are claimed (2 running, 8 buffered) before we stop.
@@ -1382,15 +1387,9 @@ func testQueueConcurrency(t *testing.T, h Harness) {
 	cfg := fastConfig(ws, 3)
 	cfg.Queues["slow"] = spool.QueueConfig{MaxWorkers: 1}
 	c := newClient(t, be, cfg)
-	params := make([]spool.InsertManyParams, 60)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: NoteArgs{N: i}}
-	}
-	if _, err := c.InsertMany(context.Background(), params); err != nil {
-		t.Fatal(err)
-	}
+	InsertNotes(t, c, 0, 60)
 	start(t, c)
-	for range params {
+	for range 60 {
 		recv(t, done, "job")
 	}
 	if p := peak.Load(); p > 3 || p < 2 {
@@ -1446,14 +1445,8 @@ func testStartStopStress(t *testing.T, h Harness) {
 		if err := c.Start(ctx); err != nil {
 			t.Fatalf("round %d: start: %v", round, err)
 		}
-		params := make([]spool.InsertManyParams, perRound)
-		for i := range params {
-			params[i] = spool.InsertManyParams{Args: NoteArgs{N: n}}
-			n++
-		}
-		if _, err := c.InsertMany(ctx, params); err != nil {
-			t.Fatalf("round %d: insert: %v", round, err)
-		}
+		InsertNotes(t, c, n, perRound)
+		n += perRound
 		var err error
 		if round%2 == 0 {
 			err = c.Stop(ctx)
