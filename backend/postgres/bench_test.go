@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -94,5 +99,51 @@ func BenchmarkClaimFinish(b *testing.B) {
 				b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "jobs/s")
 			})
 		}
+	}
+}
+
+// BenchmarkPickupLatency measures insert commit → handler start for single
+// jobs inserted by another client (so the wake-up is the NOTIFY path, not
+// the in-process one), one at a time, and reports percentiles.
+func BenchmarkPickupLatency(b *testing.B) {
+	for _, mode := range []string{"listen", "poll-only-10ms"} {
+		b.Run(mode, func(b *testing.B) {
+			be := testdb.Postgres(b)
+			ctx := context.Background()
+			started := make(chan time.Time, 1)
+			ws := spool.NewWorkers()
+			spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+				started <- time.Now()
+				return nil
+			}))
+			cfg := &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 10}},
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			if mode != "listen" {
+				cfg.PollOnly, cfg.PollInterval = true, 10*time.Millisecond
+			}
+			worker, err := spool.NewClient(be, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := worker.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer worker.Stop(ctx)
+			inserter, _ := spool.NewClient(be, &spool.Config{})
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := inserter.Insert(ctx, conformance.NoteArgs{N: i}, nil); err != nil {
+					b.Fatal(err)
+				}
+				committed := time.Now()
+				lat = append(lat, (<-started).Sub(committed))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+			b.ReportMetric(pct(0.5), "p50-ms")
+			b.ReportMetric(pct(0.99), "p99-ms")
+		})
 	}
 }
