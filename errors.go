@@ -51,6 +51,7 @@ type InvalidJobError struct {
 	Err    error
 }
 
+// Error implements error.
 func (e *InvalidJobError) Error() string {
 	return fmt.Sprintf("invalid job: %s: %s", e.Field, e.Reason)
 }
@@ -72,6 +73,7 @@ type outcomeError struct {
 	err     error
 }
 
+// Error implements error.
 func (e *outcomeError) Error() string {
 	switch e.outcome {
 	case backend.OutcomeSnooze:
@@ -83,6 +85,7 @@ func (e *outcomeError) Error() string {
 	}
 }
 
+// Unwrap returns the error recorded with the outcome.
 func (e *outcomeError) Unwrap() error { return e.err }
 
 // Snooze, returned from Work, puts the job back to run again after d without

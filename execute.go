@@ -116,6 +116,7 @@ type panicError struct {
 	stack string
 }
 
+// Error implements error.
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 // startJob runs a claimed job in its own goroutine, hands its outcome to the

@@ -106,6 +106,7 @@ func WorkFunc[T JobArgs](f func(ctx context.Context, job *Job[T]) error) Worker[
 
 type workFunc[T JobArgs] func(ctx context.Context, job *Job[T]) error
 
+// Work implements Worker.
 func (f workFunc[T]) Work(ctx context.Context, job *Job[T]) error { return f(ctx, job) }
 
 // rawArgs is used to insert a job by kind with already-encoded args (the CLI).
@@ -114,7 +115,10 @@ type rawArgs struct {
 	args json.RawMessage
 }
 
-func (r rawArgs) Kind() string                 { return r.kind }
+// Kind implements JobArgs.
+func (r rawArgs) Kind() string { return r.kind }
+
+// MarshalJSON returns the args exactly as given.
 func (r rawArgs) MarshalJSON() ([]byte, error) { return r.args, nil }
 
 // RawArgs returns JobArgs of the given kind whose JSON encoding is args as

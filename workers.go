@@ -31,7 +31,10 @@ type workerEntry struct {
 // such a job is discarded, since no retry can fix it.
 type errDecode struct{ err error }
 
+// Error implements error.
 func (e *errDecode) Error() string { return "decode args: " + e.err.Error() }
+
+// Unwrap returns the JSON error.
 func (e *errDecode) Unwrap() error { return e.err }
 
 // NewWorkers returns an empty registry.

@@ -157,7 +157,10 @@ type usageError struct {
 	err error
 }
 
+// Error implements error.
 func (e *usageError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
 func (e *usageError) Unwrap() error { return e.err }
 
 // usageErrorf returns a usageError for command cmd.
@@ -168,6 +171,7 @@ func usageErrorf(cmd, format string, args ...any) error {
 // helpRequest asks Execute to print usage on stdout and exit 0 (-h).
 type helpRequest struct{ usage string }
 
+// Error implements error.
 func (h *helpRequest) Error() string { return "help requested" }
 
 // parseFlags parses args with fs and returns the positional arguments. Flags
@@ -224,6 +228,7 @@ func isTerminal(f *os.File) bool {
 // stringList is a repeatable string flag (--tag a --tag b).
 type stringList []string
 
+// String implements flag.Value.
 func (l *stringList) String() string { return strings.Join(*l, ",") }
 
 // Set implements flag.Value.

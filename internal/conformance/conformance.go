@@ -230,13 +230,6 @@ func InsertNotes(t testing.TB, c *spool.Client, first, n int) {
 	}
 }
 
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
 
 // ---- tests ----
 
@@ -270,7 +263,10 @@ func testInsertAndWork(t *testing.T, h Harness) {
 
 type prioArgs struct{ N int }
 
+// Kind implements spool.JobArgs.
 func (prioArgs) Kind() string { return "prio" }
+
+// InsertOpts gives the args type's own defaults.
 func (prioArgs) InsertOpts() spool.InsertOpts {
 	return spool.InsertOpts{Queue: "q-from-args", Priority: 7, MaxAttempts: 3}
 }
@@ -330,10 +326,12 @@ func ptr[T any](v T) *T { return &v }
 
 type badArgs struct{ C chan int }
 
+// Kind implements spool.JobArgs.
 func (badArgs) Kind() string { return "note" }
 
 type bigArgs struct{ S string }
 
+// Kind implements spool.JobArgs.
 func (bigArgs) Kind() string { return "note" }
 
 func testInsertBadInput(t *testing.T, h Harness) {
@@ -655,6 +653,7 @@ type delayWorker struct {
 	delay time.Duration
 }
 
+// NextRetry implements spool.WorkerNextRetry.
 func (w delayWorker) NextRetry(*spool.Job[NoteArgs]) time.Duration { return w.delay }
 
 func testRetryBackoff(t *testing.T, h Harness) {
@@ -795,6 +794,7 @@ func testPanicRecorded(t *testing.T, h Harness) {
 
 type timeoutWorker struct{ spool.Worker[NoteArgs] }
 
+// Timeout implements spool.WorkerTimeout.
 func (timeoutWorker) Timeout(*spool.Job[NoteArgs]) time.Duration { return 50 * time.Millisecond }
 
 func testTimeout(t *testing.T, h Harness) {
