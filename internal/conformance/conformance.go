@@ -230,7 +230,6 @@ func InsertNotes(t testing.TB, c *spool.Client, first, n int) {
 	}
 }
 
-
 // ---- tests ----
 
 func testInsertAndWork(t *testing.T, h Harness) {
