@@ -18,9 +18,9 @@ import (
 	"github.com/spoolq/spool/internal/testdb"
 )
 
-func harness() conformance.Harness {
+func harness(mode pgx.QueryExecMode) conformance.Harness {
 	return conformance.Harness{
-		NewBackend: func(t *testing.T) backend.Backend { return testdb.Postgres(t) },
+		NewBackend: func(t *testing.T) backend.Backend { return testdb.PostgresWithMode(t, mode) },
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			// A second pool, as another process would have.
 			other, err := postgres.New(testdb.PostgresPool(t), &postgres.Options{Schema: be.(*postgres.Backend).Schema()})
@@ -40,7 +40,13 @@ func harness() conformance.Harness {
 	}
 }
 
-func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
+func TestConformance(t *testing.T) { conformance.Run(t, harness(pgx.QueryExecModeCacheStatement)) }
+
+// TestConformanceSimpleProtocol runs the suite with pgx's simple protocol,
+// as behind PgBouncer in transaction mode before version 1.21.
+func TestConformanceSimpleProtocol(t *testing.T) {
+	conformance.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
+}
 
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()

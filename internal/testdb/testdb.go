@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool/backend/postgres"
@@ -34,12 +35,18 @@ func NewSchemaName() string {
 // PostgresPool returns a pool to the test server, closed when the test ends.
 func PostgresPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return postgresPool(t, pgx.QueryExecModeCacheStatement)
+}
+
+func postgresPool(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cfg, err := pgxpool.ParseConfig(PostgresURL())
 	if err != nil {
 		t.Fatalf("parse test database URL: %v", err)
 	}
+	cfg.ConnConfig.DefaultQueryExecMode = mode
 	cfg.MaxConns = 20
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -56,7 +63,14 @@ func PostgresPool(t testing.TB) *pgxpool.Pool {
 // test ends.
 func Postgres(t testing.TB) *postgres.Backend {
 	t.Helper()
-	pool := PostgresPool(t)
+	return PostgresWithMode(t, pgx.QueryExecModeCacheStatement)
+}
+
+// PostgresWithMode is Postgres over a pool using the given query execution
+// mode (QueryExecModeSimpleProtocol is what PgBouncer before 1.21 needs).
+func PostgresWithMode(t testing.TB, mode pgx.QueryExecMode) *postgres.Backend {
+	t.Helper()
+	pool := postgresPool(t, mode)
 	schema := NewSchemaName()
 	be, err := postgres.New(pool, &postgres.Options{Schema: schema})
 	if err != nil {
