@@ -196,11 +196,15 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	c.services.Wait()
 	c.jobsCancel(ErrClientStopping)
 
-	resignCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := c.backend.LeaderResign(resignCtx, &backend.LeaderResignParams{Name: leaderName, ClientID: c.config.ClientID}); err != nil {
-		c.logger.Warn("spool: resign leadership", "error", err)
+	// Hand leadership over at once; a stop already out of time skips it, as
+	// the term ends by itself within LeaseDuration.
+	if ctxErr == nil {
+		resignCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := c.backend.LeaderResign(resignCtx, &backend.LeaderResignParams{Name: leaderName, ClientID: c.config.ClientID}); err != nil {
+			c.logger.Warn("spool: resign leadership", "error", err)
+		}
+		cancel()
 	}
-	cancel()
 
 	c.mu.Lock()
 	c.state = stateStopped
