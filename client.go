@@ -218,15 +218,23 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 func (c *Client) Stopped() <-chan struct{} { return c.stopped }
 
 // wakeLocal wakes this process's producers of the queues rows went to, so a
-// job inserted here starts without waiting for a notification or a poll.
+// job inserted here starts without waiting for a notification or a poll; a
+// delayed job sets a wake-up for when it is due.
 func (c *Client) wakeLocal(rows []*backend.JobInsertParams) {
+	now := time.Now()
 	last := ""
 	for _, r := range rows {
-		if r.Queue == last || (r.RunAt != nil && r.RunAt.After(time.Now())) || r.Delay > 0 {
+		p, ok := c.producers[r.Queue]
+		if !ok {
 			continue
 		}
-		last = r.Queue
-		if p, ok := c.producers[r.Queue]; ok {
+		switch {
+		case r.RunAt != nil && r.RunAt.After(now):
+			p.wakeAt(*r.RunAt)
+		case r.Delay > 0:
+			p.wakeAt(now.Add(r.Delay))
+		case r.Queue != last:
+			last = r.Queue
 			p.wake()
 		}
 	}

@@ -24,6 +24,7 @@ type completer struct {
 
 type pendingFinish struct {
 	finish backend.JobFinish
+	queue  string // the job's queue, to wake its producer when a retry is due
 	// rejectExpected: the handler called CompleteTx, or its lease was found
 	// lost; a rejection of this outcome is no news.
 	rejectExpected bool
@@ -43,13 +44,13 @@ func newCompleter(c *Client) *completer {
 // add queues an outcome; it blocks when the queue is full, which holds the
 // job's worker slot and so slows claiming to the rate outcomes are written.
 func (m *completer) add(f backend.JobFinish) {
-	m.addRun(f, false)
+	m.addRun(f, "", false)
 }
 
 // addRun queues the outcome of a run; rejectExpected marks one the store
 // is expected to fence out.
-func (m *completer) addRun(f backend.JobFinish, rejectExpected bool) {
-	m.in <- pendingFinish{finish: f, rejectExpected: rejectExpected}
+func (m *completer) addRun(f backend.JobFinish, queue string, rejectExpected bool) {
+	m.in <- pendingFinish{finish: f, queue: queue, rejectExpected: rejectExpected}
 }
 
 // close is called once every producer has exited: nothing adds after it.
@@ -123,6 +124,7 @@ func (m *completer) write(batch []pendingFinish) {
 		if err == nil {
 			m.reportRejected(batch, res.Rejected, attempt > 1)
 			m.c.running.remove(leasesOf(finishes))
+			m.wakeForDue(batch)
 			return
 		}
 		if time.Now().After(deadline) || m.abandonCtx.Err() != nil {
@@ -134,6 +136,21 @@ func (m *completer) write(batch []pendingFinish) {
 		m.c.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
 		sleepCtx(m.abandonCtx, jitter(backoff))
 		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// wakeForDue sets local wake-ups for the retries and snoozes just written,
+// so they run when due rather than at the next poll after.
+func (m *completer) wakeForDue(batch []pendingFinish) {
+	now := time.Now()
+	for _, p := range batch {
+		o := p.finish.Outcome
+		if (o != backend.OutcomeRetry && o != backend.OutcomeSnooze) || p.queue == "" {
+			continue
+		}
+		if prod, ok := m.c.producers[p.queue]; ok {
+			prod.wakeAt(now.Add(p.finish.Delay))
+		}
 	}
 }
 

@@ -125,7 +125,7 @@ func (c *Client) startJob(row *backend.JobRow, done chan<- struct{}) {
 	go func() {
 		defer func() { done <- struct{}{} }()
 		finish, rejectExpected := c.execute(row)
-		c.completer.addRun(*finish, rejectExpected)
+		c.completer.addRun(*finish, row.Queue, rejectExpected)
 	}()
 }
 

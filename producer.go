@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -24,6 +25,12 @@ type producer struct {
 	doneCh chan struct{} // a job finished: a slot is free
 	stopCh chan struct{} // closed by stop
 	exited chan struct{} // closed when run returns
+
+	// timerMu guards the wake-up timer for the earliest known future due
+	// time (wakeAt); later ones fall back to polling.
+	timerMu   sync.Mutex
+	timer     *time.Timer
+	timerWhen time.Time
 }
 
 type fetchResult struct {
@@ -61,6 +68,26 @@ func (p *producer) wake() {
 	}
 }
 
+// wakeAt asks for a wake-up at t, when a job this process scheduled (a
+// delayed insert, a retry, a snooze) becomes due, instead of waiting for the
+// next poll. Only the earliest pending time is kept.
+func (p *producer) wakeAt(t time.Time) {
+	p.timerMu.Lock()
+	defer p.timerMu.Unlock()
+	now := time.Now()
+	if !p.timerWhen.IsZero() && p.timerWhen.After(now) && !t.Before(p.timerWhen) {
+		return // an earlier wake-up is already due
+	}
+	// A few ms of slack: due is decided by the database's clock.
+	d := t.Sub(now) + 5*time.Millisecond
+	if p.timer == nil {
+		p.timer = time.AfterFunc(d, p.wake)
+	} else {
+		p.timer.Reset(d)
+	}
+	p.timerWhen = t
+}
+
 func (p *producer) stop() {
 	select {
 	case <-p.stopCh:
@@ -71,6 +98,13 @@ func (p *producer) stop() {
 
 func (p *producer) run() {
 	defer close(p.exited)
+	defer func() {
+		p.timerMu.Lock()
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.timerMu.Unlock()
+	}()
 	cfg := &p.c.config
 	var (
 		buffer   []bufferedJob
