@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -26,12 +27,40 @@ type producer struct {
 	stopCh chan struct{} // closed by stop
 	exited chan struct{} // closed when run returns
 
-	// timerMu guards the wake-up timer for the earliest known future due
-	// time (wakeAt); later ones fall back to polling.
+	// timerMu guards the due times this process knows of (wakeAt) and the
+	// timer armed for the earliest of them.
 	timerMu   sync.Mutex
 	timer     *time.Timer
-	timerWhen time.Time
+	timerWhen time.Time // when timer fires; zero when not armed
+	due       dueTimes
 }
+
+// dueTimes is a min-heap of future wake-up times.
+type dueTimes []time.Time
+
+func (d dueTimes) Len() int           { return len(d) }
+func (d dueTimes) Less(i, j int) bool { return d[i].Before(d[j]) }
+func (d dueTimes) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+
+// Push implements heap.Interface.
+func (d *dueTimes) Push(x any) { *d = append(*d, x.(time.Time)) }
+
+// Pop implements heap.Interface.
+func (d *dueTimes) Pop() any {
+	old := *d
+	t := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return t
+}
+
+const (
+	// maxDueTimes bounds the wake-ups a producer remembers; past it, new
+	// ones are dropped and those jobs are found by polling.
+	maxDueTimes = 1024
+	// dueSlack coalesces wake-ups this close to one already kept, and delays
+	// each a little: due is decided by the database's clock.
+	dueSlack = 5 * time.Millisecond
+)
 
 type fetchResult struct {
 	rows  []*backend.JobRow
@@ -70,22 +99,60 @@ func (p *producer) wake() {
 
 // wakeAt asks for a wake-up at t, when a job this process scheduled (a
 // delayed insert, a retry, a snooze) becomes due, instead of waiting for the
-// next poll. Only the earliest pending time is kept.
+// next poll.
 func (p *producer) wakeAt(t time.Time) {
+	t = t.Add(dueSlack)
+	p.timerMu.Lock()
+	defer p.timerMu.Unlock()
+	if !t.After(time.Now()) {
+		p.wake()
+		return
+	}
+	for _, d := range p.due {
+		if diff := t.Sub(d); diff > -dueSlack && diff < dueSlack {
+			return // one close enough is already kept
+		}
+	}
+	if len(p.due) >= maxDueTimes {
+		return
+	}
+	heap.Push(&p.due, t)
+	p.armTimer()
+}
+
+// armTimer points the timer at the earliest due time. timerMu is held.
+func (p *producer) armTimer() {
+	if len(p.due) == 0 {
+		return
+	}
+	next := p.due[0]
+	if !p.timerWhen.IsZero() && !next.Before(p.timerWhen) {
+		return // armed for that time or an earlier one
+	}
+	if p.timer == nil {
+		p.timer = time.AfterFunc(time.Until(next), p.fireDue)
+	} else {
+		p.timer.Reset(time.Until(next))
+	}
+	p.timerWhen = next
+}
+
+// fireDue wakes the producer for every due time that has come and re-arms
+// the timer for the next.
+func (p *producer) fireDue() {
 	p.timerMu.Lock()
 	defer p.timerMu.Unlock()
 	now := time.Now()
-	if !p.timerWhen.IsZero() && p.timerWhen.After(now) && !t.Before(p.timerWhen) {
-		return // an earlier wake-up is already due
+	fired := false
+	for len(p.due) > 0 && !p.due[0].After(now) {
+		heap.Pop(&p.due)
+		fired = true
 	}
-	// A few ms of slack: due is decided by the database's clock.
-	d := t.Sub(now) + 5*time.Millisecond
-	if p.timer == nil {
-		p.timer = time.AfterFunc(d, p.wake)
-	} else {
-		p.timer.Reset(d)
+	p.timerWhen = time.Time{}
+	p.armTimer()
+	if fired {
+		p.wake()
 	}
-	p.timerWhen = t
 }
 
 func (p *producer) stop() {

@@ -1513,4 +1513,12 @@ func testLocalWake(t *testing.T, h Harness) {
 	if j := waitState(t, be, retried, backend.StateCompleted); j.Attempt != 2 {
 		t.Fatalf("retried job: %+v", j)
 	}
+	// A later due time known first, then an earlier one: both must fire.
+	later := insert(t, c, NoteArgs{N: 3}, &spool.InsertOpts{Delay: 700 * time.Millisecond})
+	insert(t, c, NoteArgs{N: 4, Mode: "fail-once"}, nil)
+	seen := map[int]int{}
+	for len(seen) < 2 || seen[4] < 2 {
+		seen[recv(t, ran, "the later delayed job and the earlier retry").N]++
+	}
+	waitState(t, be, later, backend.StateCompleted)
 }
