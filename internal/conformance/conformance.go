@@ -30,8 +30,8 @@ type Tx interface {
 // Harness adapts a backend to the suite.
 type Harness struct {
 	// NewBackend returns a backend on a fresh, migrated store, cleaned up when
-	// the test ends. Two calls with the same t... are independent stores;
-	// use Reopen for a second handle on the same store.
+	// the test ends. Every call makes a new, independent store; Reopen gives
+	// a second handle on the same store.
 	NewBackend func(t *testing.T) backend.Backend
 	// Reopen returns another backend on the same store as be, as a second
 	// process would have.
