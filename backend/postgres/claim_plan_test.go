@@ -29,7 +29,7 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close) // registered first, so it runs after the drop below
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	schema := "spool_plan_test_" + hex.EncodeToString(suffix[:])
@@ -37,7 +37,11 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop test schema %s: %v", schema, err)
+		}
+	})
 	if err := b.Migrate(ctx); err != nil {
 		t.Fatalf("migrate (is PostgreSQL running at %s?): %v", url, err)
 	}
