@@ -197,7 +197,7 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	c.jobsCancel(ErrClientStopping)
 
 	// Hand leadership over at once; a stop already out of time skips it, as
-	// the term ends by itself within LeaseDuration.
+	// the term ends by itself (its TTL is the larger of LeaseDuration and 5 s).
 	if ctxErr == nil {
 		resignCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := c.backend.LeaderResign(resignCtx, &backend.LeaderResignParams{Name: leaderName, ClientID: c.config.ClientID}); err != nil {

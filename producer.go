@@ -33,6 +33,7 @@ type producer struct {
 	timer     *time.Timer
 	timerWhen time.Time // when timer fires; zero when not armed
 	due       dueTimes
+	dueKeys   map[int64]struct{} // dueSlack buckets of the times in due
 }
 
 // dueTimes is a min-heap of future wake-up times.
@@ -57,10 +58,13 @@ const (
 	// maxDueTimes bounds the wake-ups a producer remembers; past it, new
 	// ones are dropped and those jobs are found by polling.
 	maxDueTimes = 1024
-	// dueSlack coalesces wake-ups this close to one already kept, and delays
-	// each a little: due is decided by the database's clock.
+	// dueSlack coalesces wake-ups in the same 5 ms bucket, and delays each a
+	// little: due is decided by the database's clock.
 	dueSlack = 5 * time.Millisecond
 )
+
+// dueKey is the coalescing bucket of a due time.
+func dueKey(t time.Time) int64 { return t.UnixNano() / int64(dueSlack) }
 
 type fetchResult struct {
 	rows  []*backend.JobRow
@@ -108,14 +112,14 @@ func (p *producer) wakeAt(t time.Time) {
 		p.wake()
 		return
 	}
-	for _, d := range p.due {
-		if diff := t.Sub(d); diff > -dueSlack && diff < dueSlack {
-			return // one close enough is already kept
-		}
+	key := dueKey(t)
+	if _, ok := p.dueKeys[key]; ok || len(p.due) >= maxDueTimes {
+		return // coalesced with one already kept, or full (polling finds it)
 	}
-	if len(p.due) >= maxDueTimes {
-		return
+	if p.dueKeys == nil {
+		p.dueKeys = map[int64]struct{}{}
 	}
+	p.dueKeys[key] = struct{}{}
 	heap.Push(&p.due, t)
 	p.armTimer()
 }
@@ -145,7 +149,7 @@ func (p *producer) fireDue() {
 	now := time.Now()
 	fired := false
 	for len(p.due) > 0 && !p.due[0].After(now) {
-		heap.Pop(&p.due)
+		delete(p.dueKeys, dueKey(heap.Pop(&p.due).(time.Time)))
 		fired = true
 	}
 	p.timerWhen = time.Time{}

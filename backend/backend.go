@@ -62,11 +62,6 @@ func (s State) Valid() bool {
 	return false
 }
 
-// Finished reports whether s is a final state.
-func (s State) Finished() bool {
-	return s == StateCompleted || s == StateDiscarded || s == StateCancelled
-}
-
 // Tx is a caller's transaction. Each backend documents the concrete types it
 // accepts and returns ErrTxType for others. Nil means the backend's own pool.
 type Tx any
@@ -205,11 +200,11 @@ type JobHeartbeatManyResult struct {
 	Lost []LeaseRef
 }
 
-// JobRescueParams returns running jobs whose lease ended before the store's now.
+// JobRescueParams returns running jobs whose lease ended before the store's
+// now: pending again at once (the lease's wait served as backoff), or
+// discarded when they have used their attempts.
 type JobRescueParams struct {
 	Max int
-	// RetryDelay computes the backoff for an attempt that ran out its lease.
-	RetryDelay func(attempt int) time.Duration
 }
 
 // JobRescueResult counts rescued jobs.
