@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,44 +25,70 @@ import (
 // end unless --keep is given.
 type BenchCommand struct{ m *Main }
 
-// scenarios returns the bench scenarios by name.
-func (c *BenchCommand) scenarios() map[string]Command {
-	return map[string]Command{
-		"drain": &BenchDrainCommand{m: c.m},
+// benchScenario is one registered bench scenario.
+type benchScenario struct {
+	// summary is the one-line description shown by 'spool bench -h'.
+	summary string
+	// newCommand returns the scenario's command.
+	newCommand func(m *Main) Command
+}
+
+// benchScenarios maps scenario names to scenarios; each bench_<name>.go file
+// registers its own in an init function.
+var benchScenarios = map[string]benchScenario{}
+
+// registerBenchScenario adds a scenario; a duplicate name is a programming
+// error.
+func registerBenchScenario(name, summary string, newCommand func(m *Main) Command) {
+	if _, dup := benchScenarios[name]; dup {
+		panic("spool: bench scenario registered twice: " + name)
 	}
+	benchScenarios[name] = benchScenario{summary: summary, newCommand: newCommand}
+}
+
+// scenarioNames returns the registered scenario names, sorted.
+func scenarioNames() []string {
+	names := make([]string, 0, len(benchScenarios))
+	for name := range benchScenarios {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Run implements Command.
 func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("bench", "missing scenario (drain)")
+		return usageErrorf("bench", "missing scenario (%s)", strings.Join(scenarioNames(), ", "))
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		return &helpRequest{usage: c.Usage()}
 	}
-	sc, ok := c.scenarios()[args[0]]
+	sc, ok := benchScenarios[args[0]]
 	if !ok {
-		return usageErrorf("bench", "unknown scenario %q (want drain)", args[0])
+		return usageErrorf("bench", "unknown scenario %q (want one of %s)", args[0], strings.Join(scenarioNames(), ", "))
 	}
-	return sc.Run(ctx, args[1:])
+	return sc.newCommand(c.m).Run(ctx, args[1:])
 }
 
 // Usage implements Command.
 func (c *BenchCommand) Usage() string {
-	return strings.TrimLeft(`
-Usage: spool bench <scenario> [flags]
+	var b strings.Builder
+	b.WriteString(`Usage: spool bench <scenario> [flags]
 
-Measures throughput on a scratch store: a fresh schema named
+Measures Spool on a scratch store: for PostgreSQL a fresh schema named
 spool_bench_<random> in the database given, migrated at the start and
 dropped at the end (unless --keep).
 
 Scenarios:
 
-	drain     insert N no-op jobs, then time one client working them all
-
-Run 'spool bench <scenario> -h' for a scenario's flags.
-`, "\n")
+`)
+	for _, name := range scenarioNames() {
+		fmt.Fprintf(&b, "\t%-11s %s\n", name, benchScenarios[name].summary)
+	}
+	b.WriteString("\nRun 'spool bench <scenario> -h' for a scenario's flags.\n")
+	return b.String()
 }
 
 // benchCommon holds the flags every bench scenario takes.

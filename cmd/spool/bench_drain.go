@@ -20,6 +20,11 @@ import (
 // whether jobs are left at all.
 const stallTimeout = 5 * time.Second
 
+func init() {
+	registerBenchScenario("drain", "insert N no-op jobs, then time one client working them all",
+		func(m *Main) Command { return &BenchDrainCommand{m: m} })
+}
+
 // BenchDrainCommand inserts N no-op jobs, then times one client working them
 // until every completion is written.
 type BenchDrainCommand struct{ m *Main }
