@@ -20,11 +20,27 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// Tx is a transaction opened by the harness, of a type the backend accepts
-// as backend.Tx.
+// Tx is a transaction opened by the harness. The suite passes it to the
+// client as a backend.Tx: the value itself, or, when it implements
+// BackendTxer, what BackendTx returns (for drivers whose transaction type
+// lacks context-taking Commit and Rollback, such as *sql.Tx).
 type Tx interface {
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
+}
+
+// BackendTxer is implemented by harness transactions that wrap the value the
+// backend accepts.
+type BackendTxer interface {
+	BackendTx() backend.Tx
+}
+
+// btx returns what the suite passes to the client for tx.
+func btx(tx Tx) backend.Tx {
+	if w, ok := tx.(BackendTxer); ok {
+		return w.BackendTx()
+	}
+	return tx
 }
 
 // Harness adapts a backend to the suite.
@@ -447,7 +463,7 @@ func testInsertManyFast(t *testing.T, h Harness) {
 		}
 		params[n-1].InsertOpts = nil
 		tx := h.BeginTx(t, be)
-		if got, err := c.InsertManyFastTx(ctx, tx, params); err != nil || got != n {
+		if got, err := c.InsertManyFastTx(ctx, btx(tx), params); err != nil || got != n {
 			t.Fatalf("n=%d: in tx: %d %v", n, got, err)
 		}
 		if err := tx.Rollback(ctx); err != nil {
@@ -471,7 +487,7 @@ func testInsertTxRollback(t *testing.T, h Harness) {
 	start(t, c)
 	ctx := context.Background()
 	tx := h.BeginTx(t, be)
-	if _, err := c.InsertTx(ctx, tx, NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.InsertTx(ctx, btx(tx), NoteArgs{N: 1}, nil); err != nil {
 		t.Fatalf("insert tx: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -480,7 +496,7 @@ func testInsertTxRollback(t *testing.T, h Harness) {
 	// A job inserted after the rolled-back one runs; had the first survived,
 	// FIFO order would have run it first.
 	tx = h.BeginTx(t, be)
-	if _, err := c.InsertManyTx(ctx, tx, []spool.InsertManyParams{{Args: NoteArgs{N: 2}}}); err != nil {
+	if _, err := c.InsertManyTx(ctx, btx(tx), []spool.InsertManyParams{{Args: NoteArgs{N: 2}}}); err != nil {
 		t.Fatalf("insert many tx: %v", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -505,7 +521,7 @@ func testInsertTxInvisibleUntilCommit(t *testing.T, h Harness) {
 	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
 	ctx := context.Background()
 	tx := h.BeginTx(t, be)
-	if _, err := c.InsertTx(ctx, tx, NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.InsertTx(ctx, btx(tx), NoteArgs{N: 1}, nil); err != nil {
 		t.Fatalf("insert tx: %v", err)
 	}
 	claim := func() int {
@@ -1118,7 +1134,7 @@ func testCompleteTx(t *testing.T, h Harness) {
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
 		tx := h.BeginTx(t, be)
-		err := spool.CompleteTx(ctx, tx, j)
+		err := spool.CompleteTx(ctx, btx(tx), j)
 		results <- err
 		if err != nil {
 			_ = tx.Rollback(ctx)
@@ -1154,7 +1170,9 @@ func testCompleteTx(t *testing.T, h Harness) {
 		t.Fatalf("rolled back completion: %+v", j)
 	}
 	// Outside a job context it is an error, not a panic.
-	if err := spool.CompleteTx(context.Background(), h.BeginTx(t, be), &spool.Job[NoteArgs]{JobRow: j}); err == nil {
+	outside := h.BeginTx(t, be)
+	defer func() { _ = outside.Rollback(context.Background()) }()
+	if err := spool.CompleteTx(context.Background(), btx(outside), &spool.Job[NoteArgs]{JobRow: j}); err == nil {
 		t.Fatal("CompleteTx outside a job succeeded")
 	}
 }

@@ -1,0 +1,184 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// JobGet implements backend.Backend.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	j, err := scanJob(b.st.readers.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM spool_jobs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", id, backend.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobList implements backend.Backend.
+func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	states := make([]string, len(p.States))
+	for i, s := range p.States {
+		states[i] = string(s)
+	}
+	statesJSON, err := json.Marshal(states)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	rows, err := b.st.readers.QueryContext(ctx, `SELECT `+jobColumns+` FROM spool_jobs
+WHERE (?1 = '' OR queue = ?1) AND (?2 = '' OR kind = ?2)
+  AND (json_array_length(?3) = 0 OR state IN (SELECT value FROM json_each(?3)))
+  AND id > ?4
+ORDER BY id
+LIMIT ?5`, p.Queue, p.Kind, string(statesJSON), p.AfterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobRetry implements backend.Backend: a finished or pending job becomes
+// available now with a fresh set of attempts. The fence is kept, so old
+// leases stay fenced out.
+func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
+	var j *backend.JobRow
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		j, err = changeJob(ctx, tx, p.ID, `UPDATE spool_jobs SET state = 'available', attempt = 0, run_at = ?1, finalized_at = NULL
+WHERE id = ?2 AND state <> 'running'
+RETURNING `+jobColumns)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry job %d: %w", p.ID, err)
+	}
+	b.st.hub.publish(backend.Wake{Queue: j.Queue})
+	return j, nil
+}
+
+// JobCancel implements backend.Backend. Cancelling a running job also wakes
+// this process's listeners with its id, so a lease holder in this process
+// stops it at once; one in another process learns at its next heartbeat.
+func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
+	var (
+		j          *backend.JobRow
+		wasRunning bool
+	)
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		var state string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM spool_jobs WHERE id = ?`, p.ID).Scan(&state)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		wasRunning = backend.State(state) == backend.StateRunning
+		j, err = changeJob(ctx, tx, p.ID, `UPDATE spool_jobs
+SET state = 'cancelled', finalized_at = ?1, leased_until = NULL, leased_by = NULL
+WHERE id = ?2 AND state NOT IN ('completed', 'discarded', 'cancelled')
+RETURNING `+jobColumns)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+	}
+	if wasRunning {
+		b.st.hub.publish(backend.Wake{CancelledID: j.ID})
+	}
+	return j, nil
+}
+
+// changeJob runs a single-job state change (?1 now, ?2 id) and tells "no such
+// job" from "not allowed in its state" when it matched nothing.
+func changeJob(ctx context.Context, tx *sql.Tx, id int64, query string) (*backend.JobRow, error) {
+	j, err := scanJob(tx.QueryRowContext(ctx, query, nowMicros(), id))
+	if err == nil {
+		return j, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	var one int
+	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM spool_jobs WHERE id = ?`, id).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, backend.ErrNotFound
+	case err != nil:
+		return nil, err
+	}
+	return nil, backend.ErrInvalidState
+}
+
+// QueueStatsAll implements backend.Backend.
+func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, error) {
+	rows, err := b.st.readers.QueryContext(ctx, `SELECT queue, state, count(*) FROM spool_jobs GROUP BY 1, 2 ORDER BY 1, 2`)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rows.Close()
+	var out []backend.QueueStats
+	for rows.Next() {
+		var (
+			queue, state string
+			n            int64
+		)
+		if err := rows.Scan(&queue, &state, &n); err != nil {
+			return nil, fmt.Errorf("queue stats: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			out = append(out, backend.QueueStats{Queue: queue, Counts: map[backend.State]int64{}})
+		}
+		out[len(out)-1].Counts[backend.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return out, nil
+}
+
+// LeaderElect implements backend.Backend.
+func (b *Backend) LeaderElect(ctx context.Context, p *backend.LeaderElectParams) (bool, error) {
+	var leader string
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `INSERT INTO spool_leader AS l (name, leader_id, elected_at, expires_at)
+VALUES (?1, ?2, ?3, ?3 + ?4)
+ON CONFLICT (name) DO UPDATE SET
+  leader_id = excluded.leader_id,
+  expires_at = excluded.expires_at,
+  elected_at = CASE WHEN l.leader_id = excluded.leader_id THEN l.elected_at ELSE excluded.elected_at END
+WHERE l.leader_id = excluded.leader_id OR l.expires_at < ?3
+RETURNING leader_id`, p.Name, p.ClientID, nowMicros(), p.TTL.Microseconds()).Scan(&leader)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("elect leader %q: %w", p.Name, err)
+	}
+	return leader == p.ClientID, nil
+}
+
+// LeaderResign implements backend.Backend.
+func (b *Backend) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM spool_leader WHERE name = ?1 AND leader_id = ?2`, p.Name, p.ClientID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resign leader %q: %w", p.Name, err)
+	}
+	return nil
+}

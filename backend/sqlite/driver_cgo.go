@@ -1,0 +1,43 @@
+//go:build cgo
+
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// DriverName names the SQLite driver this build uses: mattn/go-sqlite3 (cgo,
+// SQLite's own C code) when a C compiler is available, modernc.org/sqlite
+// (pure Go) otherwise. docs/sqlite.md has the measurements behind the choice.
+const DriverName = "mattn/go-sqlite3"
+
+// openPool opens a pool whose every connection is set up by s's pragmas. The
+// path is passed without the file: prefix, so it is never read as a URI.
+func openPool(path string, s poolSettings) (*sql.DB, error) {
+	dsn := path
+	if s.immediate {
+		dsn += "?_txlock=immediate"
+	}
+	pragmas := s.pragmas()
+	drv := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		for _, p := range pragmas {
+			if _, err := c.Exec("PRAGMA "+p, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	return sql.OpenDB(&connector{drv: drv, dsn: dsn}), nil
+}
+
+// sqliteCode returns the primary SQLite result code of err, or 0.
+func sqliteCode(err error) int {
+	var e sqlite3.Error
+	if errors.As(err, &e) {
+		return int(e.Code)
+	}
+	return 0
+}

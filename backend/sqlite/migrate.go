@@ -1,0 +1,137 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations returns the embedded migrations in version order. File names
+// are NNN_name.sql; the numbers must run 1, 2, 3… without gaps.
+func loadMigrations() ([]migration, error) {
+	entries, err := migrationFiles.ReadDir("migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
+		}
+		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration versions have a gap at %d", i+1)
+		}
+	}
+	return out, nil
+}
+
+// migrations are the embedded migrations, parsed once; a malformed file is a
+// build defect, so it stops the program at start-up (and fails every test).
+var migrations = func() []migration {
+	ms, err := loadMigrations()
+	if err != nil {
+		panic("spool sqlite: embedded migrations: " + err.Error())
+	}
+	return ms
+}()
+
+// LatestVersion is the newest schema version this backend knows.
+func LatestVersion() int { return len(migrations) }
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS spool_migrations (
+  version    INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL,
+  applied_at INTEGER NOT NULL
+) STRICT`
+
+// Migrate applies pending migrations in one IMMEDIATE transaction, which
+// serialises concurrent migrators (in this process and others): all but the
+// first find nothing to do. A database newer than this backend is refused
+// before anything is written.
+func (b *Backend) Migrate(ctx context.Context) error {
+	v, err := b.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if v.Current > v.Latest {
+		return fmt.Errorf("migrate: %w", v.Check())
+	}
+	if v.Current == v.Latest {
+		return nil
+	}
+	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, createMigrationsTable); err != nil {
+			return fmt.Errorf("create migrations table: %w", err)
+		}
+		var current int
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM spool_migrations`).Scan(&current); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if current > len(migrations) {
+			return fmt.Errorf("%w: database at version %d, this spool knows %d", backend.ErrSchemaTooNew, current, len(migrations))
+		}
+		for _, m := range migrations[current:] {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("apply migration %d (%s): %w", m.version, m.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO spool_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, time.Now().UnixMicro()); err != nil {
+				return fmt.Errorf("record migration %d: %w", m.version, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion implements backend.Backend.
+func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, error) {
+	v := backend.SchemaVersion{Latest: LatestVersion()}
+	var exists int
+	err := b.st.readers.QueryRowContext(ctx,
+		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'spool_migrations'`).Scan(&exists)
+	if err != nil {
+		return v, fmt.Errorf("read schema version: %w", err)
+	}
+	if exists == 0 {
+		return v, nil
+	}
+	err = b.st.readers.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM spool_migrations`).Scan(&v.Current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, nil
+	}
+	if err != nil {
+		return v, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,75 @@
+package sqlite
+
+import (
+	"context"
+	"sync"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// hub delivers in-process wake-ups to every listener on one store: after an
+// insert of runnable jobs, a retry by an administrator, and the cancellation
+// of a running job. SQLite has no cross-process notifications; other
+// processes' inserts are found by the runtime's polling.
+type hub struct {
+	mu     sync.Mutex
+	nextID int
+	subs   map[int]chan backend.Wake
+}
+
+func newHub() *hub { return &hub{subs: map[int]chan backend.Wake{}} }
+
+// subscribeBuffer bounds the wake-ups queued for a slow listener; wake-ups
+// are hints, so one that does not fit is dropped (a poll covers it).
+const subscribeBuffer = 256
+
+func (h *hub) subscribe() (int, <-chan backend.Wake) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nextID++
+	ch := make(chan backend.Wake, subscribeBuffer)
+	h.subs[h.nextID] = ch
+	return h.nextID, ch
+}
+
+func (h *hub) unsubscribe(id int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs, id)
+}
+
+// publish sends w to every listener without blocking.
+func (h *hub) publish(w backend.Wake) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ch := range h.subs {
+		select {
+		case ch <- w:
+		default:
+		}
+	}
+}
+
+// publishQueues wakes the producers of each queue once.
+func (h *hub) publishQueues(queues map[string]struct{}) {
+	for q := range queues {
+		h.publish(backend.Wake{Queue: q})
+	}
+}
+
+// Listen implements backend.Notifier with the store's in-process hub: it
+// delivers wake-ups caused by this process (through any backend on the same
+// file) until ctx ends.
+func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
+	id, ch := b.st.hub.subscribe()
+	defer b.st.hub.unsubscribe(id)
+	ready()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case w := <-ch:
+			onWake(w)
+		}
+	}
+}

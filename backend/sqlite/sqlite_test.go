@@ -1,0 +1,67 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/internal/conformance"
+)
+
+// sqlTx adapts *sql.Tx to conformance.Tx.
+type sqlTx struct{ *sql.Tx }
+
+func (t sqlTx) Commit(context.Context) error   { return t.Tx.Commit() }
+func (t sqlTx) Rollback(context.Context) error { return t.Tx.Rollback() }
+
+// newBackend opens a migrated backend on a fresh file, closed when the test
+// ends.
+func newBackend(t testing.TB, opts *sqlite.Options) *sqlite.Backend {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spool.db")
+	be, err := sqlite.OpenPath(context.Background(), path, opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	if err := be.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return be
+}
+
+// reopen opens a second backend on be's file with connections of its own, as
+// another process would have.
+func reopen(t testing.TB, be *sqlite.Backend) *sqlite.Backend {
+	t.Helper()
+	other, err := sqlite.OpenPath(context.Background(), be.Path(), &sqlite.Options{Separate: true})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	return other
+}
+
+func harness() conformance.Harness {
+	return conformance.Harness{
+		NewBackend: func(t *testing.T) backend.Backend { return newBackend(t, nil) },
+		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
+			return reopen(t, be.(*sqlite.Backend))
+		},
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
+			tx, err := be.(*sqlite.Backend).DB().BeginTx(context.Background(), nil)
+			if err != nil {
+				t.Fatalf("begin: %v", err)
+			}
+			return sqlTx{tx}
+		},
+	}
+}
+
+func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
+
+// BackendTx implements conformance.BackendTxer.
+func (t sqlTx) BackendTx() backend.Tx { return t.Tx }

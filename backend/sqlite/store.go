@@ -1,0 +1,225 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// store is one SQLite file as this process uses it: a writer pool of one
+// connection, a pool of read-only connections, the write token that orders
+// this process's writers, and the hub of in-process wake-ups. Backends on
+// the same file share one store unless Options.Separate is set.
+type store struct {
+	path    string
+	key     string // registry key; empty for a separate store
+	writer  *sql.DB
+	readers *sql.DB
+	// token is the write token: a buffered channel of capacity one. Goroutines
+	// blocked on a channel are served in arrival order, so writers of this
+	// process take the write lock first come, first served.
+	token       chan struct{}
+	busy        string
+	busyTimeout time.Duration
+	hub         *hub
+	refs        int // guarded by storesMu
+}
+
+var (
+	storesMu sync.Mutex
+	stores   = map[string]*store{}
+)
+
+// sqliteHeader starts every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// acquireStore returns the process's store for path, opening it if needed.
+func acquireStore(ctx context.Context, path string, o *Options) (*store, error) {
+	abs, err := checkPath(path)
+	if err != nil {
+		return nil, err
+	}
+	key := abs + "\x00" + o.Busy + "\x00" + o.Synchronous + "\x00" + o.BusyTimeout.String()
+	if !o.Separate {
+		storesMu.Lock()
+		defer storesMu.Unlock()
+		if st, ok := stores[key]; ok {
+			st.refs++
+			return st, nil
+		}
+	}
+	st, err := openStore(ctx, abs, o)
+	if err != nil {
+		return nil, err
+	}
+	st.refs = 1
+	if !o.Separate {
+		st.key = key
+		stores[key] = st
+	}
+	return st, nil
+}
+
+// releaseStore drops one reference and closes the store with the last.
+func releaseStore(st *store) error {
+	storesMu.Lock()
+	st.refs--
+	last := st.refs == 0
+	if last && st.key != "" {
+		delete(stores, st.key)
+	}
+	storesMu.Unlock()
+	if !last {
+		return nil
+	}
+	return errors.Join(st.readers.Close(), st.writer.Close())
+}
+
+// checkPath resolves path and checks, before SQLite touches anything, that it
+// can hold a database this process may write: the directory exists and is
+// writable (WAL mode creates PATH-wal and PATH-shm beside the file), and an
+// existing file is a regular, writable SQLite file (or empty).
+func checkPath(path string) (string, error) {
+	if strings.ContainsAny(path, "?\x00") {
+		return "", fmt.Errorf("%w: %q contains '?' or NUL", ErrInvalidPath, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrInvalidPath, path, err)
+	}
+	dir := filepath.Dir(abs)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("%w: directory %s does not exist", ErrInvalidPath, dir)
+	case err != nil:
+		return "", fmt.Errorf("%w: directory %s: %v", ErrInvalidPath, dir, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("%w: %s is not a directory", ErrInvalidPath, dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return "", fmt.Errorf("%w: directory %s is not writable (SQLite keeps its -wal and -shm files beside the database): %v", ErrInvalidPath, dir, err)
+	}
+	fi, err = os.Stat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return abs, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrInvalidPath, abs, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %s is not a regular file", ErrInvalidPath, abs)
+	}
+	if err := unix.Access(abs, unix.R_OK|unix.W_OK); err != nil {
+		return "", fmt.Errorf("%w: %s is not writable: %v", ErrInvalidPath, abs, err)
+	}
+	if fi.Size() == 0 {
+		return abs, nil
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrInvalidPath, abs, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
+		return "", fmt.Errorf("%w: %s", ErrNotDatabase, abs)
+	}
+	return abs, nil
+}
+
+// openStore opens the writer and reader pools on abs. When it created the
+// file and then fails, it removes what it created.
+func openStore(ctx context.Context, abs string, o *Options) (st *store, err error) {
+	_, statErr := os.Stat(abs)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	defer func() {
+		if err != nil && created {
+			for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+				_ = os.Remove(abs + suffix)
+			}
+		}
+	}()
+
+	busyMS := 0 // fair: Spool retries BEGIN IMMEDIATE itself (writeTx)
+	if o.Busy == BusyBackoff {
+		busyMS = int(o.BusyTimeout / time.Millisecond)
+	}
+	writer, err := openPool(abs, poolSettings{immediate: true, busyMS: busyMS, synchronous: o.Synchronous})
+	if err != nil {
+		return nil, classifyOpenError(abs, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	st = &store{
+		path:        abs,
+		writer:      writer,
+		token:       make(chan struct{}, 1),
+		busy:        o.Busy,
+		busyTimeout: o.BusyTimeout,
+		hub:         newHub(),
+	}
+	// The first connection switches the file to WAL (a write, so it may wait
+	// for another process like any writer).
+	if err := st.pingWriter(ctx); err != nil {
+		_ = writer.Close()
+		return nil, classifyOpenError(abs, err)
+	}
+	// Readers never take the write lock, and in WAL mode they do not wait
+	// for writers; the busy timeout covers the rare wait for a checkpoint's
+	// or recovery's brief lock.
+	readers, err := openPool(abs, poolSettings{busyMS: int(o.BusyTimeout / time.Millisecond), queryOnly: true, synchronous: o.Synchronous})
+	if err != nil {
+		_ = writer.Close()
+		return nil, classifyOpenError(abs, err)
+	}
+	readers.SetMaxOpenConns(o.Readers)
+	readers.SetMaxIdleConns(o.Readers)
+	st.readers = readers
+	if err := readers.PingContext(ctx); err != nil {
+		_ = readers.Close()
+		_ = writer.Close()
+		return nil, classifyOpenError(abs, err)
+	}
+	return st, nil
+}
+
+// pingWriter opens the writer connection (which applies its pragmas,
+// journal_mode among them), retrying fairly while another process holds a
+// lock the switch needs.
+func (st *store) pingWriter(ctx context.Context) error {
+	deadline := time.Now().Add(st.busyTimeout)
+	for {
+		err := st.writer.PingContext(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// classifyOpenError turns SQLite's open errors into the package's typed ones.
+func classifyOpenError(abs string, err error) error {
+	switch sqliteCode(err) {
+	case codeNotADB:
+		return fmt.Errorf("%w: %s", ErrNotDatabase, abs)
+	case codeCantOpen, codeReadOnly, codePerm:
+		return fmt.Errorf("%w: %s: %v", ErrInvalidPath, abs, err)
+	}
+	return err
+}
