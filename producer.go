@@ -182,11 +182,15 @@ func (p *producer) run() {
 		running  int
 		fetching bool
 		more     = true // the database may have jobs for us
-		stopping bool
-		failures int
-		retryAt  time.Time
-		fetchCh  = make(chan fetchResult, 1)
-		stopCh   = p.stopCh
+		// wokeWhileFetching records a wake-up (or poll) that arrived while a
+		// claim was in flight: the claim's snapshot may predate the job that
+		// caused it, so a short claim must not clear more.
+		wokeWhileFetching bool
+		stopping          bool
+		failures          int
+		retryAt           time.Time
+		fetchCh           = make(chan fetchResult, 1)
+		stopCh            = p.stopCh
 		// lostClaims are ids of failed claims to release before claiming again.
 		lostClaims []string
 	)
@@ -215,7 +219,7 @@ func (p *producer) run() {
 			}
 		} else if !fetching && more && len(buffer) <= p.lowWater && !time.Now().Before(retryAt) {
 			if n := p.maxWorkers + p.prefetch - running - len(buffer); n > 0 {
-				fetching = true
+				fetching, wokeWhileFetching = true, false
 				go p.fetch(n, lostClaims, fetchCh)
 			}
 		}
@@ -244,7 +248,7 @@ func (p *producer) run() {
 				continue
 			}
 			failures = 0
-			more = len(r.rows) == r.asked
+			more = len(r.rows) == r.asked || wokeWhileFetching
 			now := time.Now()
 			for _, row := range r.rows {
 				buffer = append(buffer, bufferedJob{row: row, claimedAt: now})
@@ -253,9 +257,9 @@ func (p *producer) run() {
 			retryC = nil
 			more = true
 		case <-p.wakeCh:
-			more = true
+			more, wokeWhileFetching = true, fetching
 		case <-poll.C:
-			more = true
+			more, wokeWhileFetching = true, fetching
 			buffer = p.releaseStale(buffer, maxWait)
 		}
 	}
