@@ -37,3 +37,7 @@ func sqliteCode(err error) int {
 	}
 	return 0
 }
+
+// DriverSQLName is the database/sql driver name this build registers, for
+// applications that open their own pool on the file (sql.Open).
+const DriverSQLName = "sqlite"

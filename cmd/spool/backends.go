@@ -12,13 +12,14 @@ import (
 	// is one import line here; backend-specific extras (schema versions,
 	// scratch stores for bench) are optional and live in store_<name>.go.
 	_ "github.com/spoolq/spool/backend/postgres"
+	_ "github.com/spoolq/spool/backend/sqlite"
 )
 
 // openClient opens the backend and an insert-only client over it (no
 // Workers: kinds are not checked, and it cannot Start). closeClient releases
 // both.
-func openClient(ctx context.Context, flagValue string) (client *spool.Client, closeClient func(), err error) {
-	dsn, err := databaseURL(flagValue)
+func openClient(ctx context.Context, m *Main, flagValue string) (client *spool.Client, closeClient func(), err error) {
+	dsn, err := m.databaseURL(flagValue)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -80,7 +80,7 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 		opts.RunAt = t
 	}
 
-	client, closeClient, err := openClient(ctx, *dbURL)
+	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
 		return err
 	}

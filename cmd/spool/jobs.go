@@ -176,7 +176,7 @@ func runJobAction(ctx context.Context, m *Main, name, usage string, args []strin
 	if err != nil {
 		return err
 	}
-	client, closeClient, err := openClient(ctx, *dbURL)
+	client, closeClient, err := openClient(ctx, m, *dbURL)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func (c *JobsListCommand) Run(ctx context.Context, args []string) error {
 		return usageErrorf("jobs list", "--after-id must not be negative")
 	}
 
-	client, closeClient, err := openClient(ctx, *dbURL)
+	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -143,7 +144,9 @@ Commands:
 Database:
 
 	Commands that use the database take --database-url URL, or read
-	`+envDatabaseURL+` when the flag is not given (the flag wins).
+	`+envDatabaseURL+` when the flag is not given (the flag wins). With
+	neither, they use the embedded SQLite file ./spool.db (created on first
+	use). URLs: sqlite://PATH, postgres://…, mysql://…
 	PostgreSQL: postgres://user@host:5432/db?sslmode=disable; the
 	spool_schema query parameter selects the schema (default "spool").
 
@@ -199,9 +202,17 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string) ([]string, error)
 	}
 }
 
+// defaultDatabaseURL is the store used when neither --database-url nor
+// $SPOOL_DATABASE_URL is given: an embedded SQLite file in the current
+// directory, created on first use.
+const defaultDatabaseURL = "sqlite://" + defaultSQLiteFile
+
+// defaultSQLiteFile is the path of the default store's file.
+const defaultSQLiteFile = "spool.db"
+
 // databaseURL decides which database a command uses: the --database-url flag,
-// else $SPOOL_DATABASE_URL. It is the one place that decides the default, so
-// that a local SQLite default can be added here later.
+// else $SPOOL_DATABASE_URL, else the embedded SQLite file spool.db in the
+// current directory. It is the one place that decides the default.
 func databaseURL(flagValue string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
@@ -209,9 +220,27 @@ func databaseURL(flagValue string) (string, error) {
 	if v := os.Getenv(envDatabaseURL); v != "" {
 		return v, nil
 	}
-	return "", &usageError{err: fmt.Errorf(
-		"no database given: pass --database-url URL or set %s (for example postgres://postgres@127.0.0.1:5432/app?sslmode=disable)",
-		envDatabaseURL)}
+	return defaultDatabaseURL, nil
+}
+
+// databaseURL is the package's databaseURL, and says on Stderr where the
+// default store is when it falls back to it.
+func (m *Main) databaseURL(flagValue string) (string, error) {
+	dsn, err := databaseURL(flagValue)
+	if err == nil && !databaseGiven(flagValue) {
+		where := defaultSQLiteFile
+		if abs, err := filepath.Abs(defaultSQLiteFile); err == nil {
+			where = abs
+		}
+		fmt.Fprintf(m.Stderr, "spool: no --database-url or $%s given; using the SQLite file %s\n", envDatabaseURL, where)
+	}
+	return dsn, err
+}
+
+// databaseGiven reports whether the user named a database (flag or
+// environment), as opposed to falling back to the default.
+func databaseGiven(flagValue string) bool {
+	return flagValue != "" || os.Getenv(envDatabaseURL) != ""
 }
 
 // addDatabaseFlag registers --database-url on fs.

@@ -23,7 +23,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErrorf("migrate", "unexpected argument %q", pos[0])
 	}
-	dsn, err := databaseURL(*dbURL)
+	dsn, err := c.m.databaseURL(*dbURL)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErrorf("queues", "unexpected argument %q", pos[0])
 	}
-	client, closeClient, err := openClient(ctx, *dbURL)
+	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
 		return err
 	}
