@@ -27,12 +27,27 @@ func openClient(ctx context.Context, m *Main, flagValue string) (client *spool.C
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkSchema(ctx, be); err != nil {
+		_ = be.Close()
+		return nil, nil, err
+	}
 	client, err = spool.NewClient(be, &spool.Config{})
 	if err != nil {
 		_ = be.Close()
 		return nil, nil, err
 	}
 	return client, func() { _ = be.Close() }, nil
+}
+
+// checkSchema fails with a clear error when the store is not migrated (or
+// migrated by a newer Spool), instead of letting a query fail on a missing
+// table.
+func checkSchema(ctx context.Context, be backend.Backend) error {
+	v, err := be.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	return v.Check()
 }
 
 // scheme returns the URL scheme of a database URL ("postgres"), as

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -423,10 +425,22 @@ func TestBenchDrain(t *testing.T) {
 }
 
 func TestDatabaseURLChoice(t *testing.T) {
+	// Neither flag nor environment: the SQLite file ./spool.db, said so on
+	// stderr; unmigrated, a command says to migrate.
 	t.Setenv(envDatabaseURL, "")
+	dir := t.TempDir()
+	t.Chdir(dir)
 	r := runSpool(t, "queues")
-	if r.code != 2 || !strings.Contains(r.stderr, "--database-url") || !strings.Contains(r.stderr, envDatabaseURL) {
-		t.Errorf("no database: want exit 2 naming --database-url and %s, got %d %q", envDatabaseURL, r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "spool.db")) || !strings.Contains(r.stderr, "spool migrate") {
+		t.Errorf("no database, not migrated: want exit 1 naming ./spool.db and spool migrate, got %d %q", r.code, r.stderr)
+	}
+	mustSpool(t, "migrate")
+	mustSpool(t, "enqueue", "--kind", "local")
+	if r := mustSpool(t, "jobs", "list", "--json"); !strings.Contains(r.stdout, `"kind": "local"`) && !strings.Contains(r.stdout, `"kind":"local"`) {
+		t.Errorf("default store: jobs list = %q", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "spool.db")); err != nil {
+		t.Errorf("default store file: %v", err)
 	}
 
 	db := freshURL(t)
