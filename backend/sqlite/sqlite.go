@@ -220,6 +220,20 @@ func (b *Backend) Name() string { return "sqlite" }
 // Path returns the absolute path of the database file.
 func (b *Backend) Path() string { return b.st.path }
 
+// WriteTx runs fn in a write transaction on the file and commits it when fn
+// returns nil (and rolls it back otherwise). It is the best way for an
+// application to write in the same transaction as Spool (InsertTx,
+// CompleteTx): it takes its turn behind this process's other writes in
+// arrival order, begins IMMEDIATE, and waits for other processes' writes
+// with the backend's busy handler. Inside fn, use only tx: a Spool call
+// without it would wait for fn's own transaction.
+func (b *Backend) WriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := b.st.writeTx(ctx, fn); err != nil {
+		return fmt.Errorf("sqlite write transaction: %w", err)
+	}
+	return nil
+}
+
 // DB returns the backend's writer pool: one connection, on which Spool runs
 // all of this process's writes to the file. Transactions begun on it
 // (BeginTx) start IMMEDIATE and suit InsertTx and CompleteTx; while one is
