@@ -1,8 +1,9 @@
 // Command quickstart is Spool's main job in miniature: it migrates the
-// database, enqueues jobs (one in a transaction, a batch in bulk, one delayed,
+// database, enqueues jobs (one at a time, a batch in bulk, one delayed,
 // one that fails and retries), works them with typed workers, and prints what
-// happened. The database comes from $SPOOL_DATABASE_URL, else the local
-// PostgreSQL at 127.0.0.1:5432 (database test), in the schema spool_quickstart.
+// happened. The database comes from $SPOOL_DATABASE_URL (sqlite://PATH,
+// postgres://…, mysql://…), else a fresh embedded SQLite file in a temporary
+// directory: nothing to install or set up.
 package main
 
 import (
@@ -11,12 +12,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	_ "github.com/spoolq/spool/backend/postgres"
+	_ "github.com/spoolq/spool/backend/sqlite"
 )
 
 // SendEmail is a job's args: its Kind names the job type in the database.
@@ -49,8 +52,14 @@ func run() error {
 	defer cancel()
 	dsn := os.Getenv("SPOOL_DATABASE_URL")
 	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable&spool_schema=spool_quickstart"
+		dir, err := os.MkdirTemp("", "spool-quickstart-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		dsn = "sqlite://" + filepath.Join(dir, "spool.db")
 	}
+	fmt.Printf("database: %s\n", dsn)
 	be, err := backend.Open(ctx, dsn)
 	if err != nil {
 		return err
