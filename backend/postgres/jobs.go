@@ -160,6 +160,9 @@ func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobIn
 // bitmap scan plus a sort of every pending row: measured on 1,000,000 fresh
 // rows, 302 ms per 1,100-job claim instead of 5.3 ms via the ordered index.
 func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if b.strategy == StrategyOptimistic {
+		return b.claimOptimistic(ctx, p)
+	}
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(claimSettings)

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,29 @@ const DefaultSchema = "spool"
 
 // SchemaParam is the URL query parameter that selects the schema in Open.
 const SchemaParam = "spool_schema"
+
+// Claim strategies, as set in Options.ClaimStrategy or the spool_claim URL
+// parameter (the same name and values as the MySQL backend's).
+const (
+	// StrategyPessimistic claims with one statement locking the queue's head
+	// with FOR UPDATE SKIP LOCKED. The default.
+	StrategyPessimistic = "pessimistic"
+	// StrategyOptimistic reads the queue's head without locks, picks at
+	// random and claims with a fence-checked UPDATE (seed 000); kept for
+	// comparison with the MySQL backend (spool bench ordering).
+	StrategyOptimistic = "optimistic"
+)
+
+// URL query parameters that select the claim strategy in Open.
+const (
+	// ClaimParam sets Options.ClaimStrategy.
+	ClaimParam = "spool_claim"
+	// WindowParam sets Options.ClaimWindow.
+	WindowParam = "spool_claim_window"
+)
+
+// DefaultClaimWindow is the optimistic strategy's window beyond the batch.
+const DefaultClaimWindow = 10
 
 // ErrInvalidSchema is returned for a schema name outside the allowlist.
 var ErrInvalidSchema = errors.New("invalid schema name")
@@ -63,6 +87,12 @@ type Options struct {
 	// CopyThreshold is the batch size from which inserts that need no ids
 	// use COPY instead of INSERT … SELECT FROM unnest. Defaults to 500.
 	CopyThreshold int
+	// ClaimStrategy is StrategyPessimistic or StrategyOptimistic. Defaults
+	// to StrategyPessimistic.
+	ClaimStrategy string
+	// ClaimWindow is how many candidates beyond the batch the optimistic
+	// strategy reads. Defaults to DefaultClaimWindow.
+	ClaimWindow int
 }
 
 // Backend is the PostgreSQL implementation of backend.Backend.
@@ -73,6 +103,8 @@ type Backend struct {
 	channel       string
 	sql           queries
 	copyThreshold int
+	strategy      string
+	window        int
 }
 
 var (
@@ -98,11 +130,26 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	if o.CopyThreshold <= 0 {
 		o.CopyThreshold = 500
 	}
+	switch o.ClaimStrategy {
+	case "":
+		o.ClaimStrategy = StrategyPessimistic
+	case StrategyPessimistic, StrategyOptimistic:
+	default:
+		return nil, fmt.Errorf("postgres backend: claim strategy %q (want pessimistic or optimistic)", o.ClaimStrategy)
+	}
+	if o.ClaimWindow < 0 || o.ClaimWindow > 100000 {
+		return nil, fmt.Errorf("postgres backend: claim window %d is out of range 0..100000", o.ClaimWindow)
+	}
+	if o.ClaimWindow == 0 {
+		o.ClaimWindow = DefaultClaimWindow
+	}
 	b := &Backend{
 		pool:          pool,
 		schema:        o.Schema,
 		channel:       "spool:" + o.Schema,
 		copyThreshold: o.CopyThreshold,
+		strategy:      o.ClaimStrategy,
+		window:        o.ClaimWindow,
 	}
 	b.sql = buildQueries(pgx.Identifier{o.Schema}.Sanitize())
 	return b, nil
@@ -111,11 +158,26 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // Open connects to the database at a postgres:// or postgresql:// URL with
 // settings fit for a queue's own sessions: TCP keepalives, a TCP user timeout,
 // statement and idle-in-transaction timeouts. The spool_schema query
-// parameter selects the schema. The backend owns the pool and closes it.
+// parameter selects the schema, spool_claim and spool_claim_window the claim
+// strategy. The backend owns the pool and closes it.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
 	schema, dsn, err := extractParam(dsn, SchemaParam)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	strategy, dsn, err := extractParam(dsn, ClaimParam)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	windowParam, dsn, err := extractParam(dsn, WindowParam)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	window := 0
+	if windowParam != "" {
+		if window, err = strconv.Atoi(windowParam); err != nil || window < 1 {
+			return nil, fmt.Errorf("open postgres: %s=%q: want a positive integer", WindowParam, windowParam)
+		}
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -147,7 +209,7 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	b, err := New(pool, &Options{Schema: schema})
+	b, err := New(pool, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -183,6 +245,9 @@ func extractParam(dsn, name string) (string, string, error) {
 
 // Pool returns the pool the backend uses.
 func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
+
+// ClaimStrategy returns the claim strategy in use.
+func (b *Backend) ClaimStrategy() string { return b.strategy }
 
 // Schema returns the schema name.
 func (b *Backend) Schema() string { return b.schema }

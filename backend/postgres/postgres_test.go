@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
@@ -46,6 +47,27 @@ func TestConformance(t *testing.T) { conformance.Run(t, harness(pgx.QueryExecMod
 // as behind PgBouncer in transaction mode before version 1.21.
 func TestConformanceSimpleProtocol(t *testing.T) {
 	conformance.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
+}
+
+// TestConformanceOptimistic runs the suite with the optimistic claim
+// strategy (spool_claim=optimistic), kept for comparison with MySQL.
+func TestConformanceOptimistic(t *testing.T) {
+	h := harness(pgx.QueryExecModeCacheStatement)
+	optimistic := func(t *testing.T, pool *pgxpool.Pool, schema string) backend.Backend {
+		be, err := postgres.New(pool, &postgres.Options{Schema: schema, ClaimStrategy: postgres.StrategyOptimistic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
+	}
+	h.NewBackend = func(t *testing.T) backend.Backend {
+		be := testdb.Postgres(t)
+		return optimistic(t, be.Pool(), be.Schema())
+	}
+	h.Reopen = func(t *testing.T, be backend.Backend) backend.Backend {
+		return optimistic(t, testdb.PostgresPool(t), be.(*postgres.Backend).Schema())
+	}
+	conformance.Run(t, h)
 }
 
 func TestMigrateConcurrently(t *testing.T) {
@@ -154,6 +176,33 @@ func TestOpenDSN(t *testing.T) {
 	}
 	if _, err := backend.Open(ctx, "nosuch://x"); err == nil || !strings.Contains(err.Error(), "no backend for scheme") {
 		t.Fatalf("unknown scheme: %v", err)
+	}
+}
+
+// TestOpenClaimParam selects the claim strategy by URL; pessimistic stays
+// the default, and bad values are refused.
+func TestOpenClaimParam(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct{ params, want string }{
+		{"", postgres.StrategyPessimistic},
+		{"&spool_claim=pessimistic", postgres.StrategyPessimistic},
+		{"&spool_claim=optimistic&spool_claim_window=3", postgres.StrategyOptimistic},
+	} {
+		be, err := postgres.Open(ctx, testdb.PostgresURL()+tc.params)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.params, err)
+		}
+		if got := be.ClaimStrategy(); got != tc.want {
+			t.Errorf("%q: strategy %s, want %s", tc.params, got, tc.want)
+		}
+		be.Close()
+	}
+	for _, bad := range []string{"&spool_claim=fast", "&spool_claim=optimistic&spool_claim_window=0", "&spool_claim_window=x"} {
+		if be, err := postgres.Open(ctx, testdb.PostgresURL()+bad); err == nil {
+			be.Close()
+			t.Errorf("%q: opened", bad)
+		}
 	}
 }
 

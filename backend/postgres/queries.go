@@ -11,6 +11,7 @@ type queries struct {
 	get, list, retry, cancel, stats                         string
 	leaderElect, leaderResign                               string
 	schemaVersion                                           string
+	optimisticWindow, optimisticClaim                       string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
@@ -180,9 +181,26 @@ RETURNING leader_id`,
 		leaderResign: `DELETE FROM {{s}}.spool_leader WHERE name = $1 AND leader_id = $2`,
 
 		schemaVersion: `SELECT coalesce(max(version), 0) FROM {{s}}.spool_migrations`,
+
+		// Optimistic strategy (spool_claim=optimistic): the queue's head read
+		// without locks, then a claim of the picked rows that applies only
+		// where the fence (the row's version) and the pending state are as
+		// read. Arrays are sorted by id and the claim runs as a nested loop
+		// (see claimOptimistic), so concurrent claims lock rows in one order.
+		optimisticWindow: `SELECT id, fence, priority FROM {{s}}.spool_jobs
+WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+ORDER BY priority, run_at, id
+LIMIT $2`,
+		optimisticClaim: `UPDATE {{s}}.spool_jobs j
+SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,
+    leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
+FROM unnest($1::bigint[], $2::integer[]) AS c(id, fence)
+WHERE j.id = c.id AND j.fence = c.fence AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= now()
+RETURNING {{jcols}}`,
 	}
 	for _, p := range []*string{&q.claim, &q.releaseClaim, &q.finish, &q.heartbeat, &q.rescue, &q.cleanup, &q.insert,
-		&q.now, &q.get, &q.list, &q.retry, &q.cancel, &q.stats, &q.leaderElect, &q.leaderResign, &q.schemaVersion} {
+		&q.now, &q.get, &q.list, &q.retry, &q.cancel, &q.stats, &q.leaderElect, &q.leaderResign, &q.schemaVersion,
+		&q.optimisticWindow, &q.optimisticClaim} {
 		*p = r.Replace(*p)
 	}
 	return q

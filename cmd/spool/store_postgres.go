@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -46,10 +47,17 @@ func newPostgresScratch(dsn string) (*scratchStore, error) {
 	if err := postgres.ValidateSchema(schema); err != nil {
 		return nil, err
 	}
+	// The drop connection gets the database itself, without the backend's
+	// spool_* options (pgx would send them to the server as settings).
+	plainURL, pq := *u, u.Query()
+	for k := range pq {
+		if strings.HasPrefix(k, "spool_") {
+			pq.Del(k)
+		}
+	}
+	plainURL.RawQuery = pq.Encode()
+	plain := plainURL.String()
 	q := u.Query()
-	q.Del(postgres.SchemaParam)
-	u.RawQuery = q.Encode()
-	plain := u.String() // the database itself, for the drop connection
 	q.Set(postgres.SchemaParam, schema)
 	u.RawQuery = q.Encode()
 	return &scratchStore{

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	_ "github.com/spoolq/spool/backend/mysql"
 	_ "github.com/spoolq/spool/backend/postgres"
 	_ "github.com/spoolq/spool/backend/sqlite"
 )

@@ -1,0 +1,262 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// optimisticRounds bounds the window reads of one optimistic claim: after a
+// round that won fewer rows than asked, it reads the head again for the
+// rest, so that losing races does not make the caller think the queue ran
+// dry.
+const optimisticRounds = 8
+
+// JobClaim implements backend.Backend with the strategy chosen at Open. Rows
+// come back in claim order.
+func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if p.Max <= 0 {
+		return nil, nil
+	}
+	var (
+		jobs []*backend.JobRow
+		err  error
+	)
+	if b.strategy == StrategyOptimistic {
+		jobs, err = b.claimOptimistic(ctx, p)
+	} else {
+		jobs, err = b.claimPessimistic(ctx, p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	slices.SortFunc(jobs, claimOrder)
+	return jobs, nil
+}
+
+func claimOrder(a, b *backend.JobRow) int {
+	if a.Priority != b.Priority {
+		return int(a.Priority) - int(b.Priority)
+	}
+	if c := a.RunAt.Compare(b.RunAt); c != 0 {
+		return c
+	}
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+// claimPessimistic locks a batch with SELECT … FOR UPDATE SKIP LOCKED and
+// claims it by primary key, in one short READ COMMITTED transaction:
+// BEGIN, SELECT, UPDATE, COMMIT. The rows it returns are the ones it read
+// with the claim's changes applied: nobody else can change a row this
+// transaction holds.
+func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	var jobs []*backend.JobRow
+	err := b.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(p.Max)+" FOR UPDATE SKIP LOCKED", p.Queue)
+		if err != nil {
+			return err
+		}
+		heads, now, err := collectHeads(rows)
+		if err != nil || len(heads) == 0 {
+			jobs = nil
+			return err
+		}
+		ids := make([]int64, len(heads))
+		for i, j := range heads {
+			ids[i] = j.ID
+		}
+		at := sqlTime(now)
+		res, err := tx.ExecContext(ctx, b.sql.claimUpdate+inList(ids), at, micros(p.Lease), p.ClaimID, at)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
+			return fmt.Errorf("claimed %d of %d locked rows (%v)", n, len(ids), err)
+		}
+		jobs = heads
+		for _, j := range jobs {
+			markClaimed(j, now, p)
+		}
+		return nil
+	})
+	return jobs, err
+}
+
+// markClaimed applies a claim's changes to a row as read before the claim.
+func markClaimed(j *backend.JobRow, now time.Time, p *backend.JobClaimParams) {
+	until := now.Add(time.Duration(micros(p.Lease)) * time.Microsecond)
+	at := now
+	j.State = backend.StateRunning
+	j.Attempt++
+	j.Fence++
+	j.LeasedUntil = &until
+	j.LeasedBy = p.ClaimID
+	j.AttemptedAt = &at
+}
+
+// claimOptimistic reads the queue's head (Max + ClaimWindow rows) without
+// locks, picks Max of them at random, and claims them with one UPDATE that
+// applies only to rows whose fence (their version) and pending state are as
+// read. The affected-rows count says how many it won; only when that falls
+// short does a query ask which. Rounds repeat, up to optimisticRounds, until
+// it holds Max rows or the head holds no more candidates. No transaction
+// spans the read and the write, and no lock is held between them.
+func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	var won []*backend.JobRow
+	for round := 0; round < optimisticRounds && len(won) < p.Max; round++ {
+		want := p.Max - len(won)
+		heads, now, err := b.readWindow(ctx, p.Queue, want+b.window)
+		if err != nil {
+			return won, err
+		}
+		if len(heads) == 0 {
+			break
+		}
+		picked := pickRandom(heads, want)
+		got, err := b.claimPicked(ctx, picked, now, p)
+		if err != nil {
+			return won, err
+		}
+		won = append(won, got...)
+		if lost := len(picked) - len(got); lost > 0 {
+			b.metrics.conflicts.Add(uint64(lost))
+		} else if len(heads) < want+b.window {
+			break // won everything picked, and the head had no more to offer
+		}
+	}
+	return won, nil
+}
+
+// pickRandom picks want rows of a window read in claim order, at random
+// within a priority but never passing over a row of a better priority: the
+// priorities are taken whole, best first, and only the last one taken is
+// sampled. Random picks are what keep concurrent claimers from all racing for
+// the same head row (seed 000).
+func pickRandom(window []*backend.JobRow, want int) []*backend.JobRow {
+	if len(window) <= want {
+		return window
+	}
+	picked := make([]*backend.JobRow, 0, want)
+	for start := 0; len(picked) < want; {
+		end := start
+		for end < len(window) && window[end].Priority == window[start].Priority {
+			end++
+		}
+		tier := window[start:end]
+		if need := want - len(picked); len(tier) > need {
+			rand.Shuffle(len(tier), func(i, j int) { tier[i], tier[j] = tier[j], tier[i] })
+			tier = tier[:need]
+		}
+		picked = append(picked, tier...)
+		start = end
+	}
+	return picked
+}
+
+// readWindow reads up to n due pending rows of a queue in claim order,
+// without locks, and the database's now.
+func (b *Backend) readWindow(ctx context.Context, queue string, n int) ([]*backend.JobRow, time.Time, error) {
+	b.metrics.rounds.Add(1)
+	var (
+		heads []*backend.JobRow
+		now   time.Time
+	)
+	err := b.retry(ctx, func() error {
+		rows, err := b.db.QueryContext(ctx, b.sql.window+"\nLIMIT "+strconv.Itoa(n), queue)
+		if err != nil {
+			return err
+		}
+		heads, now, err = collectHeads(rows)
+		return err
+	})
+	return heads, now, err
+}
+
+// claimPicked claims the picked rows where their fence still holds, and
+// returns those it won with the claim applied.
+func (b *Backend) claimPicked(ctx context.Context, picked []*backend.JobRow, now time.Time, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	slices.SortFunc(picked, func(a, b *backend.JobRow) int { return claimOrderByID(a, b) })
+	ids := make([]int64, len(picked))
+	fences := make([]int32, len(picked))
+	for i, j := range picked {
+		ids[i], fences[i] = j.ID, j.Fence
+	}
+	at := sqlTime(now)
+	var n int64
+	err := b.retry(ctx, func() error {
+		res, err := b.db.ExecContext(ctx, b.sql.optimisticUpdate+inList(ids)+" AND (id, fence) IN "+leaseList(ids, fences),
+			at, micros(p.Lease), p.ClaimID, at)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	winners := picked
+	if int(n) < len(picked) {
+		// Some rows went to another claimer: ask which are ours. The claim
+		// id is unique to this call, so leased_by names them.
+		mine, err := b.claimedIDs(ctx, p.ClaimID, ids)
+		if err != nil {
+			return nil, err
+		}
+		winners = winners[:0:0]
+		for _, j := range picked {
+			if mine[j.ID] {
+				winners = append(winners, j)
+			}
+		}
+	}
+	for _, j := range winners {
+		markClaimed(j, now, p)
+	}
+	return winners, nil
+}
+
+// claimOrderByID orders rows by id, the order InnoDB locks an IN list in.
+func claimOrderByID(a, b *backend.JobRow) int {
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+// claimedIDs returns which of ids are running under claimID.
+func (b *Backend) claimedIDs(ctx context.Context, claimID string, ids []int64) (map[int64]bool, error) {
+	mine := make(map[int64]bool, len(ids))
+	err := b.retry(ctx, func() error {
+		clear(mine)
+		rows, err := b.db.QueryContext(ctx, b.sql.optimisticWon+inList(ids), claimID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			mine[id] = true
+		}
+		return rows.Err()
+	})
+	return mine, err
+}

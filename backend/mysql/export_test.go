@@ -1,0 +1,24 @@
+package mysql
+
+import (
+	"context"
+	"log/slog"
+)
+
+// OpenWithVersion is Open with the server's version string replaced, so
+// tests can play a server without SKIP LOCKED.
+func OpenWithVersion(ctx context.Context, dsn, version string, logger *slog.Logger) (*Backend, error) {
+	cfg, opts, err := ParseURL(dsn)
+	if err != nil {
+		return nil, err
+	}
+	opts.serverVersion = version
+	opts.Logger = logger
+	return OpenConfig(ctx, cfg, opts)
+}
+
+// ParseVersion exposes parseVersion.
+var ParseVersion = parseVersion
+
+// SessionSQLMode is the SQL mode the backend's sessions use.
+const SessionSQLMode = sqlMode

@@ -1,0 +1,149 @@
+package mysql
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/spoolq/spool/backend"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// statementBreak separates the statements of a migration file.
+const statementBreak = "\n-- statement\n"
+
+type migration struct {
+	version    int
+	name       string
+	statements []string
+}
+
+// loadMigrations returns the embedded migrations in version order. File
+// names are NNN_name.sql; the numbers must run 1, 2, 3… without gaps.
+func loadMigrations() ([]migration, error) {
+	entries, err := migrationFiles.ReadDir("migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
+		}
+		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		var stmts []string
+		for _, s := range strings.Split(string(body), statementBreak) {
+			if s = strings.TrimSpace(s); s != "" {
+				stmts = append(stmts, s)
+			}
+		}
+		out = append(out, migration{version: v, name: name, statements: stmts})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration versions have a gap at %d", i+1)
+		}
+	}
+	return out, nil
+}
+
+// migrations are the embedded migrations, parsed once; a malformed file is a
+// build defect, so it stops the program at start-up (and fails every test).
+var migrations = func() []migration {
+	ms, err := loadMigrations()
+	if err != nil {
+		panic("spool mysql: embedded migrations: " + err.Error())
+	}
+	return ms
+}()
+
+// LatestVersion is the newest schema version this backend knows.
+func LatestVersion() int { return len(migrations) }
+
+// Migrate applies pending migrations under a named lock (GET_LOCK) keyed by
+// the database, held on one connection, so concurrent callers serialise and
+// all but the first find nothing to do. MySQL commits each DDL statement on
+// its own, so a migration is written to be safe to run again after a failure
+// part-way; its version is recorded once all its statements ran. It refuses
+// a schema newer than this backend knows.
+func (b *Backend) Migrate(ctx context.Context) error {
+	if err := b.migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+func (b *Backend) migrate(ctx context.Context) error {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	sum := sha256.Sum256([]byte(b.database))
+	lock := "spool_migrate_" + hex.EncodeToString(sum[:12])
+	var got int
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 60)`, lock).Scan(&got); err != nil || got != 1 {
+		if err == nil {
+			err = errors.New("timed out after 60s")
+		}
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, lock) }()
+	db := quoteIdent(b.database)
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+db+`.spool_migrations (
+  version    INT NOT NULL PRIMARY KEY,
+  name       VARCHAR(255) NOT NULL,
+  applied_at DATETIME(6) NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4`); err != nil {
+		return fmt.Errorf("create migrations table: %w", err)
+	}
+	var current int
+	if err := conn.QueryRowContext(ctx, b.sql.schemaVersion).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("%w: database at version %d, this spool knows %d", backend.ErrSchemaTooNew, current, len(migrations))
+	}
+	for _, m := range migrations[current:] {
+		for i, s := range m.statements {
+			if _, err := conn.ExecContext(ctx, strings.ReplaceAll(s, "{{db}}", db)); err != nil {
+				return fmt.Errorf("apply migration %d (%s), statement %d: %w", m.version, m.name, i+1, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO `+db+`.spool_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
+			m.version, m.name); err != nil {
+			return fmt.Errorf("record migration %d: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion implements backend.Backend.
+func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, error) {
+	v := backend.SchemaVersion{Latest: LatestVersion()}
+	err := b.db.QueryRowContext(ctx, b.sql.schemaVersion).Scan(&v.Current)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 { // table does not exist
+		return v, nil
+	}
+	if err != nil {
+		return v, fmt.Errorf("read schema version of %q: %w", b.database, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,274 @@
+// Package mysql is Spool's MySQL and MariaDB backend, built on
+// go-sql-driver/mysql through database/sql.
+//
+// Spool's tables (spool_jobs, spool_leader, spool_migrations) and the
+// spool_enqueue procedure live in the database the URL names; statements
+// qualify them with that database, so a caller's transaction on another
+// database of the same server can still insert jobs. One Spool per database.
+//
+// Two claim strategies (see docs/mysql.md):
+//   - pessimistic: SELECT … FOR UPDATE SKIP LOCKED of a batch in a short READ
+//     COMMITTED transaction, then the claim UPDATE by primary key. Needs
+//     MariaDB 10.6 or MySQL 8.0.1 or later.
+//   - optimistic: read a window of candidates without locks, pick at random,
+//     claim with an UPDATE checked against each row's fence (its version).
+//
+// StrategyAuto, the default, detects SKIP LOCKED at start-up and falls back to
+// the optimistic strategy, with a logged notice, when the server lacks it.
+//
+// Deadlocks (1213) and lock wait timeouts (1205) in the backend's own
+// transactions are retried inside it, a bounded number of times, and counted
+// in Metrics. Inside a caller's transaction they cannot be retried (InnoDB
+// rolled the caller's transaction back) and are returned.
+//
+// Transactions passed as backend.Tx must be a *sql.Tx, *sql.Conn or any value
+// with database/sql's ExecContext, QueryContext and QueryRowContext (DBTX) on
+// a connection to the same server.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Claim strategies, as set in Options.ClaimStrategy or the spool_claim URL
+// parameter.
+const (
+	// StrategyAuto uses StrategyPessimistic when the server supports SKIP
+	// LOCKED and StrategyOptimistic otherwise.
+	StrategyAuto = "auto"
+	// StrategyPessimistic claims with SELECT … FOR UPDATE SKIP LOCKED.
+	StrategyPessimistic = "pessimistic"
+	// StrategyOptimistic claims with a fence-checked UPDATE of rows picked at
+	// random from an unlocked read of the queue's head.
+	StrategyOptimistic = "optimistic"
+)
+
+// URL query parameters read by Open (and removed before the rest go to the
+// driver).
+const (
+	// ClaimParam selects the claim strategy: auto, pessimistic or optimistic.
+	ClaimParam = "spool_claim"
+	// WindowParam sets Options.ClaimWindow.
+	WindowParam = "spool_claim_window"
+	// MaxConnsParam sets the pool's maximum open connections (default 16).
+	MaxConnsParam = "spool_max_conns"
+)
+
+// DefaultClaimWindow is the optimistic strategy's window beyond the batch:
+// it reads Max + DefaultClaimWindow candidates and picks Max of them, so that
+// ten single-job claimers (the setting of seed 000) rarely collide.
+const DefaultClaimWindow = 10
+
+// ErrInvalidDatabase is returned for a database name outside the allowlist.
+var ErrInvalidDatabase = errors.New("invalid database name")
+
+// ErrNoSkipLocked is returned when the pessimistic strategy is requested
+// from a server without SELECT … SKIP LOCKED.
+var ErrNoSkipLocked = errors.New("server does not support SKIP LOCKED")
+
+var databasePattern = regexp.MustCompile(`^[A-Za-z0-9_$-]{1,64}$`)
+
+// ValidateDatabase checks a database name against the allowlist
+// ^[A-Za-z0-9_$-]{1,64}$; names are quoted with backticks in SQL.
+func ValidateDatabase(name string) error {
+	if !databasePattern.MatchString(name) {
+		return fmt.Errorf("%w: %q (want 1 to 64 of A-Z a-z 0-9 _ $ -)", ErrInvalidDatabase, name)
+	}
+	return nil
+}
+
+// DBTX is what the backend needs of a caller's connection or transaction.
+// *sql.Tx, *sql.Conn and *sql.DB satisfy it.
+type DBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Options configure the backend.
+type Options struct {
+	// ClaimStrategy is StrategyAuto, StrategyPessimistic or
+	// StrategyOptimistic. Defaults to StrategyAuto.
+	ClaimStrategy string
+	// ClaimWindow is how many candidates beyond the batch the optimistic
+	// strategy reads. Defaults to DefaultClaimWindow.
+	ClaimWindow int
+	// MaxConns caps the pool's open connections. Defaults to 16.
+	MaxConns int
+	// Logger receives the backend's notices (the strategy chosen at
+	// start-up). Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// serverVersion overrides the detected server version (tests).
+	serverVersion string
+}
+
+// Backend is the MySQL/MariaDB implementation of backend.Backend.
+type Backend struct {
+	db       *sql.DB
+	database string
+	sql      queries
+	server   serverInfo
+	strategy string
+	window   int
+	logger   *slog.Logger
+	metrics  metrics
+	closed   atomic.Bool
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Open connects to the database at a mysql:// URL,
+// mysql://user:password@host:port/database?params. The spool_claim,
+// spool_claim_window and spool_max_conns parameters set Options; every other
+// parameter goes to go-sql-driver/mysql (tls, timeout, …), except the
+// settings the backend needs, which it always sets itself (see OpenConfig).
+// The backend owns the pool and closes it.
+func Open(ctx context.Context, dsn string) (*Backend, error) {
+	cfg, opts, err := ParseURL(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	return OpenConfig(ctx, cfg, opts)
+}
+
+func init() {
+	backend.Register(func(ctx context.Context, dsn string) (backend.Backend, error) {
+		return Open(ctx, dsn)
+	}, "mysql")
+}
+
+// OpenConfig connects with a driver configuration. The configuration is
+// copied and the settings Spool relies on are forced on the copy: parseTime,
+// UTC times, client-side interpolation of parameters, found-rows counts,
+// utf8mb4, and for every session strict SQL mode, time_zone '+00:00' and
+// READ COMMITTED. innodb_lock_wait_timeout defaults to 10 seconds unless
+// cfg.Params sets it. cfg.DBName must name an existing database.
+func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend, error) {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.ClaimStrategy == "" {
+		o.ClaimStrategy = StrategyAuto
+	}
+	switch o.ClaimStrategy {
+	case StrategyAuto, StrategyPessimistic, StrategyOptimistic:
+	default:
+		return nil, fmt.Errorf("open mysql: claim strategy %q (want auto, pessimistic or optimistic)", o.ClaimStrategy)
+	}
+	if o.ClaimWindow < 0 || o.ClaimWindow > 100000 {
+		return nil, fmt.Errorf("open mysql: claim window %d is out of range 0..100000", o.ClaimWindow)
+	}
+	if o.ClaimWindow == 0 {
+		o.ClaimWindow = DefaultClaimWindow
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 16
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if err := ValidateDatabase(cfg.DBName); err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	info, err := probeServer(ctx, cfg, o.serverVersion)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	connector, err := mysql.NewConnector(sessionConfig(cfg, info))
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(o.MaxConns)
+	db.SetMaxIdleConns(o.MaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(time.Hour)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	b := &Backend{
+		db:       db,
+		database: cfg.DBName,
+		sql:      buildQueries(quoteIdent(cfg.DBName)),
+		server:   info,
+		window:   o.ClaimWindow,
+		logger:   o.Logger,
+	}
+	b.strategy, err = chooseStrategy(o.ClaimStrategy, info, o.Logger)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	return b, nil
+}
+
+// chooseStrategy resolves StrategyAuto against the server, logging a notice
+// when it has to fall back.
+func chooseStrategy(want string, info serverInfo, logger *slog.Logger) (string, error) {
+	switch {
+	case want == StrategyOptimistic:
+		return StrategyOptimistic, nil
+	case info.skipLocked:
+		return StrategyPessimistic, nil
+	case want == StrategyPessimistic:
+		return "", fmt.Errorf("%w: %s (needs MariaDB 10.6 or MySQL 8.0.1; use spool_claim=optimistic or auto)", ErrNoSkipLocked, info.version)
+	}
+	logger.Warn("spool: the MySQL server has no SELECT … SKIP LOCKED; claiming jobs with the optimistic strategy",
+		"server_version", info.version, "strategy", StrategyOptimistic)
+	return StrategyOptimistic, nil
+}
+
+// quoteIdent quotes a validated identifier with backticks.
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// DB returns the pool the backend uses.
+func (b *Backend) DB() *sql.DB { return b.db }
+
+// Database returns the name of the database holding Spool's tables.
+func (b *Backend) Database() string { return b.database }
+
+// ClaimStrategy returns the strategy in use: StrategyPessimistic or
+// StrategyOptimistic (StrategyAuto resolved at Open).
+func (b *Backend) ClaimStrategy() string { return b.strategy }
+
+// ServerVersion returns the server's version string as detected at Open.
+func (b *Backend) ServerVersion() string { return b.server.version }
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "mysql" }
+
+// Close closes the pool. It is safe to call more than once.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	return b.db.Close()
+}
+
+// dbtx returns the executor for a caller's transaction, or nil for the pool.
+func dbtx(tx backend.Tx) (DBTX, error) {
+	if tx == nil {
+		return nil, nil
+	}
+	if d, ok := tx.(DBTX); ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%w: %T (want *sql.Tx or a value with ExecContext, QueryContext and QueryRowContext)", backend.ErrTxType, tx)
+}

@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// optimisticRounds bounds the window reads of one optimistic claim.
+const optimisticRounds = 8
+
+// candidate is one row of the optimistic strategy's window.
+type candidate struct {
+	id       int64
+	fence    int32
+	priority int16
+}
+
+// claimSteering makes the claim a nested loop over the sorted arrays, so
+// that concurrent claims lock rows in ascending id order and cannot deadlock;
+// set_config(..., true) lasts until the end of the transaction.
+const claimSteering = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+
+// claimOptimistic reads the queue's head (Max + ClaimWindow rows) without
+// locks, picks Max at random (never passing over a better priority), and
+// claims them with one UPDATE checked against each row's fence; RETURNING
+// gives the rows won. Rounds repeat, up to optimisticRounds, until it holds
+// Max rows or the head is exhausted. For comparison with the MySQL backend;
+// the pessimistic claim is the default.
+func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	var won []*backend.JobRow
+	for round := 0; round < optimisticRounds && len(won) < p.Max; round++ {
+		want := p.Max - len(won)
+		window, err := b.readWindow(ctx, p.Queue, want+b.window)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
+		if len(window) == 0 {
+			break
+		}
+		picked := pickRandom(window, want)
+		slices.SortFunc(picked, func(a, b candidate) int { return int(a.id - b.id) })
+		ids := make([]int64, len(picked))
+		fences := make([]int32, len(picked))
+		for i, c := range picked {
+			ids[i], fences[i] = c.id, c.fence
+		}
+		batch := &pgx.Batch{}
+		batch.Queue("BEGIN")
+		batch.Queue(claimSteering)
+		batch.Queue(b.sql.optimisticClaim, ids, fences, micros(p.Lease), p.ClaimID)
+		batch.Queue("COMMIT")
+		br := b.pool.SendBatch(ctx, batch)
+		got, err := readClaim(br)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
+		won = append(won, got...)
+		if len(got) == len(picked) && len(window) < want+b.window {
+			break // won everything picked, and the head had no more to offer
+		}
+	}
+	slices.SortFunc(won, func(a, b *backend.JobRow) int {
+		if a.Priority != b.Priority {
+			return int(a.Priority) - int(b.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	return won, nil
+}
+
+// readWindow reads up to n due pending rows of a queue in claim order,
+// without locks, steered to the ordered index as the pessimistic claim is.
+func (b *Backend) readWindow(ctx context.Context, queue string, n int) ([]candidate, error) {
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	batch.Queue(claimSettings)
+	batch.Queue(b.sql.optimisticWindow, queue, n)
+	batch.Queue("COMMIT")
+	br := b.pool.SendBatch(ctx, batch)
+	window, err := readWindowResults(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return window, err
+}
+
+// readWindowResults reads the results of the window batch: BEGIN, settings,
+// window, COMMIT.
+func readWindowResults(br pgx.BatchResults) ([]candidate, error) {
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	window, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (candidate, error) {
+		var c candidate
+		err := r.Scan(&c.id, &c.fence, &c.priority)
+		return c, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	return window, nil
+}
+
+// pickRandom picks want candidates of a window read in claim order, at
+// random within a priority but never passing over a better priority.
+func pickRandom(window []candidate, want int) []candidate {
+	if len(window) <= want {
+		return window
+	}
+	picked := make([]candidate, 0, want)
+	for start := 0; len(picked) < want; {
+		end := start
+		for end < len(window) && window[end].priority == window[start].priority {
+			end++
+		}
+		tier := window[start:end]
+		if need := want - len(picked); len(tier) > need {
+			rand.Shuffle(len(tier), func(i, j int) { tier[i], tier[j] = tier[j], tier[i] })
+			tier = tier[:need]
+		}
+		picked = append(picked, tier...)
+		start = end
+	}
+	return picked
+}
