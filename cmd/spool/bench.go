@@ -185,6 +185,13 @@ func openBenchStore(ctx context.Context, m *Main, common *benchCommon) (*benchSt
 	s := &benchStore{scratch: scratch, keep: *common.keep, stderr: m.Stderr}
 	be, err := backend.Open(ctx, scratch.URL)
 	if err != nil {
+		// Some scratch stores exist before the backend opens (a MySQL
+		// database is created first): drop it, whatever state it is in.
+		dropCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if derr := scratch.Drop(dropCtx); derr != nil {
+			err = errors.Join(err, derr)
+		}
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	s.backend = be

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/plot"
 )
 
 // stallTimeout is how long drain waits without any progress before it looks
@@ -33,6 +34,7 @@ type BenchDrainCommand struct{ m *Main }
 type drainResult struct {
 	Scenario          string  `json:"scenario"`
 	Backend           string  `json:"backend"`
+	Strategy          string  `json:"strategy,omitempty"`
 	Store             string  `json:"store"`
 	Kept              bool    `json:"kept"`
 	Jobs              int     `json:"jobs"`
@@ -63,6 +65,8 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	deleteCompleted := fs.Bool("delete-completed", false, "delete jobs as they complete")
 	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
 	fast := fs.Bool("insert-fast", false, "insert with InsertManyFast (no ids returned)")
+	strategy := fs.String("strategy", "", "claim strategy: pessimistic or optimistic (default: the backend's)")
+	plotPath := addPlotFlag(fs)
 	pos, err := parseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
@@ -85,6 +89,12 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return usageErrorf(name, "--insert-chunk must be at least 1")
 	case *common.timeout < 0:
 		return usageErrorf(name, "--timeout must not be negative")
+	}
+	if err := applyStrategyFlag(common, *strategy); err != nil {
+		return usageErrorf(name, "%v", err)
+	}
+	if err := checkPlotPath(name, *plotPath); err != nil {
+		return err
 	}
 	if *common.timeout > 0 {
 		var cancel context.CancelFunc
@@ -159,7 +169,9 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		}
 	}()
 	bar = StartProgress(progressTo, c.m.StderrTerminal, "drain", "jobs", int64(*jobs), counter.Written)
+	sampler := startCounterSampler(counter.Written, 100*time.Millisecond)
 	err = waitDrained(ctx, client, counter, &handled)
+	samples := sampler.Stop()
 	bar.Stop()
 	if err != nil {
 		return withCause(ctx, err)
@@ -182,6 +194,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	res := drainResult{
 		Scenario:          "drain",
 		Backend:           store.backend.Name(),
+		Strategy:          claimStrategyOf(store.backend),
 		Store:             store.scratch.Name,
 		Kept:              store.keep,
 		Jobs:              *jobs,
@@ -199,10 +212,8 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		InsertFast:        *fast,
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
-	if *common.asJSON {
-		return writeJSON(c.m.Stdout, res)
-	}
-	return printDrainResult(c.m.Stdout, &res)
+	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printDrainResult(w, &res) },
+		*plotPath, func() *plot.Figure { return drainFigure(&res, samples) })
 }
 
 // waitDrained waits until the counter has seen every completion written. If
@@ -264,7 +275,12 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 		{"completion delay", r.CompletionDelay},
 		{"delete completed", fmt.Sprint(r.DeleteCompleted)},
 		{"backend", r.Backend},
+		{"strategy", r.Strategy},
+		{"store", r.Store},
 	} {
+		if row[1] == "" {
+			continue // e.g. no claim strategy to choose on SQLite
+		}
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
 	return tw.Flush()
@@ -298,5 +314,7 @@ Flags:
 		jobs per insert call (default 10000)
 	--insert-fast
 		insert with InsertManyFast (COPY, no ids) instead of InsertMany
-`+benchCommonUsage, "\n")
+	--strategy pessimistic|optimistic
+		claim strategy (spool_claim URL parameter; default: the backend's)
+`+plotUsage+benchCommonUsage, "\n")
 }

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/plot"
+)
+
+func init() {
+	registerBenchScenario("insert", "insert rate by method (InsertMany, InsertManyFast, Insert) and batch size",
+		func(m *Main) Command { return &BenchInsertCommand{m: m} })
+}
+
+// BenchInsertCommand measures insert throughput for each insert method and
+// batch size, each on a fresh store.
+type BenchInsertCommand struct{ m *Main }
+
+// Insert methods, as named by --methods.
+const (
+	insertMethodMany   = "many"
+	insertMethodFast   = "fast"
+	insertMethodSingle = "single"
+)
+
+// insertMethodNames maps --methods names to the API they measure.
+var insertMethodNames = map[string]string{
+	insertMethodMany:   "InsertMany",
+	insertMethodFast:   "InsertManyFast",
+	insertMethodSingle: "Insert",
+}
+
+// insertCell is one method and batch size.
+type insertCell struct {
+	Method string `json:"method"` // API name
+	Batch  int    `json:"batch"`  // jobs per call
+	Jobs   int    `json:"jobs"`
+	// JobsPerS is the median over rounds.
+	JobsPerS float64   `json:"jobs_per_s"`
+	Runs     []float64 `json:"runs_jobs_per_s"`
+	// Call latency over every call of every round.
+	Call  latencyStats `json:"call_latency"`
+	calls []time.Duration
+	flag  string
+}
+
+// insertResult is the outcome of bench insert, as printed with --json.
+type insertResult struct {
+	Scenario   string       `json:"scenario"`
+	Backend    string       `json:"backend"`
+	Rounds     int          `json:"rounds"`
+	Cells      []insertCell `json:"cells"`
+	Stores     []string     `json:"stores"` // the scratch stores used, in order
+	GOMAXPROCS int          `json:"gomaxprocs"`
+}
+
+// Run implements Command.
+func (c *BenchInsertCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench insert", flag.ContinueOnError)
+	common := addBenchCommon(fs)
+	jobs := fs.Int("jobs", 100000, "jobs per bulk measurement")
+	single := fs.Int("single-jobs", 5000, "jobs for the one-per-call Insert measurement")
+	batchList := fs.String("batch-sizes", "100,1000,10000", "comma-separated jobs per bulk call")
+	methodList := fs.String("methods", "many,fast,single", "comma-separated methods: many, fast, single")
+	rounds := fs.Int("rounds", 1, "rounds; the cells alternate within each")
+	plotPath := addPlotFlag(fs)
+	pos, err := parseFlags(fs, args, c.Usage())
+	if err != nil {
+		return err
+	}
+	const name = "bench insert"
+	batches, err := parseCountList(*batchList)
+	if err != nil {
+		return usageErrorf(name, "--batch-sizes: %v", err)
+	}
+	var methods []string
+	for _, m := range strings.Split(*methodList, ",") {
+		m = strings.TrimSpace(m)
+		if _, ok := insertMethodNames[m]; !ok {
+			return usageErrorf(name, "--methods: unknown method %q (want many, fast or single)", m)
+		}
+		if !slices.Contains(methods, m) {
+			methods = append(methods, m)
+		}
+	}
+	switch {
+	case len(pos) > 0:
+		return usageErrorf(name, "unexpected argument %q", pos[0])
+	case *jobs < 1:
+		return usageErrorf(name, "--jobs must be at least 1")
+	case *single < 1:
+		return usageErrorf(name, "--single-jobs must be at least 1")
+	case *rounds < 1 || *rounds > 100:
+		return usageErrorf(name, "--rounds must be between 1 and 100")
+	case *common.timeout < 0:
+		return usageErrorf(name, "--timeout must not be negative")
+	}
+	for _, b := range batches {
+		if b > 100000 {
+			return usageErrorf(name, "--batch-sizes: %d is over 100000", b)
+		}
+	}
+	if err := checkPlotPath(name, *plotPath); err != nil {
+		return err
+	}
+	if *common.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench insert: --timeout %s reached", *common.timeout))
+		defer cancel()
+	}
+	stopProfile, err := common.startCPUProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+
+	var cells []insertCell
+	for _, m := range methods {
+		if m == insertMethodSingle {
+			cells = append(cells, insertCell{Method: insertMethodNames[m], Batch: 1, Jobs: *single, flag: m})
+			continue
+		}
+		for _, b := range batches {
+			cells = append(cells, insertCell{Method: insertMethodNames[m], Batch: int(b), Jobs: *jobs, flag: m})
+		}
+	}
+	res := insertResult{Scenario: "insert", Rounds: *rounds, GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	stderr := &lockedWriter{w: c.m.Stderr}
+	for range *rounds {
+		for i := range cells {
+			cell := &cells[i]
+			jps, calls, be, storeName, err := c.runCell(ctx, common, stderr, cell)
+			if err != nil {
+				return withCause(ctx, fmt.Errorf("bench insert: %s × %d: %w", cell.Method, cell.Batch, err))
+			}
+			res.Backend = be
+			res.Stores = append(res.Stores, storeName)
+			cell.Runs = append(cell.Runs, jps)
+			cell.calls = append(cell.calls, calls...)
+		}
+	}
+	for i := range cells {
+		cells[i].JobsPerS = median(cells[i].Runs)
+		cells[i].Call = summarize(cells[i].calls)
+	}
+	res.Cells = cells
+	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printInsertResult(w, &res) },
+		*plotPath, func() *plot.Figure { return insertFigure(&res) })
+}
+
+// runCell inserts a cell's jobs into a fresh store and checks they are all
+// there.
+func (c *BenchInsertCommand) runCell(ctx context.Context, common *benchCommon, stderr io.Writer, cell *insertCell) (jobsPerS float64, calls []time.Duration, backendName, storeName string, err error) {
+	store, err := openBenchStore(ctx, c.m, common)
+	if err != nil {
+		return 0, nil, "", "", err
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	backendName, storeName = store.backend.Name(), store.scratch.Name
+	client, err := spool.NewClient(store.backend, &spool.Config{Logger: benchLogger(stderr)})
+	if err != nil {
+		return 0, nil, "", "", err
+	}
+	params := repeatParams(benchNoop{}, &spool.InsertOpts{}, cell.Batch)
+	var inserted atomic.Int64
+	label := cell.flag
+	if cell.flag != insertMethodSingle {
+		label += "×" + strconv.Itoa(cell.Batch)
+	}
+	bar := StartProgress(common.progressWriter(stderr), c.m.StderrTerminal, label, "jobs", int64(cell.Jobs), inserted.Load)
+	calls = make([]time.Duration, 0, cell.Jobs/cell.Batch+1)
+	start := time.Now()
+	err = insertChunks(ctx, int64(cell.Jobs), cell.Batch, &inserted, func(n int) error {
+		begin := time.Now()
+		var err error
+		switch cell.flag {
+		case insertMethodMany:
+			_, err = client.InsertMany(ctx, params[:n])
+		case insertMethodFast:
+			_, err = client.InsertManyFast(ctx, params[:n])
+		default:
+			_, err = client.Insert(ctx, benchNoop{}, nil)
+		}
+		calls = append(calls, time.Since(begin))
+		return err
+	})
+	elapsed := time.Since(start)
+	bar.Stop()
+	if err != nil {
+		return 0, nil, "", "", err
+	}
+	stats, err := queueStats(ctx, client, spool.DefaultQueue)
+	if err != nil {
+		return 0, nil, "", "", fmt.Errorf("check results: %w", err)
+	}
+	if got := stats.Counts[backend.StateAvailable]; got != int64(cell.Jobs) {
+		return 0, nil, "", "", fmt.Errorf("inserted %d jobs but the queue holds %s", cell.Jobs, formatCounts(stats))
+	}
+	return rate(int64(cell.Jobs), elapsed), calls, backendName, storeName, nil
+}
+
+// insertFigure draws the medians as bars.
+func insertFigure(r *insertResult) *plot.Figure {
+	var bars []plot.Bar
+	for _, c := range r.Cells {
+		label := c.Method
+		if c.Batch > 1 {
+			label += " ×" + humanInt(float64(c.Batch))
+		}
+		bars = append(bars, plot.Bar{Label: label, Value: c.JobsPerS})
+	}
+	return &plot.Figure{
+		Title: fmt.Sprintf("insert: jobs per second by method and batch size (%s)", r.Backend),
+		Charts: []*plot.Chart{{
+			Title: fmt.Sprintf("Median of %d round(s)", r.Rounds), YLabel: "jobs/s", Bars: bars,
+		}},
+	}
+}
+
+// printInsertResult prints one row per cell.
+func printInsertResult(w io.Writer, r *insertResult) error {
+	fmt.Fprintf(w, "insert: %d round(s), %s\n\n", r.Rounds, r.Backend)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "METHOD\tJOBS/CALL\tJOBS\tJOBS/S\tRUNS\tCALL P50\tCALL P99")
+	for _, c := range r.Cells {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", c.Method, c.Batch, c.Jobs, humanInt(c.JobsPerS),
+			formatRuns(c.Runs), fmtMS(c.Call.P50), fmtMS(c.Call.P99))
+	}
+	return tw.Flush()
+}
+
+// Usage implements Command.
+func (c *BenchInsertCommand) Usage() string {
+	return strings.TrimLeft(`
+Usage: spool bench insert [flags]
+
+Measures insert throughput from one goroutine, for each method and batch
+size, each on a fresh scratch store (so no measurement inserts into a table
+another one filled):
+	many    InsertMany: returns the ids (PostgreSQL: INSERT … SELECT FROM unnest)
+	fast    InsertManyFast: returns a count only (PostgreSQL: COPY from 500
+	        jobs per call, below that as InsertMany)
+	single  Insert, one job per call and transaction
+Every cell checks that the queue then holds exactly its jobs. Prints jobs/s
+(median over --rounds, cells alternating within each round) and the
+latency of the calls.
+
+Flags:
+
+	--jobs N
+		jobs per bulk measurement (default 100000)
+	--single-jobs N
+		jobs for the one-per-call Insert measurement (default 5000)
+	--batch-sizes LIST
+		comma-separated jobs per bulk call (default 100,1000,10000)
+	--methods LIST
+		comma-separated methods (default many,fast,single)
+	--rounds N
+		rounds (default 1)
+`+plotUsage+benchCommonUsage, "\n")
+}

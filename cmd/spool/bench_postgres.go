@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/postgres"
+)
+
+// PostgreSQL's side of the bench scenarios: dead tuples and sizes of the
+// jobs table, a session that pins the xmin horizon, VACUUM ANALYZE, and the
+// raw-SQL loops of bench ceiling.
+
+func init() {
+	benchProbes["postgres"] = &benchProbe{
+		deadMeasure:  "dead tuples of the jobs table (pg_stat_user_tables.n_dead_tup)",
+		sampleTable:  pgSampleTable,
+		holdSnapshot: pgHoldSnapshot,
+		settle:       pgSettle,
+		ceilingVariants: []ceilingVariant{
+			{
+				Name: "cte-delete",
+				About: "minimal claim by materialised CTE (FOR UPDATE SKIP LOCKED, sets state, fence, lease), " +
+					"then DELETE … WHERE id = ANY($1): two statements per batch",
+				open: pgCeilingSession(pgCTEDelete),
+			},
+			{
+				Name:  "claim-delete",
+				About: "one statement per batch: materialised CTE (FOR UPDATE SKIP LOCKED) feeding DELETE … USING",
+				open:  pgCeilingSession(pgClaimDelete),
+			},
+		},
+	}
+}
+
+// pgBackend returns be as the PostgreSQL backend.
+func pgBackend(be backend.Backend) (*postgres.Backend, error) {
+	pg, ok := be.(*postgres.Backend)
+	if !ok {
+		return nil, fmt.Errorf("%s backend is not PostgreSQL: %w", be.Name(), errNotSupported)
+	}
+	return pg, nil
+}
+
+// pgSampleTable reads the jobs table's statistics. n_dead_tup is flushed by
+// each session about once a second, so samples lag by up to that much.
+func pgSampleTable(ctx context.Context, be backend.Backend) (tableSample, error) {
+	pg, err := pgBackend(be)
+	if err != nil {
+		return tableSample{}, err
+	}
+	var s tableSample
+	err = pg.Pool().QueryRow(ctx, `
+SELECT coalesce(st.n_dead_tup, 0), coalesce(st.n_live_tup, 0),
+  (SELECT coalesce(max(age(backend_xmin)), 0) FROM pg_stat_activity WHERE backend_xmin IS NOT NULL),
+  pg_table_size(c.oid), coalesce(pg_relation_size(i.oid), 0)
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
+LEFT JOIN pg_class i ON i.relnamespace = n.oid AND i.relname = 'spool_jobs_pending'
+WHERE n.nspname = $1 AND c.relname = 'spool_jobs'`, pg.Schema()).
+		Scan(&s.DeadTuples, &s.LiveTuples, &s.HorizonAge, &s.TableBytes, &s.PendingIndexBytes)
+	if err != nil {
+		return tableSample{}, fmt.Errorf("sample jobs table: %w", err)
+	}
+	return s, nil
+}
+
+// pgConnect opens a connection of its own with the backend pool's settings.
+func pgConnect(ctx context.Context, pg *postgres.Backend, appName string) (*pgx.Conn, error) {
+	cfg := pg.Pool().Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = appName
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// pgHoldSnapshot opens a session with a REPEATABLE READ transaction that has
+// taken its snapshot: until release, its xmin holds back the horizon below
+// which VACUUM and page pruning may remove dead rows, as a forgotten
+// transaction or a long report would.
+func pgHoldSnapshot(ctx context.Context, be backend.Backend) (func() error, string, error) {
+	pg, err := pgBackend(be)
+	if err != nil {
+		return nil, "", err
+	}
+	conn, err := pgConnect(ctx, pg, "spool bench bloat: snapshot holder")
+	if err != nil {
+		return nil, "", fmt.Errorf("hold snapshot: %w", err)
+	}
+	fail := func(err error) (func() error, string, error) {
+		_ = conn.Close(context.Background())
+		return nil, "", fmt.Errorf("hold snapshot: %w", err)
+	}
+	// Spool's own sessions end a transaction left idle for a minute; this
+	// one is meant to stay.
+	if _, err := conn.Exec(ctx, `SET idle_in_transaction_session_timeout = 0`); err != nil {
+		return fail(err)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fail(err)
+	}
+	var xmin string
+	if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&xmin); err != nil {
+		return fail(err)
+	}
+	var pinned bool
+	if err := tx.QueryRow(ctx, `SELECT backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&pinned); err != nil {
+		return fail(err)
+	}
+	if !pinned {
+		return fail(errors.New("the session's snapshot does not show in pg_stat_activity.backend_xmin"))
+	}
+	release := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rerr := tx.Rollback(ctx)
+		cerr := conn.Close(ctx)
+		if err := errors.Join(rerr, cerr); err != nil {
+			return fmt.Errorf("release snapshot: %w", err)
+		}
+		return nil
+	}
+	return release, fmt.Sprintf("REPEATABLE READ transaction holding a snapshot (xmin %s) in a second session", xmin), nil
+}
+
+// pgSettle runs VACUUM ANALYZE on the jobs table.
+func pgSettle(ctx context.Context, be backend.Backend) error {
+	pg, err := pgBackend(be)
+	if err != nil {
+		return err
+	}
+	table := pgx.Identifier{pg.Schema(), "spool_jobs"}.Sanitize()
+	if _, err := pg.Pool().Exec(ctx, `VACUUM (ANALYZE) `+table); err != nil {
+		return fmt.Errorf("vacuum analyze: %w", err)
+	}
+	return nil
+}
+
+// pgCTEDelete claims a batch with a minimal materialised CTE and deletes it
+// by id array. $1 queue, $2 batch size.
+const pgCTEDelete = `WITH picked AS MATERIALIZED (
+  SELECT id FROM {{table}}
+  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+  ORDER BY priority, run_at, id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE {{table}} j
+SET state = 'running', fence = j.fence + 1, leased_until = now() + interval '30 seconds'
+FROM picked WHERE j.id = picked.id
+RETURNING j.id`
+
+// pgClaimDelete claims and deletes a batch in one statement.
+const pgClaimDelete = `WITH picked AS MATERIALIZED (
+  SELECT id FROM {{table}}
+  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+  ORDER BY priority, run_at, id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {{table}} j USING picked WHERE j.id = picked.id`
+
+// pgCeilingSession returns a ceilingVariant's open function for one of the
+// two statements above. Each session is a connection of its own, planned as
+// Spool's claim is (sorts and bitmap scans off, here for the session).
+func pgCeilingSession(claimSQL string) func(ctx context.Context, be backend.Backend, batch, session int) (*ceilingSession, error) {
+	return func(ctx context.Context, be backend.Backend, batch, session int) (*ceilingSession, error) {
+		pg, err := pgBackend(be)
+		if err != nil {
+			return nil, err
+		}
+		table := pgx.Identifier{pg.Schema(), "spool_jobs"}.Sanitize()
+		claim := strings.ReplaceAll(claimSQL, "{{table}}", table)
+		del := `DELETE FROM ` + table + ` WHERE id = ANY($1)`
+		conn, err := pgConnect(ctx, pg, fmt.Sprintf("spool bench ceiling %d", session))
+		if err != nil {
+			return nil, fmt.Errorf("ceiling session: %w", err)
+		}
+		if _, err := conn.Exec(ctx, `SET enable_sort = off; SET enable_bitmapscan = off`); err != nil {
+			_ = conn.Close(context.Background())
+			return nil, fmt.Errorf("ceiling session: %w", err)
+		}
+		step := func(ctx context.Context) (int, error) {
+			if claimSQL == pgClaimDelete {
+				tag, err := conn.Exec(ctx, claim, spool.DefaultQueue, batch)
+				if err != nil {
+					return 0, fmt.Errorf("claim and delete: %w", err)
+				}
+				return int(tag.RowsAffected()), nil
+			}
+			rows, err := conn.Query(ctx, claim, spool.DefaultQueue, batch)
+			if err != nil {
+				return 0, fmt.Errorf("claim: %w", err)
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return 0, fmt.Errorf("claim: %w", err)
+			}
+			if len(ids) == 0 {
+				return 0, nil
+			}
+			tag, err := conn.Exec(ctx, del, ids)
+			if err != nil {
+				return 0, fmt.Errorf("delete: %w", err)
+			}
+			if int(tag.RowsAffected()) != len(ids) {
+				return 0, fmt.Errorf("delete: removed %d of %d claimed jobs", tag.RowsAffected(), len(ids))
+			}
+			return len(ids), nil
+		}
+		return &ceilingSession{step: step, close: func() { _ = conn.Close(context.Background()) }}, nil
+	}
+}
