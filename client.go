@@ -165,11 +165,14 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	c.state = stateStopping
 	c.mu.Unlock()
 
-	if hard {
-		c.jobsCancel(ErrClientStopping)
-	}
+	// Producers stop claiming before any job is cancelled: a cancelled job
+	// is written back as retryable at once, and a producer still claiming
+	// could take it again only to release it.
 	for _, p := range c.producers {
 		p.stop()
+	}
+	if hard {
+		c.jobsCancel(ErrClientStopping)
 	}
 	var ctxErr error
 	for _, p := range c.producers {

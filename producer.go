@@ -203,6 +203,13 @@ func (p *producer) run() {
 	var retryC <-chan time.Time
 
 	for {
+		// A stop wins over every other event: once stop has returned, no
+		// new claim starts, whatever else select would have picked first.
+		select {
+		case <-stopCh:
+			stopping, stopCh = true, nil
+		default:
+		}
 		for running < p.maxWorkers && len(buffer) > 0 && !stopping {
 			j := buffer[0]
 			buffer[0] = bufferedJob{}
