@@ -166,12 +166,19 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	c.mu.Unlock()
 
 	// Producers stop claiming before any job is cancelled: a cancelled job
-	// is written back as retryable at once, and a producer still claiming
-	// could take it again only to release it.
+	// is written back as retryable at once, and a claim still in flight
+	// could take it again only to release it. A hard stop waits for those
+	// claims (milliseconds) before it cancels.
 	for _, p := range c.producers {
 		p.stop()
 	}
 	if hard {
+		for _, p := range c.producers {
+			select {
+			case <-p.claimsOver:
+			case <-ctx.Done():
+			}
+		}
 		c.jobsCancel(ErrClientStopping)
 	}
 	var ctxErr error

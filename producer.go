@@ -26,6 +26,10 @@ type producer struct {
 	doneCh chan struct{} // a job finished: a slot is free
 	stopCh chan struct{} // closed by stop
 	exited chan struct{} // closed when run returns
+	// claimsOver is closed once the producer is stopping and no claim is in
+	// flight: from then on it claims nothing more.
+	claimsOver     chan struct{}
+	claimsOverOnce sync.Once
 
 	// timerMu guards the due times this process knows of (wakeAt) and the
 	// timer armed for the earliest of them.
@@ -91,8 +95,12 @@ func newProducer(c *Client, queue string, q QueueConfig) *producer {
 		doneCh:     make(chan struct{}, q.MaxWorkers),
 		stopCh:     make(chan struct{}),
 		exited:     make(chan struct{}),
+		claimsOver: make(chan struct{}),
 	}
 }
+
+// endClaims closes claimsOver once.
+func (p *producer) endClaims() { p.claimsOverOnce.Do(func() { close(p.claimsOver) }) }
 
 func (p *producer) wake() {
 	select {
@@ -169,6 +177,7 @@ func (p *producer) stop() {
 
 func (p *producer) run() {
 	defer close(p.exited)
+	defer p.endClaims()
 	defer func() {
 		p.timerMu.Lock()
 		if p.timer != nil {
@@ -218,6 +227,9 @@ func (p *producer) run() {
 			p.c.startJob(j.row, p.doneCh)
 		}
 		if stopping {
+			if !fetching {
+				p.endClaims()
+			}
 			p.release(buffer)
 			buffer = nil
 			if running == 0 && !fetching {
