@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -108,8 +109,9 @@ type Options struct {
 
 // Backend is the SQLite implementation of backend.Backend.
 type Backend struct {
-	st     *store
-	closed bool
+	st        *store
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var (
@@ -247,11 +249,8 @@ func (b *Backend) DB() *sql.DB { return b.st.writer }
 // Close releases the backend; the file's connections close with the last
 // backend of the process that uses them.
 func (b *Backend) Close() error {
-	if b.closed {
-		return nil
-	}
-	b.closed = true
-	return releaseStore(b.st)
+	b.closeOnce.Do(func() { b.closeErr = releaseStore(b.st) })
+	return b.closeErr
 }
 
 // txOf returns the caller's transaction, or nil for the backend's own.
