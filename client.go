@@ -113,7 +113,21 @@ func (c *Client) Start(ctx context.Context) error {
 	c.goService(c.heartbeatLoop)
 	c.goService(c.maintenanceLoop)
 	if n, ok := c.backend.(backend.Notifier); ok && !c.config.PollOnly {
-		c.goService(func() { c.listenLoop(n) })
+		// Start returns once the subscription is in place, so that a
+		// notification sent after Start (a cancellation of a job it is about
+		// to run, say) is never missed; if subscribing fails or takes longer
+		// than listenStartWait, the client starts anyway and polls meanwhile.
+		listening := make(chan struct{})
+		var once sync.Once
+		c.goService(func() { c.listenLoop(n, func() { once.Do(func() { close(listening) }) }) })
+		timer := time.NewTimer(listenStartWait)
+		select {
+		case <-listening:
+		case <-timer.C:
+			c.logger.Warn("spool: wake-up subscription not in place yet; starting with polling", "waited", listenStartWait)
+		case <-ctx.Done():
+		}
+		timer.Stop()
 	}
 	for _, p := range c.producers {
 		go p.run()
@@ -250,13 +264,20 @@ func (c *Client) wakeLocal(rows []*backend.JobInsertParams) {
 	}
 }
 
+// listenStartWait bounds how long Start waits for the wake-up subscription.
+const listenStartWait = 5 * time.Second
+
 // listenLoop keeps a wake-up subscription, reconnecting with jittered backoff.
-func (c *Client) listenLoop(n backend.Notifier) {
+// settled is called once the first subscription is in place or the first
+// attempt has failed.
+func (c *Client) listenLoop(n backend.Notifier, settled func()) {
+	defer settled()
 	ctx := c.servicesCtx
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		started := time.Now()
 		err := n.Listen(ctx, func() {
+			settled()
 			// Anything inserted while we were not listening: look now.
 			for _, p := range c.producers {
 				p.wake()
@@ -272,6 +293,7 @@ func (c *Client) listenLoop(n backend.Notifier) {
 				p.wake()
 			}
 		})
+		settled()
 		if ctx.Err() != nil {
 			return
 		}
