@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -28,36 +26,20 @@ type migration struct {
 	statements []string
 }
 
-// loadMigrations returns the embedded migrations in version order. File
-// names are NNN_name.sql; the numbers must run 1, 2, 3… without gaps.
+// loadMigrations returns the embedded migrations in version order, each
+// split into its statements.
 func loadMigrations() ([]migration, error) {
-	entries, err := migrationFiles.ReadDir("migrations")
+	files, err := backend.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	var out []migration
-	for _, e := range entries {
-		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		var stmts []string
-		for _, s := range strings.Split(string(body), statementBreak) {
+	out := make([]migration, len(files))
+	for i, f := range files {
+		out[i] = migration{version: f.Version, name: f.Name}
+		for _, s := range strings.Split(f.SQL, statementBreak) {
 			if s = strings.TrimSpace(s); s != "" {
-				stmts = append(stmts, s)
+				out[i].statements = append(out[i].statements, s)
 			}
-		}
-		out = append(out, migration{version: v, name: name, statements: stmts})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration versions have a gap at %d", i+1)
 		}
 	}
 	return out, nil

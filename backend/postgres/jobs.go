@@ -267,7 +267,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	return &backend.JobFinishManyResult{Rejected: missing(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }
 
 // customPlan returns the arguments of a statement over id arrays so that it
@@ -297,27 +297,6 @@ func collectLeases(rows pgx.Rows) ([]backend.LeaseRef, error) {
 	})
 }
 
-// missing returns the leases of items that are not among the applied ones.
-// Leases, not ids, are compared: a stale and a live lease on one job may
-// share a batch.
-func missing[T any](items []T, applied []backend.LeaseRef, lease func(T) backend.LeaseRef) []backend.LeaseRef {
-	if len(applied) == len(items) {
-		return nil
-	}
-	seen := make(map[backend.LeaseRef]struct{}, len(applied))
-	for _, l := range applied {
-		seen[l] = struct{}{}
-	}
-	var out []backend.LeaseRef
-	for _, it := range items {
-		l := lease(it)
-		if _, ok := seen[l]; !ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // JobHeartbeatMany implements backend.Backend.
 func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
 	if len(p.Leases) == 0 {
@@ -338,7 +317,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat jobs: %w", err)
 	}
-	return &backend.JobHeartbeatManyResult{Lost: missing(ls, done, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
+	return &backend.JobHeartbeatManyResult{Lost: backend.Unapplied(ls, done, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
 }
 
 // JobRescue implements backend.Backend.

@@ -5,8 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -18,50 +16,8 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order. File names are
-// NNN_name.sql; the numbers must run 1, 2, 3… without gaps.
-func loadMigrations() ([]migration, error) {
-	entries, err := migrationFiles.ReadDir("migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration versions have a gap at %d", i+1)
-		}
-	}
-	return out, nil
-}
-
-// migrations are the embedded migrations, parsed once; a malformed file is a
-// build defect, so it stops the program at start-up (and fails every test).
-var migrations = func() []migration {
-	ms, err := loadMigrations()
-	if err != nil {
-		panic("spool postgres: embedded migrations: " + err.Error())
-	}
-	return ms
-}()
+// migrations are the embedded migrations, parsed once.
+var migrations = backend.MustLoadMigrations(migrationFiles, "migrations", "postgres")
 
 // LatestVersion is the newest schema version this backend knows.
 func LatestVersion() int { return len(migrations) }
@@ -93,12 +49,12 @@ func (b *Backend) Migrate(ctx context.Context) error {
 		}
 		channel := "'" + strings.ReplaceAll(b.channel, "'", "''") + "'"
 		for _, m := range ms[current:] {
-			body := strings.NewReplacer("{{schema}}", quoted, "{{channel}}", channel).Replace(m.sql)
+			body := strings.NewReplacer("{{schema}}", quoted, "{{channel}}", channel).Replace(m.SQL)
 			if _, err := tx.Exec(ctx, body); err != nil {
-				return fmt.Errorf("apply migration %d (%s): %w", m.version, m.name, err)
+				return fmt.Errorf("apply migration %d (%s): %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.spool_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-				return fmt.Errorf("record migration %d: %w", m.version, err)
+			if _, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.spool_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+				return fmt.Errorf("record migration %d: %w", m.Version, err)
 			}
 		}
 		return nil

@@ -351,7 +351,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	return &backend.JobFinishManyResult{Rejected: missing(p.Finishes, applied, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(p.Finishes, applied, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }
 
 // encodeFinishes renders finishes as finishInput's JSON array. Error entries
@@ -402,27 +402,6 @@ func appendLeases(out []backend.LeaseRef, rows *sql.Rows) ([]backend.LeaseRef, e
 	return out, rows.Err()
 }
 
-// missing returns the leases of items that are not among the applied ones.
-// Leases, not ids, are compared: a stale and a live lease on one job may
-// share a batch.
-func missing[T any](items []T, applied []backend.LeaseRef, lease func(T) backend.LeaseRef) []backend.LeaseRef {
-	if len(applied) == len(items) {
-		return nil
-	}
-	seen := make(map[backend.LeaseRef]struct{}, len(applied))
-	for _, l := range applied {
-		seen[l] = struct{}{}
-	}
-	var out []backend.LeaseRef
-	for _, it := range items {
-		l := lease(it)
-		if _, ok := seen[l]; !ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // encodeLeases renders leases as a JSON array of [id, fence].
 func encodeLeases(ls []backend.LeaseRef) string {
 	buf := make([]byte, 0, len(ls)*20)
@@ -462,7 +441,7 @@ RETURNING id, fence`, nowMicros(), p.Lease.Microseconds(), input)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat jobs: %w", err)
 	}
-	return &backend.JobHeartbeatManyResult{Lost: missing(p.Leases, alive, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
+	return &backend.JobHeartbeatManyResult{Lost: backend.Unapplied(p.Leases, alive, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
 }
 
 // JobRescue implements backend.Backend.

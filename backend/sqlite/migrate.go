@@ -6,9 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -17,50 +14,8 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations returns the embedded migrations in version order. File names
-// are NNN_name.sql; the numbers must run 1, 2, 3… without gaps.
-func loadMigrations() ([]migration, error) {
-	entries, err := migrationFiles.ReadDir("migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration versions have a gap at %d", i+1)
-		}
-	}
-	return out, nil
-}
-
-// migrations are the embedded migrations, parsed once; a malformed file is a
-// build defect, so it stops the program at start-up (and fails every test).
-var migrations = func() []migration {
-	ms, err := loadMigrations()
-	if err != nil {
-		panic("spool sqlite: embedded migrations: " + err.Error())
-	}
-	return ms
-}()
+// migrations are the embedded migrations, parsed once.
+var migrations = backend.MustLoadMigrations(migrationFiles, "migrations", "sqlite")
 
 // LatestVersion is the newest schema version this backend knows.
 func LatestVersion() int { return len(migrations) }
@@ -98,12 +53,12 @@ func (b *Backend) Migrate(ctx context.Context) error {
 			return fmt.Errorf("%w: database at version %d, this spool knows %d", backend.ErrSchemaTooNew, current, len(migrations))
 		}
 		for _, m := range migrations[current:] {
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("apply migration %d (%s): %w", m.version, m.name, err)
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("apply migration %d (%s): %w", m.Version, m.Name, err)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO spool_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-				m.version, m.name, time.Now().UnixMicro()); err != nil {
-				return fmt.Errorf("record migration %d: %w", m.version, err)
+				m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+				return fmt.Errorf("record migration %d: %w", m.Version, err)
 			}
 		}
 		return nil

@@ -1,0 +1,79 @@
+package backend
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one schema migration file of a backend.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// LoadMigrations reads the migrations in dir of fsys (usually an embed.FS),
+// in version order. File names are NNN_name.sql; the numbers must run 1, 2,
+// 3… without gaps.
+func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
+			return nil, fmt.Errorf("migration file %q is not named NNN_name.sql", e.Name())
+		}
+		body, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i, m := range out {
+		if m.Version != i+1 {
+			return nil, fmt.Errorf("migration versions have a gap at %d", i+1)
+		}
+	}
+	return out, nil
+}
+
+// MustLoadMigrations is LoadMigrations for a backend's embedded files: a
+// malformed file is a build defect, so it panics (at start-up, failing every
+// test).
+func MustLoadMigrations(fsys fs.FS, dir, backendName string) []Migration {
+	ms, err := LoadMigrations(fsys, dir)
+	if err != nil {
+		panic("spool " + backendName + ": embedded migrations: " + err.Error())
+	}
+	return ms
+}
+
+// Unapplied returns the leases of items that are not among the applied
+// ones: what a fenced batch write reports as rejected. Leases, not ids, are
+// compared: a stale and a live lease on one job may share a batch.
+func Unapplied[T any](items []T, applied []LeaseRef, lease func(T) LeaseRef) []LeaseRef {
+	if len(applied) == len(items) {
+		return nil
+	}
+	seen := make(map[LeaseRef]struct{}, len(applied))
+	for _, l := range applied {
+		seen[l] = struct{}{}
+	}
+	var out []LeaseRef
+	for _, it := range items {
+		l := lease(it)
+		if _, ok := seen[l]; !ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
