@@ -289,6 +289,12 @@ func (c *Client) listenLoop(n backend.Notifier, settled func()) {
 				}
 				return
 			}
+			if w.Queue == "" {
+				for _, p := range c.producers {
+					p.wake()
+				}
+				return
+			}
 			if p, ok := c.producers[w.Queue]; ok {
 				p.wake()
 			}

@@ -315,8 +315,10 @@ type Backend interface {
 	Close() error
 }
 
-// Wake is a push notification from the store: jobs became runnable in Queue,
-// or the job CancelledID (non-zero) was cancelled while it may be running.
+// Wake is a push notification from the store: jobs became runnable in Queue
+// (every queue when Queue is empty and CancelledID is zero: the store changed
+// in ways it cannot attribute), or the job CancelledID (non-zero) was
+// cancelled while it may be running.
 type Wake struct {
 	Queue       string
 	CancelledID int64

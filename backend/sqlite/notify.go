@@ -7,10 +7,11 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// hub delivers in-process wake-ups to every listener on one store: after an
-// insert of runnable jobs, a retry by an administrator, and the cancellation
-// of a running job. SQLite has no cross-process notifications; other
-// processes' inserts are found by the runtime's polling.
+// hub delivers wake-ups to every listener on one store: after an insert of
+// runnable jobs, a retry by an administrator, a rescue, and the cancellation
+// of a running job, all by this process; and, from the store's watcher, a
+// wake-up of every queue when another connection (another process) has
+// committed to the file. SQLite has no notifications of its own.
 type hub struct {
 	mu     sync.Mutex
 	nextID int
@@ -57,12 +58,15 @@ func (h *hub) publishQueues(queues map[string]struct{}) {
 	}
 }
 
-// Listen implements backend.Notifier with the store's in-process hub: it
-// delivers wake-ups caused by this process (through any backend on the same
-// file) until ctx ends.
+// Listen implements backend.Notifier with the store's hub: it delivers
+// wake-ups caused by this process (through any backend on the same file),
+// and a wake-up of every queue within about 20 ms of another process's
+// commit, until ctx ends. Cancellations made by other processes reach a
+// running job at its next heartbeat.
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	id, ch := b.st.hub.subscribe()
 	defer b.st.hub.unsubscribe(id)
+	b.st.startWatcher()
 	ready()
 	for {
 		select {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spoolq/spool/backend"
 )
 
 // store is one SQLite file as this process uses it: a writer pool of one
@@ -34,6 +36,10 @@ type store struct {
 	busyTimeout time.Duration
 	hub         *hub
 	refs        int // guarded by storesMu
+
+	watchOnce sync.Once
+	watchStop chan struct{} // closed by close to end the watcher
+	watchDone chan struct{} // closed when the watcher has returned
 }
 
 var (
@@ -83,7 +89,73 @@ func releaseStore(st *store) error {
 	if !last {
 		return nil
 	}
+	close(st.watchStop)
+	st.watchOnce.Do(func() { close(st.watchDone) }) // never started
+	<-st.watchDone
 	return errors.Join(st.readers.Close(), st.writer.Close())
+}
+
+// watchInterval is how often the watcher looks for other connections'
+// commits.
+const watchInterval = 20 * time.Millisecond
+
+// startWatcher starts, once, the goroutine that finds commits made by other
+// connections to the file (other processes, above all) and wakes every
+// listener's producers, so jobs inserted elsewhere start within about
+// watchInterval instead of a poll. It reads PRAGMA data_version on the
+// writer connection, which changes only when another connection commits,
+// and only when the write token is free (a busy writer means this process
+// is working anyway).
+func (st *store) startWatcher() {
+	st.watchOnce.Do(func() {
+		// The first reading is taken before Listen reports ready, so a commit
+		// made after that is seen as a change.
+		last, _ := st.dataVersion(true)
+		go func() {
+			defer close(st.watchDone)
+			ticker := time.NewTicker(watchInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-st.watchStop:
+					return
+				case <-ticker.C:
+				}
+				v, ok := st.dataVersion(false)
+				if !ok {
+					continue
+				}
+				if last >= 0 && v != last {
+					st.hub.publish(backend.Wake{})
+				}
+				last = v
+			}
+		}()
+	})
+}
+
+// dataVersion reads PRAGMA data_version on the writer connection, holding
+// the write token: waiting for it when wait is set, else giving up when a
+// write is under way. It returns -1 and false when it read nothing.
+func (st *store) dataVersion(wait bool) (int64, bool) {
+	if wait {
+		st.token <- struct{}{}
+	} else {
+		select {
+		case st.token <- struct{}{}:
+		default:
+			return -1, false
+		}
+	}
+	defer func() { <-st.token }()
+	var v int64
+	ctx, cancel := context.WithTimeout(context.Background(), watchInterval)
+	defer cancel()
+	// Fails when the connection is in a caller's transaction (DB): skip.
+	if err := st.writer.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		return -1, false
+	}
+	return v, true
 }
 
 // checkPath resolves path and checks, before SQLite touches anything, that it
@@ -171,6 +243,8 @@ func openStore(ctx context.Context, abs string, o *Options) (st *store, err erro
 		busy:        o.Busy,
 		busyTimeout: o.BusyTimeout,
 		hub:         newHub(),
+		watchStop:   make(chan struct{}),
+		watchDone:   make(chan struct{}),
 	}
 	// The first connection switches the file to WAL (a write, so it may wait
 	// for another process like any writer).
