@@ -77,3 +77,30 @@ func Unapplied[T any](items []T, applied []LeaseRef, lease func(T) LeaseRef) []L
 	}
 	return out
 }
+
+// Rows is the part of *sql.Rows and pgx.Rows that the helpers here read.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// CollectQueueStats reads rows of (queue, state, count), ordered by queue,
+// into one QueueStats per queue. The caller closes rows.
+func CollectQueueStats(rows Rows) ([]QueueStats, error) {
+	var out []QueueStats
+	for rows.Next() {
+		var (
+			queue, state string
+			n            int64
+		)
+		if err := rows.Scan(&queue, &state, &n); err != nil {
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			out = append(out, QueueStats{Queue: queue, Counts: map[State]int64{}})
+		}
+		out[len(out)-1].Counts[State(state)] = n
+	}
+	return out, rows.Err()
+}

@@ -39,3 +39,27 @@ func TestUnapplied(t *testing.T) {
 		t.Fatalf("got %v, want [%v]", got, stale)
 	}
 }
+
+// fakeRows serves fixed (queue, state, count) rows.
+type fakeRows struct {
+	rows [][3]any
+	i    int
+}
+
+func (f *fakeRows) Next() bool { f.i++; return f.i <= len(f.rows) }
+func (f *fakeRows) Err() error { return nil }
+func (f *fakeRows) Scan(dest ...any) error {
+	r := f.rows[f.i-1]
+	*dest[0].(*string), *dest[1].(*string), *dest[2].(*int64) = r[0].(string), r[1].(string), r[2].(int64)
+	return nil
+}
+
+func TestCollectQueueStats(t *testing.T) {
+	got, err := backend.CollectQueueStats(&fakeRows{rows: [][3]any{
+		{"a", "available", int64(2)}, {"a", "completed", int64(5)}, {"b", "running", int64(1)},
+	}})
+	if err != nil || len(got) != 2 || got[0].Queue != "a" || got[0].Counts[backend.StateCompleted] != 5 ||
+		got[0].Counts[backend.StateAvailable] != 2 || got[1].Queue != "b" || got[1].Counts[backend.StateRunning] != 1 {
+		t.Fatalf("%+v %v", got, err)
+	}
+}

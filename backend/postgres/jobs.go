@@ -443,21 +443,8 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	defer rows.Close()
-	var out []backend.QueueStats
-	for rows.Next() {
-		var (
-			queue, state string
-			n            int64
-		)
-		if err := rows.Scan(&queue, &state, &n); err != nil {
-			return nil, fmt.Errorf("queue stats: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			out = append(out, backend.QueueStats{Queue: queue, Counts: map[backend.State]int64{}})
-		}
-		out[len(out)-1].Counts[backend.State(state)] = n
-	}
-	if err := rows.Err(); err != nil {
+	out, err := backend.CollectQueueStats(rows)
+	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	return out, nil
