@@ -101,6 +101,15 @@ type benchCommon struct {
 	cpuProf *string
 }
 
+// withTimeout bounds ctx by --timeout, if given, with a cause naming the
+// command; the returned function releases it.
+func (c *benchCommon) withTimeout(ctx context.Context, name string) (context.Context, context.CancelFunc) {
+	if *c.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, *c.timeout, fmt.Errorf("%s: --timeout %s reached", name, *c.timeout))
+}
+
 // startCPUProfile starts the --cpuprofile profile, if asked for; the
 // returned function stops it.
 func (c *benchCommon) startCPUProfile() (stop func(), err error) {

@@ -120,11 +120,8 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 	if total > 50_000_000 {
 		return usageErrorf(name, "--rate × (--baseline + --hold) is %d jobs; at most 50,000,000", total)
 	}
-	if *common.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench bloat: --timeout %s reached", *common.timeout))
-		defer cancel()
-	}
+	ctx, cancelTimeout := common.withTimeout(ctx, "bench bloat")
+	defer cancelTimeout()
 
 	store, err := openBenchStore(ctx, c.m, common)
 	if err != nil {

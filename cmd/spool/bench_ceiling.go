@@ -194,11 +194,8 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *common.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench ceiling: --timeout %s reached", *common.timeout))
-		defer cancel()
-	}
+	ctx, cancelTimeout := common.withTimeout(ctx, "bench ceiling")
+	defer cancelTimeout()
 
 	stopProfile, err := common.startCPUProfile()
 	if err != nil {

@@ -96,11 +96,8 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	if err := checkPlotPath(name, *plotPath); err != nil {
 		return err
 	}
-	if *common.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench drain: --timeout %s reached", *common.timeout))
-		defer cancel()
-	}
+	ctx, cancelTimeout := common.withTimeout(ctx, "bench drain")
+	defer cancelTimeout()
 
 	store, err := openBenchStore(ctx, c.m, common)
 	if err != nil {

@@ -171,11 +171,8 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 	if err := applyStrategyFlag(common, *strategy); err != nil {
 		return usageErrorf(name, "%v", err)
 	}
-	if *common.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench ordering: --timeout %s reached", *common.timeout))
-		defer cancel()
-	}
+	ctx, cancelTimeout := common.withTimeout(ctx, "bench ordering")
+	defer cancelTimeout()
 
 	store, err := openBenchStore(ctx, c.m, common)
 	if err != nil {

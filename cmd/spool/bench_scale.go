@@ -118,11 +118,8 @@ func (c *BenchScaleCommand) Run(ctx context.Context, args []string) error {
 	if err := checkPlotPath(name, *plotPath); err != nil {
 		return err
 	}
-	if *common.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench scale: --timeout %s reached", *common.timeout))
-		defer cancel()
-	}
+	ctx, cancelTimeout := common.withTimeout(ctx, "bench scale")
+	defer cancelTimeout()
 	stopProfile, err := common.startCPUProfile()
 	if err != nil {
 		return err

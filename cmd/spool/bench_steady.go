@@ -347,11 +347,8 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 	if total > 50_000_000 {
 		return usageErrorf(name, "--rate × --duration is %d jobs; at most 50,000,000", total)
 	}
-	if *common.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *common.timeout, fmt.Errorf("bench steady: --timeout %s reached", *common.timeout))
-		defer cancel()
-	}
+	ctx, cancelTimeout := common.withTimeout(ctx, "bench steady")
+	defer cancelTimeout()
 
 	store, err := openBenchStore(ctx, c.m, common)
 	if err != nil {
