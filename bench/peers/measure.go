@@ -181,3 +181,33 @@ func summarize(latencies []float64) *latencySummary {
 	}
 	return &latencySummary{P50: at(0.50), P95: at(0.95), P99: at(0.99), P999: at(0.999), Max: s[len(s)-1], Samples: len(s)}
 }
+
+// paceSteady runs the steady scenario's load once the worker has started:
+// insert is called once per job, paced at spec.Rate; then it waits until
+// every job has started, stops the worker with stop, and fills res with the
+// pickup latencies (the first warm jobs left out) and the counts.
+func paceSteady(ctx context.Context, spec *runSpec, h *handled, base time.Time, total, warm int, res *runResult,
+	insert func(ctx context.Context, seq int) error, stop func() error) error {
+	p := &pacer{base: base}
+	achieved, err := p.run(ctx, total, spec.Rate, spec.Inflight, insert)
+	if err == nil {
+		err = waitProgress(ctx, h.all, h.distinct.Load, func() string {
+			return fmt.Sprintf("%d of %d jobs started", h.distinct.Load(), total)
+		})
+	}
+	stopErr := stop()
+	if err != nil {
+		return err
+	}
+	if stopErr != nil {
+		return stopErr
+	}
+	lat, err := pickupLatencies(p.commitNS, h.startNS, warm)
+	if err != nil {
+		return err
+	}
+	res.Jobs, res.Latency, res.AchievedRate = len(lat), summarize(lat), achieved
+	res.Duplicates, res.Expected = h.duplicates(), int64(total)
+	res.Settings["inserter"] = fmt.Sprintf("second client, own pool; Insert per job, ≤%d in flight", spec.Inflight)
+	return nil
+}

@@ -226,30 +226,13 @@ func riverSteady[TTx any](ctx context.Context, spec *runSpec, st *riverStore[TTx
 	if err := worker.Start(ctx); err != nil {
 		return fmt.Errorf("start river client: %w", err)
 	}
-	p := &pacer{base: base}
-	achieved, err := p.run(ctx, total, spec.Rate, spec.Inflight, func(ctx context.Context, seq int) error {
+	err = paceSteady(ctx, spec, h, base, total, warm, res, func(ctx context.Context, seq int) error {
 		_, err := inserter.Insert(ctx, peerJob{Seq: seq}, nil)
 		return err
-	})
-	if err == nil {
-		err = waitProgress(ctx, h.all, h.distinct.Load, func() string {
-			return fmt.Sprintf("%d of %d jobs started", h.distinct.Load(), total)
-		})
-	}
-	stopErr := stopRiver(worker)
+	}, func() error { return stopRiver(worker) })
 	if err != nil {
 		return err
 	}
-	if stopErr != nil {
-		return stopErr
-	}
-	lat, err := pickupLatencies(p.commitNS, h.startNS, warm)
-	if err != nil {
-		return err
-	}
-	res.Jobs, res.Latency, res.AchievedRate = len(lat), summarize(lat), achieved
-	res.Duplicates, res.Expected = h.duplicates(), int64(total)
-	res.Settings["inserter"] = fmt.Sprintf("second client, own pool; Insert per job, ≤%d in flight", spec.Inflight)
 	res.Completed, err = st.count(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`)
 	return err
 }

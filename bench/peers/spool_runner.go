@@ -211,30 +211,13 @@ func spoolSteady(ctx context.Context, spec *runSpec, be backend.Backend, cfg spo
 	if err := worker.Start(ctx); err != nil {
 		return err
 	}
-	p := &pacer{base: base}
-	achieved, err := p.run(ctx, total, spec.Rate, spec.Inflight, func(ctx context.Context, seq int) error {
+	err = paceSteady(ctx, spec, h, base, total, warm, res, func(ctx context.Context, seq int) error {
 		_, err := inserter.Insert(ctx, peerJob{Seq: seq}, nil)
 		return err
-	})
-	if err == nil {
-		err = waitProgress(ctx, h.all, h.distinct.Load, func() string {
-			return fmt.Sprintf("%d of %d jobs started", h.distinct.Load(), total)
-		})
-	}
-	stopErr := stopSpool(worker)
+	}, func() error { return stopSpool(worker) })
 	if err != nil {
 		return err
 	}
-	if stopErr != nil {
-		return stopErr
-	}
-	lat, err := pickupLatencies(p.commitNS, h.startNS, warm)
-	if err != nil {
-		return err
-	}
-	res.Jobs, res.Latency, res.AchievedRate = len(lat), summarize(lat), achieved
-	res.Duplicates, res.Expected = h.duplicates(), int64(total)
-	res.Settings["inserter"] = fmt.Sprintf("second client, own pool; Insert per job, ≤%d in flight", spec.Inflight)
 	res.Completed, err = spoolCompleted(ctx, worker)
 	return err
 }
