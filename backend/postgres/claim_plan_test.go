@@ -13,14 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// TestClaimPlanIgnoresStaleStatistics plans the claim exactly as JobClaim
-// runs it, on a table filled at once and never analysed, and requires the
-// ordered walk of the pending index: no Sort, no bitmap scan. Without the
-// claim's settings PostgreSQL sorts every pending row on each claim here.
-func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
-	t.Parallel()
+// scratchBackend returns a migrated backend on a fresh schema, dropped at the
+// end of the test, and its pool. internal/testdb imports this package, so
+// the URL is read here.
+func scratchBackend(t *testing.T) (*Backend, *pgxpool.Pool) {
+	t.Helper()
 	ctx := context.Background()
-	// internal/testdb imports this package, so the URL is read here.
 	url := os.Getenv("SPOOL_TEST_POSTGRES_URL")
 	if url == "" {
 		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -32,7 +30,7 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	t.Cleanup(pool.Close) // registered first, so it runs after the drop below
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
-	schema := "spool_plan_test_" + hex.EncodeToString(suffix[:])
+	schema := "spool_internal_test_" + hex.EncodeToString(suffix[:])
 	b, err := New(pool, &Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +43,18 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	if err := b.Migrate(ctx); err != nil {
 		t.Fatalf("migrate (is PostgreSQL running at %s?): %v", url, err)
 	}
+	return b, pool
+}
+
+// TestClaimPlanIgnoresStaleStatistics plans the claim exactly as JobClaim
+// runs it, on a table filled at once and never analysed, and requires the
+// ordered walk of the pending index: no Sort, no bitmap scan. Without the
+// claim's settings PostgreSQL sorts every pending row on each claim here.
+func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	schema := b.schema
 	if _, err := pool.Exec(ctx, `ALTER TABLE `+schema+`.spool_jobs SET (autovacuum_enabled = false)`); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +71,7 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 				}
 			}
 			var raw []byte
-			if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+b.sql.claim, "default", 1100, int64(60e6), "t#1").Scan(&raw); err != nil {
+			if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+b.sql.claim, "default", 1100, int64(60e6), "t#1", headKey.priority, headKey.runAt, headKey.id).Scan(&raw); err != nil {
 				return err
 			}
 			var v any

@@ -163,10 +163,12 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if b.strategy == StrategyOptimistic {
 		return b.claimOptimistic(ctx, p)
 	}
+	ticket := b.floors.begin(p.Queue, time.Now())
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(claimSettings)
-	batch.Queue(b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID)
+	batch.Queue(b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID,
+		ticket.bound.priority, ticket.bound.runAt, ticket.bound.id)
 	batch.Queue("COMMIT")
 	br := b.pool.SendBatch(ctx, batch)
 	jobs, err := readClaim(br)
@@ -174,6 +176,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		err = cerr
 	}
 	if err != nil {
+		b.floors.end(ticket, nil, time.Now())
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	// UPDATE … RETURNING does not keep the CTE's order.
@@ -186,6 +189,12 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		}
 		return int(a.ID - b.ID)
 	})
+	var last *claimKey
+	if len(jobs) > 0 {
+		j := jobs[len(jobs)-1]
+		last = &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
+	}
+	b.floors.end(ticket, last, time.Now())
 	return jobs, nil
 }
 
@@ -218,6 +227,9 @@ func readClaim(br pgx.BatchResults) ([]*backend.JobRow, error) {
 
 // JobReleaseClaim implements backend.Backend.
 func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	// The released rows keep their keys, below the floor: claim from the
+	// head again.
+	defer b.floors.resetAll()
 	tag, err := b.pool.Exec(ctx, b.sql.releaseClaim, p.ClaimID)
 	if err != nil {
 		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
@@ -263,7 +275,19 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	done, err := collectLeases(rows)
+	done, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.LeaseRef, error) {
+		var (
+			l     backend.LeaseRef
+			queue *string
+			key   claimKey
+		)
+		err := r.Scan(&l.ID, &l.Fence, &queue, &key.priority, &key.runAt)
+		if err == nil && queue != nil {
+			key.id = l.ID
+			b.floors.lower(*queue, key)
+		}
+		return l, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
@@ -330,17 +354,22 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
-	states, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("rescue jobs: %w", err)
-	}
 	res := &backend.JobRescueResult{}
-	for _, s := range states {
-		if backend.State(s) == backend.StateDiscarded {
+	var (
+		state, queue string
+		key          claimKey
+	)
+	_, err = pgx.ForEachRow(rows, []any{&state, &queue, &key.priority, &key.runAt, &key.id}, func() error {
+		if backend.State(state) == backend.StateDiscarded {
 			res.Discarded++
 		} else {
 			res.Retried++
+			b.floors.lower(queue, key)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
 	return res, nil
 }
@@ -393,7 +422,11 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 
 // JobRetry implements backend.Backend.
 func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
-	return b.changeJob(ctx, "retry", b.sql.retry, p.ID)
+	j, err := b.changeJob(ctx, "retry", b.sql.retry, p.ID)
+	if err == nil {
+		b.floors.lower(j.Queue, claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID})
+	}
+	return j, err
 }
 
 // JobCancel implements backend.Backend. Cancelling a running job also sends
@@ -484,6 +517,9 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Claim floors rely on seeing every insert notification from here on.
+	b.floors.listen(+1)
+	defer b.floors.listen(-1)
 	ready()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -499,6 +535,12 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			}
 			continue
 		}
-		onWake(backend.Wake{Queue: n.Payload})
+		queue, key, ok := parseInsertNotice(n.Payload)
+		if ok {
+			b.floors.lower(queue, key)
+		} else {
+			b.floors.reset(queue)
+		}
+		onWake(backend.Wake{Queue: queue})
 	}
 }

@@ -105,6 +105,7 @@ type Backend struct {
 	copyThreshold int
 	strategy      string
 	window        int
+	floors        claimFloors
 }
 
 var (

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -326,7 +327,8 @@ func TestPollOnly(t *testing.T) {
 }
 
 // TestNotifyCoalesced checks that a bulk insert sends one notification per
-// queue, not one per row.
+// queue, not one per row, carrying the queue's lowest claim key of the
+// statement ("QUEUE PRIORITY RUN_AT_US ID").
 func TestNotifyCoalesced(t *testing.T) {
 	t.Parallel()
 	be := testdb.Postgres(t)
@@ -349,8 +351,15 @@ func TestNotifyCoalesced(t *testing.T) {
 			}
 			params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: q}}
 		}
-		if _, err := c.InsertMany(ctx, params); err != nil {
+		res, err := c.InsertMany(ctx, params)
+		if err != nil {
 			t.Fatal(err)
+		}
+		lowest := map[string]int64{}
+		for _, r := range res {
+			if id, ok := lowest[r.Queue]; !ok || r.ID < id {
+				lowest[r.Queue] = r.ID
+			}
 		}
 		got := map[string]int{}
 		for {
@@ -360,7 +369,18 @@ func TestNotifyCoalesced(t *testing.T) {
 			if err != nil {
 				break
 			}
-			got[n.Payload]++
+			f := strings.Fields(n.Payload)
+			if len(f) != 4 {
+				t.Fatalf("notification %q: want QUEUE PRIORITY RUN_AT_US ID", n.Payload)
+			}
+			got[f[0]]++
+			var runAt time.Time
+			if err := conn.QueryRow(ctx, `SELECT run_at FROM `+be.Schema()+`.spool_jobs WHERE id = $1`, lowest[f[0]]).Scan(&runAt); err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("%s 0 %d %d", f[0], runAt.UnixMicro(), lowest[f[0]]); n.Payload != want {
+				t.Errorf("notification %q, want %q (the queue's lowest key)", n.Payload, want)
+			}
 		}
 		if got["a"] != 1 || got["b"] != 1 || len(got) != 2 {
 			t.Fatalf("%d rows: notifications %v, want one per queue", n, got)

@@ -27,12 +27,14 @@ func buildQueries(schema string) queries {
 	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ)
 	q := queries{
 		// Claim: lock up to $2 due pending rows of queue $1 in claim order,
-		// skipping rows other claimers hold. MATERIALIZED keeps the LIMIT
-		// binding: without it the planner may re-run the subquery per row and
-		// lock more than $2 rows. Lease ($3, microseconds) on the DB clock.
+		// above the claim floor ($5, $6, $7; floor.go), skipping rows other
+		// claimers hold. MATERIALIZED keeps the LIMIT binding: without it the
+		// planner may re-run the subquery per row and lock more than $2 rows.
+		// Lease ($3, microseconds) on the DB clock.
 		claim: `WITH picked AS MATERIALIZED (
   SELECT id FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+    AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
   ORDER BY priority, run_at, id
   LIMIT $2
   FOR UPDATE SKIP LOCKED
@@ -53,7 +55,9 @@ WHERE j.state = 'running' AND j.leased_by = $1`,
 		// Finish: every outcome of a batch in one statement, each row guarded
 		// by (id, fence, running). Outcome codes match backend.Outcome:
 		// 1 complete, 2 retry, 3 snooze, 4 cancel, 5 discard, 6 release.
-		// $6 deletes completed rows instead of keeping them.
+		// $6 deletes completed rows instead of keeping them. Rows applied come
+		// back as (id, fence), with queue, priority and run_at where the row
+		// is pending again (queue NULL otherwise), to lower claim floors.
 		finish: `WITH input AS (
   SELECT * FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[])
     AS t(id, fence, outcome, delay_us, err)
@@ -61,7 +65,7 @@ WHERE j.state = 'running' AND j.leased_by = $1`,
 deleted AS (
   DELETE FROM {{s}}.spool_jobs j USING input i
   WHERE $6 AND i.outcome = 1 AND j.id = i.id AND j.fence = i.fence AND j.state = 'running'
-  RETURNING j.id, j.fence
+  RETURNING j.id, j.fence, NULL::text AS queue, j.priority, j.run_at
 ),
 updated AS (
   UPDATE {{s}}.spool_jobs j SET
@@ -86,9 +90,9 @@ updated AS (
     END
   FROM input i
   WHERE NOT ($6 AND i.outcome = 1) AND j.id = i.id AND j.fence = i.fence AND j.state = 'running'
-  RETURNING j.id, j.fence
+  RETURNING j.id, j.fence, CASE WHEN j.state IN ('available', 'retryable', 'scheduled') THEN j.queue END, j.priority, j.run_at
 )
-SELECT id, fence FROM deleted UNION ALL SELECT id, fence FROM updated`,
+SELECT * FROM deleted UNION ALL SELECT * FROM updated`,
 
 		heartbeat: `UPDATE {{s}}.spool_jobs j SET leased_until = now() + $3::bigint * interval '1 microsecond'
 FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
@@ -114,7 +118,7 @@ UPDATE {{s}}.spool_jobs j SET
     'attempt', j.attempt, 'at', now(),
     'error', 'lease expired: the worker ' || coalesce(j.leased_by, '') || ' stopped heartbeating (crashed, killed or cut off)'))
 FROM expired e WHERE j.id = e.id
-RETURNING j.state::text`,
+RETURNING j.state::text, j.queue, j.priority, j.run_at, j.id`,
 
 		// Cleanup: $1..$3 are ages in microseconds for completed, discarded
 		// and cancelled rows; 0 keeps that state.

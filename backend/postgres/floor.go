@@ -1,0 +1,240 @@
+package postgres
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Claim floors keep claims fast while something pins the cleanup horizon.
+//
+// A claim moves a row out of the pending index's predicate, but the index
+// entry of the pending version stays until VACUUM removes it, and VACUUM
+// cannot while any snapshot older than the claim is open (a long report, a
+// forgotten psql session, a replica with hot_standby_feedback). Claims read
+// the pending index from the queue's head, so every claim walks every entry
+// claimed since that snapshot was taken, a heap visit each: with a snapshot
+// held for 60 s at 1,000 jobs/s, claim p99 went from 2.1 ms to 22 ms
+// (bench bloat, BENCHMARKS.md), growing with the hold.
+//
+// A floor is the claim-order key (priority, run_at, id) of the last job a
+// queue's claims took. Pending rows at or below it were claimed, locked by
+// another claimer, or not yet committed when the claim passed them; the
+// next claim starts just above it, so it reads only live entries. Rows that
+// become pending below a floor later are stragglers, and each way one can
+// arise lowers the floor again:
+//   - an insert that commits after claims passed its key (a transaction's
+//     run_at is its start time, and ids are drawn before commit): the
+//     insert trigger's notification carries the lowest key the statement
+//     inserted, and Listen lowers the floor before it wakes the producer;
+//   - a retry, snooze or release written by this backend, a rescue run by
+//     it, an admin retry through it: their statements return the new keys;
+//   - anything else (a claim rolled back by another process, another
+//     process's release or retry of a higher-priority job, a notification
+//     lost with its connection): a full claim from the queue's head at
+//     least every fullClaimMax, and always while Listen is not subscribed.
+//
+// Floors are used only while Listen is subscribed; without the
+// notifications every claim starts from the head, as before.
+type claimFloors struct {
+	mu        sync.Mutex
+	listening int // subscribed Listen calls
+	queues    map[string]*queueFloor
+	fullEvery time.Duration // tests: a fixed interval between full claims
+}
+
+// claimKey is a position in claim order.
+type claimKey struct {
+	priority int16
+	runAt    time.Time
+	id       int64
+}
+
+// headKey is below every row: priorities start at 0.
+var headKey = claimKey{priority: -1, runAt: time.Unix(0, 0).UTC()}
+
+func (k claimKey) less(o claimKey) bool {
+	if k.priority != o.priority {
+		return k.priority < o.priority
+	}
+	if c := k.runAt.Compare(o.runAt); c != 0 {
+		return c < 0
+	}
+	return k.id < o.id
+}
+
+// justBelow returns the largest bound that still lets a claim see k.
+func (k claimKey) justBelow() claimKey {
+	return claimKey{priority: k.priority, runAt: k.runAt, id: k.id - 1}
+}
+
+// queueFloor is one queue's floor.
+type queueFloor struct {
+	bound    claimKey  // claims read keys strictly above this
+	valid    bool      // bound is set; else claims start at the head
+	gen      uint64    // bumped by every reset: a claim begun before one sets nothing
+	inflight int       // claims begun and not ended
+	reported *claimKey // the lowest bound a report asked for while claims were in flight
+	nextFull time.Time // the next claim from the head is due then
+}
+
+// Full claims run at least this often per queue, and at most as often as
+// fullClaimFactor times the last full claim's duration allows, so that
+// reading a bloated head costs claims at most 1/fullClaimFactor of their
+// time.
+const (
+	fullClaimMin    = time.Second
+	fullClaimMax    = 10 * time.Second
+	fullClaimFactor = 50
+)
+
+// claimTicket is what begin hands to end.
+type claimTicket struct {
+	queue   string
+	bound   claimKey
+	full    bool
+	counted bool // begin counted the claim in flight
+	gen     uint64
+	started time.Time
+}
+
+// begin returns where a claim of queue should start.
+func (f *claimFloors) begin(queue string, now time.Time) claimTicket {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := claimTicket{queue: queue, bound: headKey, full: true, started: now}
+	if f.listening == 0 {
+		return t
+	}
+	q := f.queue(queue)
+	q.inflight++
+	t.counted, t.gen = true, q.gen
+	if q.valid && now.Before(q.nextFull) {
+		t.bound, t.full = q.bound, false
+	}
+	return t
+}
+
+// end records a claim that returned jobs up to last (nil: none). The floor
+// rises to last unless a report during the claim asked for a lower one.
+func (f *claimFloors) end(t claimTicket, last *claimKey, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !t.counted {
+		return
+	}
+	q := f.queue(t.queue)
+	q.inflight--
+	defer func() {
+		if q.inflight == 0 {
+			q.reported = nil
+		}
+	}()
+	if q.gen != t.gen {
+		return
+	}
+	if t.full {
+		every := min(fullClaimMax, max(fullClaimMin, fullClaimFactor*now.Sub(t.started)))
+		if f.fullEvery > 0 {
+			every = f.fullEvery
+		}
+		q.nextFull = now.Add(every)
+	}
+	next, ok := q.bound, q.valid
+	if last != nil && (!ok || next.less(*last)) {
+		next, ok = *last, true
+	}
+	if !ok {
+		// A claim from the head that found nothing leaves no floor: there
+		// is nothing below to skip.
+		return
+	}
+	if q.reported != nil && q.reported.less(next) {
+		next = *q.reported
+	}
+	q.bound, q.valid = next, true
+}
+
+// lower makes the claims of queue see key again: the current floor drops
+// below it, and so does any floor a claim now in flight would set.
+func (f *claimFloors) lower(queue string, key claimKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listening == 0 {
+		return
+	}
+	q := f.queue(queue)
+	b := key.justBelow()
+	if q.valid && b.less(q.bound) {
+		q.bound = b
+	}
+	if q.inflight > 0 && (q.reported == nil || b.less(*q.reported)) {
+		q.reported = &b
+	}
+}
+
+// reset makes the next claim of queue start at the head.
+func (f *claimFloors) reset(queue string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q, ok := f.queues[queue]; ok {
+		q.valid = false
+		q.gen++
+	}
+}
+
+// resetAll makes the next claim of every queue start at the head.
+func (f *claimFloors) resetAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, q := range f.queues {
+		q.valid = false
+		q.gen++
+	}
+}
+
+// listen counts a Listen subscription in (+1) or out (-1). Floors are used
+// while one is live; with none, notifications may be missed, so every claim
+// starts at the head. Every change forgets the floors.
+func (f *claimFloors) listen(delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listening += delta
+	for _, q := range f.queues {
+		q.valid = false
+		q.gen++
+	}
+}
+
+func (f *claimFloors) queue(name string) *queueFloor {
+	q, ok := f.queues[name]
+	if !ok {
+		if f.queues == nil {
+			f.queues = make(map[string]*queueFloor)
+		}
+		q = &queueFloor{}
+		f.queues[name] = q
+	}
+	return q
+}
+
+// parseInsertNotice parses an insert notification's payload, "QUEUE PRIORITY
+// RUN_AT_MICROS ID" (migration 2) or a bare "QUEUE" (migration 1). ok is
+// false for a bare queue or a payload it cannot read.
+func parseInsertNotice(payload string) (queue string, key claimKey, ok bool) {
+	fields := strings.Fields(payload)
+	if len(fields) != 4 {
+		return payload, claimKey{}, false
+	}
+	prio, err1 := strconv.ParseInt(fields[1], 10, 16)
+	us, err2 := strconv.ParseInt(fields[2], 10, 64)
+	id, err3 := strconv.ParseInt(fields[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return fields[0], claimKey{}, false
+	}
+	// The trigger's microseconds may be a double's rounding (PostgreSQL
+	// before 14): a microsecond of slack keeps the lowered floor below the
+	// row whatever the rounding.
+	return fields[0], claimKey{priority: int16(prio), runAt: time.UnixMicro(us - 1).UTC(), id: id}, true
+}

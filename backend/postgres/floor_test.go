@@ -1,0 +1,304 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+func key(prio int16, sec int64, id int64) claimKey {
+	return claimKey{priority: prio, runAt: time.Unix(sec, 0).UTC(), id: id}
+}
+
+func listeningFloors() *claimFloors {
+	f := &claimFloors{fullEvery: time.Hour}
+	f.listen(+1)
+	return f
+}
+
+func TestFloorRisesWithClaims(t *testing.T) {
+	f := listeningFloors()
+	now := time.Now()
+	t1 := f.begin("q", now)
+	if !t1.full || t1.bound != headKey {
+		t.Fatalf("first claim: %+v, want a full claim from the head", t1)
+	}
+	f.end(t1, new(key(0, 10, 5)), now)
+	t2 := f.begin("q", now)
+	if t2.full || t2.bound != key(0, 10, 5) {
+		t.Fatalf("second claim: %+v, want one above (0, 10, 5)", t2)
+	}
+	f.end(t2, nil, now) // found nothing: the floor stays
+	f.end(f.begin("q", now), new(key(1, 2, 3)), now)
+	if b := f.begin("q", now).bound; b != key(1, 2, 3) {
+		t.Fatalf("floor %+v, want (1, 2, 3)", b)
+	}
+	if b := f.begin("other", now); !b.full {
+		t.Fatalf("another queue's first claim: %+v, want full", b)
+	}
+}
+
+func TestFloorLowerBelowAndDuringClaims(t *testing.T) {
+	f := listeningFloors()
+	now := time.Now()
+	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+
+	// Reported while no claim runs: the floor drops just below the key.
+	f.lower("q", key(0, 3, 2))
+	if b := f.begin("q", now).bound; b != key(0, 3, 1) {
+		t.Fatalf("floor %+v, want just below (0, 3, 2)", b)
+	}
+	// A key above the floor changes nothing.
+	f.lower("q", key(0, 50, 9))
+	tk := f.begin("q", now)
+	if tk.bound != key(0, 3, 1) {
+		t.Fatalf("floor %+v after a key above it", tk.bound)
+	}
+	// Reported while a claim runs that did not see it: the claim's result
+	// must not raise the floor past it.
+	f.lower("q", key(0, 20, 7))
+	f.end(tk, new(key(0, 30, 8)), now)
+	if b := f.begin("q", now).bound; b != key(0, 20, 6) {
+		t.Fatalf("floor %+v, want just below the key reported during the claim", b)
+	}
+}
+
+func TestFloorResetAndListening(t *testing.T) {
+	f := listeningFloors()
+	now := time.Now()
+	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+	tk := f.begin("q", now)
+	f.reset("q")
+	f.end(tk, new(key(0, 20, 6)), now) // began before the reset: sets nothing
+	if b := f.begin("q", now); !b.full {
+		t.Fatalf("after reset: %+v, want a full claim", b)
+	}
+	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+	f.listen(-1)
+	if b := f.begin("q", now); !b.full {
+		t.Fatalf("not listening: %+v, want a full claim", b)
+	}
+	f.listen(+1)
+	if b := f.begin("q", now); !b.full {
+		t.Fatalf("listening again: %+v, want a full claim first", b)
+	}
+}
+
+func TestFloorFullClaimsRecur(t *testing.T) {
+	f := &claimFloors{}
+	f.listen(+1)
+	now := time.Now()
+	tk := f.begin("q", now)
+	f.end(tk, new(key(0, 10, 5)), now.Add(100*time.Millisecond)) // a slow full claim
+	if b := f.begin("q", now.Add(4*time.Second)); b.full {
+		t.Fatal("a full claim again within 50× the last one's duration")
+	}
+	if b := f.begin("q", now.Add(6*time.Second)); !b.full {
+		t.Fatal("no full claim 50× the last one's duration later")
+	}
+}
+
+func TestParseInsertNotice(t *testing.T) {
+	q, k, ok := parseInsertNotice("mail 3 1700000000000001 42")
+	if !ok || q != "mail" || k.priority != 3 || k.id != 42 || k.runAt.UnixMicro() != 1700000000000000 {
+		t.Fatalf("got %q %+v %v", q, k, ok)
+	}
+	for _, p := range []string{"mail", "mail 3 x 42", "mail 3 1 2 3"} {
+		if _, _, ok := parseInsertNotice(p); ok {
+			t.Errorf("%q parsed as a key", p)
+		}
+	}
+}
+
+// floorTest is a backend with its notification listener running and full
+// claims an hour apart, so that only a lowered floor can bring a straggler
+// back.
+type floorTest struct {
+	t     *testing.T
+	b     *Backend
+	wakes chan backend.Wake
+	n     atomic.Int64
+}
+
+func newFloorTest(t *testing.T) *floorTest {
+	t.Helper()
+	b, _ := scratchBackend(t)
+	b.floors.fullEvery = time.Hour
+	ft := &floorTest{t: t, b: b, wakes: make(chan backend.Wake, 1000)}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Listen(ctx, func() { close(ready) }, func(w backend.Wake) { ft.wakes <- w })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("listen: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("listen: %v", err)
+	}
+	return ft
+}
+
+// insert inserts a job in db (the pool or a transaction) with priority prio
+// and returns its id.
+func (ft *floorTest) insert(db DBTX, prio int) int64 {
+	ft.t.Helper()
+	var id int64
+	err := db.QueryRow(context.Background(), fmt.Sprintf(
+		`INSERT INTO %s.spool_jobs (kind, priority) VALUES ('noop', $1) RETURNING id`, ft.b.schema), prio).Scan(&id)
+	if err != nil {
+		ft.t.Fatal(err)
+	}
+	return id
+}
+
+// awaitWakes waits until n insert notifications in all have been handled.
+func (ft *floorTest) awaitWakes(n int64) {
+	ft.t.Helper()
+	for ft.n.Load() < n {
+		select {
+		case <-ft.wakes:
+			ft.n.Add(1)
+		case <-time.After(10 * time.Second):
+			ft.t.Fatalf("%d of %d notifications arrived", ft.n.Load(), n)
+		}
+	}
+}
+
+func (ft *floorTest) claim(max int) []int64 {
+	ft.t.Helper()
+	jobs, err := ft.b.JobClaim(context.Background(), &backend.JobClaimParams{Queue: "default", Max: max, Lease: time.Minute, ClaimID: "t#1"})
+	if err != nil {
+		ft.t.Fatal(err)
+	}
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+func wantIDs(t *testing.T, what string, got []int64, want ...int64) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: claimed %v, want %v", what, got, want)
+	}
+}
+
+// A job whose transaction began before jobs that claims have since taken
+// sorts below the floor; its insert notification must bring the floor back.
+func TestFloorSeesLateCommit(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	a := ft.insert(ft.b.pool, 0)
+	tx, err := ft.b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	late := ft.insert(tx, 0) // run_at: this transaction's start
+	b, c := ft.insert(ft.b.pool, 0), ft.insert(ft.b.pool, 0)
+	ft.awaitWakes(3)
+	wantIDs(t, "first claim", ft.claim(10), a, b, c)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ft.awaitWakes(4)
+	wantIDs(t, "claim after the late commit", ft.claim(10), late)
+}
+
+// A higher-priority job inserted after claims moved on to a lower priority.
+func TestFloorSeesHigherPriority(t *testing.T) {
+	ft := newFloorTest(t)
+	low := []int64{ft.insert(ft.b.pool, 5), ft.insert(ft.b.pool, 5), ft.insert(ft.b.pool, 5)}
+	wantIDs(t, "first claim", ft.claim(2), low[0], low[1])
+	high := ft.insert(ft.b.pool, 0)
+	ft.awaitWakes(4)
+	wantIDs(t, "next claim", ft.claim(1), high)
+	wantIDs(t, "last claim", ft.claim(1), low[2])
+}
+
+// A released job keeps its key, the floor's own: the finish must lower it.
+func TestFloorSeesReleasedJob(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	first, second := ft.insert(ft.b.pool, 0), ft.insert(ft.b.pool, 0)
+	jobs, err := ft.b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 1, Lease: time.Minute, ClaimID: "t#1"})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != first {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	res, err := ft.b.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{
+		{Lease: backend.LeaseRef{ID: first, Fence: jobs[0].Fence}, Outcome: backend.OutcomeRelease}}})
+	if err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("release: %v %v", res, err)
+	}
+	wantIDs(t, "claim after the release", ft.claim(10), first, second)
+}
+
+// While a snapshot pins the horizon, claims above the floor do not walk the
+// dead entries of the jobs claimed before: measured in buffers read by the
+// claim's plan, not in time.
+func TestFloorSkipsDeadEntries(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	pool := ft.b.pool
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 20000)`, ft.b.schema)); err != nil {
+		t.Fatal(err)
+	}
+	ft.awaitWakes(1)
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT txid_current()`); err != nil {
+		t.Fatal(err)
+	}
+	for range 19 {
+		if got := ft.claim(1000); len(got) != 1000 {
+			t.Fatalf("claimed %d", len(got))
+		}
+	}
+	buffers := func(bound claimKey) float64 {
+		var plan []map[string]any
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) // the claim is undone
+		if _, err := tx.Exec(ctx, claimSettings); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+ft.b.sql.claim,
+			"default", 1, int64(60e6), "t#2", bound.priority, bound.runAt, bound.id).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		p := plan[0]["Plan"].(map[string]any)
+		return p["Shared Hit Blocks"].(float64) + p["Shared Read Blocks"].(float64)
+	}
+	// Each EXPLAIN ANALYZE claims one job, rolled back after.
+	floor := ft.b.floors.begin("default", time.Now())
+	ft.b.floors.end(floor, nil, time.Now())
+	if floor.full {
+		t.Fatal("no floor after 19 claims")
+	}
+	above, head := buffers(floor.bound), buffers(headKey)
+	t.Logf("claim of one job behind 19,000 dead entries: %.0f buffers above the floor, %.0f from the head", above, head)
+	if above > 50 || head < 10*above {
+		t.Fatalf("from the head %.0f buffers, above the floor %.0f: want the floor to skip the dead entries", head, above)
+	}
+}
