@@ -16,7 +16,7 @@ func key(prio int16, sec int64, id int64) claimKey {
 }
 
 func listeningFloors() *claimFloors {
-	f := &claimFloors{fullEvery: time.Hour}
+	f := &claimFloors{probeEvery: time.Hour}
 	f.listen(+1)
 	return f
 }
@@ -89,17 +89,28 @@ func TestFloorResetAndListening(t *testing.T) {
 	}
 }
 
-func TestFloorFullClaimsRecur(t *testing.T) {
+func TestFloorProbesRecur(t *testing.T) {
 	f := &claimFloors{}
 	f.listen(+1)
 	now := time.Now()
-	tk := f.begin("q", now)
-	f.end(tk, new(key(0, 10, 5)), now.Add(100*time.Millisecond)) // a slow full claim
-	if b := f.begin("q", now.Add(4*time.Second)); b.full {
-		t.Fatal("a full claim again within 50× the last one's duration")
+	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+	if tk := f.begin("q", now.Add(500*time.Millisecond)); tk.probe || tk.full {
+		t.Fatalf("%+v: want a floor claim and no probe within a second of the full claim", tk)
 	}
-	if b := f.begin("q", now.Add(6*time.Second)); !b.full {
-		t.Fatal("no full claim 50× the last one's duration later")
+	tk := f.begin("q", now.Add(time.Second))
+	if !tk.probe || tk.full || tk.bound != key(0, 10, 5) {
+		t.Fatalf("%+v: want a floor claim and a probe below it a second later", tk)
+	}
+	if tk := f.begin("q", now.Add(2*time.Second)); tk.probe {
+		t.Fatal("a second probe while one runs")
+	}
+	// A slow probe (100 ms) spaces the next 50× its duration apart.
+	f.probed("q", new(key(0, 3, 2)), 100*time.Millisecond, now.Add(2*time.Second))
+	if b := f.begin("q", now.Add(6*time.Second)); b.probe || b.bound != key(0, 3, 1) {
+		t.Fatalf("%+v: want the floor lowered below the probe's key and no probe before 5 s", b)
+	}
+	if b := f.begin("q", now.Add(8*time.Second)); !b.probe {
+		t.Fatal("no probe 5 s after the last")
 	}
 }
 
@@ -115,9 +126,8 @@ func TestParseInsertNotice(t *testing.T) {
 	}
 }
 
-// floorTest is a backend with its notification listener running and full
-// claims an hour apart, so that only a lowered floor can bring a straggler
-// back.
+// floorTest is a backend with its notification listener running and probes
+// an hour apart, so that only a lowered floor can bring a straggler back.
 type floorTest struct {
 	t     *testing.T
 	b     *Backend
@@ -128,7 +138,7 @@ type floorTest struct {
 func newFloorTest(t *testing.T) *floorTest {
 	t.Helper()
 	b, _ := scratchBackend(t)
-	b.floors.fullEvery = time.Hour
+	b.floors.probeEvery = time.Hour
 	ft := &floorTest{t: t, b: b, wakes: make(chan backend.Wake, 1000)}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
@@ -301,4 +311,68 @@ func TestFloorSkipsDeadEntries(t *testing.T) {
 	if above > 50 || head < 10*above {
 		t.Fatalf("from the head %.0f buffers, above the floor %.0f: want the floor to skip the dead entries", head, above)
 	}
+}
+
+// A row another session locked while our claim passed it, then left pending
+// (its claim rolled back), sends no notification: the probe finds it.
+func TestFloorProbeFindsStraggler(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	a, b := ft.insert(ft.b.pool, 0), ft.insert(ft.b.pool, 0)
+	c := ft.insert(ft.b.pool, 0)
+	ft.awaitWakes(3)
+	wantIDs(t, "first claim", ft.claim(1), a)
+	other, err := ft.b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, fmt.Sprintf(`SELECT id FROM %s.spool_jobs WHERE id = $1 FOR UPDATE`, ft.b.schema), b); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs(t, "claim past the locked row", ft.claim(10), c)
+	if err := other.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs(t, "claim above the floor", ft.claim(10))
+
+	// Let the next claim start a probe, and wait for it to finish.
+	ft.b.floors.mu.Lock()
+	ft.b.floors.queues["default"].nextProbe = time.Time{}
+	ft.b.floors.mu.Unlock()
+	wantIDs(t, "claim that starts the probe", ft.claim(10))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ft.b.floors.mu.Lock()
+		probing := ft.b.floors.queues["default"].probing
+		ft.b.floors.mu.Unlock()
+		if !probing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("probe still running after 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wantIDs(t, "claim after the probe", ft.claim(10), b)
+}
+
+// A scheduled job of a higher priority that became due sends no
+// notification and was never passed by a claim: claims read higher
+// priorities whole.
+func TestFloorSeesDueHigherPriority(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	low := []int64{ft.insert(ft.b.pool, 5), ft.insert(ft.b.pool, 5), ft.insert(ft.b.pool, 5)}
+	ft.awaitWakes(3)
+	wantIDs(t, "first claim", ft.claim(2), low[0], low[1])
+	var due int64
+	// As a job scheduled for later looks once its time has come: state
+	// scheduled, run_at passed (inserted so, the trigger sends nothing).
+	if err := ft.b.pool.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s.spool_jobs (kind, priority, state, run_at)
+		VALUES ('noop', 0, 'scheduled', now() - interval '1 second') RETURNING id`, ft.b.schema)).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs(t, "next claim", ft.claim(1), due)
+	wantIDs(t, "last claim", ft.claim(1), low[2])
 }

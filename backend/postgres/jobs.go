@@ -164,6 +164,9 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return b.claimOptimistic(ctx, p)
 	}
 	ticket := b.floors.begin(p.Queue, time.Now())
+	if ticket.probe {
+		b.startProbe(p.Queue, ticket.bound)
+	}
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(claimSettings)
@@ -198,9 +201,48 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	return jobs, nil
 }
 
-// claimSettings steer the claim's plan to the ordered index scan whatever the
-// statistics say; set_config(..., true) lasts until the end of the transaction.
-const claimSettings = `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+// startProbe looks, off the claim path, for a pending row of queue at or
+// below bound that claims above the floor would miss, and lowers the floor
+// to it (floor.go). Errors only delay the next look.
+func (b *Backend) startProbe(queue string, bound claimKey) {
+	b.probes.Add(1)
+	go func() {
+		defer b.probes.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		defer cancel()
+		started := time.Now()
+		var found *claimKey
+		batch := &pgx.Batch{}
+		batch.Queue("BEGIN READ ONLY")
+		batch.Queue(claimSettings)
+		batch.Queue(b.sql.probeBelow, queue, bound.priority, bound.runAt, bound.id)
+		batch.Queue("COMMIT")
+		br := b.pool.SendBatch(ctx, batch)
+		_, err := br.Exec()
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if err == nil {
+			var k claimKey
+			switch err = br.QueryRow().Scan(&k.priority, &k.runAt, &k.id); {
+			case err == nil:
+				found = &k
+			case errors.Is(err, pgx.ErrNoRows):
+				err = nil
+			}
+		}
+		_ = br.Close()
+		b.floors.probed(queue, found, time.Since(started), time.Now())
+	}()
+}
+
+// claimSettings steer the claim's plan to the ordered index scans whatever
+// the statistics say, and the join of the picked ids to primary-key lookups
+// (the estimate of the two arms' union makes a hash join over the whole
+// table look cheaper: 55 ms instead of 9.7 ms per 1,000 jobs from 100,000);
+// set_config(..., true) lasts until the end of the transaction.
+const claimSettings = `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true),
+  set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
 
 // readClaim reads the results of the claim batch: BEGIN, settings, claim,
 // COMMIT. The claim counts only once COMMIT has succeeded.
@@ -250,6 +292,9 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	fs := slices.Clone(p.Finishes)
 	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return int(a.Lease.ID - b.Lease.ID) })
 	n := len(fs)
+	if allCompleted(fs) {
+		return b.completeMany(ctx, db, fs, p.DeleteCompleted)
+	}
 	var (
 		ids      = make([]int64, n)
 		fences   = make([]int32, n)
@@ -288,6 +333,39 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		}
 		return l, err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// allCompleted reports whether every outcome in fs is a plain success.
+func allCompleted(fs []backend.JobFinish) bool {
+	for _, f := range fs {
+		if f.Outcome != backend.OutcomeComplete || f.Error != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// completeMany writes a batch of successes (fs sorted by id) with the
+// lighter completeKeep or completeDelete statement.
+func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFinish, deleteCompleted bool) (*backend.JobFinishManyResult, error) {
+	ids := make([]int64, len(fs))
+	fences := make([]int32, len(fs))
+	for i, f := range fs {
+		ids[i], fences[i] = f.Lease.ID, f.Lease.Fence
+	}
+	query := b.sql.completeKeep
+	if deleteCompleted {
+		query = b.sql.completeDelete
+	}
+	rows, err := db.Query(ctx, query, b.customPlan(ids, fences)...)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	done, err := collectLeases(rows)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

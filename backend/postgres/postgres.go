@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -106,6 +107,9 @@ type Backend struct {
 	strategy      string
 	window        int
 	floors        claimFloors
+	probes        sync.WaitGroup     // probes below claim floors in flight
+	ctx           context.Context    // ends at Close
+	cancel        context.CancelFunc // ends ctx
 }
 
 var (
@@ -153,6 +157,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		window:        o.ClaimWindow,
 	}
 	b.sql = buildQueries(pgx.Identifier{o.Schema}.Sanitize())
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -258,6 +263,8 @@ func (b *Backend) Name() string { return "postgres" }
 
 // Close closes the pool if Open created it.
 func (b *Backend) Close() error {
+	b.cancel()
+	b.probes.Wait()
 	if b.ownsPool {
 		b.pool.Close()
 	}

@@ -7,6 +7,7 @@ import "strings"
 // every value is bound.
 type queries struct {
 	claim, releaseClaim, finish, heartbeat, rescue, cleanup string
+	completeKeep, completeDelete, probeBelow                string
 	insert, now                                             string
 	get, list, retry, cancel, stats                         string
 	leaderElect, leaderResign                               string
@@ -27,22 +28,33 @@ func buildQueries(schema string) queries {
 	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ)
 	q := queries{
 		// Claim: lock up to $2 due pending rows of queue $1 in claim order,
-		// above the claim floor ($5, $6, $7; floor.go), skipping rows other
-		// claimers hold. MATERIALIZED keeps the LIMIT binding: without it the
-		// planner may re-run the subquery per row and lock more than $2 rows.
-		// Lease ($3, microseconds) on the DB clock.
-		claim: `WITH picked AS MATERIALIZED (
+		// skipping rows other claimers hold, and lease them ($3 microseconds,
+		// on the DB clock) to claim $4. Rows of the floor's priority $5 are
+		// read only above the floor ($5, $6, $7; floor.go); rows of a higher
+		// priority (lower number) always, so a job of a higher priority that
+		// became due (a scheduled job, a retry) is never behind a floor.
+		// MATERIALIZED keeps each LIMIT binding: without it the planner may
+		// re-run a subquery per row and lock more rows than it claims.
+		claim: `WITH higher AS MATERIALIZED (
+  SELECT id FROM {{s}}.spool_jobs
+  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+    AND priority < $5::smallint
+  ORDER BY priority, run_at, id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+),
+above AS MATERIALIZED (
   SELECT id FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
   ORDER BY priority, run_at, id
-  LIMIT $2
+  LIMIT $2 - (SELECT count(*) FROM higher)
   FOR UPDATE SKIP LOCKED
 )
 UPDATE {{s}}.spool_jobs j
 SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
-FROM picked WHERE j.id = picked.id
+FROM (SELECT id FROM higher UNION ALL SELECT id FROM above) picked WHERE j.id = picked.id
 RETURNING {{jcols}}`,
 
 		// Release claim: the jobs of one claim call that its caller never
@@ -93,6 +105,28 @@ updated AS (
   RETURNING j.id, j.fence, CASE WHEN j.state IN ('available', 'retryable', 'scheduled') THEN j.queue END, j.priority, j.run_at
 )
 SELECT * FROM deleted UNION ALL SELECT * FROM updated`,
+
+		// Probe below a claim floor ($2, $3, $4): the lowest due pending key
+		// of the floor's priority at or below it, read without locks
+		// (floor.go; claims read higher priorities whole).
+		probeBelow: `SELECT priority, run_at, id FROM {{s}}.spool_jobs
+WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+  AND priority = $2::smallint AND (run_at, id) <= ($3::timestamptz, $4::bigint)
+ORDER BY priority, run_at, id
+LIMIT 1`,
+
+		// Complete: the finish of a batch whose outcomes are all successes,
+		// the common case, without finish's per-row CASEs and its second
+		// data-modifying CTE. Same guard, same result rows.
+		completeKeep: `UPDATE {{s}}.spool_jobs j
+SET state = 'completed', finalized_at = now(), leased_until = NULL, leased_by = NULL
+FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
+WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+RETURNING j.id, j.fence`,
+		completeDelete: `DELETE FROM {{s}}.spool_jobs j
+USING unnest($1::bigint[], $2::integer[]) AS i(id, fence)
+WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+RETURNING j.id, j.fence`,
 
 		heartbeat: `UPDATE {{s}}.spool_jobs j SET leased_until = now() + $3::bigint * interval '1 microsecond'
 FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
@@ -202,7 +236,7 @@ FROM unnest($1::bigint[], $2::integer[]) AS c(id, fence)
 WHERE j.id = c.id AND j.fence = c.fence AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= now()
 RETURNING {{jcols}}`,
 	}
-	for _, p := range []*string{&q.claim, &q.releaseClaim, &q.finish, &q.heartbeat, &q.rescue, &q.cleanup, &q.insert,
+	for _, p := range []*string{&q.claim, &q.releaseClaim, &q.finish, &q.completeKeep, &q.completeDelete, &q.probeBelow, &q.heartbeat, &q.rescue, &q.cleanup, &q.insert,
 		&q.now, &q.get, &q.list, &q.retry, &q.cancel, &q.stats, &q.leaderElect, &q.leaderResign, &q.schemaVersion,
 		&q.optimisticWindow, &q.optimisticClaim} {
 		*p = r.Replace(*p)

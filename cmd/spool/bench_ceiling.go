@@ -479,8 +479,11 @@ Variants:
 	              backend interface (JobClaim, JobFinishMany); no producer,
 	              workers or completer. Completed rows are kept.
 	spool-delete  the same, deleting completed rows.
-	cte-delete    (PostgreSQL) a minimal claim by materialised CTE with
-	              FOR UPDATE SKIP LOCKED, then DELETE by id array.
+	cte-keep      (PostgreSQL) a minimal claim by materialised CTE with
+	              FOR UPDATE SKIP LOCKED, then an UPDATE marking the batch
+	              completed by id array: the ceiling of a drain that keeps
+	              completed rows.
+	cte-delete    (PostgreSQL) the same claim, then DELETE by id array.
 	claim-delete  (PostgreSQL) one statement per batch: the CTE feeding a
 	              DELETE.
 The PostgreSQL sessions plan their claims as Spool does (enable_sort and

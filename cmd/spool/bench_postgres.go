@@ -26,15 +26,21 @@ func init() {
 		settle:       pgSettle,
 		ceilingVariants: []ceilingVariant{
 			{
+				Name: "cte-keep",
+				About: "minimal claim by materialised CTE (FOR UPDATE SKIP LOCKED, sets state, fence, lease), " +
+					"then UPDATE … SET state = 'completed' … WHERE id = ANY($1): two statements per batch, rows kept",
+				open: pgCeilingSession(pgCTEDelete, pgMarkCompleted),
+			},
+			{
 				Name: "cte-delete",
 				About: "minimal claim by materialised CTE (FOR UPDATE SKIP LOCKED, sets state, fence, lease), " +
 					"then DELETE … WHERE id = ANY($1): two statements per batch",
-				open: pgCeilingSession(pgCTEDelete),
+				open: pgCeilingSession(pgCTEDelete, pgDeleteByID),
 			},
 			{
 				Name:  "claim-delete",
 				About: "one statement per batch: materialised CTE (FOR UPDATE SKIP LOCKED) feeding DELETE … USING",
-				open:  pgCeilingSession(pgClaimDelete),
+				open:  pgCeilingSession(pgClaimDelete, ""),
 			},
 		},
 	}
@@ -167,10 +173,17 @@ const pgClaimDelete = `WITH picked AS MATERIALIZED (
 )
 DELETE FROM {{table}} j USING picked WHERE j.id = picked.id`
 
+// pgMarkCompleted and pgDeleteByID complete a claimed batch, $1 its ids.
+const (
+	pgMarkCompleted = `UPDATE {{table}} SET state = 'completed', finalized_at = now(), leased_until = NULL
+WHERE id = ANY($1)`
+	pgDeleteByID = `DELETE FROM {{table}} WHERE id = ANY($1)`
+)
+
 // pgCeilingSession returns a ceilingVariant's open function for one of the
-// two statements above. Each session is a connection of its own, planned as
+// claim statements above and one of the completions (none for claim-delete). Each session is a connection of its own, planned as
 // Spool's claim is (sorts and bitmap scans off, here for the session).
-func pgCeilingSession(claimSQL string) func(ctx context.Context, be backend.Backend, batch, session int) (*ceilingSession, error) {
+func pgCeilingSession(claimSQL, completeSQL string) func(ctx context.Context, be backend.Backend, batch, session int) (*ceilingSession, error) {
 	return func(ctx context.Context, be backend.Backend, batch, session int) (*ceilingSession, error) {
 		pg, err := pgBackend(be)
 		if err != nil {
@@ -178,7 +191,7 @@ func pgCeilingSession(claimSQL string) func(ctx context.Context, be backend.Back
 		}
 		table := pgx.Identifier{pg.Schema(), "spool_jobs"}.Sanitize()
 		claim := strings.ReplaceAll(claimSQL, "{{table}}", table)
-		del := `DELETE FROM ` + table + ` WHERE id = ANY($1)`
+		complete := strings.ReplaceAll(completeSQL, "{{table}}", table)
 		conn, err := pgConnect(ctx, pg, fmt.Sprintf("spool bench ceiling %d", session))
 		if err != nil {
 			return nil, fmt.Errorf("ceiling session: %w", err)
@@ -206,12 +219,12 @@ func pgCeilingSession(claimSQL string) func(ctx context.Context, be backend.Back
 			if len(ids) == 0 {
 				return 0, nil
 			}
-			tag, err := conn.Exec(ctx, del, ids)
+			tag, err := conn.Exec(ctx, complete, ids)
 			if err != nil {
-				return 0, fmt.Errorf("delete: %w", err)
+				return 0, fmt.Errorf("complete: %w", err)
 			}
 			if int(tag.RowsAffected()) != len(ids) {
-				return 0, fmt.Errorf("delete: removed %d of %d claimed jobs", tag.RowsAffected(), len(ids))
+				return 0, fmt.Errorf("complete: %d of %d claimed jobs", tag.RowsAffected(), len(ids))
 			}
 			return len(ids), nil
 		}
