@@ -35,8 +35,10 @@ type Client struct {
 
 	completer *completer
 	running   runningJobs
-	services  sync.WaitGroup
-	claimSeq  atomic.Uint64 // numbers claim calls, for their ClaimIDs
+	// idleRunners hands a job to a goroutine waiting for one (runJob).
+	idleRunners chan func()
+	services    sync.WaitGroup
+	claimSeq    atomic.Uint64 // numbers claim calls, for their ClaimIDs
 	// beatNow asks the heartbeat loop for an immediate beat (capacity 1).
 	beatNow chan struct{}
 }
@@ -65,12 +67,13 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
 	c := &Client{
-		backend:   be,
-		config:    cfg,
-		logger:    cfg.Logger.With("spool_client", cfg.ClientID),
-		producers: map[string]*producer{},
-		stopped:   make(chan struct{}),
-		beatNow:   make(chan struct{}, 1),
+		backend:     be,
+		config:      cfg,
+		logger:      cfg.Logger.With("spool_client", cfg.ClientID),
+		producers:   map[string]*producer{},
+		stopped:     make(chan struct{}),
+		idleRunners: make(chan func()),
+		beatNow:     make(chan struct{}, 1),
 	}
 	for name, q := range cfg.Queues {
 		c.producers[name] = newProducer(c, name, q)
