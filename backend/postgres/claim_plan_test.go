@@ -62,9 +62,15 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 		SELECT 'default', 'noop', '{}' FROM generate_series(1, 200000)`); err != nil {
 		t.Fatal(err)
 	}
+	// jit_above_cost 0 makes any plan a JIT candidate: the claim's own
+	// settings must keep JIT off (see claimSettings).
+	var jitRan bool
 	plan := func(settings bool) string {
 		var out string
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL jit_above_cost = 0`); err != nil {
+				return err
+			}
 			if settings {
 				if _, err := tx.Exec(ctx, claimSettings); err != nil {
 					return err
@@ -79,6 +85,7 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 				return err
 			}
 			out = nodeTypes(v)
+			jitRan = strings.Contains(string(raw), `"JIT"`)
 			return nil
 		})
 		if err != nil {
@@ -87,6 +94,9 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 		return out
 	}
 	got := plan(true)
+	if jitRan {
+		t.Fatalf("claim plan with the claim settings uses JIT: %s", got)
+	}
 	if strings.Contains(got, "Sort") || strings.Contains(got, "Bitmap") || strings.Contains(got, "Seq Scan") ||
 		strings.Contains(got, "Hash") || !strings.Contains(got, "Index Scan") {
 		t.Fatalf("claim plan with the claim settings: %s", got)
@@ -95,6 +105,14 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	// them the same statement is planned with a sort of all pending rows.
 	if without := plan(false); !strings.Contains(without, "Sort") {
 		t.Logf("note: without the settings the plan is %s (no sort on this server version)", without)
+	}
+	// And JIT would run without them, where the server has it.
+	var available bool
+	if err := pool.QueryRow(ctx, `SELECT pg_jit_available()`).Scan(&available); err != nil {
+		t.Fatal(err)
+	}
+	if available && !jitRan {
+		t.Fatal("without the claim settings and with jit_above_cost 0 the claim plan shows no JIT: the JIT check proves nothing")
 	}
 }
 

@@ -199,6 +199,9 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 	// locks. Statements are short, except large COPYs.
 	setDefault(rp, "idle_in_transaction_session_timeout", "60000")
 	setDefault(rp, "statement_timeout", "300000")
+	// Spool's statements are short; compiling one with JIT takes longer than
+	// running it (see claimSettings).
+	setDefault(rp, "jit", "off")
 	// Detect a peer gone silent: keepalives on an idle socket, and a bound on
 	// unacknowledged writes (server side: tcp_user_timeout, milliseconds).
 	setDefault(rp, "tcp_keepalives_idle", "30")
