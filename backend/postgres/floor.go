@@ -191,10 +191,10 @@ func (f *claimFloors) probeInterval(dur time.Duration) time.Duration {
 func (f *claimFloors) lower(queue string, key claimKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.listening == 0 {
-		return
+	q, ok := f.queues[queue]
+	if f.listening == 0 || !ok {
+		return // no claim of queue has begun: nothing to lower
 	}
-	q := f.queue(queue)
 	b := key.justBelow()
 	if q.valid && b.less(q.bound) {
 		q.bound = b
