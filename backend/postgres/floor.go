@@ -31,8 +31,9 @@ import (
 // one can arise lowers the floor again:
 //   - an insert that commits after claims passed its key (a transaction's
 //     run_at is its start time, and ids are drawn before commit): the
-//     insert trigger's notification carries the lowest key the statement
-//     inserted, and Listen lowers the floor before it wakes the producer;
+//     insert trigger's notification carries a lower bound of the keys the
+//     statement inserted (priority, run_at), and Listen lowers the floor
+//     below it before it wakes the producer;
 //   - a retry, snooze or release written by this backend, a rescue run by
 //     it, an admin retry through it: their statements return the new keys;
 //   - anything else (a claim rolled back by another process, another
@@ -250,21 +251,24 @@ func (f *claimFloors) queue(name string) *queueFloor {
 }
 
 // parseInsertNotice parses an insert notification's payload, "QUEUE PRIORITY
-// RUN_AT_MICROS ID" (migration 2) or a bare "QUEUE" (migration 1). ok is
-// false for a bare queue or a payload it cannot read.
+// RUN_AT_MICROS" (migration 2: a lower bound of the keys the statement
+// inserted) or a bare "QUEUE" (migration 1). ok is false for a bare queue or
+// a payload it cannot read.
 func parseInsertNotice(payload string) (queue string, key claimKey, ok bool) {
 	fields := strings.Fields(payload)
-	if len(fields) != 4 {
+	if len(fields) != 3 {
+		if len(fields) > 0 {
+			return fields[0], claimKey{}, false
+		}
 		return payload, claimKey{}, false
 	}
 	prio, err1 := strconv.ParseInt(fields[1], 10, 16)
 	us, err2 := strconv.ParseInt(fields[2], 10, 64)
-	id, err3 := strconv.ParseInt(fields[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	if err1 != nil || err2 != nil {
 		return fields[0], claimKey{}, false
 	}
 	// The trigger's microseconds may be a double's rounding (PostgreSQL
 	// before 14): a microsecond of slack keeps the lowered floor below the
-	// row whatever the rounding.
-	return fields[0], claimKey{priority: int16(prio), runAt: time.UnixMicro(us - 1).UTC(), id: id}, true
+	// rows whatever the rounding. Id 0 is below every id.
+	return fields[0], claimKey{priority: int16(prio), runAt: time.UnixMicro(us - 1).UTC()}, true
 }

@@ -115,14 +115,17 @@ func TestFloorProbesRecur(t *testing.T) {
 }
 
 func TestParseInsertNotice(t *testing.T) {
-	q, k, ok := parseInsertNotice("mail 3 1700000000000001 42")
-	if !ok || q != "mail" || k.priority != 3 || k.id != 42 || k.runAt.UnixMicro() != 1700000000000000 {
+	q, k, ok := parseInsertNotice("mail 3 1700000000000001")
+	if !ok || q != "mail" || k.priority != 3 || k.id != 0 || k.runAt.UnixMicro() != 1700000000000000 {
 		t.Fatalf("got %q %+v %v", q, k, ok)
 	}
-	for _, p := range []string{"mail", "mail 3 x 42", "mail 3 1 2 3"} {
+	for _, p := range []string{"mail", "mail 3 x", "mail 3 1 2", ""} {
 		if _, _, ok := parseInsertNotice(p); ok {
 			t.Errorf("%q parsed as a key", p)
 		}
+	}
+	if q, _, _ := parseInsertNotice("mail"); q != "mail" {
+		t.Errorf("bare queue read as %q", q)
 	}
 }
 

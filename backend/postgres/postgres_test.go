@@ -328,7 +328,8 @@ func TestPollOnly(t *testing.T) {
 
 // TestNotifyCoalesced checks that a bulk insert sends one notification per
 // queue, not one per row, carrying the queue's lowest claim key of the
-// statement ("QUEUE PRIORITY RUN_AT_US ID").
+// statement ("QUEUE PRIORITY RUN_AT_US"), and that single inserts in one
+// transaction fold into one notification per queue.
 func TestNotifyCoalesced(t *testing.T) {
 	t.Parallel()
 	be := testdb.Postgres(t)
@@ -370,20 +371,58 @@ func TestNotifyCoalesced(t *testing.T) {
 				break
 			}
 			f := strings.Fields(n.Payload)
-			if len(f) != 4 {
-				t.Fatalf("notification %q: want QUEUE PRIORITY RUN_AT_US ID", n.Payload)
+			if len(f) != 3 {
+				t.Fatalf("notification %q: want QUEUE PRIORITY RUN_AT_US", n.Payload)
 			}
 			got[f[0]]++
 			var runAt time.Time
 			if err := conn.QueryRow(ctx, `SELECT run_at FROM `+be.Schema()+`.spool_jobs WHERE id = $1`, lowest[f[0]]).Scan(&runAt); err != nil {
 				t.Fatal(err)
 			}
-			if want := fmt.Sprintf("%s 0 %d %d", f[0], runAt.UnixMicro(), lowest[f[0]]); n.Payload != want {
+			if want := fmt.Sprintf("%s 0 %d", f[0], runAt.UnixMicro()); n.Payload != want {
 				t.Errorf("notification %q, want %q (the queue's lowest key)", n.Payload, want)
 			}
 		}
 		if got["a"] != 1 || got["b"] != 1 || len(got) != 2 {
 			t.Fatalf("%d rows: notifications %v, want one per queue", n, got)
+		}
+	}
+
+	// Twenty single inserts in one transaction, default run_at (the
+	// transaction's start): identical payloads, folded at commit.
+	tx, err := be.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for i := range 20 {
+		q := "a"
+		if i%2 == 1 {
+			q = "b"
+		}
+		if _, err := c.InsertTx(ctx, tx, conformance.NoteArgs{N: i}, &spool.InsertOpts{Queue: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		got[n.Payload]++
+	}
+	if len(got) != 2 {
+		t.Fatalf("20 single inserts in one transaction: notifications %v, want one per queue", got)
+	}
+	for p, k := range got {
+		if k != 1 {
+			t.Errorf("notification %q sent %d times", p, k)
 		}
 	}
 }
