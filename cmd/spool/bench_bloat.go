@@ -495,9 +495,13 @@ per second, one client working them) in two phases of one run: --baseline
 unblocked, then --hold while a second session holds a snapshot open
 (PostgreSQL: a REPEATABLE READ transaction that has taken its snapshot, so
 its xmin keeps VACUUM and page pruning from removing the rows that die
-after it, as a forgotten transaction would). Every JobClaim call is timed;
-the jobs table's dead and live tuples (pg_stat_user_tables) are sampled
-every --sample. The load stops when the hold ends, whether or not it kept
+after it, as a forgotten transaction would; MySQL/MariaDB: a transaction
+WITH CONSISTENT SNAPSHOT, which holds back purge; SQLite: a read
+transaction on another connection, which keeps checkpoints from starting
+the write-ahead log over). Every JobClaim call is timed; what the snapshot
+keeps (PostgreSQL: the jobs table's dead tuples, pg_stat_user_tables;
+MySQL: the history list length; SQLite: the WAL's pages) and the live rows
+are sampled every --sample. The load stops when the hold ends, whether or not it kept
 up with --rate, and the snapshot is released; a third phase covers the
 jobs still waiting then. Prints insert rate, claim and pickup latency per
 phase, the ratio of the held phase's p99 to the unblocked one's, and the
