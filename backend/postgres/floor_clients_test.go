@@ -182,10 +182,10 @@ func testFloorsStrandNoJob(t *testing.T, mixed bool) {
 		}
 	}
 	t.Logf("%d jobs over two clients: worst pickup %v, worst retry pickup %v", jobs, worstPickup, worstRetry)
-	// A skipped job would wait for the next poll that reaches it; with the
-	// floors and no probe, none would. Anything near a poll interval is
-	// suspect.
-	if worstPickup > 2*time.Second || worstRetry > 2*time.Second {
+	// A job a floor skipped waits until something lowers the floor (with no
+	// probe, maybe never: the deadline above). Seconds, 25 polls apart, are
+	// not a loaded machine's scheduling: they are a job left behind.
+	if worstPickup > 5*time.Second || worstRetry > 5*time.Second {
 		t.Fatalf("worst pickup %v, worst retry pickup %v: a job waited for something other than a claim", worstPickup, worstRetry)
 	}
 }
