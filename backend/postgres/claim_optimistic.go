@@ -21,11 +21,6 @@ type candidate struct {
 	priority int16
 }
 
-// claimSteering makes the claim a nested loop over the sorted arrays, so
-// that concurrent claims lock rows in ascending id order and cannot deadlock;
-// set_config(..., true) lasts until the end of the transaction.
-const claimSteering = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
-
 // claimOptimistic reads the queue's head (Max + ClaimWindow rows) without
 // locks, picks Max at random (never passing over a better priority), and
 // claims them with one UPDATE checked against each row's fence; RETURNING
@@ -50,16 +45,11 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 		for i, c := range picked {
 			ids[i], fences[i] = c.id, c.fence
 		}
-		batch := &pgx.Batch{}
-		batch.Queue("BEGIN")
-		batch.Queue(claimSteering)
-		batch.Queue(b.sql.optimisticClaim, ids, fences, micros(p.Lease), p.ClaimID)
-		batch.Queue("COMMIT")
-		br := b.pool.SendBatch(ctx, batch)
-		got, err := readClaim(br)
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
+		var got []*backend.JobRow
+		err = b.queryInTx(ctx, "BEGIN", func(rows pgx.Rows) (err error) {
+			got, err = collectJobs(rows)
+			return err
+		}, b.sql.optimisticClaim, ids, fences, micros(p.Lease), p.ClaimID)
 		if err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
@@ -83,43 +73,16 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 // readWindow reads up to n due pending rows of a queue in claim order,
 // without locks, steered to the ordered index as the pessimistic claim is.
 func (b *Backend) readWindow(ctx context.Context, queue string, n int) ([]candidate, error) {
-	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
-	batch.Queue(claimSettings)
-	batch.Queue(b.sql.optimisticWindow, queue, n)
-	batch.Queue("COMMIT")
-	br := b.pool.SendBatch(ctx, batch)
-	window, err := readWindowResults(br)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
+	var window []candidate
+	err := b.queryInTx(ctx, "BEGIN", func(rows pgx.Rows) (err error) {
+		window, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (candidate, error) {
+			var c candidate
+			err := r.Scan(&c.id, &c.fence, &c.priority)
+			return c, err
+		})
+		return err
+	}, b.sql.optimisticWindow, queue, n)
 	return window, err
-}
-
-// readWindowResults reads the results of the window batch: BEGIN, settings,
-// window, COMMIT.
-func readWindowResults(br pgx.BatchResults) ([]candidate, error) {
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	window, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (candidate, error) {
-		var c candidate
-		err := r.Scan(&c.id, &c.fence, &c.priority)
-		return c, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := br.Exec(); err != nil {
-		return nil, err
-	}
-	return window, nil
 }
 
 // pickRandom picks want candidates of a window read in claim order, at

@@ -167,17 +167,11 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if ticket.probe {
 		b.startProbe(p.Queue, ticket.bound)
 	}
-	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
-	batch.Queue(claimSettings)
-	batch.Queue(b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID,
-		ticket.bound.priority, ticket.bound.runAt, ticket.bound.id)
-	batch.Queue("COMMIT")
-	br := b.pool.SendBatch(ctx, batch)
-	jobs, err := readClaim(br)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
+	var jobs []*backend.JobRow
+	err := b.queryInTx(ctx, "BEGIN", func(rows pgx.Rows) (err error) {
+		jobs, err = collectJobs(rows)
+		return err
+	}, b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id)
 	if err != nil {
 		b.floors.end(ticket, nil, time.Now())
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -212,64 +206,69 @@ func (b *Backend) startProbe(queue string, bound claimKey) {
 		defer cancel()
 		started := time.Now()
 		var found *claimKey
-		batch := &pgx.Batch{}
-		batch.Queue("BEGIN READ ONLY")
-		batch.Queue(claimSettings)
-		batch.Queue(b.sql.probeBelow, queue, bound.priority, bound.runAt, bound.id)
-		batch.Queue("COMMIT")
-		br := b.pool.SendBatch(ctx, batch)
-		_, err := br.Exec()
-		if err == nil {
-			_, err = br.Exec()
-		}
-		if err == nil {
-			var k claimKey
-			switch err = br.QueryRow().Scan(&k.priority, &k.runAt, &k.id); {
-			case err == nil:
+		_ = b.queryInTx(ctx, "BEGIN READ ONLY", func(rows pgx.Rows) error {
+			defer rows.Close()
+			if rows.Next() {
+				var k claimKey
+				if err := rows.Scan(&k.priority, &k.runAt, &k.id); err != nil {
+					return err
+				}
 				found = &k
-			case errors.Is(err, pgx.ErrNoRows):
-				err = nil
 			}
-		}
-		_ = br.Close()
+			return rows.Err()
+		}, b.sql.probeBelow, queue, bound.priority, bound.runAt, bound.id)
 		b.floors.probed(queue, found, time.Since(started), time.Now())
 	}()
 }
 
 // claimSettings steer the claim's plan to the ordered index scans whatever
-// the statistics say, and the join of the picked ids to primary-key lookups
-// (the estimate of the two arms' union makes a hash join over the whole
-// table look cheaper: 55 ms instead of 9.7 ms per 1,000 jobs from 100,000),
-// and turn JIT off: the second arm's LIMIT is an expression, estimated at a
-// tenth of the table, so behind a large backlog the claim's cost passed
-// jit_above_cost and each claim spent 25-70 ms compiling (bench scale,
-// 10,000,000 queued: 1,690 jobs/s). set_config(..., true) lasts until the
-// end of the transaction.
+// the statistics say, and joins of picked ids to nested loops of
+// primary-key lookups (the estimate of the two arms' union makes a hash join
+// over the whole table look cheaper: 55 ms instead of 9.7 ms per 1,000 jobs
+// from 100,000; the optimistic claim's loop over sorted arrays locks rows in
+// id order, so concurrent claims cannot deadlock), and turn JIT off: the
+// second arm's LIMIT is an expression, estimated at a tenth of the table, so
+// behind a large backlog the claim's cost passed jit_above_cost and each
+// claim spent 25-70 ms compiling (bench scale, 10,000,000 queued: 1,690
+// jobs/s). set_config(..., true) lasts until the end of the transaction.
 const claimSettings = `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true),
   set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
   set_config('jit', 'off', true)`
 
-// readClaim reads the results of the claim batch: BEGIN, settings, claim,
-// COMMIT. The claim counts only once COMMIT has succeeded.
-func readClaim(br pgx.BatchResults) ([]*backend.JobRow, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, err
+// queryInTx runs query in a transaction of its own with claimSettings, as
+// one pipelined round trip: begin ("BEGIN" or "BEGIN READ ONLY"), the
+// settings, the query, whose rows read consumes, and COMMIT. What read saw
+// counts only once COMMIT has succeeded.
+func (b *Backend) queryInTx(ctx context.Context, begin string, read func(pgx.Rows) error, query string, args ...any) error {
+	batch := &pgx.Batch{}
+	batch.Queue(begin)
+	batch.Queue(claimSettings)
+	batch.Queue(query, args...)
+	batch.Queue("COMMIT")
+	br := b.pool.SendBatch(ctx, batch)
+	err := readInTx(br, read)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
 	}
-	if _, err := br.Exec(); err != nil {
-		return nil, err
+	return err
+}
+
+// readInTx reads the results of queryInTx's batch.
+func readInTx(br pgx.BatchResults, read func(pgx.Rows) error) error {
+	for range 2 { // begin, settings
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	jobs, err := collectJobs(rows)
-	if err != nil {
-		return nil, err
+	if err := read(rows); err != nil {
+		return err
 	}
-	if _, err := br.Exec(); err != nil {
-		return nil, err
-	}
-	return jobs, nil
+	_, err = br.Exec() // COMMIT
+	return err
 }
 
 // JobReleaseClaim implements backend.Backend.
