@@ -43,6 +43,7 @@ func testFloorsStrandNoJob(t *testing.T, mixed bool) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	var (
 		mu        sync.Mutex
@@ -83,7 +84,7 @@ func testFloorsStrandNoJob(t *testing.T, mixed bool) {
 			Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 20, Prefetch: 20}},
 			PollInterval: 200 * time.Millisecond,
 			RetryPolicy:  spool.ConstantRetryPolicy{Delay: 0},
-			Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Logger:       quiet,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func testFloorsStrandNoJob(t *testing.T, mixed bool) {
 		}
 	})
 
-	inserter, err := spool.NewClient(b1, &spool.Config{Workers: ws, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inserter, err := spool.NewClient(b1, &spool.Config{Workers: ws, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
