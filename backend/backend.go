@@ -204,7 +204,7 @@ type JobHeartbeatManyResult struct {
 // now: pending again at once (the lease's wait served as backoff), or
 // discarded when they have used their attempts.
 type JobRescueParams struct {
-	Max int
+	Max int // at most this many per call; 0: DefaultRescueMax
 }
 
 // JobRescueResult counts rescued jobs.
@@ -219,7 +219,7 @@ type JobCleanupParams struct {
 	CompletedAge time.Duration
 	DiscardedAge time.Duration
 	CancelledAge time.Duration
-	Max          int
+	Max          int // at most this many per call; 0: DefaultCleanupMax
 }
 
 // JobListParams filters a job listing. Zero values do not filter.
@@ -228,7 +228,7 @@ type JobListParams struct {
 	Kind    string
 	States  []State
 	AfterID int64 // paging: only ids greater than this
-	Limit   int   // default 100
+	Limit   int   // 0: DefaultListLimit
 }
 
 // JobRetryParams makes a job pending again now, with a fresh set of attempts.

@@ -104,3 +104,35 @@ func CollectQueueStats(rows Rows) ([]QueueStats, error) {
 	}
 	return out, rows.Err()
 }
+
+// Defaults of the batch and page sizes the interface leaves to the caller.
+const (
+	DefaultRescueMax  = 1000
+	DefaultCleanupMax = 10000
+	DefaultListLimit  = 100
+)
+
+// MaxOrDefault returns p.Max, or DefaultRescueMax when it is not positive.
+func (p *JobRescueParams) MaxOrDefault() int { return orDefault(p.Max, DefaultRescueMax) }
+
+// MaxOrDefault returns p.Max, or DefaultCleanupMax when it is not positive.
+func (p *JobCleanupParams) MaxOrDefault() int { return orDefault(p.Max, DefaultCleanupMax) }
+
+// LimitOrDefault returns p.Limit, or DefaultListLimit when it is not positive.
+func (p *JobListParams) LimitOrDefault() int { return orDefault(p.Limit, DefaultListLimit) }
+
+// StateNames returns p.States as strings, for a query parameter.
+func (p *JobListParams) StateNames() []string {
+	out := make([]string, len(p.States))
+	for i, s := range p.States {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -63,3 +63,22 @@ func TestCollectQueueStats(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 }
+
+func TestParamDefaults(t *testing.T) {
+	if got := (&backend.JobRescueParams{}).MaxOrDefault(); got != backend.DefaultRescueMax {
+		t.Errorf("rescue max %d", got)
+	}
+	if got := (&backend.JobCleanupParams{Max: -1}).MaxOrDefault(); got != backend.DefaultCleanupMax {
+		t.Errorf("cleanup max %d", got)
+	}
+	if got := (&backend.JobListParams{Limit: 7}).LimitOrDefault(); got != 7 {
+		t.Errorf("list limit %d, want the 7 given", got)
+	}
+	if got := (&backend.JobListParams{}).LimitOrDefault(); got != backend.DefaultListLimit {
+		t.Errorf("list limit %d", got)
+	}
+	p := &backend.JobListParams{States: []backend.State{backend.StateRunning, backend.StateDiscarded}}
+	if got := p.StateNames(); len(got) != 2 || got[0] != "running" || got[1] != "discarded" {
+		t.Errorf("state names %v", got)
+	}
+}

@@ -18,10 +18,7 @@ import (
 // where the server has SKIP LOCKED), then returns them to the queue with the
 // attempt counted, or discards them at max attempts.
 func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
-	max := p.Max
-	if max <= 0 {
-		max = 1000
-	}
+	max := p.MaxOrDefault()
 	lock := " FOR UPDATE"
 	if b.server.skipLocked {
 		lock += " SKIP LOCKED"
@@ -64,10 +61,7 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 
 // JobCleanup implements backend.Backend.
 func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
-	max := p.Max
-	if max <= 0 {
-		max = 10000
-	}
+	max := p.MaxOrDefault()
 	ages := []int64{micros(p.CompletedAge), micros(p.DiscardedAge), micros(p.CancelledAge)}
 	var minAge int64
 	for _, a := range ages {
@@ -107,10 +101,7 @@ func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 
 // JobList implements backend.Backend.
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	limit := p.LimitOrDefault()
 	var q strings.Builder
 	q.WriteString(b.sql.listHead)
 	args := []any{p.AfterID}

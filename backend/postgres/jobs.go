@@ -428,10 +428,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 
 // JobRescue implements backend.Backend.
 func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
-	max := p.Max
-	if max <= 0 {
-		max = 1000
-	}
+	max := p.MaxOrDefault()
 	rows, err := b.pool.Query(ctx, b.sql.rescue, max)
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
@@ -458,10 +455,7 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 
 // JobCleanup implements backend.Backend.
 func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
-	max := p.Max
-	if max <= 0 {
-		max = 10000
-	}
+	max := p.MaxOrDefault()
 	tag, err := b.pool.Exec(ctx, b.sql.cleanup, micros(p.CompletedAge), micros(p.DiscardedAge), micros(p.CancelledAge), max)
 	if err != nil {
 		return 0, fmt.Errorf("clean up jobs: %w", err)
@@ -483,14 +477,8 @@ func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 
 // JobList implements backend.Backend.
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	states := make([]string, len(p.States))
-	for i, s := range p.States {
-		states[i] = string(s)
-	}
+	limit := p.LimitOrDefault()
+	states := p.StateNames()
 	rows, err := b.pool.Query(ctx, b.sql.list, p.Queue, p.Kind, states, p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)

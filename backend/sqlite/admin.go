@@ -24,14 +24,8 @@ func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 
 // JobList implements backend.Backend.
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	states := make([]string, len(p.States))
-	for i, s := range p.States {
-		states[i] = string(s)
-	}
+	limit := p.LimitOrDefault()
+	states := p.StateNames()
 	statesJSON, err := json.Marshal(states)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)

@@ -446,10 +446,7 @@ RETURNING id, fence`, nowMicros(), p.Lease.Microseconds(), input)
 
 // JobRescue implements backend.Backend.
 func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
-	max := p.Max
-	if max <= 0 {
-		max = 1000
-	}
+	max := p.MaxOrDefault()
 	now := time.Now()
 	res := &backend.JobRescueResult{}
 	wake := map[string]struct{}{} // queues of the rescued jobs, runnable now
@@ -499,10 +496,7 @@ RETURNING state, queue`, now.UnixMicro(), now.UTC().Format(time.RFC3339Nano), ma
 
 // JobCleanup implements backend.Backend.
 func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
-	max := p.Max
-	if max <= 0 {
-		max = 10000
-	}
+	max := p.MaxOrDefault()
 	var n int64
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM spool_jobs WHERE id IN (
