@@ -3,7 +3,6 @@ package spool
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -73,15 +72,24 @@ func dueKey(t time.Time) int64 { return t.UnixNano() / int64(dueSlack) }
 type fetchResult struct {
 	rows  []*backend.JobRow
 	asked int
-	err   error
+	// sentAt is when the claim was sent. The database started the leases
+	// no earlier, so sentAt + LeaseDuration is a safe local estimate of
+	// their end, however long the reply took to arrive (a pause, a slow
+	// network, CPU starvation).
+	sentAt time.Time
+	err    error
 	// unreleased are claim ids still to release (failed claims whose jobs
 	// may be leased to us unseen), including this fetch's if it failed.
 	unreleased []string
 }
 
 type bufferedJob struct {
-	row       *backend.JobRow
+	row *backend.JobRow
+	// claimedAt is when the claim that took the job was sent (not when its
+	// reply arrived): the lease may have been running since then.
 	claimedAt time.Time
+	// replyAt is when the claim's reply arrived.
+	replyAt time.Time
 }
 
 func newProducer(c *Client, queue string, q QueueConfig) *producer {
@@ -205,8 +213,10 @@ func (p *producer) run() {
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
-	// A prefetched job waits at most half its lease; past that it goes back
-	// rather than run on a lease about to end.
+	// A claimed job starts only while at least half its lease is left,
+	// judged from when its claim was sent; past that it goes back unstarted
+	// rather than run on a lease about to end, or already ended and taken
+	// by rescue (a process paused while its claim was in flight).
 	maxWait := cfg.LeaseDuration / 2
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
@@ -219,12 +229,24 @@ func (p *producer) run() {
 			stopping, stopCh = true, nil
 		default:
 		}
-		for running < p.maxWorkers && len(buffer) > 0 && !stopping {
-			j := buffer[0]
-			buffer[0] = bufferedJob{}
-			buffer = buffer[1:]
-			running++
-			p.c.startJob(j.row, p.doneCh)
+		if running < p.maxWorkers && len(buffer) > 0 && !stopping {
+			startBy := time.Now().Add(-maxWait)
+			var late []bufferedJob
+			for running < p.maxWorkers && len(buffer) > 0 {
+				j := buffer[0]
+				buffer[0] = bufferedJob{}
+				buffer = buffer[1:]
+				if !j.claimedAt.After(startBy) {
+					late = append(late, j)
+					continue
+				}
+				running++
+				p.c.startJob(j.row, p.doneCh)
+			}
+			if len(late) > 0 {
+				p.releaseLate(late, maxWait)
+				more = true
+			}
 		}
 		if stopping {
 			if !fetching {
@@ -268,9 +290,9 @@ func (p *producer) run() {
 			}
 			failures = 0
 			more = len(r.rows) == r.asked || wokeWhileFetching
-			now := time.Now()
+			replyAt := time.Now()
 			for _, row := range r.rows {
-				buffer = append(buffer, bufferedJob{row: row, claimedAt: now})
+				buffer = append(buffer, bufferedJob{row: row, claimedAt: r.sentAt, replyAt: replyAt})
 			}
 		case <-retryC:
 			retryC = nil
@@ -279,7 +301,12 @@ func (p *producer) run() {
 			more, wokeWhileFetching = true, fetching
 		case <-poll.C:
 			more, wokeWhileFetching = true, fetching
-			buffer = p.releaseStale(buffer, maxWait)
+			if n := len(buffer); n > 0 {
+				buffer = p.releaseStale(buffer, maxWait)
+				if len(buffer) < n {
+					more = true
+				}
+			}
 		}
 	}
 }
@@ -292,12 +319,13 @@ func (p *producer) run() {
 func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	unreleased := p.releaseClaimsCtx(ctx, lostClaims)
-	if len(unreleased) > 0 {
-		out <- fetchResult{asked: n, err: errors.New("release of an earlier failed claim failed"), unreleased: unreleased}
+	unreleased, err := p.releaseClaimsCtx(ctx, lostClaims)
+	if err != nil {
+		out <- fetchResult{asked: n, err: fmt.Errorf("release the jobs of an earlier claim whose reply was lost: %w", err), unreleased: unreleased}
 		return
 	}
 	claimID := fmt.Sprintf("%s#%d", p.c.config.ClientID, p.c.claimSeq.Add(1))
+	sentAt := time.Now()
 	rows, err := p.c.backend.JobClaim(ctx, &backend.JobClaimParams{
 		Queue:   p.queue,
 		Max:     n,
@@ -307,22 +335,22 @@ func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 	if err != nil {
 		unreleased = []string{claimID}
 	}
-	out <- fetchResult{rows: rows, asked: n, err: err, unreleased: unreleased}
+	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, err: err, unreleased: unreleased}
 }
 
 // releaseClaimsCtx releases the jobs of failed claims and returns the ids it
-// could not release.
-func (p *producer) releaseClaimsCtx(ctx context.Context, ids []string) []string {
+// could not release, with the error that stopped it.
+func (p *producer) releaseClaimsCtx(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
 		n, err := p.c.backend.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: id})
 		if err != nil {
-			return ids[i:]
+			return ids[i:], err
 		}
 		if n > 0 {
 			p.c.logger.Info("spool: released the jobs of a claim whose reply was lost", "queue", p.queue, "claim", id, "jobs", n)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // releaseClaims is the last try at releasing failed claims, on exit; what it
@@ -333,8 +361,9 @@ func (p *producer) releaseClaims(ids []string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if left := p.releaseClaimsCtx(ctx, ids); len(left) > 0 {
-		p.c.logger.Warn("spool: could not release the jobs of failed claims; rescue will return them when their leases end", "queue", p.queue, "claims", len(left))
+	if left, err := p.releaseClaimsCtx(ctx, ids); err != nil {
+		p.c.logger.Warn("spool: could not release the jobs of claims whose reply was lost; rescue will return them when their leases end",
+			"queue", p.queue, "claims", len(left), "error", err)
 	}
 }
 
@@ -353,8 +382,29 @@ func (p *producer) releaseStale(buffer []bufferedJob, maxWait time.Duration) []b
 			keep = append(keep, j)
 		}
 	}
-	p.release(stale)
+	if len(stale) > 0 {
+		p.releaseLate(stale, maxWait)
+	}
 	return keep
+}
+
+// releaseLate hands back, unstarted, jobs with less than half their lease
+// left. Their lease may already have ended and the job been rescued, so the
+// store may fence the release out: that is expected, not news. The log says
+// which delay made them late.
+func (p *producer) releaseLate(jobs []bufferedJob, maxWait time.Duration) {
+	j := jobs[0]
+	reply := j.replyAt.Sub(j.claimedAt)
+	if reply >= maxWait/2 {
+		p.c.logger.Warn("spool: claimed jobs released unstarted: their claim's reply came late (the process was paused, the network slow or the CPU starved), leaving less than half their lease",
+			"queue", p.queue, "jobs", len(jobs), "reply_took", reply.Round(time.Millisecond), "start_window", maxWait)
+	} else {
+		p.c.logger.Info("spool: prefetched jobs released unstarted: they waited for a free worker until less than half their lease was left (prefetch more than the workers start within that time)",
+			"queue", p.queue, "jobs", len(jobs), "waited", time.Since(j.replyAt).Round(time.Millisecond), "start_window", maxWait)
+	}
+	for _, j := range jobs {
+		p.c.completer.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, "", true)
+	}
 }
 
 // release hands unstarted jobs back to the queue at once, their attempt given

@@ -1,8 +1,12 @@
 package spool_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,4 +99,127 @@ func TestWakeDuringClaimIsKept(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job waited for a poll: the wake-up during the claim was lost")
 	}
+}
+
+// lateArgs is the payload of TestNoStartAfterLeaseEnded.
+type lateArgs struct {
+	N int `json:"n"`
+}
+
+func (lateArgs) Kind() string { return "late_test" }
+
+// TestNoStartAfterLeaseEnded: a claim whose reply arrives after the jobs'
+// leases have ended (the process was paused, the network slow) must not
+// start those jobs: rescue has already returned them to the queue, and a
+// start now would be a second, possibly concurrent, run. They are handed
+// back unstarted, and each job runs once, under the claim that follows.
+func TestNoStartAfterLeaseEnded(t *testing.T) {
+	ctx := context.Background()
+	inner, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "late.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	if err := inner.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	be := &gatedBackend{Backend: inner, claimed: make(chan struct{}), release: make(chan struct{}), woke: make(chan struct{}, 1)}
+	be.gate.Store(true)
+
+	const jobs = 5
+	type start struct {
+		id      int64
+		attempt int16
+	}
+	starts := make(chan start, 4*jobs)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[lateArgs]) error {
+		starts <- start{j.ID, j.Attempt}
+		return nil
+	}))
+	var logs lockedBuffer
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers:       ws,
+		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: jobs}},
+		LeaseDuration: 300 * time.Millisecond,
+		// Rescue is run by the test, and the poll's release of stale
+		// buffered jobs never comes: only the start check can stop the
+		// late starts.
+		RescueInterval: time.Hour,
+		PollInterval:   time.Hour,
+		Logger:         slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range jobs {
+		if _, err := c.Insert(ctx, lateArgs{N: i}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	<-be.claimed // the claim committed; its reply is held back
+
+	// The leases end by the store's clock and rescue returns the jobs.
+	deadline := time.Now().Add(10 * time.Second)
+	for rescued := 0; rescued < jobs; {
+		res, err := inner.JobRescue(ctx, &backend.JobRescueParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rescued += res.Retried
+		if time.Now().After(deadline) {
+			t.Fatalf("rescued %d of %d jobs", rescued, jobs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(be.release) // the stale reply arrives
+
+	seen := map[int64]int16{}
+	for len(seen) < jobs {
+		select {
+		case s := <-starts:
+			if s.attempt != 2 {
+				t.Fatalf("job %d started under attempt %d: the claim whose lease had ended was started", s.id, s.attempt)
+			}
+			if _, dup := seen[s.id]; dup {
+				t.Fatalf("job %d started twice", s.id)
+			}
+			seen[s.id] = s.attempt
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d jobs ran after the late reply", len(seen), jobs)
+		}
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-starts:
+		t.Fatalf("job %d (attempt %d) started again", s.id, s.attempt)
+	default:
+	}
+	if out := logs.String(); !strings.Contains(out, "reply came late") {
+		t.Fatalf("no warning naming the late reply; logs:\n%s", out)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
