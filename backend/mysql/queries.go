@@ -121,15 +121,15 @@ WHERE leased_until IS NOT NULL AND leased_by = ? AND state = 'running'`,
 
 		// Rescue, in one transaction: lock expired leases (SKIP LOCKED where
 		// the server has it; "LIMIT n FOR UPDATE [SKIP LOCKED]" is appended),
-		// then return them to the queue or discard them at max attempts.
+		// then return them to the queue or discard them at max attempts. A
+		// rescued job keeps its run_at, and so its place in the queue.
 		rescueSelect: `SELECT id, attempt, max_attempts FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_leased)
 WHERE leased_until < UTC_TIMESTAMP(6) ORDER BY leased_until`,
 		rescueUpdate: `UPDATE {{db}}.spool_jobs SET
   errors = JSON_ARRAY_APPEND(COALESCE(errors, JSON_ARRAY()), '$', JSON_OBJECT('attempt', attempt, 'at', {{nowjson}},
-    'error', CONCAT('lease expired: the worker ', COALESCE(leased_by, ''), ' stopped heartbeating (crashed, killed or cut off)'))),
+    'error', CONCAT('lease expired: the worker ', COALESCE(leased_by, ''), ' stopped heartbeating (crashed, killed, paused or cut off from the database)'))),
   finalized_at = IF(attempt >= max_attempts, UTC_TIMESTAMP(6), NULL),
   state = IF(attempt >= max_attempts, 'discarded', 'retryable'),
-  run_at = UTC_TIMESTAMP(6),
   leased_by = NULL,
   leased_until = NULL
 WHERE state = 'running' AND leased_until < UTC_TIMESTAMP(6) AND id IN `,

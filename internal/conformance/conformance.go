@@ -58,10 +58,7 @@ type Harness struct {
 
 // Run runs every conformance test.
 func Run(t *testing.T, h Harness) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
+	tests := []namedTest{
 		{"InsertAndWork", testInsertAndWork},
 		{"InsertOptions", testInsertOptions},
 		{"InsertBadInput", testInsertBadInput},
@@ -85,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{"LostLeaseCancelsJob", testLostLeaseCancelsJob},
 		{"RescueExpiredLease", testRescue},
 		{"RescueDiscardsAtMaxAttempts", testRescueDiscards},
+		{"RescueKeepsPlaceInQueue", testRescueKeepsPlace},
 		{"CancelPendingAndRunning", testCancelJob},
 		{"RetryDiscardedJob", testRetryDiscarded},
 		{"CompleteTxExactlyOnce", testCompleteTx},
@@ -98,12 +96,19 @@ func Run(t *testing.T, h Harness) {
 		{"LocalWakeForDelaysAndRetries", testLocalWake},
 		{"StartStopStress", testStartStopStress},
 	}
+	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, h)
 		})
 	}
+}
+
+// namedTest is one conformance test.
+type namedTest struct {
+	name string
+	fn   func(t *testing.T, h Harness)
 }
 
 // ---- fixtures ----
@@ -1046,6 +1051,76 @@ func testRescue(t *testing.T, h Harness) {
 		t.Fatalf("rescued run: attempt %d errors %+v", j.Attempt, j.Errors)
 	}
 	waitState(t, be, id, backend.StateCompleted)
+}
+
+// testRescueKeepsPlace: a rescued job goes back where it was in the queue,
+// ahead of jobs inserted while it was leased, so that recovery behind a
+// backlog takes about a lease and a rescue, not the backlog's drain time.
+// The place is the job's run time (its order key within a priority); the
+// claim that follows takes the whole queue, since some strategies pick at
+// random within a window, and must include the rescued job.
+func testRescueKeepsPlace(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	first := insert(t, c, NoteArgs{N: 0}, nil)
+	before, err := be.JobGet(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: 50 * time.Millisecond, ClaimID: "dead-worker"}); err != nil || len(rows) != 1 || rows[0].ID != first {
+		t.Fatalf("claim: %v (%d rows)", err, len(rows))
+	}
+	// The backlog arrives while the job is leased, with run times before
+	// the rescue.
+	res, err := c.InsertMany(ctx, Notes(1, 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := be.JobRescue(ctx, &backend.JobRescueParams{Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Retried == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lease never expired")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	after, err := be.JobGet(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.RunAt.Equal(before.RunAt) {
+		t.Fatalf("rescue moved the job's run time from %v to %v; it must keep its place", before.RunAt, after.RunAt)
+	}
+	for _, r := range res {
+		id := r.ID
+		j, err := be.JobGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !after.RunAt.Before(j.RunAt) && !after.RunAt.Equal(j.RunAt) {
+			t.Fatalf("rescued job runs at %v, after backlog job %d at %v", after.RunAt, id, j.RunAt)
+		}
+	}
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 100, Lease: time.Minute, ClaimID: "next"})
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("claim after rescue: %v (%d rows)", err, len(rows))
+	}
+	for _, r := range rows {
+		if r.ID == first {
+			if r.Attempt != 2 {
+				t.Fatalf("rescued job claimed at attempt %d, want 2", r.Attempt)
+			}
+			return
+		}
+	}
+	t.Fatalf("a claim of the whole queue after the rescue does not include the rescued job %d", first)
 }
 
 func testRescueDiscards(t *testing.T, h Harness) {
