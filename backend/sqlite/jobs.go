@@ -21,53 +21,98 @@ const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
 
-// scanJob reads one row of jobColumns.
-func scanJob(row rowScanner) (*backend.JobRow, error) {
+// rawJob is a row of jobColumns as read, its JSON columns not decoded yet:
+// a write transaction reads rows raw and decodes them after it has ended.
+type rawJob struct {
+	j          backend.JobRow
+	tags, meta string
+	errs       sql.NullString
+}
+
+// scanRawJob reads one row of jobColumns without decoding JSON.
+func scanRawJob(row rowScanner) (*rawJob, error) {
 	var (
-		j                                   backend.JobRow
-		state, args, tags, meta             string
+		r                                   rawJob
+		state, args                         string
 		runAt, createdAt                    int64
 		leasedUntil, attemptedAt, finalized sql.NullInt64
-		errs                                sql.NullString
 	)
+	j := &r.j
 	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts,
-		&j.Fence, &leasedUntil, &j.LeasedBy, &createdAt, &attemptedAt, &finalized, &errs, &tags, &meta); err != nil {
+		&j.Fence, &leasedUntil, &j.LeasedBy, &createdAt, &attemptedAt, &finalized, &r.errs, &r.tags, &r.meta); err != nil {
 		return nil, err
 	}
 	j.State = backend.State(state)
 	j.Args = json.RawMessage(args)
-	j.Metadata = json.RawMessage(meta)
 	j.RunAt = fromMicros(runAt)
 	j.CreatedAt = fromMicros(createdAt)
 	j.LeasedUntil = fromNullMicros(leasedUntil)
 	j.AttemptedAt = fromNullMicros(attemptedAt)
 	j.FinalizedAt = fromNullMicros(finalized)
-	if err := json.Unmarshal([]byte(tags), &j.Tags); err != nil {
+	return &r, nil
+}
+
+// decode finishes the row: tags, metadata and the error history.
+func (r *rawJob) decode() (*backend.JobRow, error) {
+	j := &r.j
+	j.Metadata = json.RawMessage(r.meta)
+	if err := json.Unmarshal([]byte(r.tags), &j.Tags); err != nil {
 		return nil, fmt.Errorf("decode tags of job %d: %w", j.ID, err)
 	}
 	if j.Tags == nil {
 		j.Tags = []string{}
 	}
-	if errs.Valid && errs.String != "" {
-		if err := json.Unmarshal([]byte(errs.String), &j.Errors); err != nil {
+	if r.errs.Valid && r.errs.String != "" {
+		if err := json.Unmarshal([]byte(r.errs.String), &j.Errors); err != nil {
 			return nil, fmt.Errorf("decode error history of job %d: %w", j.ID, err)
 		}
 	}
-	return &j, nil
+	return j, nil
 }
 
-// collectJobs reads every row and closes rows.
-func collectJobs(rows *sql.Rows) ([]*backend.JobRow, error) {
+// scanJob reads one row of jobColumns.
+func scanJob(row rowScanner) (*backend.JobRow, error) {
+	r, err := scanRawJob(row)
+	if err != nil {
+		return nil, err
+	}
+	return r.decode()
+}
+
+// collectRawJobs reads every row and closes rows.
+func collectRawJobs(rows *sql.Rows) ([]*rawJob, error) {
 	defer rows.Close()
-	var out []*backend.JobRow
+	var out []*rawJob
 	for rows.Next() {
-		j, err := scanJob(rows)
+		r, err := scanRawJob(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, j)
+		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// decodeJobs decodes raw rows.
+func decodeJobs(raws []*rawJob) ([]*backend.JobRow, error) {
+	out := make([]*backend.JobRow, len(raws))
+	for i, r := range raws {
+		j, err := r.decode()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = j
+	}
+	return out, nil
+}
+
+// collectJobs reads every row, closes rows and decodes them.
+func collectJobs(rows *sql.Rows) ([]*backend.JobRow, error) {
+	raws, err := collectRawJobs(rows)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJobs(raws)
 }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
@@ -108,6 +153,53 @@ func insertSQL(n int) string {
 // fullInsertSQL is the statement for a full chunk, built once.
 var fullInsertSQL = insertSQL(maxInsertRows)
 
+// preparedChunksMax is how many chunks of an insert are built before the
+// write lock is taken.
+const preparedChunksMax = 10
+
+// insertChunk is one multi-row INSERT, ready to run.
+type insertChunk struct {
+	query string
+	n     int
+	args  []any
+}
+
+// prepareInsert builds the INSERT of jobs (at most maxInsertRows), appending
+// its arguments to args, and records in wake the queues of jobs due now.
+func prepareInsert(jobs []*backend.JobInsertParams, now int64, wake map[string]struct{}, args []any) (insertChunk, error) {
+	for _, j := range jobs {
+		at := now + j.Delay.Microseconds()
+		if j.RunAt != nil {
+			at = j.RunAt.UnixMicro()
+		}
+		state := backend.StateAvailable
+		if at > now {
+			state = backend.StateScheduled
+		} else {
+			wake[j.Queue] = struct{}{}
+		}
+		tags := "[]"
+		if len(j.Tags) > 0 {
+			t, err := json.Marshal(j.Tags)
+			if err != nil {
+				return insertChunk{}, fmt.Errorf("encode tags: %w", err)
+			}
+			tags = string(t)
+		}
+		meta := "{}"
+		if len(j.Metadata) > 0 {
+			meta = string(j.Metadata)
+		}
+		args = append(args, j.Queue, j.Kind, string(j.Args), int64(j.Priority), at, now, string(state),
+			int64(j.MaxAttempts), tags, meta)
+	}
+	query := fullInsertSQL
+	if len(jobs) != maxInsertRows {
+		query = insertSQL(len(jobs))
+	}
+	return insertChunk{query: query, n: len(jobs), args: args}, nil
+}
+
 // JobInsertMany implements backend.Backend: multi-row INSERTs of up to 1,000
 // rows, in one write transaction (the caller's, or one of the backend's own).
 // NoIDs changes nothing: reading the ids back costs little here.
@@ -119,45 +211,37 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	if len(p.Jobs) == 0 {
 		return &backend.JobInsertManyResult{}, nil
 	}
+	// Everything but the statements is done before the write lock is taken
+	// (encoding, conversions, the statements' text), for the first
+	// preparedChunksMax chunks: a larger insert builds the rest under the
+	// lock, where its statements take far longer anyway, so that its memory
+	// stays bounded by a chunk.
 	now := nowMicros()
-	ids := make([]int64, 0, len(p.Jobs))
 	wake := map[string]struct{}{}
-	args := make([]any, 0, min(len(p.Jobs), maxInsertRows)*insertColumns)
+	prepared := make([]insertChunk, 0, min((len(p.Jobs)+maxInsertRows-1)/maxInsertRows, preparedChunksMax))
+	for start := 0; start < len(p.Jobs) && len(prepared) < preparedChunksMax; start += maxInsertRows {
+		c, err := prepareInsert(p.Jobs[start:min(start+maxInsertRows, len(p.Jobs))], now, wake, nil)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		prepared = append(prepared, c)
+	}
+	ids := make([]int64, 0, len(p.Jobs))
 	err = b.st.write(ctx, tx, func(tx *sql.Tx) error {
-		for start := 0; start < len(p.Jobs); start += maxInsertRows {
-			chunk := p.Jobs[start:min(start+maxInsertRows, len(p.Jobs))]
-			args = args[:0]
-			for _, j := range chunk {
-				at := now + j.Delay.Microseconds()
-				if j.RunAt != nil {
-					at = j.RunAt.UnixMicro()
+		ids = ids[:0]
+		var buf []any
+		for i, start := 0, 0; start < len(p.Jobs); i, start = i+1, start+maxInsertRows {
+			var c insertChunk
+			if i < len(prepared) {
+				c = prepared[i]
+			} else {
+				var err error
+				if c, err = prepareInsert(p.Jobs[start:min(start+maxInsertRows, len(p.Jobs))], now, wake, buf[:0]); err != nil {
+					return err
 				}
-				state := backend.StateAvailable
-				if at > now {
-					state = backend.StateScheduled
-				} else {
-					wake[j.Queue] = struct{}{}
-				}
-				tags := "[]"
-				if len(j.Tags) > 0 {
-					t, err := json.Marshal(j.Tags)
-					if err != nil {
-						return fmt.Errorf("encode tags: %w", err)
-					}
-					tags = string(t)
-				}
-				meta := "{}"
-				if len(j.Metadata) > 0 {
-					meta = string(j.Metadata)
-				}
-				args = append(args, j.Queue, j.Kind, string(j.Args), int64(j.Priority), at, now, string(state),
-					int64(j.MaxAttempts), tags, meta)
+				buf = c.args
 			}
-			query := fullInsertSQL
-			if len(chunk) != maxInsertRows {
-				query = insertSQL(len(chunk))
-			}
-			rows, err := tx.QueryContext(ctx, query, args...)
+			rows, err := tx.QueryContext(ctx, c.query, c.args...)
 			if err != nil {
 				return err
 			}
@@ -176,17 +260,19 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			if len(ids)-first != len(chunk) {
-				return fmt.Errorf("inserted %d of %d rows", len(ids)-first, len(chunk))
+			if len(ids)-first != c.n {
+				return fmt.Errorf("inserted %d of %d rows", len(ids)-first, c.n)
 			}
-			// Rows are inserted in VALUES order with increasing ids;
-			// RETURNING's order is not promised, so sort.
-			slices.Sort(ids[first:])
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	// Rows are inserted in VALUES order with increasing ids; RETURNING's
+	// order is not promised, so sort each chunk's (each above the last's).
+	for start := 0; start < len(ids); start += maxInsertRows {
+		slices.Sort(ids[start:min(start+maxInsertRows, len(ids))])
 	}
 	// A hint: with a caller's transaction the wake may come before its
 	// commit; the claim it causes then waits for the write lock, which the
@@ -233,15 +319,21 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	var jobs []*backend.JobRow
+	b.st.noteLease(p.Lease)
+	var raws []*rawJob
 	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, claimSQL, nowMicros(), p.Lease.Microseconds(), p.ClaimID, p.Queue, p.Max)
 		if err != nil {
 			return err
 		}
-		jobs, err = collectJobs(rows)
+		raws, err = collectRawJobs(rows)
 		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	// Decoded once the write lock is released.
+	jobs, err := decodeJobs(raws)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -425,6 +517,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	if len(p.Leases) == 0 {
 		return &backend.JobHeartbeatManyResult{}, nil
 	}
+	b.st.noteLease(p.Lease)
 	input := encodeLeases(p.Leases)
 	var alive []backend.LeaseRef
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
@@ -449,19 +542,19 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 	max := p.MaxOrDefault()
 	now := time.Now()
 	res := &backend.JobRescueResult{}
+	// A rescued job keeps its run_at, and so its place in the queue.
 	wake := map[string]struct{}{} // queues of the rescued jobs, runnable now
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		*res = backend.JobRescueResult{}
 		clear(wake)
 		rows, err := tx.QueryContext(ctx, `UPDATE spool_jobs SET
   state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'retryable' END,
-  run_at = ?1,
   finalized_at = CASE WHEN attempt >= max_attempts THEN ?1 END,
   leased_until = NULL,
   leased_by = NULL,
   errors = json_insert(coalesce(errors, '[]'), '$[#]', json_object(
     'attempt', attempt, 'at', ?2,
-    'error', 'lease expired: the worker ' || coalesce(leased_by, '') || ' stopped heartbeating (crashed, killed or cut off)'))
+    'error', 'lease expired: the worker ' || coalesce(leased_by, '') || ' stopped heartbeating (crashed, killed, paused or cut off from the database)'))
 WHERE id IN (
   SELECT id FROM spool_jobs INDEXED BY spool_jobs_leased
   WHERE state = 'running' AND leased_until < ?1

@@ -10,7 +10,10 @@
 // processes writing the same file are waited for with a fair busy handler: a
 // retry every millisecond until a timeout, instead of SQLite's growing
 // back-off, which starves the waiters that arrived first (see
-// docs/sqlite.md).
+// docs/sqlite.md). Time during which one connection held the write lock and
+// nobody else could write (a process paused inside a write transaction) is
+// credited to running leases, so that it does not cost healthy workers their
+// jobs (stall.go).
 //
 // The store's clock is the host's clock: every process that shares a SQLite
 // file runs on the same machine. Times are stored as integer microseconds
@@ -229,6 +232,13 @@ func (b *Backend) Path() string { return b.st.path }
 // arrival order, begins IMMEDIATE, and waits for other processes' writes
 // with the backend's busy handler. Inside fn, use only tx: a Spool call
 // without it would wait for fn's own transaction.
+//
+// While fn runs nobody else can write the file: every process's claims,
+// completions and heartbeats wait for it (other processes' fail with ErrBusy
+// after their busy timeout). When fn held the lock long enough to matter,
+// the hold is credited to running leases as it commits, so it does not cost
+// workers their jobs (docs/sqlite.md); it still stops all progress, so keep
+// fn short.
 func (b *Backend) WriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := b.st.writeTx(ctx, fn); err != nil {
 		return fmt.Errorf("sqlite write transaction: %w", err)
@@ -243,7 +253,9 @@ func (b *Backend) WriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error 
 // never wait, inside it, for Spool work outside it (a plain Insert, a job's
 // completion): that would wait for itself until its context ends.
 // A *sql.Tx of another pool on the same file works too; it then waits for
-// Spool's writes with that pool's busy settings.
+// Spool's writes with that pool's busy settings. Unlike WriteTx, a
+// transaction begun here is not measured by this process: only other
+// processes, which wait for it, credit its hold to running leases.
 func (b *Backend) DB() *sql.DB { return b.st.writer }
 
 // Close releases the backend; the file's connections close with the last

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +37,13 @@ type store struct {
 	busyTimeout time.Duration
 	hub         *hub
 	refs        int // guarded by storesMu
+
+	// stall is what this process has seen of write-lock stalls not yet
+	// credited to running leases (stall.go); guarded by the token.
+	stall stallState
+	// shortestLease is the shortest lease, in nanoseconds, this process
+	// has claimed or extended jobs with; 0 until the first.
+	shortestLease atomic.Int64
 
 	watchOnce sync.Once
 	watchStop chan struct{} // closed by close to end the watcher

@@ -32,6 +32,12 @@ const fairRetryInterval = time.Millisecond
 // in arrival order), then begins IMMEDIATE: with the fair busy handler it
 // retries every millisecond while another process holds the write lock, until
 // the busy timeout.
+//
+// Stalls (stall.go): right after BEGIN, before fn, it credits the stalls this
+// process has seen to running leases; a transaction that held the lock for
+// at least the stall threshold credits its own hold just before it commits.
+// Nothing else is done while the lock is held: callers prepare their
+// statements' arguments before and decode results after.
 func (st *store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	select {
 	case st.token <- struct{}{}:
@@ -39,46 +45,76 @@ func (st *store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return context.Cause(ctx)
 	}
 	defer func() { <-st.token }()
-	tx, err := st.beginImmediate(ctx)
+	tx, acquired, err := st.beginImmediate(ctx)
 	if err != nil {
+		return err
+	}
+	if err := st.creditSeenStalls(ctx, tx); err != nil {
+		_ = tx.Rollback()
 		return err
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		st.noteHold(acquired)
 		return err
 	}
+	credited := false
+	if now := time.Now(); now.Sub(acquired) >= st.stallThreshold() {
+		if err := creditStall(ctx, tx, stallWindow{from: acquired, to: now}); err != nil {
+			_ = tx.Rollback()
+			st.noteHold(acquired)
+			return err
+		}
+		credited = true
+	}
 	if err := tx.Commit(); err != nil {
+		st.noteHold(acquired)
 		return fmt.Errorf("commit: %w", err)
+	}
+	if !credited {
+		// Paused in the commit itself: the next write credits it.
+		st.noteHold(acquired)
 	}
 	return nil
 }
 
+// noteHold keeps this process's own hold of the lock, from acquired until
+// now, for the next write transaction to credit, when it was long enough
+// and not credited in its own transaction (rolled back, or the commit
+// itself was slow).
+func (st *store) noteHold(acquired time.Time) {
+	st.noteStall(stallWindow{from: acquired, to: time.Now()})
+}
+
 // beginImmediate begins a transaction on the writer pool (the driver issues
 // BEGIN IMMEDIATE), waiting for other processes' write locks as the store's
-// busy mode says.
-func (st *store) beginImmediate(ctx context.Context) (*sql.Tx, error) {
+// busy mode says. It returns when it got the lock. With the fair handler,
+// every busy attempt is recorded as a possible stall (noteBusy).
+func (st *store) beginImmediate(ctx context.Context) (*sql.Tx, time.Time, error) {
 	if st.busy == BusyBackoff {
 		// SQLite's own handler waits inside BEGIN, up to busy_timeout.
 		tx, err := st.writer.BeginTx(ctx, nil)
 		if err != nil {
-			return nil, wrapBusy(err, st.busyTimeout)
+			return nil, time.Time{}, wrapBusy(err, st.busyTimeout)
 		}
-		return tx, nil
+		return tx, time.Now(), nil
 	}
 	start := time.Now()
 	for {
 		tx, err := st.writer.BeginTx(ctx, nil)
 		if err == nil {
-			return tx, nil
+			return tx, time.Now(), nil
 		}
 		if !isBusy(err) {
-			return nil, fmt.Errorf("begin: %w", err)
+			return nil, time.Time{}, fmt.Errorf("begin: %w", err)
 		}
-		if time.Since(start) >= st.busyTimeout {
-			return nil, wrapBusy(err, st.busyTimeout)
+		now := time.Now()
+		st.noteBusy(ctx, now)
+		if now.Sub(start) >= st.busyTimeout {
+			return nil, time.Time{}, wrapBusy(err, st.busyTimeout)
 		}
 		if err := sleepCtx(ctx, fairRetryInterval); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 }

@@ -1,0 +1,202 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// A stall is a span during which one connection held the file's write lock
+// and nobody else could write: not a heartbeat, not a completion. A process
+// stopped inside a write transaction (SIGSTOP, a frozen VM, a long pause)
+// stalls every process on the file for as long as it is stopped. Without a
+// correction, the leases of every healthy worker run out during the stall and
+// the first rescue after it takes their jobs away: heartbeats that could not
+// be written would be judged as missed.
+//
+// So the time a stall lasted is credited to every running lease: in the
+// first write transaction after it, before anything else that transaction
+// does (a rescue above all), leased_until moves later by the stall's length.
+// The credit is idempotent across processes: spool_stall.credited_until is
+// the instant up to which stalls have been credited, and a window is
+// credited only past it. Two ways to see a stall:
+//
+//   - The holder: a write transaction of this process that held the lock at
+//     least stallThreshold credits its own hold, in the same transaction,
+//     just before it commits; if it rolls back (or was paused in the commit
+//     itself), the hold is kept and credited by the next write of this
+//     process, which is first in line for the lock.
+//   - The waiters: the fair busy handler retries BEGIN IMMEDIATE every
+//     millisecond; after each busy attempt it reads PRAGMA data_version,
+//     which changes when another connection commits. Busy attempts with no
+//     commit between them, and no gap longer than the busy timeout, form one
+//     window during which the lock stayed taken; a window of at least
+//     stallThreshold is credited by this process's next write transaction
+//     as soon as it gets the lock. This covers holders that are not Spool
+//     (the sqlite3 shell, an application's own pool).
+//
+// A process paused while not holding the lock is not a stall: others keep
+// writing, nobody's busy window grows, and its leases run out and its jobs
+// are rescued as usual. A worker that dies during a stall has its leases
+// extended by the stall too, so its jobs are rescued one lease after the
+// stall instead of at once when it ends: they are never protected longer
+// than the stall lasted. Every process sharing a SQLite file runs on one
+// machine, so all use one clock.
+//
+// On the normal path this costs nothing: a comparison of two times per
+// transaction; SQL runs only after a stall of at least stallThreshold.
+
+// stallWindow is a span during which this process could not write the file.
+type stallWindow struct{ from, to time.Time }
+
+func (w stallWindow) len() time.Duration { return w.to.Sub(w.from) }
+
+// stallState is what this process has seen of stalls not credited yet. It is
+// guarded by the write token: only the holder of the token touches it.
+type stallState struct {
+	// busy is the open window of busy attempts; from is zero when none.
+	busy stallWindow
+	// version is data_version read after busy's last attempt; -1 unknown.
+	version int64
+	// closed are finished windows of at least the threshold, waiting for
+	// this process's next write transaction.
+	closed []stallWindow
+}
+
+// maxClosedStalls bounds the windows kept between two writes; beyond it the
+// oldest are merged (a wider window: a little more credit, never less).
+const maxClosedStalls = 32
+
+// stallThresholdMax is the threshold when no lease is known, and its cap.
+const stallThresholdMax = time.Second
+
+// stallThreshold is the shortest stall credited: a quarter of the shortest
+// lease this process has claimed or extended jobs with (a lease has two
+// thirds of its length to spare between heartbeats), at most a second.
+func (st *store) stallThreshold() time.Duration {
+	if l := time.Duration(st.shortestLease.Load()); l > 0 {
+		return min(stallThresholdMax, l/4)
+	}
+	return stallThresholdMax
+}
+
+// noteLease records a lease length used by this process.
+func (st *store) noteLease(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for {
+		cur := st.shortestLease.Load()
+		if cur != 0 && cur <= int64(d) {
+			return
+		}
+		if st.shortestLease.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// noteBusy records a busy attempt at t: it extends the open window when no
+// other connection has committed since the window's last attempt, and
+// otherwise closes it and opens a new one. The caller holds the token and
+// no transaction on the writer connection.
+func (st *store) noteBusy(ctx context.Context, t time.Time) {
+	s := &st.stall
+	v := int64(-1)
+	// A read transaction, which never waits for the write lock in WAL mode.
+	// It is read even when ctx has just ended, so the window stays whole,
+	// but never waits long: an application transaction begun on DB() in
+	// the meantime would hold the connection (unknown, then: a new window).
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchInterval)
+	if err := st.writer.QueryRowContext(rctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		v = -1
+	}
+	cancel()
+	if !s.busy.from.IsZero() && v >= 0 && v == s.version && t.Sub(s.busy.to) <= st.busyTimeout {
+		s.busy.to = t
+		return
+	}
+	st.closeBusy()
+	s.busy = stallWindow{from: t, to: t}
+	s.version = v
+}
+
+// closeBusy moves the open busy window, if long enough, to the closed ones.
+func (st *store) closeBusy() {
+	s := &st.stall
+	if !s.busy.from.IsZero() {
+		st.noteStall(s.busy)
+	}
+	s.busy = stallWindow{}
+}
+
+// noteStall keeps w for the next write transaction when it is long enough.
+func (st *store) noteStall(w stallWindow) {
+	if w.len() < st.stallThreshold() {
+		return
+	}
+	s := &st.stall
+	s.closed = append(s.closed, w)
+	if len(s.closed) > maxClosedStalls {
+		slices.SortFunc(s.closed, func(a, b stallWindow) int { return a.from.Compare(b.from) })
+		s.closed[1] = stallWindow{from: s.closed[0].from, to: maxTime(s.closed[0].to, s.closed[1].to)}
+		s.closed = s.closed[1:]
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// creditSeenStalls credits, in tx (just begun), every stall this process has
+// seen and not credited, oldest first, and forgets them.
+func (st *store) creditSeenStalls(ctx context.Context, tx *sql.Tx) error {
+	st.closeBusy()
+	s := &st.stall
+	if len(s.closed) == 0 {
+		return nil
+	}
+	ws := s.closed
+	s.closed = nil
+	slices.SortFunc(ws, func(a, b stallWindow) int { return a.from.Compare(b.from) })
+	for _, w := range ws {
+		if err := creditStall(ctx, tx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// creditStall adds the part of w not credited yet to every lease that was
+// running when that part began, and moves credited_until to w's end. A lease
+// that had ended before stays ended: it was rescuable then.
+func creditStall(ctx context.Context, tx *sql.Tx, w stallWindow) error {
+	var credited int64
+	if err := tx.QueryRowContext(ctx, `SELECT credited_until FROM spool_stall WHERE id = 1`).Scan(&credited); err != nil {
+		// A file not migrated to version 2 has no table to credit into
+		// (Migrate's own transaction before it creates it, above all).
+		var n int
+		if e := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'spool_stall'`).Scan(&n); e == nil && n == 0 {
+			return nil
+		}
+		return fmt.Errorf("credit a write-lock stall of %s to running leases: read spool_stall: %w", w.len().Round(time.Millisecond), err)
+	}
+	from, to := max(w.from.UnixMicro(), credited), w.to.UnixMicro()
+	if to <= from {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE spool_jobs INDEXED BY spool_jobs_leased
+SET leased_until = leased_until + ?1
+WHERE state = 'running' AND leased_until >= ?2`, to-from, from); err != nil {
+		return fmt.Errorf("credit a write-lock stall of %s to running leases: %w", w.len().Round(time.Millisecond), err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE spool_stall SET credited_until = ?1 WHERE id = 1`, to); err != nil {
+		return fmt.Errorf("credit a write-lock stall of %s to running leases: %w", w.len().Round(time.Millisecond), err)
+	}
+	return nil
+}
