@@ -1,11 +1,13 @@
 package spool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +43,14 @@ type Client struct {
 	claimSeq    atomic.Uint64 // numbers claim calls, for their ClaimIDs
 	// beatNow asks the heartbeat loop for an immediate beat (capacity 1).
 	beatNow chan struct{}
+	// hurry is closed by a later stop whose context ended while the first
+	// stop still waits: the first one then escalates and gives up as if its
+	// own context had ended.
+	hurry     chan struct{}
+	hurryOnce sync.Once
+	// gaveUp is closed when a stop gives up on handlers that ignore their
+	// context: producers exit without waiting for them.
+	gaveUp chan struct{}
 }
 
 type clientState int
@@ -74,6 +84,8 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		stopped:     make(chan struct{}),
 		idleRunners: make(chan func()),
 		beatNow:     make(chan struct{}, 1),
+		hurry:       make(chan struct{}),
+		gaveUp:      make(chan struct{}),
 	}
 	for name, q := range cfg.Queues {
 		c.producers[name] = newProducer(c, name, q)
@@ -150,14 +162,25 @@ func (c *Client) goService(f func()) {
 
 // Stop stops softly: no more claims, buffered jobs go back to the queue at
 // once, running jobs finish and their outcomes are written. If ctx ends first
-// it escalates to a hard stop (as StopAndCancel) and returns ctx's error once
-// the running jobs have returned.
+// it escalates to a hard stop (as StopAndCancel): running jobs' contexts are
+// cancelled and Stop waits at most stopGrace (half a second) more for their
+// handlers to return and their outcomes to be written, then returns ctx's
+// error. Handlers still running then ignore their context: Stop records a
+// retry for each of their jobs and returns a *StopTimeoutError naming them,
+// without waiting for them (see StopTimeoutError).
 func (c *Client) Stop(ctx context.Context) error { return c.stop(ctx, false) }
 
 // StopAndCancel stops hard: running jobs' contexts are cancelled at once (with
 // cause ErrClientStopping) and their attempts are recorded as failed and
-// retried; buffered jobs go back to the queue.
+// retried; buffered jobs go back to the queue. It returns when ctx ends as
+// Stop does.
 func (c *Client) StopAndCancel(ctx context.Context) error { return c.stop(ctx, true) }
+
+// stopGrace is how long a stop whose context has ended still waits for
+// cancelled handlers to return and for outcomes to be written. Handlers that
+// heed their context return within it; outcomes not written by then are
+// abandoned (their jobs are rescued when their leases end).
+const stopGrace = 500 * time.Millisecond
 
 func (c *Client) stop(ctx context.Context, hard bool) error {
 	c.mu.Lock()
@@ -174,13 +197,68 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 		case <-c.stopped:
 			return nil
 		case <-ctx.Done():
-			c.jobsCancel(ErrClientStopping)
-			<-c.stopped
-			return ctx.Err()
 		}
+		// Out of time: the first stop gives up on stuck handlers too.
+		c.hurryOnce.Do(func() { close(c.hurry) })
+		<-c.stopped
+		return ctx.Err()
 	}
 	c.state = stateStopping
 	c.mu.Unlock()
+
+	// Either this stop's context or a later stop's ends the waiting.
+	ctxDone := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() { close(ctxDone) })
+	defer stopWatch()
+	var (
+		ctxErr   error
+		giveUpAt <-chan time.Time // stopGrace after the context ended
+		timer    *time.Timer
+	)
+	outOfTime := func() {
+		if timer != nil {
+			return
+		}
+		ctxErr = ctx.Err()
+		if ctxErr == nil {
+			ctxErr = context.Canceled // hurried by a later stop's context
+		}
+		c.jobsCancel(ErrClientStopping)
+		timer = time.NewTimer(stopGrace)
+		giveUpAt = timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	// wait waits for ch, escalating when the context ends; it reports false
+	// once the grace after that has passed too.
+	hurry, graceOver := c.hurry, false
+	wait := func(ch <-chan struct{}) bool {
+		for {
+			if graceOver {
+				select {
+				case <-ch:
+					return true
+				default:
+					return false
+				}
+			}
+			select {
+			case <-ch:
+				return true
+			case <-ctxDone:
+				ctxDone = nil
+				outOfTime()
+			case <-hurry:
+				hurry = nil
+				outOfTime()
+			case <-giveUpAt:
+				graceOver = true
+			}
+		}
+	}
 
 	// Producers stop claiming before any job is cancelled: a cancelled job
 	// is written back as retryable at once, and a claim still in flight
@@ -191,30 +269,22 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	}
 	if hard {
 		for _, p := range c.producers {
-			select {
-			case <-p.claimsOver:
-			case <-ctx.Done():
-			}
+			wait(p.claimsOver)
 		}
 		c.jobsCancel(ErrClientStopping)
 	}
-	var ctxErr error
+	var stopErr error
 	for _, p := range c.producers {
-		select {
-		case <-p.exited:
-		case <-ctx.Done():
-			ctxErr = ctx.Err()
-			c.jobsCancel(ErrClientStopping)
-			<-p.exited
+		if !wait(p.exited) {
+			stopErr = c.giveUpOnHandlers(ctxErr)
+			break
 		}
 	}
-	// Every job has returned and handed its outcome to the completer; write
-	// them all (unless the stop runs out of time), then end the services.
+	// Every job has returned and handed its outcome to the completer (or
+	// the stop gave up on it); write them all unless the stop runs out of
+	// time, then end the services.
 	c.completer.close()
-	select {
-	case <-c.completer.done:
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
+	if !wait(c.completer.done) {
 		c.completer.abandon()
 		<-c.completer.done
 	}
@@ -238,7 +308,53 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	c.mu.Unlock()
 	close(c.stopped)
 	c.logger.Info("spool client stopped", "hard", hard || ctxErr != nil)
+	if stopErr != nil {
+		return stopErr
+	}
 	return ctxErr
+}
+
+// giveUpOnHandlers ends a stop that ran out of time while handlers that
+// ignore their context still run: it records a retry for each of their jobs
+// (delayed by one lease, as rescue would have returned them, so the new
+// attempt is unlikely to overlap the stuck handler), lets the producers exit
+// without waiting for them, and returns the error that names them.
+func (c *Client) giveUpOnHandlers(ctxErr error) error {
+	close(c.gaveUp)
+	all, toWrite := c.running.stuck()
+	if len(toWrite) > 0 {
+		finishes := make([]backend.JobFinish, len(toWrite))
+		for i, j := range toWrite {
+			msg := fmt.Sprintf("interrupted by client stop: the handler had not returned %s after the stop's context ended (it ignores its context); retried after one lease", stopGrace)
+			finishes[i] = backend.JobFinish{Lease: j.lease, Outcome: backend.OutcomeRetry, Delay: c.config.LeaseDuration,
+				Error: &backend.AttemptError{Attempt: j.attempt, Error: msg}}
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+		if _, err := c.backend.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes}); err != nil {
+			c.logger.Warn("spool: could not record the retry of jobs whose handler ignored the stop; rescue returns them when their leases end",
+				"jobs", len(finishes), "error", err)
+		}
+		cancel()
+	}
+	// The producers no longer wait for those handlers; they exit at once.
+	exitBy := time.NewTimer(stopGrace)
+	defer exitBy.Stop()
+	for _, p := range c.producers {
+		select {
+		case <-p.exited:
+		case <-exitBy.C:
+			c.logger.Warn("spool: a producer did not exit after the stop gave up; its buffered jobs are rescued when their leases end", "queue", p.queue)
+		}
+	}
+	e := &StopTimeoutError{Err: ctxErr}
+	now := time.Now()
+	for _, j := range all {
+		e.Jobs = append(e.Jobs, StuckJob{ID: j.lease.ID, Kind: j.kind, Attempt: j.attempt, Running: now.Sub(j.started)})
+	}
+	slices.SortFunc(e.Jobs, func(a, b StuckJob) int { return cmp.Compare(a.ID, b.ID) })
+	c.logger.Warn("spool: stop gave up on jobs whose handler ignores its context; their goroutines run on until the handlers return",
+		"jobs", len(e.Jobs), "error", e.Error())
+	return e
 }
 
 // Stopped returns a channel closed when a stop has completed.

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -20,6 +21,16 @@ type completer struct {
 	// failing then are given up at once instead of retried.
 	abandonCtx context.Context
 	abandon    context.CancelFunc
+
+	// mu guards closed against a send on the closed channel: after a stop
+	// gave up on a handler that ignores its context, that handler may still
+	// return and hand in its outcome.
+	mu     sync.RWMutex
+	closed bool
+	// closing is closed as close begins, so that a late add blocked on a
+	// full queue gives up instead of holding close off.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 type pendingFinish struct {
@@ -36,6 +47,7 @@ func newCompleter(c *Client) *completer {
 		c:          c,
 		in:         make(chan pendingFinish, 4*c.config.CompletionBatchMax),
 		done:       make(chan struct{}),
+		closing:    make(chan struct{}),
 		abandonCtx: ctx,
 		abandon:    cancel,
 	}
@@ -48,13 +60,36 @@ func (m *completer) add(f backend.JobFinish) {
 }
 
 // addRun queues the outcome of a run; rejectExpected marks one the store
-// is expected to fence out.
-func (m *completer) addRun(f backend.JobFinish, queue string, rejectExpected bool) {
-	m.in <- pendingFinish{finish: f, queue: queue, rejectExpected: rejectExpected}
+// is expected to fence out. It reports false, dropping the outcome, once
+// the completer is closed or a stop has given up on writing (abandon): only
+// a handler the stop gave up waiting for adds that late.
+func (m *completer) addRun(f backend.JobFinish, queue string, rejectExpected bool) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return false
+	}
+	select {
+	case m.in <- pendingFinish{finish: f, queue: queue, rejectExpected: rejectExpected}:
+		return true
+	case <-m.abandonCtx.Done():
+		return false
+	case <-m.closing:
+		return false
+	}
 }
 
-// close is called once every producer has exited: nothing adds after it.
-func (m *completer) close() { close(m.in) }
+// close is called once every producer has exited, or a stop has given up
+// on them: nothing is queued after it.
+func (m *completer) close() {
+	m.closeOnce.Do(func() { close(m.closing) })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.closed {
+		m.closed = true
+		close(m.in)
+	}
+}
 
 func (m *completer) run() {
 	defer close(m.done)
@@ -106,9 +141,9 @@ func (m *completer) run() {
 
 // write writes one batch, retrying with backoff on errors. The write does not
 // use the stop's context: a stop must not cut off outcomes that are ready to
-// be written. It gives up after about a minute of failures (the leases of
-// those jobs have ended by then anyway), or at once when the stop has run
-// out of time.
+// be written while it has time. It gives up after about a minute of failures
+// (the leases of those jobs have ended by then anyway), or at once, even in
+// the middle of a write, when the stop has run out of time.
 func (m *completer) write(batch []pendingFinish) {
 	finishes := make([]backend.JobFinish, len(batch))
 	for i, p := range batch {
@@ -118,7 +153,7 @@ func (m *completer) write(batch []pendingFinish) {
 	backoff := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(m.abandonCtx, 30*time.Second)
 		res, err := m.c.backend.JobFinishMany(ctx, params)
 		cancel()
 		if err == nil {

@@ -3,6 +3,7 @@ package spool
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -113,3 +114,49 @@ func Discard(err error) error {
 	}
 	return &outcomeError{outcome: backend.OutcomeDiscard, err: err}
 }
+
+// StopTimeoutError is returned by Client.Stop and Client.StopAndCancel when
+// their context ended and, a short grace later, some handlers had still not
+// returned: they ignore their context, and Go cannot stop a goroutine from
+// outside. The stop recorded a retry for each of those jobs (delayed by one
+// lease, so the next attempt is unlikely to overlap the stuck handler) and
+// returned without waiting; the handlers' goroutines run on until they
+// return, and what they return then is not written. It matches the
+// context's error (context.DeadlineExceeded or context.Canceled) through
+// errors.Is.
+type StopTimeoutError struct {
+	// Jobs are the jobs whose handler was still running, by id.
+	Jobs []StuckJob
+	// Err is the stop context's error.
+	Err error
+}
+
+// StuckJob is a job whose handler had not returned when a stop gave up.
+type StuckJob struct {
+	ID      int64
+	Kind    string
+	Attempt int
+	// Running is how long the handler had run when the stop gave up.
+	Running time.Duration
+}
+
+// Error implements error, naming up to ten of the jobs.
+func (e *StopTimeoutError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stop client: %d job(s) still running after the stop's context ended (their handlers ignore cancellation):", len(e.Jobs))
+	for i, j := range e.Jobs {
+		if i == 10 {
+			fmt.Fprintf(&b, " and %d more", len(e.Jobs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " job %d (kind %q, attempt %d, running %s)", j.ID, j.Kind, j.Attempt, j.Running.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+// Unwrap returns the stop context's error.
+func (e *StopTimeoutError) Unwrap() error { return e.Err }

@@ -15,11 +15,20 @@ import (
 // start of its handler until its outcome is written.
 type runningJob struct {
 	lease         backend.LeaseRef
+	kind          string
+	attempt       int
+	started       time.Time
+	timeout       time.Duration // 0: none
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	completedInTx bool
 	// handlerDone: the handler returned; the outcome waits to be written.
 	handlerDone bool
+	// abandoned: the client wrote an outcome on the handler's behalf
+	// because the handler did not return (it overran its timeout, or a stop
+	// gave up on it); the handler's own outcome, if it ever returns, is
+	// expected to be fenced out.
+	abandoned bool
 }
 
 // runningJobs is the set of jobs this client holds.
@@ -35,8 +44,10 @@ func (r *runningJobs) add(j *runningJob) {
 }
 
 // handlerDone records that a job's handler returned, and reports whether
-// CompleteTx was called for it (its transaction may have committed or not).
-// The job stays held, and heartbeated, until its outcome is written.
+// the store is expected to fence out its outcome: CompleteTx was called for
+// it (its transaction may have committed or not), or the client already
+// wrote an outcome for the job when the handler did not return. The job
+// stays held, and heartbeated, until its outcome is written.
 func (r *runningJobs) handlerDone(lease backend.LeaseRef) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -45,7 +56,58 @@ func (r *runningJobs) handlerDone(lease backend.LeaseRef) bool {
 		return false
 	}
 	j.handlerDone = true
-	return j.completedInTx
+	return j.completedInTx || j.abandoned
+}
+
+// overrun returns the jobs whose handler is still running grace after its
+// timeout ended its context, and marks them abandoned: the handler ignores
+// its context, and its lease is no longer extended.
+func (r *runningJobs) overrun(now time.Time, grace time.Duration) []runningJob {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []runningJob
+	for _, j := range r.jobs {
+		if j.handlerDone || j.abandoned || j.completedInTx || j.timeout <= 0 {
+			continue
+		}
+		if !errors.Is(context.Cause(j.ctx), errJobTimeout) || now.Before(j.started.Add(j.timeout+grace)) {
+			continue
+		}
+		j.abandoned = true
+		out = append(out, *j)
+	}
+	return out
+}
+
+// unabandon undoes overrun's mark for jobs whose outcome could not be
+// written, so the next heartbeat tries again.
+func (r *runningJobs) unabandon(leases []backend.LeaseRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+			j.abandoned = false
+		}
+	}
+}
+
+// stuck returns the jobs whose handler has not returned, and marks those
+// not already abandoned as abandoned; notYetAbandoned reports which ones
+// the caller must write an outcome for.
+func (r *runningJobs) stuck() (all []runningJob, notYetAbandoned []runningJob) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range r.jobs {
+		if j.handlerDone {
+			continue
+		}
+		all = append(all, *j)
+		if !j.abandoned && !j.completedInTx {
+			j.abandoned = true
+			notYetAbandoned = append(notYetAbandoned, *j)
+		}
+	}
+	return all, notYetAbandoned
 }
 
 // remove forgets jobs whose outcome was written (or given up on). A job is
@@ -121,11 +183,23 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 // startJob runs a claimed job on a goroutine of its own, hands its outcome
 // to the completer, then frees its slot.
+//
+// A handler that returns after a stop gave up on it finds its producer gone
+// and the completer closed: its outcome is dropped (the stop wrote a retry
+// for the job) and its slot needs no freeing.
 func (c *Client) startJob(row *backend.JobRow, done chan<- struct{}) {
 	c.runJob(func() {
-		defer func() { done <- struct{}{} }()
+		defer func() {
+			select {
+			case done <- struct{}{}:
+			case <-c.gaveUp:
+			}
+		}()
 		finish, rejectExpected := c.execute(row)
-		c.completer.addRun(*finish, row.Queue, rejectExpected)
+		if !c.completer.addRun(*finish, row.Queue, rejectExpected) {
+			c.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",
+				"job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "outcome", finish.Outcome)
+		}
 	})
 }
 
@@ -185,8 +259,8 @@ func (c *Client) execute(row *backend.JobRow) (f *backend.JobFinish, rejectExpec
 		runCtx, cancelTimeout = context.WithTimeoutCause(ctx, timeout, errJobTimeout)
 		defer cancelTimeout()
 	}
-	c.running.add(&runningJob{lease: row.Lease(), ctx: runCtx, cancel: cancel})
 	started := time.Now()
+	c.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, attempt: int(row.Attempt), started: started, timeout: timeout, ctx: runCtx, cancel: cancel})
 	err := safeRun(runCtx, entry.run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
@@ -276,6 +350,7 @@ func (c *Client) heartbeatLoop() {
 		case <-t.C:
 		case <-c.beatNow:
 		}
+		c.abandonOverrun(ctx, interval)
 		leases := c.running.live()
 		if len(leases) == 0 {
 			continue
@@ -291,6 +366,35 @@ func (c *Client) heartbeatLoop() {
 		}
 		if n := c.running.cancelRunning(res.Lost, ErrLeaseLost); n > 0 {
 			c.logger.Warn("spool: job leases no longer held (cancelled by a user, or rescued after missed heartbeats); cancelling those jobs", "jobs", n)
+		}
+	}
+}
+
+// abandonOverrun records a retry for jobs whose handler is still running
+// grace after its timeout: the handler ignores its context, Go cannot stop
+// it, and its lease is no longer extended. Without this the lease would run
+// out and rescue would blame a crash. The retry waits one lease, as rescue
+// would have, so the new attempt is unlikely to overlap the stuck handler;
+// the handler keeps its worker slot until it returns.
+func (c *Client) abandonOverrun(ctx context.Context, grace time.Duration) {
+	jobs := c.running.overrun(time.Now(), grace)
+	if len(jobs) == 0 {
+		return
+	}
+	finishes := make([]backend.JobFinish, len(jobs))
+	for i, j := range jobs {
+		msg := fmt.Sprintf("job timed out after %s and its handler had not returned %s later (it ignores its context); retried after one lease", j.timeout, grace.Round(time.Millisecond))
+		finishes[i] = backend.JobFinish{Lease: j.lease, Outcome: backend.OutcomeRetry, Delay: c.config.LeaseDuration,
+			Error: &backend.AttemptError{Attempt: j.attempt, Error: msg}}
+		c.logger.Warn("spool: a job's handler ignores its context: it is still running past its timeout; recorded a retry, the handler keeps its worker slot until it returns",
+			"job_id", j.lease.ID, "kind", j.kind, "attempt", j.attempt, "timeout", j.timeout, "running_for", time.Since(j.started).Round(time.Millisecond))
+	}
+	wctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	if _, err := c.backend.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes}); err != nil {
+		c.running.unabandon(leasesOf(finishes))
+		if ctx.Err() == nil {
+			c.logger.Warn("spool: could not record the retry of jobs whose handler overran its timeout; trying again at the next heartbeat", "jobs", len(jobs), "error", err)
 		}
 	}
 }

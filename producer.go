@@ -204,6 +204,8 @@ func (p *producer) run() {
 		// caused it, so a short claim must not clear more.
 		wokeWhileFetching bool
 		stopping          bool
+		gaveUp            bool // the stop gave up waiting for handlers
+		gaveUpCh          = p.c.gaveUp
 		failures          int
 		retryAt           time.Time
 		fetchCh           = make(chan fetchResult, 1)
@@ -254,6 +256,16 @@ func (p *producer) run() {
 			}
 			p.release(buffer)
 			buffer = nil
+			if gaveUp {
+				// The stop is out of time: no waiting for stuck handlers, a
+				// claim in flight or the release of lost claims; leases
+				// left behind end and rescue returns their jobs.
+				if fetching || len(lostClaims) > 0 {
+					p.c.logger.Warn("spool: stop gave up with claims unreleased; their jobs are rescued when their leases end",
+						"queue", p.queue, "claim_in_flight", fetching, "unreleased_claims", len(lostClaims))
+				}
+				return
+			}
 			if running == 0 && !fetching {
 				p.releaseClaims(lostClaims)
 				return
@@ -268,6 +280,8 @@ func (p *producer) run() {
 		select {
 		case <-stopCh:
 			stopping, stopCh = true, nil
+		case <-gaveUpCh:
+			stopping, gaveUp = true, true
 		case <-p.doneCh:
 			running--
 		case r := <-fetchCh:

@@ -89,6 +89,8 @@ func Run(t *testing.T, h Harness) {
 		{"SoftStopFinishesRunningReleasesBuffered", testSoftStop},
 		{"HardStopCancelsRunning", testHardStop},
 		{"StopTimeoutEscalates", testStopTimeoutEscalates},
+		{"StopReturnsWithStuckHandler", testStopStuckHandler},
+		{"TimeoutOverrunRecorded", testTimeoutOverrun},
 		{"LeaderElection", testLeaderElection},
 		{"Retention", testRetention},
 		{"QueueConcurrencyLimit", testQueueConcurrency},
@@ -112,6 +114,26 @@ type namedTest struct {
 }
 
 // ---- fixtures ----
+
+// logWatch is a slog handler that sends the first record whose message
+// contains msg to seen, and drops everything else.
+type logWatch struct {
+	msg  string
+	seen chan<- string
+	once sync.Once
+}
+
+func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
+	if contains(r.Message, w.msg) {
+		w.once.Do(func() { w.seen <- r.Message })
+	}
+	return nil
+}
+
+func (w *logWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *logWatch) WithGroup(string) slog.Handler      { return w }
 
 // NoteArgs is the suite's job payload.
 type NoteArgs struct {
@@ -1363,6 +1385,104 @@ func testStopTimeoutEscalates(t *testing.T, h Harness) {
 	}
 	if err := c.Start(context.Background()); !errors.Is(err, spool.ErrAlreadyStarted) {
 		t.Fatalf("restart: %v", err)
+	}
+}
+
+// testStopStuckHandler: a handler that ignores its context does not hold a
+// stop past its deadline. Stop returns about half a second after the
+// deadline with an error naming the job; the job is set to retry after one
+// lease with an error that says why; the handler's late return writes
+// nothing and panics nothing.
+func testStopStuckHandler(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- struct{}{}
+		<-release // ignores ctx
+		defer close(returned)
+		return nil
+	}))
+	cfg := fastConfig(ws, 2)
+	lateReturn := make(chan string, 1)
+	cfg.Logger = slog.New(&logWatch{msg: "after the client's stop gave up", seen: lateReturn})
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	recv(t, started, "start")
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	begun := time.Now()
+	err := c.Stop(ctx)
+	took := time.Since(begun)
+	if took > 1500*time.Millisecond {
+		t.Fatalf("Stop took %s with a 100ms deadline; want it back within about half a second of the deadline", took)
+	}
+	var se *spool.StopTimeoutError
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v (%T), want a *StopTimeoutError matching context.DeadlineExceeded", err, err)
+	}
+	if len(se.Jobs) != 1 || se.Jobs[0].ID != id || se.Jobs[0].Kind != "note" || se.Jobs[0].Attempt != 1 {
+		t.Fatalf("stuck jobs = %+v, want job %d of kind note, attempt 1", se.Jobs, id)
+	}
+	if !contains(err.Error(), fmt.Sprintf("job %d", id)) {
+		t.Fatalf("error does not name the job: %v", err)
+	}
+	j := getJob(t, be, id)
+	if j.State != backend.StateRetryable || len(j.Errors) != 1 || !contains(j.Errors[0].Error, "ignores its context") {
+		t.Fatalf("after the stop: state %s, errors %+v; want retryable with the stop's reason", j.State, j.Errors)
+	}
+	// The retry waits about a lease, so the stuck handler is unlikely to
+	// overlap the next attempt.
+	if wait := j.RunAt.Sub(j.Errors[0].At); wait < cfg.LeaseDuration-500*time.Millisecond {
+		t.Fatalf("retry due %s after the stop, want about the lease (%s)", wait, cfg.LeaseDuration)
+	}
+	// The handler returns after the client stopped: nothing is written, no
+	// panic (a send on the closed completer would crash the test binary).
+	close(release)
+	recv(t, returned, "stuck handler to return")
+	recv(t, lateReturn, "the late outcome to be dropped")
+	if j2 := getJob(t, be, id); j2.State != backend.StateRetryable || len(j2.Errors) != 1 {
+		t.Fatalf("the late return changed the job: state %s, errors %+v", j2.State, j2.Errors)
+	}
+}
+
+// testTimeoutOverrun: a handler that ignores its context and runs past its
+// timeout is recorded as such, not as a crash found by rescue when its lease
+// ends.
+func testTimeoutOverrun(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	release := make(chan struct{})
+	defer close(release)
+	ws := spool.NewWorkers()
+	spool.AddWorker[NoteArgs](ws, timeoutWorker{spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		if j.Attempt == 1 {
+			<-release // ignores ctx
+		}
+		return nil
+	})})
+	cfg := fastConfig(ws, 2)
+	cfg.LeaseDuration = 600 * time.Millisecond
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	// The retry is written about a heartbeat interval after the 50ms
+	// timeout, runs after one lease, and succeeds at attempt 2.
+	j := waitState(t, be, id, backend.StateCompleted)
+	if j.Attempt != 2 || len(j.Errors) != 1 {
+		t.Fatalf("attempt %d errors %+v, want attempt 2 after one recorded error", j.Attempt, j.Errors)
+	}
+	if e := j.Errors[0].Error; !contains(e, "timed out after 50ms") || !contains(e, "ignores its context") || contains(e, "lease expired") {
+		t.Fatalf("recorded error %q, want the timeout overrun, not a lease expiry", e)
 	}
 }
 
