@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Short chaos suite for CI: builds spool and runs `spool bench chaos` on
+# PostgreSQL, MariaDB and SQLite (servers of its own, on free loopback ports;
+# never the shared ones), 35 s of faults each, failing on any invariant
+# violation. docs/guarantees.md describes the faults and the invariants; the
+# long run there uses --duration 3m --jobs 50000.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
+
+# A missing server binary fails the suite; it never skips a backend.
+missing=0
+for bin in /usr/lib/postgresql/15/bin/initdb /usr/lib/postgresql/15/bin/pg_ctl; do
+  [ -x "$bin" ] || { echo "ci/chaos: $bin not found (install postgresql-15)" >&2; missing=1; }
+done
+for bin in mariadbd mariadb-install-db; do
+  command -v "$bin" >/dev/null || { echo "ci/chaos: $bin not found (install mariadb-server)" >&2; missing=1; }
+done
+[ "$missing" = 0 ] || exit 1
+
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/spool" ./cmd/spool
+
+status=0
+for backend in postgres mysql sqlite; do
+  echo "ci/chaos: $backend"
+  if ! "$bin/spool" bench chaos --backend "$backend" --duration 35s --jobs 6000 \
+      --drain-timeout 30s --seed "${CHAOS_SEED:-1}" --quiet --timeout 110s; then
+    echo "ci/chaos: $backend: FAILED" >&2
+    status=1
+  fi
+done
+exit $status

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Database servers of bench chaos's own: it restarts and kills them, so it
+// never uses a shared server. Each lives in a temporary directory, listens
+// on a free loopback port, and is stopped by PID at the end.
+
+// chaosServer is a server bench chaos started.
+type chaosServer interface {
+	// URL is a database URL of the server, for newScratch.
+	URL() string
+	// Restart restarts the server; mode is "fast" or "immediate" for
+	// PostgreSQL (pg_ctl's shutdown modes), "clean" or "kill" for MariaDB.
+	Restart(ctx context.Context, mode string) error
+	// Stop stops the server by its PID; the directory is the caller's.
+	Stop() error
+}
+
+// pgBinDir is where Debian's PostgreSQL 15 keeps initdb and pg_ctl.
+const pgBinDir = "/usr/lib/postgresql/15/bin"
+
+// freeLoopbackPort returns a TCP port free on 127.0.0.1 at the time of the
+// call.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// runLogged runs a command with a deadline, returning its output in the
+// error if it fails.
+func runLogged(ctx context.Context, timeout time.Duration, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// pgServer is a PostgreSQL cluster of bench chaos's own.
+type pgServer struct {
+	dir, data string
+	port      int
+	// asUser runs a PostgreSQL binary as the postgres OS user when this
+	// process is root (PostgreSQL refuses to run as root).
+	asUser func(bin string, args ...string) (string, []string)
+}
+
+// startPostgres creates a cluster under dir with initdb and starts it with
+// pg_ctl on a free port. Missing binaries are an error, never a skip.
+func startPostgres(ctx context.Context, dir string) (*pgServer, error) {
+	initdb := filepath.Join(pgBinDir, "initdb")
+	if _, err := os.Stat(initdb); err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %s not found (install postgresql-15): %w", initdb, err)
+	}
+	s := &pgServer{dir: dir, data: filepath.Join(dir, "pgdata")}
+	s.asUser = func(bin string, args ...string) (string, []string) { return bin, args }
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("start PostgreSQL: running as root needs the postgres OS user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return nil, fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		runuser, err := exec.LookPath("runuser")
+		if err != nil {
+			return nil, fmt.Errorf("start PostgreSQL: running as root needs runuser: %w", err)
+		}
+		s.asUser = func(bin string, args ...string) (string, []string) {
+			return runuser, append([]string{"-u", "postgres", "--", bin}, args...)
+		}
+	}
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	s.port = port
+	name, args := s.asUser(initdb, "-D", s.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+	if err := runLogged(ctx, 2*time.Minute, name, args...); err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	conf := fmt.Sprintf("\n# bench chaos\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
+		"fsync = off\nmax_connections = 200\nlog_min_messages = warning\n", port, dir)
+	f, err := os.OpenFile(filepath.Join(s.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	_, err = f.WriteString(conf)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: configure: %w", err)
+	}
+	if err := s.pgCtl(ctx, "start"); err != nil {
+		_ = s.Stop()
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	return s, nil
+}
+
+func (s *pgServer) pgCtl(ctx context.Context, args ...string) error {
+	all := append([]string{"-D", s.data, "-l", filepath.Join(s.dir, "postgres.log"), "-w", "-t", "60"}, args...)
+	name, argv := s.asUser(filepath.Join(pgBinDir, "pg_ctl"), all...)
+	return runLogged(ctx, 90*time.Second, name, argv...)
+}
+
+// URL implements chaosServer.
+func (s *pgServer) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}
+
+// Restart implements chaosServer with pg_ctl restart -m mode.
+func (s *pgServer) Restart(ctx context.Context, mode string) error {
+	if err := s.pgCtl(ctx, "restart", "-m", mode); err != nil {
+		return fmt.Errorf("restart PostgreSQL (-m %s): %w", mode, err)
+	}
+	return nil
+}
+
+// pid reads the postmaster's PID from postmaster.pid (0 if it is gone).
+func (s *pgServer) pid() int {
+	b, err := os.ReadFile(filepath.Join(s.data, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	return pid
+}
+
+// Stop implements chaosServer: SIGQUIT (immediate shutdown) to the
+// postmaster's PID, then SIGKILL if it is still there after 30 s.
+func (s *pgServer) Stop() error {
+	pid := s.pid()
+	if pid <= 0 {
+		return nil
+	}
+	return stopPID(pid, syscall.SIGQUIT, 30*time.Second)
+}
+
+// stopPID sends sig to pid, waits up to wait for it to go, then kills it.
+func stopPID(pid int, sig syscall.Signal, wait time.Duration) error {
+	if err := syscall.Kill(pid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("stop server %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill server %d: %w", pid, err)
+	}
+	return nil
+}
+
+// mariaServer is a mariadbd of bench chaos's own, a child process.
+type mariaServer struct {
+	dir, data string
+	port      int
+	cmd       *exec.Cmd
+	exited    chan struct{}
+}
+
+// startMariaDB creates a datadir under dir with mariadb-install-db and
+// starts mariadbd on it, on a free port and a socket of its own.
+func startMariaDB(ctx context.Context, dir string) (*mariaServer, error) {
+	for _, bin := range []string{"mariadb-install-db", "mariadbd"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, fmt.Errorf("start MariaDB: %s not found (install mariadb-server): %w", bin, err)
+		}
+	}
+	s := &mariaServer{dir: dir, data: filepath.Join(dir, "mariadb")}
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	s.port = port
+	if err := runLogged(ctx, 2*time.Minute, "mariadb-install-db", "--no-defaults", "--datadir="+s.data, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db"); err != nil {
+		return nil, fmt.Errorf("start MariaDB: %w", err)
+	}
+	if err := s.start(ctx); err != nil {
+		_ = s.Stop()
+		return nil, fmt.Errorf("start MariaDB: %w", err)
+	}
+	return s, nil
+}
+
+// start launches mariadbd and waits until it answers.
+func (s *mariaServer) start(ctx context.Context) error {
+	bin, _ := exec.LookPath("mariadbd")
+	cmd := exec.Command(bin, "--no-defaults", "--datadir="+s.data, "--user=root",
+		"--port="+strconv.Itoa(s.port), "--bind-address=127.0.0.1",
+		"--socket="+filepath.Join(s.dir, "mariadb.sock"), "--pid-file="+filepath.Join(s.dir, "mariadb.pid"),
+		"--log-error="+filepath.Join(s.dir, "mariadb.err"), "--skip-grant-tables", "--skip-log-bin",
+		"--innodb-buffer-pool-size=128M", "--innodb-flush-log-at-trx-commit=2", "--max-connections=300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("mariadbd: %w", err)
+	}
+	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", fmt.Sprintf("127.0.0.1:%d", s.port)
+	cfg.Timeout = time.Second
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	var last error
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("mariadbd exited at start (see %s)", filepath.Join(s.dir, "mariadb.err"))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last = db.PingContext(pctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("mariadbd does not answer on port %d: %w", s.port, last)
+}
+
+// URL implements chaosServer.
+func (s *mariaServer) URL() string { return fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", s.port) }
+
+// Restart implements chaosServer: "clean" is SIGTERM and a wait for the
+// shutdown, "kill" is kill -9; either way mariadbd starts again on the same
+// datadir and port (after crash recovery, for "kill").
+func (s *mariaServer) Restart(ctx context.Context, mode string) error {
+	sig := syscall.SIGTERM
+	if mode == "kill" {
+		sig = syscall.SIGKILL
+	}
+	if err := s.signalAndWait(sig, 60*time.Second); err != nil {
+		return fmt.Errorf("restart MariaDB (%s): %w", mode, err)
+	}
+	if err := s.start(ctx); err != nil {
+		return fmt.Errorf("restart MariaDB (%s): %w", mode, err)
+	}
+	return nil
+}
+
+func (s *mariaServer) signalAndWait(sig syscall.Signal, wait time.Duration) error {
+	if s.cmd == nil {
+		return nil
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(wait):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("mariadbd did not exit within %s of %s; killed", wait, sig)
+	}
+}
+
+// Stop implements chaosServer.
+func (s *mariaServer) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time.Second) }
