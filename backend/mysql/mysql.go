@@ -155,7 +155,9 @@ func init() {
 // UTC times, client-side interpolation of parameters, found-rows counts,
 // utf8mb4, and for every session strict SQL mode, time_zone '+00:00' and
 // READ COMMITTED. innodb_lock_wait_timeout defaults to 10 seconds unless
-// cfg.Params sets it. cfg.DBName must name an existing database.
+// cfg.Params sets it. cfg.DBName must name an existing database. The
+// driver's own notices (a pooled connection found closed, say) go to
+// opts.Logger with their cause, unless cfg.Logger is set.
 func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend, error) {
 	o := Options{}
 	if opts != nil {
@@ -181,6 +183,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	cfg = withDriverLogger(cfg, o.Logger)
 	if err := ValidateDatabase(cfg.DBName); err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
