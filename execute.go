@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,6 +151,27 @@ func (r *runningJobs) live() []backend.LeaseRef {
 		}
 	}
 	return out
+}
+
+// sortLost splits leases a heartbeat found lost into those of handlers that
+// still run, and those whose handler called CompleteTx: for these the loss
+// is usually that transaction's commit, which ends the lease as intended.
+// Leases of handlers that returned are left out: their outcome was usually
+// just written, and otherwise the completer reports the rejected write.
+func (r *runningJobs) sortLost(leases []backend.LeaseRef) (running, inTx []backend.LeaseRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		j := r.jobs[l.ID]
+		switch {
+		case j == nil || j.lease != l || j.handlerDone:
+		case j.completedInTx:
+			inTx = append(inTx, l)
+		default:
+			running = append(running, l)
+		}
+	}
+	return running, inTx
 }
 
 // cancelRunning cancels the handlers still running under the given leases
@@ -364,9 +386,93 @@ func (c *Client) heartbeatLoop() {
 			}
 			continue
 		}
-		if n := c.running.cancelRunning(res.Lost, ErrLeaseLost); n > 0 {
-			c.logger.Warn("spool: job leases no longer held (cancelled by a user, or rescued after missed heartbeats); cancelling those jobs", "jobs", n)
+		if len(res.Lost) > 0 {
+			c.leasesLost(ctx, res.Lost, interval)
 		}
+	}
+}
+
+// maxLossLookups bounds the rows read to explain lost leases after one beat.
+const maxLossLookups = 20
+
+// leasesLost cancels the handlers whose lease a heartbeat found lost and
+// logs why each was lost, read from the job's row. A lease ended by the
+// commit of the handler's own CompleteTx is no news.
+func (c *Client) leasesLost(ctx context.Context, lost []backend.LeaseRef, timeout time.Duration) {
+	running, inTx := c.running.sortLost(lost)
+	if len(running) == 0 && len(inTx) == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rows := make(map[backend.LeaseRef]*backend.JobRow, len(running)+len(inTx))
+	errs := make(map[backend.LeaseRef]error)
+	lookups := 0
+	lookup := func(l backend.LeaseRef) {
+		if lookups >= maxLossLookups {
+			return
+		}
+		lookups++
+		row, err := c.backend.JobGet(lctx, l.ID)
+		if err != nil {
+			errs[l] = err
+			return
+		}
+		rows[l] = row
+	}
+	for _, l := range inTx {
+		lookup(l)
+		row, err := rows[l], errs[l]
+		switch {
+		case row != nil && row.Fence == l.Fence && row.State == backend.StateCompleted:
+			continue // the CompleteTx transaction committed
+		case errors.Is(err, backend.ErrNotFound) && c.config.CompletedRetention < 0:
+			continue // committed, and the row deleted on completion
+		case row == nil && err == nil:
+			continue // past the lookup bound: assume the commit, as is usual
+		}
+		running = append(running, l)
+	}
+	n := c.running.cancelRunning(running, ErrLeaseLost)
+	if n == 0 {
+		return
+	}
+	causes := make([]string, 0, len(running))
+	for _, l := range running {
+		if _, ok := rows[l]; !ok && errs[l] == nil {
+			lookup(l)
+		}
+		if row, err := rows[l], errs[l]; row != nil || err != nil {
+			causes = append(causes, fmt.Sprintf("job %d: %s", l.ID, leaseLossCause(l, row, err)))
+		}
+	}
+	if len(causes) < len(running) {
+		causes = append(causes, fmt.Sprintf("%d more not looked up", len(running)-len(causes)))
+	}
+	c.logger.Warn("spool: job leases no longer held; cancelling those jobs' handlers", "jobs", n, "causes", strings.Join(causes, "; "))
+}
+
+// leaseLossCause says, from the job's row as it is now, why the lease l is
+// no longer held.
+func leaseLossCause(l backend.LeaseRef, row *backend.JobRow, err error) string {
+	const missed = "this process's heartbeats did not reach the database within the lease (it was paused, starved or cut off from the database)"
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return "the job was deleted"
+	case err != nil:
+		return fmt.Sprintf("could not read the job to tell why (%v)", err)
+	case row.State == backend.StateCancelled:
+		return "cancelled by a user"
+	case row.Fence > l.Fence && row.State == backend.StateRunning:
+		return fmt.Sprintf("rescued after its lease ended and claimed again by %s: %s", row.LeasedBy, missed)
+	case row.Fence > l.Fence:
+		return fmt.Sprintf("rescued after its lease ended and claimed again since (now %s): %s", row.State, missed)
+	case row.State == backend.StateRetryable || row.State == backend.StateAvailable || row.State == backend.StateDiscarded:
+		return fmt.Sprintf("rescued after its lease ended (now %s): %s", row.State, missed)
+	case row.State == backend.StateCompleted:
+		return "already completed under this lease (by CompleteTx in a transaction that committed)"
+	default:
+		return fmt.Sprintf("the job is now %s under fence %d", row.State, row.Fence)
 	}
 }
 

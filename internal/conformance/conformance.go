@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelPendingAndRunning", testCancelJob},
 		{"RetryDiscardedJob", testRetryDiscarded},
 		{"CompleteTxExactlyOnce", testCompleteTx},
+		{"CompleteTxThenHeartbeatQuiet", testCompleteTxHeartbeatQuiet},
 		{"SoftStopFinishesRunningReleasesBuffered", testSoftStop},
 		{"HardStopCancelsRunning", testHardStop},
 		{"StopTimeoutEscalates", testStopTimeoutEscalates},
@@ -115,8 +117,9 @@ type namedTest struct {
 
 // ---- fixtures ----
 
-// logWatch is a slog handler that sends the first record whose message
-// contains msg to seen, and drops everything else.
+// logWatch is a slog handler that sends the first record whose text (the
+// message and its attributes' values) contains msg to seen, and drops
+// everything else.
 type logWatch struct {
 	msg  string
 	seen chan<- string
@@ -126,8 +129,13 @@ type logWatch struct {
 func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
 
 func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
-	if contains(r.Message, w.msg) {
-		w.once.Do(func() { w.seen <- r.Message })
+	text := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		text += " " + a.Key + "=" + a.Value.String()
+		return true
+	})
+	if strings.Contains(text, w.msg) {
+		w.once.Do(func() { w.seen <- text })
 	}
 	return nil
 }
@@ -1034,16 +1042,22 @@ func testLostLeaseCancelsJob(t *testing.T, h Harness) {
 	}))
 	cfg := fastConfig(ws, 1)
 	cfg.LeaseDuration = 300 * time.Millisecond
+	warned := make(chan string, 1)
+	cfg.Logger = slog.New(&logWatch{msg: "cancelled by a user", seen: warned})
 	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)
 	recv(t, started, "start")
-	// A user cancels the running job: the worker's lease is gone.
+	// A user cancels the running job: the worker's lease is gone, and the
+	// warning says so.
 	if _, err := c.JobCancel(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	if cause := recv(t, causes, "cancellation"); !errors.Is(cause, spool.ErrLeaseLost) {
 		t.Fatalf("cause = %v", cause)
+	}
+	if w := recv(t, warned, "a warning that names the cause"); !strings.Contains(w, fmt.Sprintf("job %d: cancelled by a user", id)) {
+		t.Fatalf("warning %q does not name the job and its cause", w)
 	}
 	if err := c.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -1221,6 +1235,55 @@ func testRetryDiscarded(t *testing.T, h Harness) {
 	}
 	if _, err := c.JobRetry(context.Background(), id+1000); !errors.Is(err, spool.ErrNotFound) {
 		t.Fatalf("retry missing: %v", err)
+	}
+}
+
+// testCompleteTxHeartbeatQuiet: a heartbeat that comes after the handler's
+// CompleteTx committed, while the handler still runs, finds the lease ended
+// by that commit. That is the ordinary path: the handler is not cancelled
+// and nothing warns about a lost lease.
+func testCompleteTxHeartbeatQuiet(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	results := make(chan error, 1)
+	ws := spool.NewWorkers()
+	cfg := fastConfig(ws, 1)
+	cfg.LeaseDuration = 300 * time.Millisecond
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		tx := h.BeginTx(t, be)
+		if err := spool.CompleteTx(ctx, btx(tx), j); err != nil {
+			_ = tx.Rollback(ctx)
+			results <- err
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			results <- err
+			return err
+		}
+		// Stay past three heartbeats (one every 100ms): none may cancel us.
+		select {
+		case <-ctx.Done():
+			results <- fmt.Errorf("handler cancelled after its CompleteTx committed: %w", context.Cause(ctx))
+		case <-time.After(cfg.LeaseDuration + 100*time.Millisecond):
+			results <- nil
+		}
+		return nil
+	}))
+	warned := make(chan string, 1)
+	cfg.Logger = slog.New(&logWatch{msg: "no longer held", seen: warned})
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	if err := recv(t, results, "handler"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, be, id, backend.StateCompleted)
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-warned:
+		t.Fatalf("warned on the CompleteTx path: %s", w)
+	default:
 	}
 }
 
