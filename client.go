@@ -205,6 +205,7 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	}
 	c.state = stateStopping
 	c.mu.Unlock()
+	c.logger.Info("spool client stopping", "hard", hard)
 
 	// Either this stop's context or a later stop's ends the waiting.
 	ctxDone := make(chan struct{})

@@ -92,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 		{"HardStopCancelsRunning", testHardStop},
 		{"StopTimeoutEscalates", testStopTimeoutEscalates},
 		{"StopReturnsWithStuckHandler", testStopStuckHandler},
+		{"StopWithoutDeadlineHurriedByLaterStop", testStopHurried},
 		{"TimeoutOverrunRecorded", testTimeoutOverrun},
 		{"LeaderElection", testLeaderElection},
 		{"Retention", testRetention},
@@ -1516,6 +1517,44 @@ func testStopStuckHandler(t *testing.T, h Harness) {
 	recv(t, lateReturn, "the late outcome to be dropped")
 	if j2 := getJob(t, be, id); j2.State != backend.StateRetryable || len(j2.Errors) != 1 {
 		t.Fatalf("the late return changed the job: state %s, errors %+v", j2.State, j2.Errors)
+	}
+}
+
+// testStopHurried: a stop without a deadline waits for a stuck handler; a
+// second stop whose context ends makes both give up on it and return.
+func testStopHurried(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- struct{}{}
+		<-release // ignores ctx
+		return nil
+	}))
+	cfg := fastConfig(ws, 1)
+	stopping := make(chan string, 1)
+	cfg.Logger = slog.New(&logWatch{msg: "spool client stopping", seen: stopping})
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	recv(t, started, "start")
+	first := make(chan error, 1)
+	go func() { first <- c.Stop(context.Background()) }()
+	recv(t, stopping, "the first stop to begin")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	begun := time.Now()
+	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second stop = %v, want its deadline", err)
+	}
+	if took := time.Since(begun); took > 1500*time.Millisecond {
+		t.Fatalf("second stop took %s with a 100ms deadline", took)
+	}
+	var se *spool.StopTimeoutError
+	if err := recv(t, first, "first stop"); !errors.As(err, &se) || len(se.Jobs) != 1 || se.Jobs[0].ID != id {
+		t.Fatalf("first stop = %v, want a *StopTimeoutError naming job %d", err, id)
 	}
 }
 
