@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -174,8 +175,8 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 		return nil, invalid("args", nil, "args are nil")
 	}
 	kind := args.Kind()
-	if kind == "" || len(kind) > MaxKindLength || !printable(kind) {
-		return nil, invalid("kind", nil, "kind %q must be 1 to %d printable characters", kind, MaxKindLength)
+	if kind == "" || len(kind) > MaxKindLength || !printable(kind) || !utf8.ValidString(kind) {
+		return nil, invalid("kind", nil, "kind %q must be 1 to %d printable characters of valid UTF-8", kind, MaxKindLength)
 	}
 	if c.config.Workers != nil && !c.config.AllowUnknownKinds && !c.config.Workers.has(kind) {
 		return nil, invalid("kind", ErrUnknownKind, "no worker registered for kind %q (set Config.AllowUnknownKinds to insert it anyway)", kind)
@@ -193,6 +194,9 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 	}
 	if len(encoded) > c.config.MaxArgsBytes {
 		return nil, invalid("args", ErrArgsTooLarge, "args of kind %q encode to %d bytes, over the limit of %d", kind, len(encoded), c.config.MaxArgsBytes)
+	}
+	if why := checkArgsStorable(args, encoded); why != "" {
+		return nil, invalid("args", ErrArgsUnstorable, "args of kind %q %s", kind, why)
 	}
 	if o.Queue == "" {
 		o.Queue = DefaultQueue
@@ -228,6 +232,9 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 			return nil, invalid("metadata", nil, "metadata must be a JSON object")
 		}
 		meta = buf.Bytes()
+		if why := checkStorableJSON(meta); why != "" {
+			return nil, invalid("metadata", nil, "metadata must not %s", why)
+		}
 	}
 	if o.Delay < 0 {
 		return nil, invalid("run_at", nil, "delay %s is negative", o.Delay)
@@ -243,6 +250,9 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 		Metadata:    meta,
 	}
 	if !o.RunAt.IsZero() {
+		if err := checkRunAt(o.RunAt); err != nil {
+			return nil, err
+		}
 		at := o.RunAt
 		row.RunAt = &at
 		row.Delay = 0

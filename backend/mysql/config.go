@@ -72,6 +72,14 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 	if cfg.DBName == "" {
 		return nil, nil, fmt.Errorf("database URL names no database (want mysql://user@host:port/database)")
 	}
+	// Refuse here what OpenConfig would refuse, so a bad URL is caught where
+	// it is parsed (found by FuzzParseURL).
+	if err := ValidateDatabase(cfg.DBName); err != nil {
+		return nil, nil, err
+	}
+	if opts.ClaimWindow > 100000 {
+		return nil, nil, fmt.Errorf("%s=%d is out of range 1..100000", WindowParam, opts.ClaimWindow)
+	}
 	return cfg, opts, nil
 }
 
