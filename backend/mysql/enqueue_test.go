@@ -96,6 +96,18 @@ func TestSQLEnqueue(t *testing.T) {
 		len(j.Tags) != 0 || string(j.Metadata) != "{}" || time.Until(j.RunAt) < 59*time.Minute {
 		t.Fatalf("defaults: %+v", j)
 	}
+	// run_at NULL means now: the job is available at once, not scheduled a
+	// microsecond ahead; a whole priority passed as 2.0 is kept as 2.
+	if _, err := app.ExecContext(ctx, `CALL spool_enqueue('note', NULL, 'now', 2.0, NULL, NULL, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = be.JobList(ctx, &backend.JobListParams{Queue: "now"})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("list: %d %v", len(rows), err)
+	}
+	if j := rows[0]; j.State != backend.StateAvailable || j.Priority != 2 {
+		t.Fatalf("run_at NULL: state %s priority %d, want available and 2", j.State, j.Priority)
+	}
 }
 
 // TestSQLEnqueueValidates: every rule of the Go API is enforced by the
@@ -130,6 +142,10 @@ func TestSQLEnqueueValidates(t *testing.T) {
 		{"tag of 65 characters", "'note'", "NULL", "NULL", "NULL", "NULL", "NULL", "CONCAT('[\"', REPEAT('t', 65), '\"]')", "NULL", "tag"},
 		{"metadata an array", "'note'", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "'[1]'", "metadata"},
 		{"metadata not JSON", "'note'", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "'{'", "metadata"},
+		{"fractional priority", "'note'", "NULL", "NULL", "1.5", "NULL", "NULL", "NULL", "NULL", "priority must be a whole number"},
+		{"fractional max_attempts", "'note'", "NULL", "NULL", "NULL", "NULL", "2.5", "NULL", "NULL", "max_attempts must be a whole number"},
+		{"run_at before 1970", "'note'", "NULL", "NULL", "NULL", "'1969-12-31 23:59:59'", "NULL", "NULL", "NULL", "run_at is out of range"},
+		{"args nested 32 deep", "'note'", "CONCAT(REPEAT('[', 32), REPEAT(']', 32))", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "nested at most 31 levels deep"},
 	}
 	for _, mode := range []string{"strict", "lax"} {
 		params := map[string]string{}
