@@ -209,7 +209,12 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 // A handler that returns after a stop gave up on it finds its producer gone
 // and the completer closed: its outcome is dropped (the stop wrote a retry
 // for the job) and its slot needs no freeing.
-func (c *Client) startJob(row *backend.JobRow, done chan<- struct{}) {
+//
+// The producer checked that at least half the lease was left; the check is
+// made again on the job's goroutine, just before the handler, because the
+// process can be paused (or starved) between the two: a pause there would
+// otherwise start the handler on a lease that ended meanwhile.
+func (c *Client) startJob(row *backend.JobRow, claimedAt time.Time, done chan<- struct{}) {
 	c.runJob(func() {
 		defer func() {
 			select {
@@ -217,6 +222,12 @@ func (c *Client) startJob(row *backend.JobRow, done chan<- struct{}) {
 			case <-c.gaveUp:
 			}
 		}()
+		if late := time.Since(claimedAt); late > c.config.LeaseDuration/2 {
+			c.logger.Warn("spool: a claimed job was handed back unstarted: the process stalled between its claim and its start (paused or starved) until less than half its lease was left",
+				"job_id", row.ID, "kind", row.Kind, "since_claim_sent", late.Round(time.Millisecond))
+			c.completer.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, true)
+			return
+		}
 		finish, rejectExpected := c.execute(row)
 		if !c.completer.addRun(*finish, row.Queue, rejectExpected) {
 			c.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",

@@ -243,7 +243,7 @@ func (p *producer) run() {
 					continue
 				}
 				running++
-				p.c.startJob(j.row, p.doneCh)
+				p.c.startJob(j.row, j.claimedAt, p.doneCh)
 			}
 			if len(late) > 0 {
 				p.releaseLate(late, maxWait)
