@@ -31,6 +31,12 @@ var (
 	ErrSchemaTooNew = backend.ErrSchemaTooNew
 	// ErrSchemaNotMigrated: the database has not been migrated.
 	ErrSchemaNotMigrated = backend.ErrSchemaNotMigrated
+	// ErrNotWritten: an insert failed on a connection fault before it could
+	// commit; nothing was written and retrying is safe.
+	ErrNotWritten = backend.ErrNotWritten
+	// ErrOutcomeUnknown: an insert's connection failed after it was sent; it
+	// may have committed. See docs/guarantees.md on enqueueing idempotently.
+	ErrOutcomeUnknown = backend.ErrOutcomeUnknown
 	// ErrNotStarted / ErrAlreadyStarted: Start and Stop called out of order.
 	ErrNotStarted     = errors.New("client not started")
 	ErrAlreadyStarted = errors.New("client already started")

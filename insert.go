@@ -74,7 +74,9 @@ type InsertResult struct {
 }
 
 // Insert validates and inserts one job. On any validation error nothing is
-// written and the error is an *InvalidJobError.
+// written and the error is an *InvalidJobError. When the connection to the
+// database fails, the error matches ErrNotWritten (retrying is safe) or
+// ErrOutcomeUnknown (the job may have been stored; see docs/guarantees.md).
 func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	res, err := c.insert(ctx, nil, []InsertManyParams{{Args: args, InsertOpts: opts}})
 	if err != nil {

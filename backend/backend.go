@@ -32,6 +32,16 @@ var (
 	ErrTxType = errors.New("unsupported transaction type for this backend")
 	// ErrInvalidState means the operation does not apply to the job's current state.
 	ErrInvalidState = errors.New("operation not allowed in the job's current state")
+	// ErrNotWritten marks a failed write that cannot have committed: the
+	// connection failed before the statement reached the server (or the
+	// transaction it was part of never reached its commit). Retrying it
+	// cannot duplicate anything.
+	ErrNotWritten = errors.New("not written: the database connection failed before the write could commit; retrying is safe")
+	// ErrOutcomeUnknown marks a failed write that may have committed: the
+	// connection failed after the statement (or its commit) was sent, so the
+	// server may have applied it without the reply arriving. A retry may
+	// duplicate it; check first, or make the write idempotent.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the database connection failed after the write was sent, so it may have committed")
 )
 
 // State is the lifecycle state of a job.

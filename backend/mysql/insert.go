@@ -67,10 +67,27 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	switch {
 	case callerTx != nil:
 		err = run(ctx, callerTx)
+	case ctx.Err() != nil:
+		err = fmt.Errorf("%w: %w", backend.ErrNotWritten, ctx.Err())
 	case len(chunks) == 1:
-		err = b.retry(ctx, func() error { return run(ctx, b.db) })
+		if err = b.retry(ctx, func() error { return run(ctx, b.db) }); err != nil {
+			err = connWriteError(err, true)
+		}
 	default:
-		err = b.inTx(ctx, func(tx *sql.Tx) error { return run(ctx, tx) })
+		// committing tells a failed COMMIT, whose fate is unknown, from a
+		// failure before it, which committed nothing.
+		committing := false
+		err = b.inTx(ctx, func(tx *sql.Tx) error {
+			committing = false
+			if err := run(ctx, tx); err != nil {
+				return err
+			}
+			committing = true
+			return nil
+		})
+		if err != nil {
+			err = connWriteError(err, committing)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)

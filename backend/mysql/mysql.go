@@ -195,7 +195,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(connectFailures{connector})
 	db.SetMaxOpenConns(o.MaxConns)
 	db.SetMaxIdleConns(o.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)

@@ -69,7 +69,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	if p.NoIDs && len(p.Jobs) >= b.copyThreshold {
 		n, err := b.insertCopy(ctx, db, p.Jobs)
 		if err != nil {
-			return nil, fmt.Errorf("insert jobs (copy): %w", err)
+			return nil, fmt.Errorf("insert jobs (copy): %w", insertError(p.Tx, err))
 		}
 		return &backend.JobInsertManyResult{Count: n}, nil
 	}
@@ -95,11 +95,11 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	}
 	rows, err := db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata)
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
+		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
+		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
 	}
 	if len(ids) != n {
 		return nil, fmt.Errorf("insert jobs: inserted %d of %d rows", len(ids), n)
@@ -116,7 +116,7 @@ func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobIn
 	for _, j := range jobs {
 		if j.RunAt == nil {
 			if err := db.QueryRow(ctx, b.sql.now).Scan(&now); err != nil {
-				return 0, fmt.Errorf("read database clock: %w", err)
+				return 0, fmt.Errorf("read database clock: %w", notWritten(err))
 			}
 			break
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/internal/dbserver"
 )
 
 func init() {
@@ -612,17 +613,17 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		}
 	}()
 	fmt.Fprintf(o.progress, "bench chaos: %s: starting in %s\n", beName, dir)
-	var srv chaosServer
+	var srv dbserver.Server
 	var baseURL string
 	switch beName {
 	case "postgres":
-		s, err := startPostgres(ctx, dir)
+		s, err := dbserver.StartPostgres(ctx, dir)
 		if err != nil {
 			return nil, err
 		}
 		srv, baseURL = s, s.URL()
 	case "mysql":
-		s, err := startMariaDB(ctx, dir)
+		s, err := dbserver.StartMariaDB(ctx, dir)
 		if err != nil {
 			return nil, err
 		}
@@ -861,7 +862,7 @@ func sleepMS(rng *rand.Rand, mean time.Duration) int {
 // runChaosFaults injects the scheduled faults until o.duration has passed,
 // and returns what it did. A fault that cannot be injected (no leader yet)
 // is skipped and not counted; a server that does not come back is an error.
-func runChaosFaults(ctx context.Context, o *chaosOptions, beName string, srv chaosServer, store *chaosStore, pool *chaosPool, prod *chaosProducer, start time.Time) ([]chaosFault, error) {
+func runChaosFaults(ctx context.Context, o *chaosOptions, beName string, srv dbserver.Server, store *chaosStore, pool *chaosPool, prod *chaosProducer, start time.Time) ([]chaosFault, error) {
 	var faults []chaosFault
 	var pauses []chan struct{}
 	defer func() {
@@ -1094,7 +1095,7 @@ lose it) and the final rows, and counts breaches of docs/guarantees.md:
 	slow_stops                       a worker sent SIGTERM still running 2 s after its Stop deadline
 
 It exits non-zero when any is not zero. PostgreSQL (initdb and pg_ctl from
-` + pgBinDir + `) and MariaDB (mariadb-install-db, mariadbd) run on
+` + dbserver.PGBinDir + `) and MariaDB (mariadb-install-db, mariadbd) run on
 servers of its own, on free loopback ports in a temporary directory, never
 on a shared server; SQLite runs the worker processes on one file. Servers
 and directories are removed at the end.

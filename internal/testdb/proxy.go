@@ -16,6 +16,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	cut   bool
+	drop  bool // DropReplies: the server's next bytes end the connection
 	conns map[net.Conn]struct{}
 }
 
@@ -27,17 +28,37 @@ func NewProxy(t testing.TB) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return NewProxyTo(t, u.Host)
+}
+
+// NewProxyTo starts a proxy to target (host:port), closed when the test
+// ends. Addr is where clients connect.
+func NewProxyTo(t testing.TB, target string) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	go p.accept()
 	t.Cleanup(func() {
 		_ = ln.Close()
 		p.Cut()
 	})
 	return p
+}
+
+// Addr is the proxy's listening address (host:port).
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// DropReplies makes the proxy swallow the next bytes the server sends on
+// any connection and close that connection instead, until Restore: a
+// statement sent now reaches the server and runs, but its reply is lost, as
+// when a network or a server's host fails between a commit and its reply.
+func (p *Proxy) DropReplies() {
+	p.mu.Lock()
+	p.drop = true
+	p.mu.Unlock()
 }
 
 // URL is the test database URL through the proxy.
@@ -58,11 +79,17 @@ func (p *Proxy) Cut() {
 	p.conns = map[net.Conn]struct{}{}
 }
 
-// Restore lets connections through again.
+// Restore lets connections and replies through again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.cut = false
+	p.cut, p.drop = false, false
 	p.mu.Unlock()
+}
+
+func (p *Proxy) dropping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.drop
 }
 
 func (p *Proxy) accept() {
@@ -105,8 +132,28 @@ func (p *Proxy) serve(client net.Conn) {
 		_ = src.Close()
 		done <- struct{}{}
 	}
+	replies := func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := server.Read(buf)
+			if n > 0 && p.dropping() {
+				break
+			}
+			if n > 0 {
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		_ = client.Close()
+		_ = server.Close()
+		done <- struct{}{}
+	}
 	go pipe(server, client)
-	go pipe(client, server)
+	go replies()
 	<-done
 	<-done
 	p.mu.Lock()

@@ -1,4 +1,7 @@
-package main
+// Package dbserver starts PostgreSQL and MariaDB servers of a caller's own,
+// in a temporary directory and on a free loopback port, for tests and bench
+// chaos that restart or kill a server: the shared servers are never touched.
+package dbserver
 
 import (
 	"context"
@@ -18,13 +21,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Database servers of bench chaos's own: it restarts and kills them, so it
-// never uses a shared server. Each lives in a temporary directory, listens
-// on a free loopback port, and is stopped by PID at the end.
-
-// chaosServer is a server bench chaos started.
-type chaosServer interface {
-	// URL is a database URL of the server, for newScratch.
+// Server is a database server started by this package.
+type Server interface {
+	// URL is a database URL of the server.
 	URL() string
 	// Restart restarts the server; mode is "fast" or "immediate" for
 	// PostgreSQL (pg_ctl's shutdown modes), "clean" or "kill" for MariaDB.
@@ -33,8 +32,8 @@ type chaosServer interface {
 	Stop() error
 }
 
-// pgBinDir is where Debian's PostgreSQL 15 keeps initdb and pg_ctl.
-const pgBinDir = "/usr/lib/postgresql/15/bin"
+// PGBinDir is where Debian's PostgreSQL 15 keeps initdb and pg_ctl.
+const PGBinDir = "/usr/lib/postgresql/15/bin"
 
 // freeLoopbackPort returns a TCP port free on 127.0.0.1 at the time of the
 // call.
@@ -59,8 +58,8 @@ func runLogged(ctx context.Context, timeout time.Duration, name string, args ...
 	return nil
 }
 
-// pgServer is a PostgreSQL cluster of bench chaos's own.
-type pgServer struct {
+// Postgres is a PostgreSQL cluster of the caller's own.
+type Postgres struct {
 	dir, data string
 	port      int
 	// asUser runs a PostgreSQL binary as the postgres OS user when this
@@ -68,14 +67,14 @@ type pgServer struct {
 	asUser func(bin string, args ...string) (string, []string)
 }
 
-// startPostgres creates a cluster under dir with initdb and starts it with
+// StartPostgres creates a cluster under dir with initdb and starts it with
 // pg_ctl on a free port. Missing binaries are an error, never a skip.
-func startPostgres(ctx context.Context, dir string) (*pgServer, error) {
-	initdb := filepath.Join(pgBinDir, "initdb")
+func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
+	initdb := filepath.Join(PGBinDir, "initdb")
 	if _, err := os.Stat(initdb); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %s not found (install postgresql-15): %w", initdb, err)
 	}
-	s := &pgServer{dir: dir, data: filepath.Join(dir, "pgdata")}
+	s := &Postgres{dir: dir, data: filepath.Join(dir, "pgdata")}
 	s.asUser = func(bin string, args ...string) (string, []string) { return bin, args }
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -104,7 +103,7 @@ func startPostgres(ctx context.Context, dir string) (*pgServer, error) {
 	if err := runLogged(ctx, 2*time.Minute, name, args...); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
-	conf := fmt.Sprintf("\n# bench chaos\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
+	conf := fmt.Sprintf("\n# dbserver\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
 		"fsync = off\nmax_connections = 200\nlog_min_messages = warning\n", port, dir)
 	f, err := os.OpenFile(filepath.Join(s.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -124,19 +123,19 @@ func startPostgres(ctx context.Context, dir string) (*pgServer, error) {
 	return s, nil
 }
 
-func (s *pgServer) pgCtl(ctx context.Context, args ...string) error {
+func (s *Postgres) pgCtl(ctx context.Context, args ...string) error {
 	all := append([]string{"-D", s.data, "-l", filepath.Join(s.dir, "postgres.log"), "-w", "-t", "60"}, args...)
-	name, argv := s.asUser(filepath.Join(pgBinDir, "pg_ctl"), all...)
+	name, argv := s.asUser(filepath.Join(PGBinDir, "pg_ctl"), all...)
 	return runLogged(ctx, 90*time.Second, name, argv...)
 }
 
-// URL implements chaosServer.
-func (s *pgServer) URL() string {
+// URL implements Server; the database is postgres.
+func (s *Postgres) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 }
 
-// Restart implements chaosServer with pg_ctl restart -m mode.
-func (s *pgServer) Restart(ctx context.Context, mode string) error {
+// Restart implements Server with pg_ctl restart -m mode.
+func (s *Postgres) Restart(ctx context.Context, mode string) error {
 	if err := s.pgCtl(ctx, "restart", "-m", mode); err != nil {
 		return fmt.Errorf("restart PostgreSQL (-m %s): %w", mode, err)
 	}
@@ -144,7 +143,7 @@ func (s *pgServer) Restart(ctx context.Context, mode string) error {
 }
 
 // pid reads the postmaster's PID from postmaster.pid (0 if it is gone).
-func (s *pgServer) pid() int {
+func (s *Postgres) pid() int {
 	b, err := os.ReadFile(filepath.Join(s.data, "postmaster.pid"))
 	if err != nil {
 		return 0
@@ -154,9 +153,9 @@ func (s *pgServer) pid() int {
 	return pid
 }
 
-// Stop implements chaosServer: SIGQUIT (immediate shutdown) to the
+// Stop implements Server: SIGQUIT (immediate shutdown) to the
 // postmaster's PID, then SIGKILL if it is still there after 30 s.
-func (s *pgServer) Stop() error {
+func (s *Postgres) Stop() error {
 	pid := s.pid()
 	if pid <= 0 {
 		return nil
@@ -185,23 +184,23 @@ func stopPID(pid int, sig syscall.Signal, wait time.Duration) error {
 	return nil
 }
 
-// mariaServer is a mariadbd of bench chaos's own, a child process.
-type mariaServer struct {
+// MariaDB is a mariadbd of the caller's own, a child process of this one.
+type MariaDB struct {
 	dir, data string
 	port      int
 	cmd       *exec.Cmd
 	exited    chan struct{}
 }
 
-// startMariaDB creates a datadir under dir with mariadb-install-db and
+// StartMariaDB creates a datadir under dir with mariadb-install-db and
 // starts mariadbd on it, on a free port and a socket of its own.
-func startMariaDB(ctx context.Context, dir string) (*mariaServer, error) {
+func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 	for _, bin := range []string{"mariadb-install-db", "mariadbd"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("start MariaDB: %s not found (install mariadb-server): %w", bin, err)
 		}
 	}
-	s := &mariaServer{dir: dir, data: filepath.Join(dir, "mariadb")}
+	s := &MariaDB{dir: dir, data: filepath.Join(dir, "mariadb")}
 	port, err := freeLoopbackPort()
 	if err != nil {
 		return nil, err
@@ -219,7 +218,7 @@ func startMariaDB(ctx context.Context, dir string) (*mariaServer, error) {
 }
 
 // start launches mariadbd and waits until it answers.
-func (s *mariaServer) start(ctx context.Context) error {
+func (s *MariaDB) start(ctx context.Context) error {
 	bin, _ := exec.LookPath("mariadbd")
 	cmd := exec.Command(bin, "--no-defaults", "--datadir="+s.data, "--user=root",
 		"--port="+strconv.Itoa(s.port), "--bind-address=127.0.0.1",
@@ -264,13 +263,13 @@ func (s *mariaServer) start(ctx context.Context) error {
 	return fmt.Errorf("mariadbd does not answer on port %d: %w", s.port, last)
 }
 
-// URL implements chaosServer.
-func (s *mariaServer) URL() string { return fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", s.port) }
+// URL implements Server; the database is mysql.
+func (s *MariaDB) URL() string { return fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", s.port) }
 
-// Restart implements chaosServer: "clean" is SIGTERM and a wait for the
+// Restart implements Server: "clean" is SIGTERM and a wait for the
 // shutdown, "kill" is kill -9; either way mariadbd starts again on the same
 // datadir and port (after crash recovery, for "kill").
-func (s *mariaServer) Restart(ctx context.Context, mode string) error {
+func (s *MariaDB) Restart(ctx context.Context, mode string) error {
 	sig := syscall.SIGTERM
 	if mode == "kill" {
 		sig = syscall.SIGKILL
@@ -284,7 +283,7 @@ func (s *mariaServer) Restart(ctx context.Context, mode string) error {
 	return nil
 }
 
-func (s *mariaServer) signalAndWait(sig syscall.Signal, wait time.Duration) error {
+func (s *MariaDB) signalAndWait(sig syscall.Signal, wait time.Duration) error {
 	if s.cmd == nil {
 		return nil
 	}
@@ -301,5 +300,5 @@ func (s *mariaServer) signalAndWait(sig syscall.Signal, wait time.Duration) erro
 	}
 }
 
-// Stop implements chaosServer.
-func (s *mariaServer) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time.Second) }
+// Stop implements Server.
+func (s *MariaDB) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time.Second) }

@@ -1,0 +1,70 @@
+package mysql
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/spoolq/spool/backend"
+)
+
+// MySQL error numbers with which the server ends a session mid-statement:
+// the statement's fate is not known from them alone.
+const (
+	errServerShutdown   = 1053 // ER_SERVER_SHUTDOWN
+	errConnectionKilled = 1927 // ER_CONNECTION_KILLED (MariaDB)
+)
+
+// connWriteError marks an error of the backend's own write (not one in the
+// caller's transaction) by what it says about the write's commit. mayCommit
+// is whether the failed step could commit: an autocommit statement, or the
+// COMMIT of the backend's own transaction. A step before that COMMIT cannot
+// have committed anything, whatever happened to the connection: the server
+// rolls an unfinished transaction back when its session ends.
+//
+// backend.ErrNotWritten: no connection could be made, the driver reports that
+// nothing was sent (driver.ErrBadConn), or the commit was never sent.
+// backend.ErrOutcomeUnknown: the connection failed after a committing step
+// was sent. An error the server answered with on a live session is returned
+// as it is: the statement failed and rolled back.
+func connWriteError(err error, mayCommit bool) error {
+	var (
+		my      *mysql.MySQLError
+		op      *net.OpError
+		connect *connectError
+	)
+	switch {
+	case errors.Is(err, backend.ErrNotWritten) || errors.Is(err, backend.ErrOutcomeUnknown):
+		return err // classified already
+	case errors.As(err, &my) && my.Number != errServerShutdown && my.Number != errConnectionKilled:
+		return err
+	case errors.As(err, &connect), errors.Is(err, driver.ErrBadConn), errors.As(err, &op) && op.Op == "dial", !mayCommit:
+		return fmt.Errorf("%w: %w", backend.ErrNotWritten, err)
+	default:
+		return fmt.Errorf("%w: %w", backend.ErrOutcomeUnknown, err)
+	}
+}
+
+// connectError is a failure to open a connection: nothing was sent on it.
+// The driver's errors alone do not say so (a handshake cut by a restarting
+// server reads as the same EOF as a statement's lost reply).
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return "connect: " + e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
+// connectFailures is a connector whose connection failures are marked as
+// connectError.
+type connectFailures struct{ driver.Connector }
+
+// Connect implements driver.Connector.
+func (c connectFailures) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, &connectError{err}
+	}
+	return conn, nil
+}
