@@ -165,6 +165,15 @@ func TestSQLEnqueueValidates(t *testing.T) {
 		if _, err := app.ExecContext(ctx, "CALL spool_enqueue('note', NULL, NULL, 99999999999999999999, NULL, NULL, NULL, NULL)"); err == nil {
 			t.Errorf("%s session: an out-of-range priority was accepted", mode)
 		}
+		// Run times that are no DATETIME(6) in range: refused, in a lax
+		// session too (schema version 2 stored year 10000 as "now" there).
+		for _, at := range []string{"'10000-01-01 00:00:00'", "'not a time'", "'0000-00-00 00:00:00'", "'2026-02-30 00:00:00'"} {
+			_, err := app.ExecContext(ctx, "CALL spool_enqueue('note', NULL, NULL, NULL, "+at+", NULL, NULL, NULL)")
+			var me *drv.MySQLError
+			if !errors.As(err, &me) || string(me.SQLState[:]) != "22023" || !strings.Contains(me.Message, "run_at is out of range") {
+				t.Errorf("%s session, run_at %s: %v, want SQLSTATE 22023 naming run_at", mode, at, err)
+			}
+		}
 	}
 	if n := countJobs(t, be); n != 0 {
 		t.Fatalf("%d jobs written by refused calls", n)

@@ -474,3 +474,56 @@ func TestCancelRunningJobPromptly(t *testing.T) {
 		t.Fatalf("state %s", j.State)
 	}
 }
+
+// TestSQLEnqueueLimits: enqueue applies the Go API's limits (docs/limits.md):
+// args measured as compact JSON, at most 31 levels of nesting in args and
+// metadata, run_at within 1970..9999.
+func TestSQLEnqueueLimits(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	ctx := context.Background()
+	s := be.Schema()
+	nest := func(levels int) string {
+		return `'` + strings.Repeat("[", levels) + strings.Repeat("]", levels) + `'::jsonb`
+	}
+	// 500,000 one-digit numbers: 1,000,001 bytes compact, 1,500,000 as
+	// jsonb's re-spaced text.
+	accepted := []string{
+		`SELECT ` + s + `.enqueue('note', (SELECT jsonb_agg(i % 10) FROM generate_series(1, 500000) i))`,
+		`SELECT ` + s + `.enqueue('note', ` + nest(31) + `)`,
+		`SELECT ` + s + `.enqueue('note', metadata => jsonb_build_object('a', ` + nest(30) + `))`,
+		`SELECT ` + s + `.enqueue('note', run_at => '1970-01-01 00:00:00+00')`,
+		`SELECT ` + s + `.enqueue('note', run_at => '9999-12-31 23:59:59.999999+00')`,
+	}
+	for _, q := range accepted {
+		if _, err := be.Pool().Exec(ctx, q); err != nil {
+			t.Errorf("%.120s: %v", q, err)
+		}
+	}
+	refused := map[string]string{
+		`SELECT ` + s + `.enqueue('note', (SELECT jsonb_agg(i % 10) FROM generate_series(1, 530000) i))`: "args are 1060001 bytes as compact JSON, over the limit of 1048576",
+		`SELECT ` + s + `.enqueue('note', ` + nest(32) + `)`:                                             "args nest arrays and objects 32 levels deep, over the limit of 31",
+		`SELECT ` + s + `.enqueue('note', metadata => jsonb_build_object('a', ` + nest(31) + `))`:        "metadata nests arrays and objects 32 levels deep",
+		`SELECT ` + s + `.enqueue('note', run_at => '1969-12-31 23:59:59+00')`:                           "run_at 1969-12-31",
+		`SELECT ` + s + `.enqueue('note', run_at => '10000-01-01 00:00:00+00')`:                          "out of range 1970-01-01..9999-12-31",
+	}
+	for q, want := range refused {
+		_, err := be.Pool().Exec(ctx, q)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, want) {
+			t.Errorf("%.120s: err = %v, want SQLSTATE 22023 saying %q", q, err, want)
+		}
+	}
+	// jsonb cannot hold \u0000: PostgreSQL refuses the value with 22P05
+	// while converting the call's argument, before enqueue runs
+	// (docs/sql-enqueue.md says so).
+	_, err := be.Pool().Exec(ctx, `SELECT `+s+`.enqueue('note', '{"s": "a\u0000b"}')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22P05" {
+		t.Errorf(`args with \u0000: err = %v, want SQLSTATE 22P05`, err)
+	}
+	var n int
+	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+s+`.spool_jobs`).Scan(&n); err != nil || n != len(accepted) {
+		t.Fatalf("%d rows, want %d (%v)", n, len(accepted), err)
+	}
+}
