@@ -15,3 +15,5 @@ run . FuzzInsert
 run ./backend/sqlite FuzzParseURL
 run ./backend/mysql FuzzParseURL
 run ./backend/postgres FuzzParseInsertNotice
+run ./backend/postgres FuzzSQLEnqueue
+run ./backend/mysql FuzzSQLEnqueue

@@ -145,6 +145,12 @@ func TestSQLEnqueueValidates(t *testing.T) {
 		{"fractional priority", "'note'", "NULL", "NULL", "1.5", "NULL", "NULL", "NULL", "NULL", "priority must be a whole number"},
 		{"fractional max_attempts", "'note'", "NULL", "NULL", "NULL", "NULL", "2.5", "NULL", "NULL", "max_attempts must be a whole number"},
 		{"run_at before 1970", "'note'", "NULL", "NULL", "NULL", "'1969-12-31 23:59:59'", "NULL", "NULL", "NULL", "run_at is out of range"},
+		{"kind of invalid UTF-8", "_binary X'6197'", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "kind must be valid UTF-8"},
+		{"kind with a UTF-16 surrogate", "_binary X'61EDA080'", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "kind must be valid UTF-8"},
+		{"args of invalid UTF-8", "'note'", `CONCAT('{"s": "', _binary X'FF', '"}')`, "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "args must be valid UTF-8"},
+		{"metadata of invalid UTF-8", "'note'", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", `CONCAT('{"s": "', _binary X'C0AF', '"}')`, "metadata must be valid UTF-8"},
+		{"args holding U+0000", "'note'", `'{"s": "a\\u0000b"}'`, "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "U+0000"},
+		{"metadata holding U+0000", "'note'", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", `'{"k": "\\\\\\u0000"}'`, "U+0000"},
 		{"args nested 32 deep", "'note'", "CONCAT(REPEAT('[', 32), REPEAT(']', 32))", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "nested at most 31 levels deep"},
 	}
 	for _, mode := range []string{"strict", "lax"} {
@@ -178,4 +184,46 @@ func TestSQLEnqueueValidates(t *testing.T) {
 	if n := countJobs(t, be); n != 0 {
 		t.Fatalf("%d jobs written by refused calls", n)
 	}
+}
+
+// TestSQLEnqueueStrictJSON: spool_enqueue takes exactly the JSON of RFC
+// 8259, which every worker's decoder reads, though MariaDB's own parser
+// takes more (escapes such as \0, numbers such as 1. or 1e).
+func TestSQLEnqueueStrictJSON(t *testing.T) {
+	t.Parallel()
+	be := testdb.MySQL(t, nil)
+	ctx := context.Background()
+	app := userDB(t, be.Database(), nil)
+	call := func(args string) error {
+		_, err := app.ExecContext(ctx, "CALL spool_enqueue('note', ?, NULL, NULL, NULL, NULL, NULL, NULL)", args)
+		return err
+	}
+	accepted := []string{
+		`{"a": "x\\0", "b": "1. 1e -", "c": "\"\\\/\b\f\n\r\t\u00e9"}`,
+		`[1e999, -0, 0.5e-3, 10E+2, 0, -12.25, true, false, null, {"true": "null"}]`,
+		"{\n\t\"a\" :\r [ ] }",
+	}
+	for _, a := range accepted {
+		if err := call(a); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+	refused := []string{`{"a": "\0"}`, `{"a": "\x41"}`, `{"a": "\'"}`, `{"a": "\U0041"}`, `[1.]`, `[1.e5]`, `[1.5e]`, `[1E+]`, `[-]`, `{"a": [2, 3.]}`}
+	for _, a := range refused {
+		err := call(a)
+		var me *drv.MySQLError
+		if !errors.As(err, &me) || string(me.SQLState[:]) != "22023" || !strings.Contains(me.Message, "args must be valid JSON") {
+			t.Errorf("%s: %v, want SQLSTATE 22023 saying args must be valid JSON", a, err)
+		}
+	}
+	if n := countJobs(t, be); n != len(accepted) {
+		t.Fatalf("%d jobs stored, want %d", n, len(accepted))
+	}
+	// The checks cost little on a large payload: 1 MiB of short strings.
+	big := `["` + strings.Repeat(`ab", "`, 149000) + `x"]`
+	start := time.Now()
+	if err := call(big); err != nil {
+		t.Fatalf("%d bytes of strings: %v", len(big), err)
+	}
+	t.Logf("spool_enqueue of %d bytes of args: %v", len(big), time.Since(start))
 }

@@ -20,7 +20,7 @@ import (
 
 // userDB opens a pool on database as an application might: its own session
 // settings (params are session variables, e.g. sql_mode), not Spool's.
-func userDB(t *testing.T, database string, params map[string]string) *sql.DB {
+func userDB(t testing.TB, database string, params map[string]string) *sql.DB {
 	t.Helper()
 	cfg, _, err := mysql.ParseURL(testdb.MySQLDatabaseURL(database, nil))
 	if err != nil {
@@ -36,7 +36,7 @@ func userDB(t *testing.T, database string, params map[string]string) *sql.DB {
 	return db
 }
 
-func countJobs(t *testing.T, be *mysql.Backend) int {
+func countJobs(t testing.TB, be *mysql.Backend) int {
 	t.Helper()
 	var n int
 	if err := be.DB().QueryRowContext(context.Background(), "SELECT COUNT(*) FROM spool_jobs").Scan(&n); err != nil {
