@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -19,7 +22,7 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
 	dbURL := addDatabaseFlag(fs)
 	kind := fs.String("kind", "", "job kind (required)")
-	argsJSON := fs.String("args", "{}", "job args as JSON")
+	argsFlag := fs.String("args", "{}", "job args as JSON, @FILE, or - for stdin")
 	queue := fs.String("queue", "", "queue")
 	priority := fs.Int("priority", 0, "priority, 0 runs first")
 	maxAttempts := fs.Int("max-attempts", 0, "maximum attempts")
@@ -42,8 +45,12 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	if *kind == "" {
 		return usageErrorf("enqueue", "--kind is required")
 	}
-	if !json.Valid([]byte(*argsJSON)) {
-		return usageErrorf("enqueue", "--args is not valid JSON: %s", jsonSyntaxError(*argsJSON))
+	argsJSON, err := c.readArgs(*argsFlag)
+	if err != nil {
+		return err
+	}
+	if !json.Valid([]byte(argsJSON)) {
+		return usageErrorf("enqueue", "--args is not valid JSON: %s", jsonSyntaxError(argsJSON))
 	}
 	opts := &spool.InsertOpts{
 		Queue:       *queue,
@@ -85,7 +92,7 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeClient()
-	res, err := client.Insert(ctx, spool.RawArgs(*kind, json.RawMessage(*argsJSON)), opts)
+	res, err := client.Insert(ctx, spool.RawArgs(*kind, json.RawMessage(argsJSON)), opts)
 	if err != nil {
 		return err
 	}
@@ -98,6 +105,44 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(c.m.Stdout, res.ID)
 	return nil
+}
+
+// readArgs returns the JSON --args names: the value itself, the contents
+// of FILE for @FILE, or standard input for "-". Input is read up to the
+// args limit and one byte more, so that an endless or huge stream is
+// refused without being held in memory.
+func (c *EnqueueCommand) readArgs(v string) (string, error) {
+	var (
+		r    io.Reader
+		from string
+	)
+	switch {
+	case v == "-":
+		r, from = c.m.Stdin, "standard input"
+		if r == nil {
+			r = strings.NewReader("")
+		}
+	case strings.HasPrefix(v, "@"):
+		f, err := os.Open(v[1:])
+		if err != nil {
+			return "", usageErrorf("enqueue", "--args %s: %v", v, err)
+		}
+		defer f.Close()
+		r, from = f, v[1:]
+	default:
+		return v, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, spool.DefaultMaxArgsBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("enqueue: read --args from %s: %w", from, err)
+	}
+	if len(b) > spool.DefaultMaxArgsBytes {
+		return "", usageErrorf("enqueue", "--args from %s is over the limit of %d bytes on a job's args", from, spool.DefaultMaxArgsBytes)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "", usageErrorf("enqueue", "--args from %s is empty; give JSON such as {}", from)
+	}
+	return string(b), nil
 }
 
 // jsonSyntaxError describes why s is not valid JSON, with the offset.
@@ -125,8 +170,10 @@ Flags:
 
 	--kind KIND
 		job kind (required)
-	--args JSON
-		job args as JSON (default {})
+	--args JSON | @FILE | -
+		job args as JSON (default {}); @FILE reads them from FILE and -
+		from standard input, up to the 1 MiB limit on args (JSON never
+		starts with @, so no value is ambiguous)
 	--queue NAME
 		queue (default "default")
 	--priority N

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -30,6 +31,7 @@ func main() {
 	// one kills the process even if a cleanup hangs.
 	context.AfterFunc(ctx, stop)
 	m := NewMain(os.Stdout, os.Stderr)
+	m.Stdin = os.Stdin
 	m.StderrTerminal = isTerminal(os.Stderr)
 	code := m.Execute(ctx, os.Args[1:])
 	stop()
@@ -47,6 +49,9 @@ type Command interface {
 // Main is the program: its output streams and the command table. Tests run
 // it with buffers in place of the standard streams.
 type Main struct {
+	// Stdin is read by commands given "-" for an input (enqueue --args -);
+	// nil reads as empty.
+	Stdin io.Reader
 	// Stdout receives the commands' results.
 	Stdout io.Writer
 	// Stderr receives errors, logs and progress.
@@ -184,6 +189,17 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string) ([]string, error)
 	fs.SetOutput(io.Discard)
 	var positional []string
 	for {
+		// A negative number (a job id of -5) is an argument the command
+		// judges, not a flag the flag package would call undefined.
+		if i := negativeNumberArg(fs, args); i >= 0 {
+			head, err := parseFlags(fs, args[:i], usage)
+			if err != nil {
+				return nil, err
+			}
+			positional = append(append(positional, head...), args[i])
+			args = args[i+1:]
+			continue
+		}
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, &helpRequest{usage: usage}
@@ -200,6 +216,43 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string) ([]string, error)
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// negativeNumberArg returns the index of the first argument that is a
+// negative number and not the value of the flag before it, or -1. A "--"
+// ends the search: what follows it is positional anyway.
+func negativeNumberArg(fs *flag.FlagSet, args []string) int {
+	for i, a := range args {
+		if a == "--" {
+			return -1
+		}
+		if len(a) < 2 || a[0] != '-' || !(a[1] >= '0' && a[1] <= '9' || a[1] == '.') {
+			continue
+		}
+		if _, err := strconv.ParseFloat(a[1:], 64); err != nil {
+			continue
+		}
+		if i > 0 && takesValue(fs, args[i-1]) {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// takesValue reports whether arg is a flag of fs written without "=" that
+// consumes the next argument as its value.
+func takesValue(fs *flag.FlagSet, arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	if len(arg)-len(name) < 1 || len(arg)-len(name) > 2 || name == "" || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // defaultDatabaseURL is the store used when neither --database-url nor
