@@ -143,7 +143,7 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 // within a priority but never passing over a row of a better priority: the
 // priorities are taken whole, best first, and only the last one taken is
 // sampled. Random picks are what keep concurrent claimers from all racing for
-// the same head row (seed 000).
+// the same head row (as in the "Laravel queueing optimization" analysis).
 func pickRandom(window []*backend.JobRow, want int) []*backend.JobRow {
 	if len(window) <= want {
 		return window

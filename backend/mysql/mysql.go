@@ -68,7 +68,7 @@ const (
 
 // DefaultClaimWindow is the optimistic strategy's window beyond the batch:
 // it reads Max + DefaultClaimWindow candidates and picks Max of them, so that
-// ten single-job claimers (the setting of seed 000) rarely collide.
+// ten single-job claimers (the setting of the "Laravel queueing optimization" analysis) rarely collide.
 const DefaultClaimWindow = 10
 
 // ErrInvalidDatabase is returned for a database name outside the allowlist.

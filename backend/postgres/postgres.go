@@ -42,7 +42,8 @@ const (
 	// with FOR UPDATE SKIP LOCKED. The default.
 	StrategyPessimistic = "pessimistic"
 	// StrategyOptimistic reads the queue's head without locks, picks at
-	// random and claims with a fence-checked UPDATE (seed 000); kept for
+	// random and claims with a fence-checked UPDATE (the optimistic locking of the "Laravel queueing optimization"
+	// analysis); kept for
 	// comparison with the MySQL backend (spool bench ordering).
 	StrategyOptimistic = "optimistic"
 )

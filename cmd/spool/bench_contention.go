@@ -22,11 +22,12 @@ import (
 )
 
 func init() {
-	registerBenchScenario("contention", "SQLite: writers of many processes waiting for the write lock, fair vs back-off busy handler (seed 003)",
+	registerBenchScenario("contention", "SQLite: writers of many processes waiting for the write lock, fair vs back-off busy handler (the SQLite busy-handler study of Rails' sqlite3 gem)",
 		func(m *Main) Command { return &BenchContentionCommand{m: m} })
 }
 
-// BenchContentionCommand reproduces the busy-handler study of seed 003 on a
+// BenchContentionCommand reproduces the busy-handler study of Rails' sqlite3 gem (constant 1 ms polling
+// against back-off) on a
 // SQLite file: child processes × threads each run one short write
 // transaction while this process runs 0, 1 or 2 long ones, under the fair
 // busy handler and under SQLite's back-off, and reports how long the fastest
@@ -227,7 +228,7 @@ func runContentionCell(ctx context.Context, path, mode string, processes, thread
 	parentDone := t0
 	for i := 0; i < slow; i++ {
 		if i > 0 {
-			time.Sleep(time.Millisecond) // the seed's 1 ms gap between the long transactions
+			time.Sleep(time.Millisecond) // the study's 1 ms gap between the long transactions
 		}
 		err := parent.WriteTx(ctx, func(tx *sql.Tx) error {
 			if err := shortWrite(tx); err != nil {
@@ -344,7 +345,7 @@ func runContentionChild(ctx context.Context, m *Main, path string, args []string
 	return nil
 }
 
-// printContention prints the runs as the seed's tables do, then the slowest
+// printContention prints the runs as the study's tables do, then the slowest
 // short writer of each shape side by side.
 func printContention(w io.Writer, r *contentionResult) error {
 	fmt.Fprintf(w, "contention on %s: long transactions of %.0f ms, short writers start %.0f ms after the first\n\n",
@@ -387,7 +388,8 @@ func printContention(w io.Writer, r *contentionResult) error {
 func (c *BenchContentionCommand) Usage() string {
 	return `Usage: spool bench contention [flags]
 
-Reproduces seed 003's busy-handler study on a scratch SQLite file. For each
+Reproduces the SQLite busy-handler study of Rails' sqlite3 gem (back-off
+against constant 1 ms polling, and tail latency) on a scratch SQLite file. For each
 shape (child processes × threads per child, and 0, 1 or 2 long transactions
 in this process) and each busy handler, every child thread opens its own
 connection and runs one short write transaction; the long transactions

@@ -21,12 +21,12 @@ import (
 )
 
 func init() {
-	registerBenchScenario("ordering", "N jobs in order, W workers: reorder histogram and jobs run twice (seed 000)",
+	registerBenchScenario("ordering", "N jobs in order, W workers: reorder histogram and jobs run twice (as in \"Laravel queueing optimization\")",
 		func(m *Main) Command { return &BenchOrderingCommand{m: m} })
 }
 
 // BenchOrderingCommand measures how far from insertion order jobs start, and
-// whether any job runs more than once, as in the queue analysis of seed 000:
+// whether any job runs more than once, as in the "Laravel queueing optimization" analysis:
 // N jobs are inserted in order, numbered, then W workers, each a client of
 // its own (as separate processes are), work them all.
 type BenchOrderingCommand struct{ m *Main }
@@ -139,7 +139,7 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 	perClient := fs.Int("per-client", 1, "workers per client (each client has its own pool)")
 	prefetch := fs.Int("prefetch", 0, "Prefetch of each client's queue (0: none)")
 	strategy := fs.String("strategy", "", "claim strategy: pessimistic or optimistic (default: the backend's)")
-	deleteCompleted := fs.Bool("delete-completed", true, "delete jobs as they complete, as the seed's queues do")
+	deleteCompleted := fs.Bool("delete-completed", true, "delete jobs as they complete, as the analysis's queues do")
 	work := fs.Duration("work", 0, "how long each job's handler sleeps")
 	plotPath := addPlotFlag(fs)
 	pos, err := parseFlags(fs, args, c.Usage())
@@ -495,8 +495,8 @@ func (c *BenchOrderingCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench ordering [flags]
 
-Reproduces the ordering analysis of seed 000 ("Laravel queueing
-optimization"): creates a scratch store, inserts N no-op jobs numbered in
+Reproduces the ordering analysis of "Laravel queueing optimization" (an
+analysis of Laravel's database queue): creates a scratch store, inserts N no-op jobs numbered in
 insert order, then starts W workers, each client with its own connection pool
 as separate processes would have, and records the order in which handlers
 start. It prints jobs/s, the reorder histogram of |start position − job
