@@ -260,3 +260,20 @@ func (b *Backend) claimedIDs(ctx context.Context, claimID string, ids []int64) (
 	})
 	return mine, err
 }
+
+// JobReleaseClaim implements backend.Backend.
+func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	var n int64
+	err := b.retry(ctx, func() error {
+		res, err := b.db.ExecContext(ctx, b.sql.releaseClaim, p.ClaimID)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
+	}
+	return int(n), nil
+}

@@ -128,38 +128,3 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 	}
 	return out, nil
 }
-
-// LeaderElect implements backend.Backend.
-func (b *Backend) LeaderElect(ctx context.Context, p *backend.LeaderElectParams) (bool, error) {
-	var leader string
-	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `INSERT INTO spool_leader AS l (name, leader_id, elected_at, expires_at)
-VALUES (?1, ?2, ?3, ?3 + ?4)
-ON CONFLICT (name) DO UPDATE SET
-  leader_id = excluded.leader_id,
-  expires_at = excluded.expires_at,
-  elected_at = CASE WHEN l.leader_id = excluded.leader_id THEN l.elected_at ELSE excluded.elected_at END
-WHERE l.leader_id = excluded.leader_id OR l.expires_at < ?3
-RETURNING leader_id`, p.Name, p.ClientID, nowMicros(), p.TTL.Microseconds()).Scan(&leader)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("elect leader %q: %w", p.Name, err)
-	}
-	return leader == p.ClientID, nil
-}
-
-// LeaderResign implements backend.Backend.
-func (b *Backend) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
-	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM spool_leader WHERE name = ?1 AND leader_id = ?2`, p.Name, p.ClientID)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("resign leader %q: %w", p.Name, err)
-	}
-	return nil
-}

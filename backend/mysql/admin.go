@@ -1,0 +1,126 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// JobGet implements backend.Backend.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	j, err := scanJob(b.db.QueryRowContext(ctx, b.sql.get, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", id, backend.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobList implements backend.Backend.
+func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
+	limit := p.LimitOrDefault()
+	var q strings.Builder
+	q.WriteString(b.sql.listHead)
+	args := []any{p.AfterID}
+	if p.Queue != "" {
+		q.WriteString(" AND queue = ?")
+		args = append(args, p.Queue)
+	}
+	if p.Kind != "" {
+		q.WriteString(" AND kind = ?")
+		args = append(args, p.Kind)
+	}
+	if len(p.States) > 0 {
+		q.WriteString(" AND state IN (")
+		for i, s := range p.States {
+			if !s.Valid() {
+				return nil, fmt.Errorf("list jobs: unknown state %q", s)
+			}
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("?")
+			args = append(args, string(s))
+		}
+		q.WriteString(")")
+	}
+	q.WriteString(" ORDER BY id LIMIT " + strconv.Itoa(limit))
+	rows, err := b.db.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobRetry implements backend.Backend.
+func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
+	return b.changeJob(ctx, "retry", b.sql.retry, p.ID)
+}
+
+// JobCancel implements backend.Backend. A running job's lease holder learns
+// of it at its next heartbeat (no push channel in MySQL).
+func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
+	return b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
+}
+
+// changeJob runs a single-job state change and reads the row back in the
+// same transaction; when the update matched nothing it tells "no such job"
+// from "not allowed in its state".
+func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*backend.JobRow, error) {
+	var j *backend.JobRow
+	err := b.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		j, err = scanJob(tx.QueryRowContext(ctx, b.sql.get, id))
+		if err == nil && n == 0 {
+			return &stateError{state: j.State}
+		}
+		return err
+	})
+	var se *stateError
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrNotFound)
+	case errors.As(err, &se):
+		return nil, fmt.Errorf("%s job %d (state %s): %w", op, id, se.state, backend.ErrInvalidState)
+	case err != nil:
+		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
+	}
+	return j, nil
+}
+
+// QueueStatsAll implements backend.Backend.
+func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, error) {
+	rows, err := b.db.QueryContext(ctx, b.sql.stats)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rows.Close()
+	out, err := backend.CollectQueueStats(rows)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return out, nil
+}
+
+// stateError is a state change that does not apply to the job's state.
+type stateError struct{ state backend.State }
+
+func (e *stateError) Error() string { return "not allowed in state " + string(e.state) }

@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// JobGet implements backend.Backend.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	j, err := scanJob(b.pool.QueryRow(ctx, b.sql.get, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", id, backend.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobList implements backend.Backend.
+func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
+	limit := p.LimitOrDefault()
+	states := p.StateNames()
+	rows, err := b.pool.Query(ctx, b.sql.list, p.Queue, p.Kind, states, p.AfterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobRetry implements backend.Backend.
+func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
+	j, err := b.changeJob(ctx, "retry", b.sql.retry, p.ID)
+	if err == nil {
+		b.floors.lower(j.Queue, claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID})
+	}
+	return j, err
+}
+
+// JobCancel implements backend.Backend. Cancelling a running job also sends
+// a notification, so its lease holder can stop it without waiting for its
+// next heartbeat.
+func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
+	j, err := b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if j.AttemptedAt != nil && j.Attempt > 0 {
+		// A hint only: the cancellation is committed whether or not it is sent.
+		if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, cancelPrefix+strconv.FormatInt(j.ID, 10)); err != nil {
+			return j, nil
+		}
+	}
+	return j, nil
+}
+
+// changeJob runs a single-job state change and tells "no such job" from "not
+// allowed in its state" when the update matched nothing.
+func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*backend.JobRow, error) {
+	j, err := scanJob(b.pool.QueryRow(ctx, query, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := b.JobGet(ctx, id)
+		if errors.Is(gerr, backend.ErrNotFound) {
+			return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrNotFound)
+		}
+		if gerr != nil {
+			return nil, fmt.Errorf("%s job %d: %w", op, id, gerr)
+		}
+		return nil, fmt.Errorf("%s job %d (state %s): %w", op, id, cur.State, backend.ErrInvalidState)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
+	}
+	return j, nil
+}
+
+// QueueStatsAll implements backend.Backend.
+func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, error) {
+	rows, err := b.pool.Query(ctx, b.sql.stats)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	defer rows.Close()
+	out, err := backend.CollectQueueStats(rows)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return out, nil
+}

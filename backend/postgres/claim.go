@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// JobClaim implements backend.Backend. Rows come back in claim order.
+//
+// The claim runs in a transaction of its own with sorts and bitmap scans
+// switched off for that transaction only, sent as one pipelined round trip.
+// Without that, a table whose statistics lag its backlog (a fresh install
+// hit by a burst, any table between autovacuum analyses) is planned as a
+// bitmap scan plus a sort of every pending row: measured on 1,000,000 fresh
+// rows, 302 ms per 1,100-job claim instead of 5.3 ms via the ordered index.
+func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if b.strategy == StrategyOptimistic {
+		return b.claimOptimistic(ctx, p)
+	}
+	ticket := b.floors.begin(p.Queue, time.Now())
+	if ticket.probe {
+		b.startProbe(p.Queue, ticket.bound)
+	}
+	var jobs []*backend.JobRow
+	err := b.queryInTx(ctx, "BEGIN", func(rows pgx.Rows) (err error) {
+		jobs, err = collectJobs(rows)
+		return err
+	}, b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id)
+	if err != nil {
+		b.floors.end(ticket, nil, time.Now())
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	// UPDATE … RETURNING does not keep the CTE's order.
+	slices.SortFunc(jobs, func(a, b *backend.JobRow) int {
+		if a.Priority != b.Priority {
+			return int(a.Priority) - int(b.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	var last *claimKey
+	if len(jobs) > 0 {
+		j := jobs[len(jobs)-1]
+		last = &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
+	}
+	b.floors.end(ticket, last, time.Now())
+	return jobs, nil
+}
+
+// startProbe looks, off the claim path, for a pending row of queue at or
+// below bound that claims above the floor would miss, and lowers the floor
+// to it (floor.go). Errors only delay the next look.
+func (b *Backend) startProbe(queue string, bound claimKey) {
+	b.probes.Add(1)
+	go func() {
+		defer b.probes.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		defer cancel()
+		started := time.Now()
+		var found *claimKey
+		_ = b.queryInTx(ctx, "BEGIN READ ONLY", func(rows pgx.Rows) error {
+			defer rows.Close()
+			if rows.Next() {
+				var k claimKey
+				if err := rows.Scan(&k.priority, &k.runAt, &k.id); err != nil {
+					return err
+				}
+				found = &k
+			}
+			return rows.Err()
+		}, b.sql.probeBelow, queue, bound.priority, bound.runAt, bound.id)
+		b.floors.probed(queue, found, time.Since(started), time.Now())
+	}()
+}
+
+// queryInTx runs query in a transaction of its own with claimSettings, as
+// one pipelined round trip: begin ("BEGIN" or "BEGIN READ ONLY"), the
+// settings, the query, whose rows read consumes, and COMMIT. What read saw
+// counts only once COMMIT has succeeded.
+func (b *Backend) queryInTx(ctx context.Context, begin string, read func(pgx.Rows) error, query string, args ...any) error {
+	batch := &pgx.Batch{}
+	batch.Queue(begin)
+	batch.Queue(claimSettings)
+	batch.Queue(query, args...)
+	batch.Queue("COMMIT")
+	br := b.pool.SendBatch(ctx, batch)
+	err := readInTx(br, read)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+// JobReleaseClaim implements backend.Backend.
+func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	// The released rows keep their keys, below the floor: claim from the
+	// head again.
+	defer b.floors.resetAll()
+	tag, err := b.pool.Exec(ctx, b.sql.releaseClaim, p.ClaimID)
+	if err != nil {
+		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// readInTx reads the results of queryInTx's batch.
+func readInTx(br pgx.BatchResults, read func(pgx.Rows) error) error {
+	for range 2 { // begin, settings
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	if err := read(rows); err != nil {
+		return err
+	}
+	_, err = br.Exec() // COMMIT
+	return err
+}
+
+// claimSettings steer the claim's plan to the ordered index scans whatever
+// the statistics say, and joins of picked ids to nested loops of
+// primary-key lookups (the estimate of the two arms' union makes a hash join
+// over the whole table look cheaper: 55 ms instead of 9.7 ms per 1,000 jobs
+// from 100,000; the optimistic claim's loop over sorted arrays locks rows in
+// id order, so concurrent claims cannot deadlock), and turn JIT off: the
+// second arm's LIMIT is an expression, estimated at a tenth of the table, so
+// behind a large backlog the claim's cost passed jit_above_cost and each
+// claim spent 25-70 ms compiling (bench scale, 10,000,000 queued: 1,690
+// jobs/s). set_config(..., true) lasts until the end of the transaction.
+const claimSettings = `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true),
+  set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+  set_config('jit', 'off', true)`

@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// JobFinishMany implements backend.Backend.
+func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	if len(p.Finishes) == 0 {
+		return &backend.JobFinishManyResult{}, nil
+	}
+	// Lock rows in id order, as heartbeats do, so two batches never deadlock.
+	fs := slices.Clone(p.Finishes)
+	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return int(a.Lease.ID - b.Lease.ID) })
+	n := len(fs)
+	if allCompleted(fs) {
+		return b.completeMany(ctx, db, fs, p.DeleteCompleted)
+	}
+	var (
+		ids      = make([]int64, n)
+		fences   = make([]int32, n)
+		outcomes = make([]int16, n)
+		delays   = make([]int64, n)
+		errs     = make([]json.RawMessage, n)
+	)
+	for i, f := range fs {
+		ids[i], fences[i], outcomes[i], delays[i] = f.Lease.ID, f.Lease.Fence, int16(f.Outcome), micros(f.Delay)
+		if f.Error != nil {
+			e, err := json.Marshal(struct {
+				Attempt int    `json:"attempt"`
+				Error   string `json:"error"`
+				Trace   string `json:"trace,omitempty"`
+			}{f.Error.Attempt, f.Error.Error, f.Error.Trace})
+			if err != nil {
+				return nil, fmt.Errorf("finish jobs: encode error: %w", err)
+			}
+			errs[i] = e
+		}
+	}
+	rows, err := db.Query(ctx, b.sql.finish, b.customPlan(ids, fences, outcomes, delays, errs, p.DeleteCompleted)...)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	done, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.LeaseRef, error) {
+		var (
+			l     backend.LeaseRef
+			queue *string
+			key   claimKey
+		)
+		err := r.Scan(&l.ID, &l.Fence, &queue, &key.priority, &key.runAt)
+		if err == nil && queue != nil {
+			key.id = l.ID
+			b.floors.lower(*queue, key)
+		}
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// completeMany writes a batch of successes (fs sorted by id) with the
+// lighter completeKeep or completeDelete statement.
+func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFinish, deleteCompleted bool) (*backend.JobFinishManyResult, error) {
+	ids := make([]int64, len(fs))
+	fences := make([]int32, len(fs))
+	for i, f := range fs {
+		ids[i], fences[i] = f.Lease.ID, f.Lease.Fence
+	}
+	query := b.sql.completeKeep
+	if deleteCompleted {
+		query = b.sql.completeDelete
+	}
+	rows, err := db.Query(ctx, query, b.customPlan(ids, fences)...)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	done, err := collectLeases(rows)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// customPlan returns the arguments of a statement over id arrays so that it
+// is planned with its real arguments every time. Cached as a named prepared
+// statement, PostgreSQL switches to a generic plan after five runs; for the
+// finish and heartbeat statements that plan guesses unnest($1) at 10 rows,
+// and after an ANALYZE taken while no job ran it guesses 1 running row and
+// picks a nested loop over the whole running set: measured with 2,000
+// finishes against 10,000 running rows, 11,333 ms generic vs 36.7 ms custom
+// (bench scale --settle: 374 jobs/s). An unnamed statement (parse, describe,
+// execute) is planned per call; the simple protocol inlines the values and
+// is planned per call already.
+func (b *Backend) customPlan(args ...any) []any {
+	switch b.pool.Config().ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
+		return append([]any{pgx.QueryExecModeDescribeExec}, args...)
+	}
+	return args
+}
+
+// allCompleted reports whether every outcome in fs is a plain success.
+func allCompleted(fs []backend.JobFinish) bool {
+	for _, f := range fs {
+		if f.Outcome != backend.OutcomeComplete || f.Error != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// JobInsertMany implements backend.Backend. With ids wanted, every batch is
+// one INSERT … SELECT FROM unnest (faster than COPY with ids reserved up
+// front); with NoIDs, batches of CopyThreshold or more rows use COPY.
+// Figures in BENCHMARKS.md (BenchmarkInsertMany).
+func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	if len(p.Jobs) == 0 {
+		return &backend.JobInsertManyResult{}, nil
+	}
+	if p.NoIDs && len(p.Jobs) >= b.copyThreshold {
+		n, err := b.insertCopy(ctx, db, p.Jobs)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs (copy): %w", insertError(p.Tx, err))
+		}
+		return &backend.JobInsertManyResult{Count: n}, nil
+	}
+	n := len(p.Jobs)
+	var (
+		queues   = make([]string, n)
+		kinds    = make([]string, n)
+		args     = make([]json.RawMessage, n)
+		prios    = make([]int16, n)
+		runAts   = make([]*time.Time, n)
+		delays   = make([]int64, n)
+		maxAtt   = make([]int16, n)
+		tags     = make([]string, n)
+		metadata = make([]json.RawMessage, n)
+	)
+	for i, j := range p.Jobs {
+		queues[i], kinds[i], args[i], prios[i] = j.Queue, j.Kind, j.Args, j.Priority
+		runAts[i], delays[i], maxAtt[i] = j.RunAt, micros(j.Delay), j.MaxAttempts
+		tags[i] = strings.Join(j.Tags, ",")
+		if len(j.Metadata) > 0 {
+			metadata[i] = j.Metadata
+		}
+	}
+	rows, err := db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("insert jobs: inserted %d of %d rows", len(ids), n)
+	}
+	return &backend.JobInsertManyResult{IDs: ids, Count: n}, nil
+}
+
+// insertCopy writes jobs with COPY; ids come from the column default. Run
+// times are on the database clock: one SELECT now() when any job is delayed.
+func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobInsertParams) (int, error) {
+	var now time.Time
+	for _, j := range jobs {
+		if j.RunAt == nil {
+			if err := db.QueryRow(ctx, b.sql.now).Scan(&now); err != nil {
+				return 0, fmt.Errorf("read database clock: %w", notWritten(err))
+			}
+			break
+		}
+	}
+	rows := make([][]any, len(jobs))
+	for i, j := range jobs {
+		at := now.Add(j.Delay)
+		if j.RunAt != nil {
+			at = *j.RunAt
+		}
+		state := backend.StateAvailable
+		if at.After(now) {
+			state = backend.StateScheduled
+		}
+		tags := j.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		meta := j.Metadata
+		if len(meta) == 0 {
+			meta = json.RawMessage(`{}`)
+		}
+		rows[i] = []any{j.Queue, j.Kind, j.Args, j.Priority, at, string(state), j.MaxAttempts, tags, meta}
+	}
+	n, err := db.CopyFrom(ctx, pgx.Identifier{b.schema, "spool_jobs"}, copyColumns, pgx.CopyFromRows(rows))
+	if err != nil {
+		return 0, err
+	}
+	if int(n) != len(jobs) {
+		return 0, fmt.Errorf("copied %d of %d rows", n, len(jobs))
+	}
+	return len(jobs), nil
+}
+
+var copyColumns = []string{"queue", "kind", "args", "priority", "run_at", "state", "max_attempts", "tags", "metadata"}

@@ -1,0 +1,68 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// JobRescue implements backend.Backend.
+func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
+	max := p.MaxOrDefault()
+	rows, err := b.pool.Query(ctx, b.sql.rescue, max)
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	res := &backend.JobRescueResult{}
+	var (
+		state, queue string
+		key          claimKey
+	)
+	_, err = pgx.ForEachRow(rows, []any{&state, &queue, &key.priority, &key.runAt, &key.id}, func() error {
+		if backend.State(state) == backend.StateDiscarded {
+			res.Discarded++
+		} else {
+			res.Retried++
+			b.floors.lower(queue, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	return res, nil
+}
+
+// JobCleanup implements backend.Backend.
+func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
+	max := p.MaxOrDefault()
+	tag, err := b.pool.Exec(ctx, b.sql.cleanup, micros(p.CompletedAge), micros(p.DiscardedAge), micros(p.CancelledAge), max)
+	if err != nil {
+		return 0, fmt.Errorf("clean up jobs: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// LeaderElect implements backend.Backend.
+func (b *Backend) LeaderElect(ctx context.Context, p *backend.LeaderElectParams) (bool, error) {
+	var leader string
+	err := b.pool.QueryRow(ctx, b.sql.leaderElect, p.Name, p.ClientID, micros(p.TTL)).Scan(&leader)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("elect leader: %w", err)
+	}
+	return leader == p.ClientID, nil
+}
+
+// LeaderResign implements backend.Backend.
+func (b *Backend) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
+	if _, err := b.pool.Exec(ctx, b.sql.leaderResign, p.Name, p.ClientID); err != nil {
+		return fmt.Errorf("resign leader: %w", err)
+	}
+	return nil
+}

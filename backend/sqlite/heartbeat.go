@@ -1,0 +1,34 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// JobHeartbeatMany implements backend.Backend.
+func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
+	if len(p.Leases) == 0 {
+		return &backend.JobHeartbeatManyResult{}, nil
+	}
+	b.st.noteLease(p.Lease)
+	input := encodeLeases(p.Leases)
+	var alive []backend.LeaseRef
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE spool_jobs AS j SET leased_until = ?1 + ?2
+FROM (SELECT e.value->>0 AS fid, e.value->>1 AS ffence FROM json_each(?3) AS e) AS i
+WHERE j.id = i.fid AND j.fence = i.ffence AND j.state = 'running'
+RETURNING id, fence`, nowMicros(), p.Lease.Microseconds(), input)
+		if err != nil {
+			return err
+		}
+		alive, err = appendLeases(alive[:0], rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat jobs: %w", err)
+	}
+	return &backend.JobHeartbeatManyResult{Lost: backend.Unapplied(p.Leases, alive, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
+}
