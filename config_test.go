@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/backend/memory"
 )
 
 func TestConfigValidation(t *testing.T) {
-	be := testdb.Postgres(t)
+	be := memory.New()
 	cases := map[string]spool.Config{
 		"empty queue name":     {Queues: map[string]spool.QueueConfig{"": {MaxWorkers: 1}}},
 		"queue with SQL":       {Queues: map[string]spool.QueueConfig{"q'); drop table x; --": {MaxWorkers: 1}}},

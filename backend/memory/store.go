@@ -1,0 +1,149 @@
+package memory
+
+import (
+	"cmp"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// store is the jobs and leaders of one memory database. One mutex guards
+// it: every operation is short and none waits on anything while holding it.
+type store struct {
+	mu      sync.Mutex
+	nextID  int64
+	jobs    map[int64]*backend.JobRow
+	leaders map[string]leader
+	hub     hub
+}
+
+type leader struct {
+	id      string
+	expires time.Time
+}
+
+func newStore() *store {
+	return &store{
+		jobs:    map[int64]*backend.JobRow{},
+		leaders: map[string]leader{},
+		hub:     hub{subs: map[int]chan backend.Wake{}},
+	}
+}
+
+// now is the store's clock, in UTC and to the microsecond as the SQL
+// backends store times.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func pending(s backend.State) bool {
+	return s == backend.StateAvailable || s == backend.StateScheduled || s == backend.StateRetryable
+}
+
+func finished(s backend.State) bool {
+	return s == backend.StateCompleted || s == backend.StateDiscarded || s == backend.StateCancelled
+}
+
+// copyRow returns a copy of j that shares nothing mutable with it.
+func copyRow(j *backend.JobRow) *backend.JobRow {
+	c := *j
+	c.Args = slices.Clone(j.Args)
+	c.Metadata = slices.Clone(j.Metadata)
+	c.Tags = slices.Clone(j.Tags)
+	c.Errors = slices.Clone(j.Errors)
+	if j.LeasedUntil != nil {
+		t := *j.LeasedUntil
+		c.LeasedUntil = &t
+	}
+	if j.AttemptedAt != nil {
+		t := *j.AttemptedAt
+		c.AttemptedAt = &t
+	}
+	if j.FinalizedAt != nil {
+		t := *j.FinalizedAt
+		c.FinalizedAt = &t
+	}
+	return &c
+}
+
+func timePtr(t time.Time) *time.Time { return &t }
+
+// newRow builds the row of an insert at time t. The id is taken by the caller.
+func newRow(id int64, p *backend.JobInsertParams, t time.Time) *backend.JobRow {
+	runAt := t.Add(p.Delay)
+	if p.RunAt != nil {
+		runAt = p.RunAt.UTC().Truncate(time.Microsecond)
+	}
+	state := backend.StateAvailable
+	if runAt.After(t) {
+		state = backend.StateScheduled
+	}
+	tags := slices.Clone(p.Tags)
+	if tags == nil {
+		tags = []string{}
+	}
+	meta := slices.Clone(p.Metadata)
+	if len(meta) == 0 {
+		meta = json.RawMessage(`{}`)
+	}
+	return &backend.JobRow{
+		ID: id, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args), State: state,
+		Priority: p.Priority, RunAt: runAt, MaxAttempts: p.MaxAttempts, CreatedAt: t,
+		Tags: tags, Metadata: meta,
+	}
+}
+
+// claimOrder is the order claims take pending jobs in: priority, run time, id.
+func claimOrder(a, b *backend.JobRow) int {
+	return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
+}
+
+// held reports whether l is the running lease of its job; s.mu is held.
+func (s *store) held(l backend.LeaseRef) (*backend.JobRow, bool) {
+	j, ok := s.jobs[l.ID]
+	return j, ok && j.Fence == l.Fence && j.State == backend.StateRunning
+}
+
+// finish applies one outcome to a job whose lease holds, at time t, and
+// returns the wake-up it causes, if any; s.mu is held.
+func (s *store) finish(j *backend.JobRow, f backend.JobFinish, deleteCompleted bool, t time.Time) (backend.Wake, bool) {
+	if f.Error != nil {
+		e := *f.Error
+		e.At = t
+		j.Errors = append(j.Errors, e)
+	}
+	j.LeasedUntil, j.LeasedBy = nil, ""
+	switch f.Outcome {
+	case backend.OutcomeComplete:
+		if deleteCompleted {
+			delete(s.jobs, j.ID)
+			return backend.Wake{}, false
+		}
+		j.State, j.FinalizedAt = backend.StateCompleted, timePtr(t)
+	case backend.OutcomeRetry:
+		if j.Attempt >= j.MaxAttempts {
+			j.State, j.FinalizedAt = backend.StateDiscarded, timePtr(t)
+			break
+		}
+		j.State, j.RunAt = backend.StateRetryable, t.Add(f.Delay)
+	case backend.OutcomeSnooze:
+		j.Attempt--
+		j.RunAt = t.Add(f.Delay)
+		j.State = backend.StateAvailable
+		if f.Delay > 0 {
+			j.State = backend.StateScheduled
+		}
+	case backend.OutcomeCancel:
+		j.State, j.FinalizedAt = backend.StateCancelled, timePtr(t)
+	case backend.OutcomeDiscard:
+		j.State, j.FinalizedAt = backend.StateDiscarded, timePtr(t)
+	default: // OutcomeRelease
+		j.Attempt--
+		j.State = backend.StateAvailable
+	}
+	if pending(j.State) && !j.RunAt.After(t) {
+		return backend.Wake{Queue: j.Queue}, true
+	}
+	return backend.Wake{}, false
+}
