@@ -8,7 +8,7 @@ import (
 
 	drv "github.com/go-sql-driver/mysql"
 
-	"github.com/spoolq/spool/internal/conformance"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -73,7 +73,7 @@ func FuzzSQLEnqueue(f *testing.F) {
 		if err != nil {
 			t.Fatalf("job %d enqueued from SQL cannot be read: %v", id, err)
 		}
-		if err := conformance.WithinLimits(j); err != nil {
+		if err := backendtest.WithinLimits(j); err != nil {
 			t.Fatalf("spool_enqueue(%q, %q, %q, %v, %q, %v, %q, %q) stored a job the Go API would refuse: %v",
 				kind, args, queue, prio, runAt, maxAtt, tags, meta, err)
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/conformance"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -23,9 +23,9 @@ func TestSQLEnqueue(t *testing.T) {
 	t.Parallel()
 	be := testdb.MySQL(t, nil)
 	ctx := context.Background()
-	ran := make(chan *spool.Job[conformance.NoteArgs], 2)
+	ran := make(chan *spool.Job[backendtest.NoteArgs], 2)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		ran <- j
 		return nil
 	}))

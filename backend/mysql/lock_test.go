@@ -17,8 +17,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -69,7 +69,7 @@ func TestLockWaitTimeoutRetriedInside(t *testing.T) {
 	started := make(chan int64, 1)
 	proceed := make(chan struct{})
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		runs.Add(1)
 		started <- j.ID
 		<-proceed
@@ -80,7 +80,7 @@ func TestLockWaitTimeoutRetriedInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
+	res, err := c.Insert(ctx, backendtest.NoteArgs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestDeadlockRetriedInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conformance.InsertNotes(t, c, 0, 2)
+	backendtest.InsertNotes(t, c, 0, 2)
 	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 2, Lease: time.Minute, ClaimID: "t"})
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("claim: %v %v", rowIDs(rows), err)

@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
-// sqlTx adapts *sql.Tx to conformance.Tx. Its ExecContext, QueryContext and
+// sqlTx adapts *sql.Tx to backendtest.Tx. Its ExecContext, QueryContext and
 // QueryRowContext are *sql.Tx's, so the backend accepts it as a backend.Tx.
 type sqlTx struct{ *sql.Tx }
 
@@ -24,8 +24,8 @@ func strategyParams(strategy string) url.Values {
 	return url.Values{mysql.ClaimParam: {strategy}}
 }
 
-func harness(strategy string) conformance.Harness {
-	return conformance.Harness{
+func harness(strategy string) backendtest.Harness {
+	return backendtest.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
 			be := testdb.MySQL(t, strategyParams(strategy))
 			if want := map[string]string{mysql.StrategyAuto: mysql.StrategyPessimistic}[strategy]; want != "" && be.ClaimStrategy() != want {
@@ -37,7 +37,7 @@ func harness(strategy string) conformance.Harness {
 			// A second pool, as another process would have.
 			return testdb.OpenMySQL(t, be.(*mysql.Backend).Database(), strategyParams(strategy))
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
 			tx, err := be.(*mysql.Backend).DB().BeginTx(context.Background(), nil)
 			if err != nil {
 				t.Fatalf("begin: %v", err)
@@ -50,7 +50,7 @@ func harness(strategy string) conformance.Harness {
 
 // TestConformance runs the suite with the default strategy, which on a server
 // with SKIP LOCKED (MariaDB 10.6+, MySQL 8) is the pessimistic one.
-func TestConformance(t *testing.T) { conformance.Run(t, harness(mysql.StrategyAuto)) }
+func TestConformance(t *testing.T) { backendtest.Run(t, harness(mysql.StrategyAuto)) }
 
 // TestConformanceOptimistic runs the suite with the optimistic strategy.
-func TestConformanceOptimistic(t *testing.T) { conformance.Run(t, harness(mysql.StrategyOptimistic)) }
+func TestConformanceOptimistic(t *testing.T) { backendtest.Run(t, harness(mysql.StrategyOptimistic)) }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -164,7 +164,7 @@ func TestNoSkipLockedFallback(t *testing.T) {
 	}
 	ran := make(chan int, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		ran <- j.Args.N
 		return nil
 	}))
@@ -176,7 +176,7 @@ func TestNoSkipLockedFallback(t *testing.T) {
 	if _, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Millisecond, ClaimID: "dead"}); err != nil {
 		t.Fatal(err)
 	}
-	id, err := c.Insert(ctx, conformance.NoteArgs{N: 5}, nil)
+	id, err := c.Insert(ctx, backendtest.NoteArgs{N: 5}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestSchemaChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error { return nil }))
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[backendtest.NoteArgs]) error { return nil }))
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)

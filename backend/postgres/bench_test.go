@@ -12,8 +12,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -112,7 +112,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 			ctx := context.Background()
 			started := make(chan time.Time, 1)
 			ws := spool.NewWorkers()
-			spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+			spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 				started <- time.Now()
 				return nil
 			}))
@@ -133,7 +133,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := inserter.Insert(ctx, conformance.NoteArgs{N: i}, nil); err != nil {
+				if _, err := inserter.Insert(ctx, backendtest.NoteArgs{N: i}, nil); err != nil {
 					b.Fatal(err)
 				}
 				committed := time.Now()

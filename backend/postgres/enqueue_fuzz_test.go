@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/spoolq/spool/internal/conformance"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -74,7 +74,7 @@ func FuzzSQLEnqueue(f *testing.F) {
 		if err != nil {
 			t.Fatalf("job %d enqueued from SQL cannot be read: %v", id, err)
 		}
-		if err := conformance.WithinLimits(j); err != nil {
+		if err := backendtest.WithinLimits(j); err != nil {
 			t.Fatalf("enqueue(%q, %q, %q, %d, %d, %d, %q, %q) stored a job the Go API would refuse: %v",
 				kind, args, queue, prio, runAtUS, maxAtt, tags, meta, err)
 		}

@@ -20,8 +20,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
@@ -51,7 +51,7 @@ func runChildWorker(schema string) int {
 	}
 	ws := spool.NewWorkers()
 	var mu sync.Mutex
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		mu.Lock()
 		fmt.Printf("started %d\n", j.ID)
 		mu.Unlock()
@@ -78,7 +78,7 @@ func TestKillNineRescue(t *testing.T) {
 	be := testdb.Postgres(t)
 	ctx := context.Background()
 	inserter, _ := spool.NewClient(be, &spool.Config{})
-	conformance.InsertNotes(t, inserter, 0, 20)
+	backendtest.InsertNotes(t, inserter, 0, 20)
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childSchemaEnv+"="+be.Schema())
@@ -111,7 +111,7 @@ func TestKillNineRescue(t *testing.T) {
 		all  = make(chan struct{})
 	)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		mu.Lock()
 		runs[j.ID]++
 		if started[j.ID] && (j.Attempt != 2 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "lease expired")) {
@@ -165,7 +165,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 		runs = make(map[int]int, jobs)
 	)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		mu.Lock()
 		runs[j.Args.N]++
 		mu.Unlock()
@@ -192,7 +192,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conformance.InsertNotes(t, c, 0, jobs)
+	backendtest.InsertNotes(t, c, 0, jobs)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestDatabaseOutage(t *testing.T) {
 		n    atomic.Int32
 	)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		mu.Lock()
 		runs[j.Args.N]++
 		mu.Unlock()
@@ -305,7 +305,7 @@ func TestDatabaseOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conformance.InsertNotes(t, c, 0, jobs)
+	backendtest.InsertNotes(t, c, 0, jobs)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestStopDuringOutage(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		close(started)
 		<-release
 		return nil
@@ -368,7 +368,7 @@ func TestStopDuringOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
+	res, err := c.Insert(ctx, backendtest.NoteArgs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

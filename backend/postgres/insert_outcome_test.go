@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/dbserver"
 	"github.com/spoolq/spool/internal/testdb"
 )
@@ -38,11 +38,11 @@ func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 	pbe, proxy := proxiedBackend(t, be)
 	c := insertClient(t, pbe)
 	ctx := context.Background()
-	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	proxy.DropReplies()
-	_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
+	_, err := c.Insert(ctx, backendtest.NoteArgs{N: 2}, nil)
 	if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
 		t.Fatalf("insert whose reply was lost: got %v, want ErrOutcomeUnknown", err)
 	}
@@ -61,13 +61,13 @@ func TestInsertWithoutServerIsNotWritten(t *testing.T) {
 	pbe, proxy := proxiedBackend(t, be)
 	c := insertClient(t, pbe)
 	ctx := context.Background()
-	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Cut()
 	notWritten := false
 	for i := 0; i < 3 && !notWritten; i++ {
-		_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
+		_, err := c.Insert(ctx, backendtest.NoteArgs{N: 2}, nil)
 		switch {
 		case errors.Is(err, spool.ErrNotWritten):
 			notWritten = true
@@ -151,7 +151,7 @@ func TestInsertDuringServerRestarts(t *testing.T) {
 				params := make([]spool.InsertManyParams, size)
 				for k := range ns {
 					ns[k] = int(next.Add(1))
-					params[k] = spool.InsertManyParams{Args: conformance.NoteArgs{N: ns[k]}}
+					params[k] = spool.InsertManyParams{Args: backendtest.NoteArgs{N: ns[k]}}
 				}
 				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				var err error

@@ -15,13 +15,13 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/conformance"
 	"github.com/spoolq/spool/internal/testdb"
 )
 
-func harness(mode pgx.QueryExecMode) conformance.Harness {
-	return conformance.Harness{
+func harness(mode pgx.QueryExecMode) backendtest.Harness {
+	return backendtest.Harness{
 		NewBackend: func(t *testing.T) backend.Backend { return testdb.PostgresWithMode(t, mode) },
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			// A second pool, as another process would have.
@@ -31,7 +31,7 @@ func harness(mode pgx.QueryExecMode) conformance.Harness {
 			}
 			return other
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
 			tx, err := be.(*postgres.Backend).Pool().Begin(context.Background())
 			if err != nil {
 				t.Fatalf("begin: %v", err)
@@ -42,12 +42,12 @@ func harness(mode pgx.QueryExecMode) conformance.Harness {
 	}
 }
 
-func TestConformance(t *testing.T) { conformance.Run(t, harness(pgx.QueryExecModeCacheStatement)) }
+func TestConformance(t *testing.T) { backendtest.Run(t, harness(pgx.QueryExecModeCacheStatement)) }
 
 // TestConformanceSimpleProtocol runs the suite with pgx's simple protocol,
 // as behind PgBouncer in transaction mode before version 1.21.
 func TestConformanceSimpleProtocol(t *testing.T) {
-	conformance.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
+	backendtest.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
 }
 
 // TestConformanceOptimistic runs the suite with the optimistic claim
@@ -68,7 +68,7 @@ func TestConformanceOptimistic(t *testing.T) {
 	h.Reopen = func(t *testing.T, be backend.Backend) backend.Backend {
 		return optimistic(t, testdb.PostgresPool(t), be.(*postgres.Backend).Schema())
 	}
-	conformance.Run(t, h)
+	backendtest.Run(t, h)
 }
 
 func TestMigrateConcurrently(t *testing.T) {
@@ -135,7 +135,7 @@ func TestSchemaChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error { return nil }))
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[backendtest.NoteArgs]) error { return nil }))
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -213,9 +213,9 @@ func TestSQLEnqueue(t *testing.T) {
 	t.Parallel()
 	be := testdb.Postgres(t)
 	ctx := context.Background()
-	ran := make(chan conformance.NoteArgs, 1)
+	ran := make(chan backendtest.NoteArgs, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		ran <- j.Args
 		return nil
 	}))
@@ -296,7 +296,7 @@ func TestPollOnly(t *testing.T) {
 	ctx := context.Background()
 	ran := make(chan int, 10)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		ran <- j.Args.N
 		return nil
 	}))
@@ -350,7 +350,7 @@ func TestNotifyCoalesced(t *testing.T) {
 			if i%2 == 1 {
 				q = "b"
 			}
-			params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: q}}
+			params[i] = spool.InsertManyParams{Args: backendtest.NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: q}}
 		}
 		res, err := c.InsertMany(ctx, params)
 		if err != nil {
@@ -400,7 +400,7 @@ func TestNotifyCoalesced(t *testing.T) {
 		if i%2 == 1 {
 			q = "b"
 		}
-		if _, err := c.InsertTx(ctx, tx, conformance.NoteArgs{N: i}, &spool.InsertOpts{Queue: q}); err != nil {
+		if _, err := c.InsertTx(ctx, tx, backendtest.NoteArgs{N: i}, &spool.InsertOpts{Queue: q}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -436,7 +436,7 @@ func TestCancelRunningJobPromptly(t *testing.T) {
 	started := make(chan int64, 1)
 	cancelled := make(chan error, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
 		started <- j.ID
 		<-ctx.Done()
 		cancelled <- context.Cause(ctx)
@@ -451,7 +451,7 @@ func TestCancelRunningJobPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(ctx)
-	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
+	res, err := c.Insert(ctx, backendtest.NoteArgs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package conformance
+package backendtest
 
 import (
 	"context"
