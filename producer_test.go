@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/backend/memory"
 )
 
 type wakeArgs struct{}
@@ -23,7 +22,7 @@ func (wakeArgs) Kind() string { return "wake_test" }
 // gatedBackend holds the first claim after it ran until the test releases
 // it, and reports every wake-up once the client has taken it.
 type gatedBackend struct {
-	*sqlite.Backend
+	*memory.Backend
 	gate    atomic.Bool
 	claimed chan struct{}
 	release chan struct{}
@@ -55,10 +54,7 @@ func (g *gatedBackend) Listen(ctx context.Context, ready func(), onWake func(bac
 // polling an hour apart, a lost wake-up leaves the job waiting.
 func TestWakeDuringClaimIsKept(t *testing.T) {
 	ctx := context.Background()
-	inner, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "wake.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := memory.New()
 	defer inner.Close()
 	if err := inner.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -115,10 +111,7 @@ func (lateArgs) Kind() string { return "late_test" }
 // back unstarted, and each job runs once, under the claim that follows.
 func TestNoStartAfterLeaseEnded(t *testing.T) {
 	ctx := context.Background()
-	inner, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "late.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := memory.New()
 	defer inner.Close()
 	if err := inner.Migrate(ctx); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ run() { # package, target
   echo "ci/fuzz: $2 in $1 for $time"
   go test -run '^$' -fuzz "^$2\$" -fuzztime "$time" "$1"
 }
-run . FuzzInsert
+run ./backend/sqlite FuzzInsert
 run ./backend/sqlite FuzzParseURL
 run ./backend/mysql FuzzParseURL
 run ./backend/postgres FuzzParseInsertNotice

@@ -2,7 +2,13 @@ module github.com/spoolq/spool/bench/peers
 
 go 1.26.8
 
-replace github.com/spoolq/spool => ../..
+replace (
+	github.com/spoolq/spool => ../..
+	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
+	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
+	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
+	github.com/spoolq/spool/internal => ../../internal
+)
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
@@ -12,6 +18,8 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1
 	github.com/riverqueue/river/riverdriver/riversqlite v0.47.0
 	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
 	modernc.org/sqlite v1.61.1
 )
 

@@ -92,6 +92,8 @@ func (l *launcher) riverSQLiteBinary(ctx context.Context) (string, error) {
 		bin := filepath.Join(l.tmp, "peers-riversqlite")
 		cmd := exec.CommandContext(ctx, "go", "build", "-tags", "riversqlite", "-modfile=go.riversqlite.mod", "-o", bin, ".")
 		cmd.Dir = l.dir
+		// -modfile works only outside the repository's workspace (go.work).
+		cmd.Env = append(os.Environ(), "GOWORK=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			l.riverSQLiteErr = fmt.Errorf("build river-sqlite runner: %w: %s", err, strings.TrimSpace(string(out)))
 			return

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spoolq/spool/internal/plot"
+	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 func init() {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/plot"
+	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 func init() {

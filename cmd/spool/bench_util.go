@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/plot"
+	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 // Helpers shared by the bench scenarios: latency statistics, windows over

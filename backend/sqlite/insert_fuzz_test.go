@@ -1,4 +1,4 @@
-package spool_test
+package sqlite_test
 
 import (
 	"bytes"
