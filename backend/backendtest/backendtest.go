@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"MaxAttemptsDiscards", testMaxAttemptsDiscards},
 		{"Snooze", testSnooze},
 		{"CancelAndDiscardOutcomes", testCancelAndDiscardOutcomes},
+		{"FinishManyMixedOutcomes", testFinishManyMixed},
 		{"UndecodableArgsDiscarded", testUndecodableArgs},
 		{"PanicRecorded", testPanicRecorded},
 		{"Timeout", testTimeout},

@@ -237,3 +237,125 @@ func testTimeoutOverrun(t *testing.T, h Harness) {
 		t.Fatalf("recorded error %q, want the timeout overrun, not a lease expiry", e)
 	}
 }
+
+// testFinishManyMixed writes one batch of every outcome over a few hundred
+// jobs, each failure with an error text of its own, plus a stale lease, and
+// checks every row: a backend that splits or groups such a batch internally
+// must still apply each outcome to its own job, and only to it.
+func testFinishManyMixed(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	ctx := context.Background()
+	const kinds, per = 9, 30
+	jobs := make([]*backend.JobInsertParams, kinds*per)
+	for i := range jobs {
+		jobs[i] = &backend.JobInsertParams{Queue: spool.DefaultQueue, Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
+		if i%kinds == 3 {
+			jobs[i].MaxAttempts = 1 // its retry discards it
+		}
+	}
+	ins, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
+	if err != nil || len(ins.IDs) != len(jobs) {
+		t.Fatalf("insert: %v", err)
+	}
+	kindOf := map[int64]int{}
+	for i, id := range ins.IDs {
+		kindOf[id] = i % kinds
+	}
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: len(jobs), Lease: time.Minute, ClaimID: "t"})
+	if err != nil || len(rows) != len(jobs) {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	errText := func(id int64) string { return fmt.Sprintf("failure of job %d", id) }
+	var fs []backend.JobFinish
+	for _, r := range rows {
+		f := backend.JobFinish{Lease: r.Lease()}
+		fail := &backend.AttemptError{Attempt: int(r.Attempt), Error: errText(r.ID)}
+		if r.ID%2 == 0 {
+			fail.Trace = fmt.Sprintf("trace of job %d", r.ID)
+		}
+		switch kindOf[r.ID] {
+		case 0:
+			f.Outcome = backend.OutcomeComplete
+		case 1:
+			f.Outcome, f.Error = backend.OutcomeComplete, fail
+		case 2:
+			f.Outcome, f.Delay, f.Error = backend.OutcomeRetry, time.Hour+time.Duration(r.ID)*time.Second, fail
+		case 3:
+			f.Outcome, f.Delay, f.Error = backend.OutcomeRetry, time.Hour, fail
+		case 4:
+			f.Outcome = backend.OutcomeSnooze
+		case 5:
+			f.Outcome, f.Delay = backend.OutcomeSnooze, time.Hour
+		case 6:
+			f.Outcome, f.Error = backend.OutcomeCancel, fail
+		case 7:
+			f.Outcome, f.Error = backend.OutcomeDiscard, fail
+		default:
+			f.Outcome = backend.OutcomeRelease
+		}
+		fs = append(fs, f)
+	}
+	stale := rows[0].Lease()
+	stale.Fence--
+	fs = append(fs, backend.JobFinish{Lease: stale, Outcome: backend.OutcomeCancel})
+	before := time.Now()
+	res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
+	if err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if len(res.Rejected) != 1 || res.Rejected[0] != stale {
+		t.Fatalf("rejected %v, want only the stale lease %v", res.Rejected, stale)
+	}
+	for _, r := range rows {
+		got, err := be.JobGet(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := kindOf[r.ID]
+		want := map[int]backend.State{0: backend.StateCompleted, 1: backend.StateCompleted, 2: backend.StateRetryable, 3: backend.StateDiscarded,
+			4: backend.StateAvailable, 5: backend.StateScheduled, 6: backend.StateCancelled, 7: backend.StateDiscarded, 8: backend.StateAvailable}[k]
+		attempt := int16(1)
+		if k == 4 || k == 5 || k == 8 {
+			attempt = 0 // snooze and release give the attempt back
+		}
+		failed := k == 1 || k == 2 || k == 3 || k == 6 || k == 7
+		final := want == backend.StateCompleted || want == backend.StateCancelled || want == backend.StateDiscarded
+		switch {
+		case got.State != want:
+			t.Fatalf("job %d (outcome case %d): state %s, want %s", r.ID, k, got.State, want)
+		case got.Attempt != attempt:
+			t.Fatalf("job %d (outcome case %d): attempt %d, want %d", r.ID, k, got.Attempt, attempt)
+		case (got.FinalizedAt != nil) != final:
+			t.Fatalf("job %d (outcome case %d): finalized_at %v, want set=%v", r.ID, k, got.FinalizedAt, final)
+		case got.LeasedBy != "" || got.LeasedUntil != nil:
+			t.Fatalf("job %d (outcome case %d): still leased by %q until %v", r.ID, k, got.LeasedBy, got.LeasedUntil)
+		}
+		if !failed {
+			if len(got.Errors) != 0 {
+				t.Fatalf("job %d (outcome case %d): errors %+v, want none", r.ID, k, got.Errors)
+			}
+		} else {
+			wantTrace := ""
+			if r.ID%2 == 0 {
+				wantTrace = fmt.Sprintf("trace of job %d", r.ID)
+			}
+			if len(got.Errors) != 1 || got.Errors[0].Error != errText(r.ID) || got.Errors[0].Trace != wantTrace || got.Errors[0].Attempt != 1 {
+				t.Fatalf("job %d (outcome case %d): errors %+v, want one with %q and trace %q", r.ID, k, got.Errors, errText(r.ID), wantTrace)
+			}
+		}
+		var delay time.Duration
+		switch k {
+		case 2:
+			delay = time.Hour + time.Duration(r.ID)*time.Second
+		case 5:
+			delay = time.Hour
+		}
+		if delay > 0 {
+			// The store's clock adds the delay; allow for clock skew between
+			// this process and the database and for the write's duration.
+			if lo, hi := before.Add(delay-time.Minute), time.Now().Add(delay+time.Minute); got.RunAt.Before(lo) || got.RunAt.After(hi) {
+				t.Fatalf("job %d (outcome case %d): run_at %v, want about %v from now", r.ID, k, got.RunAt, delay)
+			}
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 // caller's, or a short one of its own) it locks the batch's rows by primary
 // key and reads their leases, then writes only the outcomes whose lease
 // holds: completions with one UPDATE (or DELETE) by id list, every other
-// outcome with one UPDATE joined to a derived table of the outcomes. Knowing
+// outcome with one UPDATE whose per-job values are CASE expressions over the
+// ids (see finishOtherSet). Knowing
 // the live leases before writing is what makes the rejected list exact,
 // without RETURNING (MySQL has none for UPDATE).
 //
@@ -99,9 +100,15 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 		}
 	}
 	if len(other) > 0 {
-		input, args := finishInput(other)
-		if err := execCount(ctx, db, strings.Replace(b.sql.finishOther, "{{input}}", input, 1), len(other), args...); err != nil {
-			return nil, err
+		for chunk := range slices.Chunk(other, finishOtherChunk) {
+			ids := make([]int64, len(chunk))
+			for i, f := range chunk {
+				ids[i] = f.Lease.ID
+			}
+			set, args := finishOtherSet(chunk)
+			if err := execCount(ctx, db, strings.Replace(b.sql.finishOther, "{{set}}", set, 1)+inList(ids), len(chunk), args...); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return rejected, nil
@@ -144,33 +151,128 @@ func execCount(ctx context.Context, db DBTX, query string, want int, args ...any
 	return nil
 }
 
-// finishInput renders the outcomes as a derived table, one SELECT per row
-// joined by UNION ALL: portable to every MySQL and MariaDB version (no
-// VALUES table constructor, no JSON_TABLE). The first SELECT names and types
-// the columns. Numbers are formatted here; error texts are bound.
-func finishInput(fs []backend.JobFinish) (string, []any) {
+// finishOtherChunk bounds the jobs of one finishOther UPDATE. The server
+// reads a CASE's arms in order for every row, so a statement's cost grows
+// with the square of its distinct arms. BenchmarkFinish, 1,000 retries with a
+// distinct error each (MariaDB 10.11): one statement 19k jobs/s, chunks of
+// 200 22k/s, chunks of 100 23.5k/s (the derived-table join it replaced:
+// 25.8k/s); with one error for the batch, 29.9k/s (join: 27.5k/s).
+const finishOtherChunk = 100
+
+// finishOtherSet renders the SET list of the finishOther UPDATE for fs (each
+// a distinct running job this transaction has locked). Each column is a CASE
+// over the ids; a column's expression for one job follows from its outcome,
+// so jobs with the same expression share one "WHEN id IN (…)" arm. Numbers
+// are formatted here; error texts are bound, once per distinct error, in the
+// order they appear.
+//
+// Only attempt is both read and written, and it is assigned last, so the
+// statement means the same whether the server applies assignments left to
+// right or simultaneously.
+func finishOtherSet(fs []backend.JobFinish) (string, []any) {
+	const (
+		now            = "UTC_TIMESTAMP(6)"
+		retryExhausted = "attempt >= max_attempts"
+	)
+	type errorEntry struct {
+		attempt      int
+		error, trace string
+	}
 	var (
-		b    strings.Builder
+		errs                                  = map[errorEntry][]int64{}
+		errOrder                              []errorEntry
+		finalized, state, runAt, attemptGiven caseByID
+	)
+	for _, f := range fs {
+		id := f.Lease.ID
+		if e := f.Error; e != nil {
+			k := errorEntry{e.Attempt, e.Error, e.Trace}
+			if _, ok := errs[k]; !ok {
+				errOrder = append(errOrder, k)
+			}
+			errs[k] = append(errs[k], id)
+		}
+		switch f.Outcome {
+		case backend.OutcomeComplete:
+			state.add("'completed'", id)
+			finalized.add(now, id)
+		case backend.OutcomeRetry:
+			state.add("IF("+retryExhausted+", 'discarded', 'retryable')", id)
+			finalized.add("IF("+retryExhausted+", "+now+", NULL)", id)
+			runAt.add(now+" + INTERVAL "+strconv.FormatInt(micros(f.Delay), 10)+" MICROSECOND", id)
+		case backend.OutcomeSnooze:
+			if f.Delay > 0 {
+				state.add("'scheduled'", id)
+			} else {
+				state.add("'available'", id)
+			}
+			runAt.add(now+" + INTERVAL "+strconv.FormatInt(micros(f.Delay), 10)+" MICROSECOND", id)
+			attemptGiven.add("attempt - 1", id)
+		case backend.OutcomeCancel:
+			state.add("'cancelled'", id)
+			finalized.add(now, id)
+		case backend.OutcomeDiscard:
+			state.add("'discarded'", id)
+			finalized.add(now, id)
+		default: // OutcomeRelease
+			state.add("'available'", id)
+			attemptGiven.add("attempt - 1", id)
+		}
+	}
+	var (
+		set  strings.Builder
 		args []any
 	)
-	for i, f := range fs {
-		attempt, msg, trace := "NULL", "NULL", "NULL"
-		if f.Error != nil {
-			attempt, msg = strconv.Itoa(f.Error.Attempt), "?"
-			args = append(args, f.Error.Error)
-			if f.Error.Trace != "" {
-				trace = "?"
-				args = append(args, f.Error.Trace)
+	if len(errOrder) > 0 {
+		// Jobs that failed alike (same attempt, error and trace: a batch
+		// that hit the same outage) share one arm and one copy of the text.
+		set.WriteString("errors = CASE")
+		for _, k := range errOrder {
+			set.WriteString(" WHEN id IN " + inList(errs[k]) + " THEN JSON_ARRAY_APPEND(COALESCE(errors, JSON_ARRAY()), '$', JSON_OBJECT('attempt', " +
+				strconv.Itoa(k.attempt) + ", 'at', " + nowJSON + ", 'error', ?")
+			args = append(args, k.error)
+			if k.trace != "" {
+				set.WriteString(", 'trace', ?")
+				args = append(args, k.trace)
 			}
+			set.WriteString("))")
 		}
-		id, outcome, delay := strconv.FormatInt(f.Lease.ID, 10), strconv.Itoa(int(f.Outcome)), strconv.FormatInt(micros(f.Delay), 10)
-		if i == 0 {
-			b.WriteString("SELECT " + id + " AS id, " + outcome + " AS outcome, " + delay + " AS delay_us, CAST(" +
-				attempt + " AS SIGNED) AS err_attempt, CAST(" + msg + " AS CHAR CHARACTER SET utf8mb4) AS err_message, CAST(" +
-				trace + " AS CHAR CHARACTER SET utf8mb4) AS err_trace")
-			continue
-		}
-		b.WriteString("\nUNION ALL SELECT " + id + ", " + outcome + ", " + delay + ", " + attempt + ", " + msg + ", " + trace)
+		set.WriteString(" ELSE errors END,\n  ")
 	}
-	return b.String(), args
+	set.WriteString("finalized_at = " + finalized.sql("NULL") + ",\n  ")
+	set.WriteString("state = " + state.sql("state") + ",\n  ")
+	set.WriteString("run_at = " + runAt.sql("run_at") + ",\n  ")
+	set.WriteString("leased_until = NULL, leased_by = NULL,\n  ")
+	set.WriteString("attempt = " + attemptGiven.sql("attempt"))
+	return set.String(), args
+}
+
+// caseByID builds "CASE WHEN id IN (…) THEN expr … ELSE fallback END",
+// grouping the ids that share an expression, in first-seen order.
+type caseByID struct {
+	exprs []string
+	ids   map[string][]int64
+}
+
+func (c *caseByID) add(expr string, id int64) {
+	if c.ids == nil {
+		c.ids = map[string][]int64{}
+	}
+	if _, ok := c.ids[expr]; !ok {
+		c.exprs = append(c.exprs, expr)
+	}
+	c.ids[expr] = append(c.ids[expr], id)
+}
+
+func (c *caseByID) sql(fallback string) string {
+	if len(c.exprs) == 0 {
+		return fallback
+	}
+	var b strings.Builder
+	b.WriteString("CASE")
+	for _, e := range c.exprs {
+		b.WriteString(" WHEN id IN " + inList(c.ids[e]) + " THEN " + e)
+	}
+	b.WriteString(" ELSE " + fallback + " END")
+	return b.String()
 }

@@ -79,32 +79,16 @@ WHERE pending = 1 AND run_at <= UTC_TIMESTAMP(6) AND id IN `,
   leased_until = NULL, leased_by = NULL
 WHERE state = 'running' AND id IN `,
 		deleteDone: `DELETE FROM {{db}}.spool_jobs WHERE state = 'running' AND id IN `,
-		// Every other outcome, joined to a derived table of (id, outcome,
-		// delay_us, err_attempt, err_message, err_trace) rows that is
-		// appended. Outcome codes match backend.Outcome: 1 complete, 2 retry,
-		// 3 snooze, 4 cancel, 5 discard, 6 release. attempt is read only by
-		// outcome 2 and written only by outcomes 3 and 6, so no assignment
-		// depends on another's order.
-		finishOther: `UPDATE {{db}}.spool_jobs j JOIN ({{input}}) i ON j.id = i.id SET
-  j.errors = IF(i.err_message IS NULL, j.errors, JSON_ARRAY_APPEND(COALESCE(j.errors, JSON_ARRAY()), '$',
-    IF(i.err_trace IS NULL,
-      JSON_OBJECT('attempt', i.err_attempt, 'at', {{nowjson}}, 'error', i.err_message),
-      JSON_OBJECT('attempt', i.err_attempt, 'at', {{nowjson}}, 'error', i.err_message, 'trace', i.err_trace)))),
-  j.finalized_at = IF(i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt >= j.max_attempts), UTC_TIMESTAMP(6), NULL),
-  j.state = CASE
-      WHEN i.outcome = 1 THEN 'completed'
-      WHEN i.outcome = 2 AND j.attempt >= j.max_attempts THEN 'discarded'
-      WHEN i.outcome = 2 THEN 'retryable'
-      WHEN i.outcome = 3 AND i.delay_us > 0 THEN 'scheduled'
-      WHEN i.outcome = 4 THEN 'cancelled'
-      WHEN i.outcome = 5 THEN 'discarded'
-      ELSE 'available'
-    END,
-  j.run_at = IF(i.outcome IN (2, 3), UTC_TIMESTAMP(6) + INTERVAL i.delay_us MICROSECOND, j.run_at),
-  j.attempt = IF(i.outcome IN (3, 6), j.attempt - 1, j.attempt),
-  j.leased_until = NULL,
-  j.leased_by = NULL
-WHERE j.state = 'running'`,
+		// Every other outcome, as one single-table UPDATE: the SET list is
+		// built per batch by finishOtherSet (CASE expressions over the ids,
+		// error texts bound) and "AND id IN (…)" is appended. A multiple-table
+		// UPDATE joined to a derived table of the outcomes would need a
+		// temporary table whenever the optimizer reads the derived table first,
+		// and MariaDB 10.11.19 was seen to crash (signal 11 in
+		// Create_tmp_table::cleanup_on_failure) when creating that table failed
+		// under load; a single-table UPDATE never creates one.
+		finishOther: `UPDATE {{db}}.spool_jobs SET {{set}}
+WHERE state = 'running' AND id IN `,
 
 		// Heartbeat: extend live leases; "id IN (…) AND (id, fence) IN (…)"
 		// is appended. When fewer rows match than leases were sent,
