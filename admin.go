@@ -28,9 +28,7 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) ([]*JobRow, erro
 func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.backend.JobRetry(ctx, &backend.JobRetryParams{ID: id})
 	if err == nil {
-		if p, ok := c.producers[row.Queue]; ok {
-			p.wake()
-		}
+		c.engine.Wake(row.Queue)
 	}
 	return row, err
 }

@@ -30,7 +30,7 @@ type Config struct {
 	// CompletionBatchMax caps how many outcomes one write carries. Defaults
 	// to 2000.
 	CompletionBatchMax int
-	// CompletionDelay is how long the completer waits after an outcome to
+	// CompletionDelay is how long the outcome writer waits after an outcome to
 	// collect more before writing. 0 writes as soon as the previous write has
 	// finished, which already batches under load. Defaults to 0.
 	CompletionDelay time.Duration

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/engine"
 )
 
 // Errors a caller can test for with errors.Is.
@@ -14,7 +15,7 @@ var (
 	// ErrInvalidJob is matched by every *InvalidJobError.
 	ErrInvalidJob = errors.New("invalid job")
 	// ErrUnknownKind: no worker is registered for the kind being inserted.
-	ErrUnknownKind = errors.New("no worker registered for kind")
+	ErrUnknownKind = engine.ErrUnknownKind
 	// ErrArgsTooLarge: the encoded args exceed Config.MaxArgsBytes.
 	ErrArgsTooLarge = errors.New("args too large")
 	// ErrArgsEncode: the args could not be encoded as JSON.
@@ -38,15 +39,15 @@ var (
 	// may have committed. See docs/guarantees.md on enqueueing idempotently.
 	ErrOutcomeUnknown = backend.ErrOutcomeUnknown
 	// ErrNotStarted / ErrAlreadyStarted: Start and Stop called out of order.
-	ErrNotStarted     = errors.New("client not started")
-	ErrAlreadyStarted = errors.New("client already started")
+	ErrNotStarted     = engine.ErrNotStarted
+	ErrAlreadyStarted = engine.ErrAlreadyStarted
 	// ErrNoWorkers: Start was called on a client with no workers or queues.
 	ErrNoWorkers = errors.New("client has no workers or no queues to work")
 	// ErrLeaseLost is the context cause when a running job's lease was lost
 	// (rescued after missed heartbeats, or cancelled by a user).
-	ErrLeaseLost = errors.New("job lease lost or job cancelled")
+	ErrLeaseLost = engine.ErrLeaseLost
 	// ErrClientStopping is the context cause of jobs cancelled by a hard stop.
-	ErrClientStopping = errors.New("client stopping")
+	ErrClientStopping = engine.ErrClientStopping
 )
 
 // InvalidJobError reports a job that failed validation at insert; nothing was
@@ -73,35 +74,13 @@ func invalid(field string, err error, format string, args ...any) *InvalidJobErr
 	return &InvalidJobError{Field: field, Reason: fmt.Sprintf(format, args...), Err: err}
 }
 
-// outcomeError is returned by Snooze, Cancel and Discard.
-type outcomeError struct {
-	outcome backend.Outcome
-	delay   time.Duration
-	err     error
-}
-
-// Error implements error.
-func (e *outcomeError) Error() string {
-	switch e.outcome {
-	case backend.OutcomeSnooze:
-		return fmt.Sprintf("snooze for %s", e.delay)
-	case backend.OutcomeCancel:
-		return fmt.Sprintf("cancel: %v", e.err)
-	default:
-		return fmt.Sprintf("discard: %v", e.err)
-	}
-}
-
-// Unwrap returns the error recorded with the outcome.
-func (e *outcomeError) Unwrap() error { return e.err }
-
 // Snooze, returned from Work, puts the job back to run again after d without
 // using up an attempt.
 func Snooze(d time.Duration) error {
 	if d < 0 {
 		d = 0
 	}
-	return &outcomeError{outcome: backend.OutcomeSnooze, delay: d}
+	return &engine.OutcomeError{Outcome: backend.OutcomeSnooze, Delay: d}
 }
 
 // Cancel, returned from Work, cancels the job for good; err is recorded.
@@ -109,7 +88,7 @@ func Cancel(err error) error {
 	if err == nil {
 		err = errors.New("cancelled by worker")
 	}
-	return &outcomeError{outcome: backend.OutcomeCancel, err: err}
+	return &engine.OutcomeError{Outcome: backend.OutcomeCancel, Err: err}
 }
 
 // Discard, returned from Work, discards the job now without further retries;
@@ -118,7 +97,7 @@ func Discard(err error) error {
 	if err == nil {
 		err = errors.New("discarded by worker")
 	}
-	return &outcomeError{outcome: backend.OutcomeDiscard, err: err}
+	return &engine.OutcomeError{Outcome: backend.OutcomeDiscard, Err: err}
 }
 
 // StopTimeoutError is returned by Client.Stop and Client.StopAndCancel when

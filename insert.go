@@ -166,7 +166,7 @@ func (c *Client) insertRows(ctx context.Context, tx any, params []InsertManyPara
 		return nil, nil, err
 	}
 	if tx == nil {
-		c.wakeLocal(rows)
+		c.engine.WakeInserted(rows)
 	}
 	return rows, res, nil
 }

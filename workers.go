@@ -7,38 +7,19 @@ import (
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/spoolq/spool/internal/engine"
 )
 
 // Workers is the registry of workers by kind. Register with AddWorker before
 // passing it to NewClient.
 type Workers struct {
 	mu    sync.RWMutex
-	kinds map[string]workerEntry
+	kinds map[string]engine.Handler
 }
-
-// workerEntry turns a stored job into something runnable for one kind.
-type workerEntry struct {
-	// run decodes the row's args and works the job. It returns errDecode
-	// (wrapped) when the args do not decode.
-	run func(ctx context.Context, row *JobRow) error
-	// timeout returns the worker's own timeout for the row (0: default).
-	timeout func(row *JobRow) time.Duration
-	// nextRetry returns the worker's own backoff (ok=false: use the policy).
-	nextRetry func(row *JobRow) (time.Duration, bool)
-}
-
-// errDecode marks a payload that does not decode into the registered type;
-// such a job is discarded, since no retry can fix it.
-type errDecode struct{ err error }
-
-// Error implements error.
-func (e *errDecode) Error() string { return "decode args: " + e.err.Error() }
-
-// Unwrap returns the JSON error.
-func (e *errDecode) Unwrap() error { return e.err }
 
 // NewWorkers returns an empty registry.
-func NewWorkers() *Workers { return &Workers{kinds: map[string]workerEntry{}} }
+func NewWorkers() *Workers { return &Workers{kinds: map[string]engine.Handler{}} }
 
 // AddWorker registers w for the kind of T. It panics if the kind is empty or
 // already registered: both are programming errors found at start-up.
@@ -58,25 +39,25 @@ func AddWorkerSafely[T JobArgs](ws *Workers, w Worker[T]) error {
 	decode := func(row *JobRow) (*Job[T], error) {
 		job := &Job[T]{JobRow: row}
 		if err := json.Unmarshal(row.Args, &job.Args); err != nil {
-			return nil, &errDecode{err: err}
+			return nil, &engine.DecodeError{Err: err}
 		}
 		return job, nil
 	}
-	entry := workerEntry{
-		run: func(ctx context.Context, row *JobRow) error {
+	entry := engine.Handler{
+		Run: func(ctx context.Context, row *JobRow) error {
 			job, err := decode(row)
 			if err != nil {
 				return err
 			}
 			return w.Work(ctx, job)
 		},
-		timeout: func(row *JobRow) time.Duration {
+		Timeout: func(row *JobRow) time.Duration {
 			if t, ok := w.(WorkerTimeout[T]); ok {
 				return t.Timeout(&Job[T]{JobRow: row})
 			}
 			return 0
 		},
-		nextRetry: func(row *JobRow) (time.Duration, bool) {
+		NextRetry: func(row *JobRow) (time.Duration, bool) {
 			if r, ok := w.(WorkerNextRetry[T]); ok {
 				return r.NextRetry(&Job[T]{JobRow: row}), true
 			}
@@ -86,7 +67,7 @@ func AddWorkerSafely[T JobArgs](ws *Workers, w Worker[T]) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.kinds == nil {
-		ws.kinds = map[string]workerEntry{}
+		ws.kinds = map[string]engine.Handler{}
 	}
 	if _, dup := ws.kinds[kind]; dup {
 		return fmt.Errorf("add worker for kind %q: %w: kind registered twice", kind, ErrInvalidConfig)
@@ -109,7 +90,16 @@ func (ws *Workers) has(kind string) bool {
 	return ok
 }
 
-func (ws *Workers) get(kind string) (workerEntry, bool) {
+// handler is the engine's view of the registry. A nil registry (an
+// insert-only client) has no handlers.
+func (ws *Workers) handler(kind string) (engine.Handler, bool) {
+	if ws == nil {
+		return engine.Handler{}, false
+	}
+	return ws.get(kind)
+}
+
+func (ws *Workers) get(kind string) (engine.Handler, bool) {
 	ws.mu.RLock()
 	defer ws.mu.RUnlock()
 	e, ok := ws.kinds[kind]

@@ -10,7 +10,7 @@ replace (
 	github.com/spoolq/spool/backend/postgres => ../backend/postgres
 	github.com/spoolq/spool/backend/sqlite => ../backend/sqlite
 	github.com/spoolq/spool/cmd/spool => ../cmd/spool
-	github.com/spoolq/spool/internal => ../internal
+	github.com/spoolq/spool/internal/testkit => ../internal/testkit
 )
 
 require (

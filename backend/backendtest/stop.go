@@ -187,7 +187,7 @@ func testStopStuckHandler(t *testing.T, h Harness) {
 		t.Fatalf("retry due %s after the stop, want about the lease (%s)", wait, cfg.LeaseDuration)
 	}
 	// The handler returns after the client stopped: nothing is written, no
-	// panic (a send on the closed completer would crash the test binary).
+	// panic (a send on the closed outcome writer would crash the test binary).
 	close(release)
 	recv(t, returned, "stuck handler to return")
 	recv(t, lateReturn, "the late outcome to be dropped")

@@ -101,7 +101,7 @@ restart:
 	do
 	:: job_state == DONE -> break
 	:: job_state == AVAILABLE ->
-		/* producer.go claim: the claim time is read before the claim is sent */
+		/* internal/engine/producer.go claim: the claim time is read before the claim is sent */
 		claims++;
 		id = claims;
 		sentAt = now;
@@ -148,7 +148,7 @@ restart:
 		fi;
 		/* buffered until a worker goroutine is free */
 		fault();
-		/* execute.go startJob: start only while half the lease is left */
+		/* internal/engine/executor.go start: start only while half the lease is left */
 		atomic {
 #ifdef BROKEN_CLAIM_TIME
 			if
@@ -211,7 +211,7 @@ restart:
 				:: else -> skip /* the transaction rolls back, effects too */
 				fi
 			}
-		:: /* the completer writes the outcome in a later batch */
+		:: /* the outcome writer writes the outcome in a later batch */
 			fault();
 			atomic {
 				if
@@ -235,7 +235,7 @@ end:
 	skip
 }
 
-/* maintenance.go rescue, run by the elected leader every RESCUE ticks */
+/* internal/maintenance rescue, run by the elected leader every RESCUE ticks */
 active proctype Rescuer() {
 	byte next = RESCUE;
 	do

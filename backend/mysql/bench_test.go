@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // BenchmarkFinish claims batches and writes one outcome for the whole batch:

@@ -20,7 +20,7 @@ import (
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // Environment of a child worker process (see TestMain).

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // TestDriverMessagesGoToLogger: when the server closes an idle pooled

@@ -9,7 +9,7 @@ import (
 	drv "github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool/backend/backendtest"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // FuzzSQLEnqueue calls spool_enqueue on the MariaDB test server with any

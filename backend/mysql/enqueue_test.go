@@ -13,7 +13,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/backendtest"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // TestSQLEnqueue enqueues with CALL spool_enqueue inside an application's

@@ -10,13 +10,13 @@ replace (
 	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
 	github.com/spoolq/spool/cmd/spool => ../../cmd/spool
 	github.com/spoolq/spool/examples => ../../examples
-	github.com/spoolq/spool/internal => ../../internal
+	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
 )
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/internal v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
 )
 
 require (

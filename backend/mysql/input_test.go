@@ -15,7 +15,7 @@ import (
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // userDB opens a pool on database as an application might: its own session

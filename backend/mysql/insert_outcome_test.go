@@ -19,8 +19,8 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/dbserver"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/dbserver"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // proxiedMySQL returns a migrated backend on a new database, and a second

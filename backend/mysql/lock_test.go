@@ -19,7 +19,7 @@ import (
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // waitFor polls cond (a state of the server or the backend, not a time)

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/spoolq/spool/backend/backendtest"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // FuzzSQLEnqueue calls the SQL enqueue function on the PostgreSQL test

@@ -22,7 +22,7 @@ import (
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // childSchemaEnv makes the test binary act as a worker process (see TestMain).

@@ -15,8 +15,8 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/dbserver"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/dbserver"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // insertClient is a client that only inserts.

@@ -17,7 +17,7 @@ import (
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 func harness(mode pgx.QueryExecMode) backendtest.Harness {

@@ -7,7 +7,7 @@ replace (
 	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
 	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
 	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
-	github.com/spoolq/spool/internal => ../../internal
+	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
 )
 
 require (

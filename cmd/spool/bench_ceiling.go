@@ -50,7 +50,7 @@ type ceilingVariant struct {
 
 // backendCeilingVariants run on every backend: Spool's own claim and finish
 // statements, called through the backend interface with no producer,
-// workers or completer.
+// workers or outcome writer.
 var backendCeilingVariants = []ceilingVariant{
 	{
 		Name:  "spool-keep",
@@ -477,7 +477,7 @@ the way until no job is left. jobs/s = N / wall time of the loops.
 Variants:
 	spool-keep    Spool's own claim and finish statements, called through the
 	              backend interface (JobClaim, JobFinishMany); no producer,
-	              workers or completer. Completed rows are kept.
+	              workers or outcome writer. Completed rows are kept.
 	spool-delete  the same, deleting completed rows.
 	cte-keep      (PostgreSQL) a minimal claim by materialised CTE with
 	              FOR UPDATE SKIP LOCKED, then an UPDATE marking the batch

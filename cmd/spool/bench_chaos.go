@@ -28,7 +28,7 @@ import (
 	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/backend/sqlite"
-	"github.com/spoolq/spool/internal/dbserver"
+	"github.com/spoolq/spool/internal/testkit/dbserver"
 )
 
 func init() {

@@ -304,7 +304,7 @@ Flags:
 	--batch N
 		CompletionBatchMax, outcomes per write (default 2000)
 	--completion-delay DURATION
-		CompletionDelay, how long the completer waits to fill a batch (default 0s)
+		CompletionDelay, how long the outcome writer waits to fill a batch (default 0s)
 	--delete-completed
 		delete jobs as they complete (CompletedRetention < 0)
 	--insert-chunk N

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // TestBenchOrdering runs the ordering scenario with both claim strategies on

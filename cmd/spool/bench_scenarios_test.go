@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spoolq/spool/internal/testdb"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // benchJSON runs a bench scenario with --json (and the test server) and

@@ -10,7 +10,7 @@ replace (
 	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
 	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
 	github.com/spoolq/spool/examples => ../../examples
-	github.com/spoolq/spool/internal => ../../internal
+	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
 )
 
 require (
@@ -20,7 +20,7 @@ require (
 	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/internal v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
 	golang.org/x/image v0.47.0
 )
 

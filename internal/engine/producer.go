@@ -1,10 +1,12 @@
-package spool
+package engine
 
 import (
 	"container/heap"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -15,7 +17,7 @@ import (
 // than maxWorkers run. One goroutine (run) owns all of its state; the others
 // talk to it through channels.
 type producer struct {
-	c          *Client
+	*producerEnv
 	queue      string
 	maxWorkers int
 	prefetch   int
@@ -37,6 +39,20 @@ type producer struct {
 	timerWhen time.Time // when timer fires; zero when not armed
 	due       dueTimes
 	dueKeys   map[int64]struct{} // dueSlack buckets of the times in due
+}
+
+// producerEnv is what the producers of an engine share: the store, the
+// config, and the stages a claimed job goes to next.
+type producerEnv struct {
+	be       backend.Backend
+	cfg      *Config
+	logger   *slog.Logger
+	exec     *executor      // starts the jobs
+	out      *outcomeWriter // takes the jobs handed back unstarted
+	claimSeq atomic.Uint64  // numbers claim calls, for their ClaimIDs
+	// gaveUp is closed when a stop gives up on handlers that ignore their
+	// context: producers exit without waiting for them.
+	gaveUp <-chan struct{}
 }
 
 // dueTimes is a min-heap of future wake-up times.
@@ -92,18 +108,18 @@ type bufferedJob struct {
 	replyAt time.Time
 }
 
-func newProducer(c *Client, queue string, q QueueConfig) *producer {
+func newProducer(env *producerEnv, queue string, q Queue) *producer {
 	return &producer{
-		c:          c,
-		queue:      queue,
-		maxWorkers: q.MaxWorkers,
-		prefetch:   q.Prefetch,
-		lowWater:   q.Prefetch / 2,
-		wakeCh:     make(chan struct{}, 1),
-		doneCh:     make(chan struct{}, q.MaxWorkers),
-		stopCh:     make(chan struct{}),
-		exited:     make(chan struct{}),
-		claimsOver: make(chan struct{}),
+		producerEnv: env,
+		queue:       queue,
+		maxWorkers:  q.MaxWorkers,
+		prefetch:    q.Prefetch,
+		lowWater:    q.Prefetch / 2,
+		wakeCh:      make(chan struct{}, 1),
+		doneCh:      make(chan struct{}, q.MaxWorkers),
+		stopCh:      make(chan struct{}),
+		exited:      make(chan struct{}),
+		claimsOver:  make(chan struct{}),
 	}
 }
 
@@ -193,7 +209,7 @@ func (p *producer) run() {
 		}
 		p.timerMu.Unlock()
 	}()
-	cfg := &p.c.config
+	cfg := p.cfg
 	var (
 		buffer   []bufferedJob
 		running  int
@@ -205,7 +221,7 @@ func (p *producer) run() {
 		wokeWhileFetching bool
 		stopping          bool
 		gaveUp            bool // the stop gave up waiting for handlers
-		gaveUpCh          = p.c.gaveUp
+		gaveUpCh          = p.gaveUp
 		failures          int
 		retryAt           time.Time
 		fetchCh           = make(chan fetchResult, 1)
@@ -243,7 +259,7 @@ func (p *producer) run() {
 					continue
 				}
 				running++
-				p.c.startJob(j.row, j.claimedAt, p.doneCh)
+				p.exec.start(j.row, j.claimedAt, p.doneCh)
 			}
 			if len(late) > 0 {
 				p.releaseLate(late, maxWait)
@@ -261,7 +277,7 @@ func (p *producer) run() {
 				// claim in flight or the release of lost claims; leases
 				// left behind end and rescue returns their jobs.
 				if fetching || len(lostClaims) > 0 {
-					p.c.logger.Warn("spool: stop gave up with claims unreleased; their jobs are rescued when their leases end",
+					p.logger.Warn("spool: stop gave up with claims unreleased; their jobs are rescued when their leases end",
 						"queue", p.queue, "claim_in_flight", fetching, "unreleased_claims", len(lostClaims))
 				}
 				return
@@ -298,7 +314,7 @@ func (p *producer) run() {
 				}
 				retryC = retryTimer.C
 				if !stopping {
-					p.c.logger.Warn("spool: claim failed", "queue", p.queue, "error", r.err, "retry_in", delay)
+					p.logger.Warn("spool: claim failed", "queue", p.queue, "error", r.err, "retry_in", delay)
 				}
 				continue
 			}
@@ -338,12 +354,12 @@ func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 		out <- fetchResult{asked: n, err: fmt.Errorf("release the jobs of an earlier claim whose reply was lost: %w", err), unreleased: unreleased}
 		return
 	}
-	claimID := fmt.Sprintf("%s#%d", p.c.config.ClientID, p.c.claimSeq.Add(1))
+	claimID := fmt.Sprintf("%s#%d", p.cfg.ClientID, p.claimSeq.Add(1))
 	sentAt := time.Now()
-	rows, err := p.c.backend.JobClaim(ctx, &backend.JobClaimParams{
+	rows, err := p.be.JobClaim(ctx, &backend.JobClaimParams{
 		Queue:   p.queue,
 		Max:     n,
-		Lease:   p.c.config.LeaseDuration,
+		Lease:   p.cfg.LeaseDuration,
 		ClaimID: claimID,
 	})
 	if err != nil {
@@ -356,12 +372,12 @@ func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 // could not release, with the error that stopped it.
 func (p *producer) releaseClaimsCtx(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
-		n, err := p.c.backend.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: id})
+		n, err := p.be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: id})
 		if err != nil {
 			return ids[i:], err
 		}
 		if n > 0 {
-			p.c.logger.Info("spool: released the jobs of a claim whose reply was lost", "queue", p.queue, "claim", id, "jobs", n)
+			p.logger.Info("spool: released the jobs of a claim whose reply was lost", "queue", p.queue, "claim", id, "jobs", n)
 		}
 	}
 	return nil, nil
@@ -376,7 +392,7 @@ func (p *producer) releaseClaims(ids []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if left, err := p.releaseClaimsCtx(ctx, ids); err != nil {
-		p.c.logger.Warn("spool: could not release the jobs of claims whose reply was lost; rescue will return them when their leases end",
+		p.logger.Warn("spool: could not release the jobs of claims whose reply was lost; rescue will return them when their leases end",
 			"queue", p.queue, "claims", len(left), "error", err)
 	}
 }
@@ -410,14 +426,14 @@ func (p *producer) releaseLate(jobs []bufferedJob, maxWait time.Duration) {
 	j := jobs[0]
 	reply := j.replyAt.Sub(j.claimedAt)
 	if reply >= maxWait/2 {
-		p.c.logger.Warn("spool: claimed jobs released unstarted: their claim's reply came late (the process was paused, the network slow or the CPU starved), leaving less than half their lease",
+		p.logger.Warn("spool: claimed jobs released unstarted: their claim's reply came late (the process was paused, the network slow or the CPU starved), leaving less than half their lease",
 			"queue", p.queue, "jobs", len(jobs), "reply_took", reply.Round(time.Millisecond), "start_window", maxWait)
 	} else {
-		p.c.logger.Info("spool: prefetched jobs released unstarted: they waited for a free worker until less than half their lease was left (prefetch more than the workers start within that time)",
+		p.logger.Info("spool: prefetched jobs released unstarted: they waited for a free worker until less than half their lease was left (prefetch more than the workers start within that time)",
 			"queue", p.queue, "jobs", len(jobs), "waited", time.Since(j.replyAt).Round(time.Millisecond), "start_window", maxWait)
 	}
 	for _, j := range jobs {
-		p.c.completer.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, "", true)
+		p.out.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, "", true)
 	}
 }
 
@@ -425,6 +441,6 @@ func (p *producer) releaseLate(jobs []bufferedJob, maxWait time.Duration) {
 // back.
 func (p *producer) release(jobs []bufferedJob) {
 	for _, j := range jobs {
-		p.c.completer.add(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease})
+		p.out.add(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease})
 	}
 }

@@ -1,4 +1,4 @@
-package spool
+package engine
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // linear scan for coalescing cost 2,268 ns per call (0.23 s of CPU for a
 // 100,000-row delayed insert); with the bucket set beside the heap, 75 ns.
 func BenchmarkWakeAt(b *testing.B) {
-	p := newProducer(&Client{}, "q", QueueConfig{MaxWorkers: 1})
+	p := newProducer(&producerEnv{}, "q", Queue{MaxWorkers: 1})
 	base := time.Now().Add(time.Hour)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -1,20 +1,27 @@
-package spool
+package engine
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/spoolq/spool/backend"
 )
 
-// completer writes job outcomes in batches: everything that arrived while the
+// outcomeWriter writes job outcomes in batches: everything that arrived while the
 // previous write was in flight (or within CompletionDelay) goes out in one
 // statement. It retries a failed write until it succeeds or the client's stop
 // gives up; an outcome that is never written leaves its job running until the
 // lease ends and rescue runs it again (at-least-once).
-type completer struct {
-	c    *Client
+type outcomeWriter struct {
+	be      backend.Backend
+	cfg     *Config
+	logger  *slog.Logger
+	running *runningJobs
+	// due is told when a retry or snooze just written comes due, so its
+	// queue's producer can look for it then rather than at the next poll.
+	due  func(queue string, at time.Time)
 	in   chan pendingFinish
 	done chan struct{}
 	// abandonCtx is cancelled when a stop runs out of time: writes still
@@ -41,11 +48,15 @@ type pendingFinish struct {
 	rejectExpected bool
 }
 
-func newCompleter(c *Client) *completer {
+func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, running *runningJobs, due func(queue string, at time.Time)) *outcomeWriter {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &completer{
-		c:          c,
-		in:         make(chan pendingFinish, 4*c.config.CompletionBatchMax),
+	return &outcomeWriter{
+		be:         be,
+		cfg:        cfg,
+		logger:     logger,
+		running:    running,
+		due:        due,
+		in:         make(chan pendingFinish, 4*cfg.CompletionBatchMax),
 		done:       make(chan struct{}),
 		closing:    make(chan struct{}),
 		abandonCtx: ctx,
@@ -55,15 +66,15 @@ func newCompleter(c *Client) *completer {
 
 // add queues an outcome; it blocks when the queue is full, which holds the
 // job's worker slot and so slows claiming to the rate outcomes are written.
-func (m *completer) add(f backend.JobFinish) {
+func (m *outcomeWriter) add(f backend.JobFinish) {
 	m.addRun(f, "", false)
 }
 
 // addRun queues the outcome of a run; rejectExpected marks one the store
 // is expected to fence out. It reports false, dropping the outcome, once
-// the completer is closed or a stop has given up on writing (abandon): only
+// the writer is closed or a stop has given up on writing (abandon): only
 // a handler the stop gave up waiting for adds that late.
-func (m *completer) addRun(f backend.JobFinish, queue string, rejectExpected bool) bool {
+func (m *outcomeWriter) addRun(f backend.JobFinish, queue string, rejectExpected bool) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
@@ -81,7 +92,7 @@ func (m *completer) addRun(f backend.JobFinish, queue string, rejectExpected boo
 
 // close is called once every producer has exited, or a stop has given up
 // on them: nothing is queued after it.
-func (m *completer) close() {
+func (m *outcomeWriter) close() {
 	m.closeOnce.Do(func() { close(m.closing) })
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -91,9 +102,9 @@ func (m *completer) close() {
 	}
 }
 
-func (m *completer) run() {
+func (m *outcomeWriter) run() {
 	defer close(m.done)
-	cfg := &m.c.config
+	cfg := m.cfg
 	batch := make([]pendingFinish, 0, cfg.CompletionBatchMax)
 	for {
 		first, ok := <-m.in
@@ -144,31 +155,31 @@ func (m *completer) run() {
 // be written while it has time. It gives up after about a minute of failures
 // (the leases of those jobs have ended by then anyway), or at once, even in
 // the middle of a write, when the stop has run out of time.
-func (m *completer) write(batch []pendingFinish) {
+func (m *outcomeWriter) write(batch []pendingFinish) {
 	finishes := make([]backend.JobFinish, len(batch))
 	for i, p := range batch {
 		finishes[i] = p.finish
 	}
-	params := &backend.JobFinishManyParams{Finishes: finishes, DeleteCompleted: m.c.config.CompletedRetention < 0}
+	params := &backend.JobFinishManyParams{Finishes: finishes, DeleteCompleted: m.cfg.DeleteCompleted}
 	backoff := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(m.abandonCtx, 30*time.Second)
-		res, err := m.c.backend.JobFinishMany(ctx, params)
+		res, err := m.be.JobFinishMany(ctx, params)
 		cancel()
 		if err == nil {
 			m.reportRejected(batch, res.Rejected, attempt > 1)
-			m.c.running.remove(leasesOf(finishes))
+			m.running.remove(leasesOf(finishes))
 			m.wakeForDue(batch)
 			return
 		}
 		if time.Now().After(deadline) || m.abandonCtx.Err() != nil {
-			m.c.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
+			m.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
 				"jobs", len(batch), "error", err)
-			m.c.running.remove(leasesOf(finishes))
+			m.running.remove(leasesOf(finishes))
 			return
 		}
-		m.c.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
+		m.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
 		sleepCtx(m.abandonCtx, jitter(backoff))
 		backoff = min(backoff*2, 5*time.Second)
 	}
@@ -176,16 +187,14 @@ func (m *completer) write(batch []pendingFinish) {
 
 // wakeForDue sets local wake-ups for the retries and snoozes just written,
 // so they run when due rather than at the next poll after.
-func (m *completer) wakeForDue(batch []pendingFinish) {
+func (m *outcomeWriter) wakeForDue(batch []pendingFinish) {
 	now := time.Now()
 	for _, p := range batch {
 		o := p.finish.Outcome
 		if (o != backend.OutcomeRetry && o != backend.OutcomeSnooze) || p.queue == "" {
 			continue
 		}
-		if prod, ok := m.c.producers[p.queue]; ok {
-			prod.wakeAt(now.Add(p.finish.Delay))
-		}
+		m.due(p.queue, now.Add(p.finish.Delay))
 	}
 }
 
@@ -201,7 +210,7 @@ func leasesOf(fs []backend.JobFinish) []backend.LeaseRef {
 // rejection is expected (CompleteTx, or a lease already known lost). After a retried write
 // a rejection usually means an earlier try committed but its reply was lost
 // (the fence made the retry a no-op), so it is not reported as a lost lease.
-func (m *completer) reportRejected(batch []pendingFinish, rejected []backend.LeaseRef, retried bool) {
+func (m *outcomeWriter) reportRejected(batch []pendingFinish, rejected []backend.LeaseRef, retried bool) {
 	if len(rejected) == 0 {
 		return
 	}
@@ -215,10 +224,10 @@ func (m *completer) reportRejected(batch []pendingFinish, rejected []backend.Lea
 		switch {
 		case expected[l]:
 		case retried:
-			m.c.logger.Info("spool: outcome already applied or lease lost: an earlier try of this write may have committed before its reply was lost",
+			m.logger.Info("spool: outcome already applied or lease lost: an earlier try of this write may have committed before its reply was lost",
 				"job_id", l.ID, "fence", l.Fence)
 		default:
-			m.c.logger.Warn("spool: outcome not written: the job's lease no longer holds (rescued, cancelled or finished elsewhere)",
+			m.logger.Warn("spool: outcome not written: the job's lease no longer holds (rescued, cancelled or finished elsewhere)",
 				"job_id", l.ID, "fence", l.Fence)
 		}
 	}

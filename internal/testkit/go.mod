@@ -1,16 +1,16 @@
-module github.com/spoolq/spool/internal
+module github.com/spoolq/spool/internal/testkit
 
 go 1.26.8
 
 // The other modules of this repository, from the working tree; a release
 // tags each module and these replacements give way to versions.
 replace (
-	github.com/spoolq/spool => ..
-	github.com/spoolq/spool/backend/mysql => ../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../backend/postgres
-	github.com/spoolq/spool/backend/sqlite => ../backend/sqlite
-	github.com/spoolq/spool/cmd/spool => ../cmd/spool
-	github.com/spoolq/spool/examples => ../examples
+	github.com/spoolq/spool => ../..
+	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
+	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
+	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
+	github.com/spoolq/spool/cmd/spool => ../../cmd/spool
+	github.com/spoolq/spool/examples => ../../examples
 )
 
 require (

@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Config is what the engine runs with. The caller (spool.NewClient) has
+// validated it and filled in every default.
+type Config struct {
+	ClientID           string
+	LeaseDuration      time.Duration
+	PollInterval       time.Duration
+	PollOnly           bool // no wake-up subscription even if the backend offers one
+	CompletionBatchMax int
+	CompletionDelay    time.Duration
+	// JobTimeout applies to handlers whose worker sets none; negative: none.
+	JobTimeout      time.Duration
+	DeleteCompleted bool // completed jobs are deleted as they complete
+	Queues          map[string]Queue
+	Logger          *slog.Logger
+	// Handler returns how to run jobs of a kind, false when none is known.
+	Handler func(kind string) (Handler, bool)
+	// NextRetry is the backoff after a failed attempt (1 after the first run)
+	// for handlers that do not choose their own.
+	NextRetry func(attempt int) time.Duration
+	// Services run beside the engine from Start until the end of Stop (the
+	// maintenance loop); their context ends then.
+	Services []func(ctx context.Context)
+	// AfterStop runs at the end of a stop that still had time, before the
+	// stop reports done (the maintenance leader resigns there).
+	AfterStop func(ctx context.Context)
+}
+
+// Queue is one queue's concurrency.
+type Queue struct {
+	MaxWorkers int
+	Prefetch   int // claimed jobs that may wait for a free worker; 0: none
+}
+
+// Handler runs the jobs of one kind.
+type Handler struct {
+	// Run decodes the row's args and works the job. It returns a
+	// *DecodeError when the args do not decode, an *OutcomeError for an
+	// outcome other than success or retry.
+	Run func(ctx context.Context, row *backend.JobRow) error
+	// Timeout is the handler's own timeout for the row; 0: Config.JobTimeout.
+	Timeout func(row *backend.JobRow) time.Duration
+	// NextRetry is the handler's own backoff; false: Config.NextRetry.
+	NextRetry func(row *backend.JobRow) (time.Duration, bool)
+}
+
+// Errors of the engine; package spool exports them under the same names.
+var (
+	ErrUnknownKind    = errors.New("no worker registered for kind")
+	ErrNotStarted     = errors.New("client not started")
+	ErrAlreadyStarted = errors.New("client already started")
+	ErrLeaseLost      = errors.New("job lease lost or job cancelled")
+	ErrClientStopping = errors.New("client stopping")
+)
+
+// errJobTimeout is the context cause when a job runs past its timeout.
+var errJobTimeout = errors.New("job timed out")
+
+// OutcomeError, returned by a handler, asks for an outcome other than
+// success or retry: snooze, cancel or discard.
+type OutcomeError struct {
+	Outcome backend.Outcome
+	Delay   time.Duration // OutcomeSnooze
+	Err     error         // recorded in the job's error history when not nil
+}
+
+// Error implements error.
+func (e *OutcomeError) Error() string {
+	switch e.Outcome {
+	case backend.OutcomeSnooze:
+		return fmt.Sprintf("snooze for %s", e.Delay)
+	case backend.OutcomeCancel:
+		return fmt.Sprintf("cancel: %v", e.Err)
+	default:
+		return fmt.Sprintf("discard: %v", e.Err)
+	}
+}
+
+// Unwrap returns the error recorded with the outcome.
+func (e *OutcomeError) Unwrap() error { return e.Err }
+
+// DecodeError marks args that do not decode into the registered type; such a
+// job is discarded, since no retry can fix it.
+type DecodeError struct{ Err error }
+
+// Error implements error.
+func (e *DecodeError) Error() string { return "decode args: " + e.Err.Error() }
+
+// Unwrap returns the decoding error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// panicError is a recovered panic in a handler.
+type panicError struct {
+	value any
+	stack string
+}
+
+// Error implements error.
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// GaveUpError is returned by Stop when its context ended and handlers still
+// ran a grace later: they ignore their context (see spool.StopTimeoutError).
+type GaveUpError struct {
+	Jobs []StuckJob // by id
+	Err  error      // the stop context's error
+}
+
+// StuckJob is a job whose handler had not returned when a stop gave up.
+type StuckJob struct {
+	ID      int64
+	Kind    string
+	Attempt int
+	Running time.Duration
+}
+
+// Error implements error.
+func (e *GaveUpError) Error() string {
+	return fmt.Sprintf("stop gave up on %d job(s) whose handler ignores its context: %v", len(e.Jobs), e.Err)
+}
+
+// Unwrap returns the stop context's error.
+func (e *GaveUpError) Unwrap() error { return e.Err }

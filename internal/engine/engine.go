@@ -1,0 +1,391 @@
+// Package engine is Spool's worker runtime: what a started client does.
+//
+// A job's path runs one way: a producer per queue claims jobs in batches
+// into a prefetch buffer (producer.go); the executor starts each on a
+// goroutine of its own and records it in the running set while it runs
+// (executor.go, running.go); its outcome goes to the outcome writer, which
+// writes outcomes in batches (outcomes.go). The heartbeat reads the running
+// set to extend leases (heartbeat.go); the listener turns the backend's
+// wake-ups into producer wake-ups (listen.go). Engine ties them together and
+// owns start and stop. Maintenance (leader election, rescue, cleanup) lives
+// in package maintenance and runs here as a service.
+//
+// The package knows jobs only as backend rows and handlers as functions
+// (Handler): it does not import package spool.
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Engine works the configured queues of one client.
+type Engine struct {
+	be     backend.Backend
+	cfg    Config
+	logger *slog.Logger
+
+	producers map[string]*producer // fixed at New
+	running   *runningJobs
+	exec      *executor
+	out       *outcomeWriter
+	beat      *heartbeat
+
+	mu      sync.Mutex
+	state   state
+	stopped chan struct{} // closed when a stop has finished
+
+	// servicesCtx ends the background services (listener, heartbeat,
+	// maintenance) at the end of a stop.
+	servicesCtx    context.Context
+	servicesCancel context.CancelFunc
+	services       sync.WaitGroup
+	// hurry is closed by a later stop whose context ended while the first
+	// stop still waits: the first one then escalates and gives up as if its
+	// own context had ended.
+	hurry     chan struct{}
+	hurryOnce sync.Once
+	// gaveUp is closed when a stop gives up on handlers that ignore their
+	// context: producers exit without waiting for them.
+	gaveUp chan struct{}
+}
+
+type state int
+
+const (
+	stateNew state = iota
+	stateStarted
+	stateStopping
+	stateStopped
+)
+
+// New returns an engine for cfg over be; it runs nothing until Start.
+func New(be backend.Backend, cfg Config, logger *slog.Logger) *Engine {
+	e := &Engine{
+		be:        be,
+		cfg:       cfg,
+		logger:    logger,
+		producers: map[string]*producer{},
+		running:   &runningJobs{jobs: map[int64]*runningJob{}},
+		stopped:   make(chan struct{}),
+		hurry:     make(chan struct{}),
+		gaveUp:    make(chan struct{}),
+	}
+	e.out = newOutcomeWriter(be, &e.cfg, logger, e.running, e.wakeAt)
+	e.beat = newHeartbeat(be, &e.cfg, logger, e.running)
+	e.exec = &executor{cfg: &e.cfg, logger: logger, running: e.running, out: e.out,
+		idleRunners: make(chan func()), gaveUp: e.gaveUp, stopped: e.stopped}
+	env := &producerEnv{be: be, cfg: &e.cfg, logger: logger, exec: e.exec, out: e.out, gaveUp: e.gaveUp}
+	for name, q := range cfg.Queues {
+		e.producers[name] = newProducer(env, name, q)
+	}
+	return e
+}
+
+// Start checks the schema and starts working the queues. It returns
+// backend.ErrSchemaNotMigrated or ErrSchemaTooNew rather than run against a
+// schema it does not match. Job contexts carry ctx's values; when ctx ends,
+// the engine stops softly, as by Stop.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state != stateNew {
+		return ErrAlreadyStarted
+	}
+	version, err := e.be.SchemaVersion(ctx)
+	if err == nil {
+		err = version.Check()
+	}
+	if err != nil {
+		return err
+	}
+	e.servicesCtx, e.servicesCancel = context.WithCancel(context.WithoutCancel(ctx))
+	e.exec.jobsCtx, e.exec.jobsCancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	e.state = stateStarted
+
+	e.goService(e.out.run)
+	e.goService(func() { e.beat.run(e.servicesCtx) })
+	for _, s := range e.cfg.Services {
+		e.goService(func() { s(e.servicesCtx) })
+	}
+	if n, ok := e.be.(backend.Notifier); ok && !e.cfg.PollOnly {
+		// Start returns once the subscription is in place, so that a
+		// notification sent after Start (a cancellation of a job it is about
+		// to run, say) is never missed; if subscribing fails or takes longer
+		// than listenStartWait, the client starts anyway and polls meanwhile.
+		listening := make(chan struct{})
+		var once sync.Once
+		l := &listener{n: n, logger: e.logger, wake: e.Wake, wakeAll: e.wakeAll, cancelled: func(id int64) {
+			if e.running.holds(id) {
+				e.beat.now()
+			}
+		}}
+		e.goService(func() { l.run(e.servicesCtx, func() { once.Do(func() { close(listening) }) }) })
+		timer := time.NewTimer(listenStartWait)
+		select {
+		case <-listening:
+		case <-timer.C:
+			e.logger.Warn("spool: wake-up subscription not in place yet; starting with polling", "waited", listenStartWait)
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+	for _, p := range e.producers {
+		go p.run()
+	}
+	context.AfterFunc(ctx, func() { _ = e.Stop(context.Background(), false) })
+	e.logger.Info("spool client started", "backend", e.be.Name(), "queues", len(e.producers))
+	return nil
+}
+
+func (e *Engine) goService(f func()) {
+	e.services.Add(1)
+	go func() {
+		defer e.services.Done()
+		f()
+	}()
+}
+
+// stopGrace is how long a stop whose context has ended still waits for
+// cancelled handlers to return and for outcomes to be written. Handlers that
+// heed their context return within it; outcomes not written by then are
+// abandoned (their jobs are rescued when their leases end).
+const stopGrace = 500 * time.Millisecond
+
+// Stop stops the engine: no more claims, buffered jobs go back to the queue
+// at once, running jobs finish (hard: their contexts are cancelled at once,
+// with cause ErrClientStopping) and their outcomes are written. If ctx ends
+// first it escalates to a hard stop and waits at most stopGrace more, then
+// returns ctx's error, or a *GaveUpError naming the handlers that still ran
+// (a retry is recorded for each). A second Stop waits for the first.
+func (e *Engine) Stop(ctx context.Context, hard bool) error {
+	e.mu.Lock()
+	switch e.state {
+	case stateNew:
+		e.mu.Unlock()
+		return ErrNotStarted
+	case stateStopping, stateStopped:
+		e.mu.Unlock()
+		if hard {
+			e.exec.jobsCancel(ErrClientStopping)
+		}
+		select {
+		case <-e.stopped:
+			return nil
+		case <-ctx.Done():
+		}
+		// Out of time: the first stop gives up on stuck handlers too.
+		e.hurryOnce.Do(func() { close(e.hurry) })
+		<-e.stopped
+		return ctx.Err()
+	}
+	e.state = stateStopping
+	e.mu.Unlock()
+	e.logger.Info("spool client stopping", "hard", hard)
+
+	// Either this stop's context or a later stop's ends the waiting.
+	ctxDone := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() { close(ctxDone) })
+	defer stopWatch()
+	var (
+		ctxErr   error
+		giveUpAt <-chan time.Time // stopGrace after the context ended
+		timer    *time.Timer
+	)
+	outOfTime := func() {
+		if timer != nil {
+			return
+		}
+		ctxErr = ctx.Err()
+		if ctxErr == nil {
+			ctxErr = context.Canceled // hurried by a later stop's context
+		}
+		e.exec.jobsCancel(ErrClientStopping)
+		timer = time.NewTimer(stopGrace)
+		giveUpAt = timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	// wait waits for ch, escalating when the context ends; it reports false
+	// once the grace after that has passed too.
+	hurry, graceOver := e.hurry, false
+	wait := func(ch <-chan struct{}) bool {
+		for {
+			if graceOver {
+				select {
+				case <-ch:
+					return true
+				default:
+					return false
+				}
+			}
+			select {
+			case <-ch:
+				return true
+			case <-ctxDone:
+				ctxDone = nil
+				outOfTime()
+			case <-hurry:
+				hurry = nil
+				outOfTime()
+			case <-giveUpAt:
+				graceOver = true
+			}
+		}
+	}
+
+	// Producers stop claiming before any job is cancelled: a cancelled job
+	// is written back as retryable at once, and a claim still in flight
+	// could take it again only to release it. A hard stop waits for those
+	// claims (milliseconds) before it cancels.
+	for _, p := range e.producers {
+		p.stop()
+	}
+	if hard {
+		for _, p := range e.producers {
+			wait(p.claimsOver)
+		}
+		e.exec.jobsCancel(ErrClientStopping)
+	}
+	var stopErr error
+	for _, p := range e.producers {
+		if !wait(p.exited) {
+			stopErr = e.giveUpOnHandlers(ctxErr)
+			break
+		}
+	}
+	// Every job has returned and handed its outcome to the writer (or the
+	// stop gave up on it); write them all unless the stop runs out of time,
+	// then end the services.
+	e.out.close()
+	if !wait(e.out.done) {
+		e.out.abandon()
+		<-e.out.done
+	}
+	e.out.abandon()
+	e.servicesCancel()
+	e.services.Wait()
+	e.exec.jobsCancel(ErrClientStopping)
+
+	// A stop already out of time skips the hand-over (leadership, say): it
+	// ends by itself.
+	if ctxErr == nil && e.cfg.AfterStop != nil {
+		e.cfg.AfterStop(ctx)
+	}
+
+	e.mu.Lock()
+	e.state = stateStopped
+	e.mu.Unlock()
+	close(e.stopped)
+	e.logger.Info("spool client stopped", "hard", hard || ctxErr != nil)
+	if stopErr != nil {
+		return stopErr
+	}
+	return ctxErr
+}
+
+// giveUpOnHandlers ends a stop that ran out of time while handlers that
+// ignore their context still run: it records a retry for each of their jobs
+// (delayed by one lease, as rescue would have returned them, so the new
+// attempt is unlikely to overlap the stuck handler), lets the producers exit
+// without waiting for them, and returns the error that names them.
+func (e *Engine) giveUpOnHandlers(ctxErr error) error {
+	close(e.gaveUp)
+	all, toWrite := e.running.stuck()
+	if len(toWrite) > 0 {
+		finishes := make([]backend.JobFinish, len(toWrite))
+		for i, j := range toWrite {
+			msg := fmt.Sprintf("interrupted by client stop: the handler had not returned %s after the stop's context ended (it ignores its context); retried after one lease", stopGrace)
+			finishes[i] = backend.JobFinish{Lease: j.lease, Outcome: backend.OutcomeRetry, Delay: e.cfg.LeaseDuration,
+				Error: &backend.AttemptError{Attempt: j.attempt, Error: msg}}
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+		if _, err := e.be.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes}); err != nil {
+			e.logger.Warn("spool: could not record the retry of jobs whose handler ignored the stop; rescue returns them when their leases end",
+				"jobs", len(finishes), "error", err)
+		}
+		cancel()
+	}
+	// The producers no longer wait for those handlers; they exit at once.
+	exitBy := time.NewTimer(stopGrace)
+	defer exitBy.Stop()
+	for _, p := range e.producers {
+		select {
+		case <-p.exited:
+		case <-exitBy.C:
+			e.logger.Warn("spool: a producer did not exit after the stop gave up; its buffered jobs are rescued when their leases end", "queue", p.queue)
+		}
+	}
+	g := &GaveUpError{Err: ctxErr}
+	now := time.Now()
+	for _, j := range all {
+		g.Jobs = append(g.Jobs, StuckJob{ID: j.lease.ID, Kind: j.kind, Attempt: j.attempt, Running: now.Sub(j.started)})
+	}
+	slices.SortFunc(g.Jobs, func(a, b StuckJob) int { return cmp.Compare(a.ID, b.ID) })
+	e.logger.Warn("spool: stop gave up on jobs whose handler ignores its context; their goroutines run on until the handlers return",
+		"jobs", len(g.Jobs), "error", g.Error())
+	return g
+}
+
+// Stopped returns a channel closed when a stop has completed.
+func (e *Engine) Stopped() <-chan struct{} { return e.stopped }
+
+// CompletedInTx records that the handler of the job with this id completed
+// it in its own transaction (spool.CompleteTx): the store is expected to
+// fence out the engine's own outcome for it, and a heartbeat that finds its
+// lease gone is no news.
+func (e *Engine) CompletedInTx(id int64) { e.running.markCompletedInTx(id) }
+
+// Wake wakes this process's producer of queue, if it works it.
+func (e *Engine) Wake(queue string) {
+	if p, ok := e.producers[queue]; ok {
+		p.wake()
+	}
+}
+
+// wakeAll wakes every producer.
+func (e *Engine) wakeAll() {
+	for _, p := range e.producers {
+		p.wake()
+	}
+}
+
+// wakeAt asks queue's producer to look again at t.
+func (e *Engine) wakeAt(queue string, t time.Time) {
+	if p, ok := e.producers[queue]; ok {
+		p.wakeAt(t)
+	}
+}
+
+// WakeInserted wakes this process's producers of the queues rows went to,
+// so a job inserted here starts without waiting for a notification or a
+// poll; a delayed job sets a wake-up for when it is due.
+func (e *Engine) WakeInserted(rows []*backend.JobInsertParams) {
+	now := time.Now()
+	last := ""
+	for _, r := range rows {
+		p, ok := e.producers[r.Queue]
+		if !ok {
+			continue
+		}
+		switch {
+		case r.RunAt != nil && r.RunAt.After(now):
+			p.wakeAt(*r.RunAt)
+		case r.Delay > 0:
+			p.wakeAt(now.Add(r.Delay))
+		case r.Queue != last:
+			last = r.Queue
+			p.wake()
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// listenStartWait bounds how long Start waits for the wake-up subscription.
+const listenStartWait = 5 * time.Second
+
+// listener keeps a wake-up subscription and turns what it hears into calls:
+// a wake-up for a queue, for every queue (also after each reconnection,
+// since inserts may have been missed meanwhile), or the cancellation of a
+// job (the engine then beats at once, which finds the lease gone and
+// cancels the handler).
+type listener struct {
+	n         backend.Notifier
+	logger    *slog.Logger
+	wake      func(queue string)
+	wakeAll   func()
+	cancelled func(id int64)
+}
+
+// run listens until ctx ends, reconnecting with jittered backoff. settled is
+// called once the first subscription is in place or the first attempt has
+// failed.
+func (l *listener) run(ctx context.Context, settled func()) {
+	defer settled()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		started := time.Now()
+		err := l.n.Listen(ctx, func() {
+			settled()
+			// Anything inserted while we were not listening: look now.
+			l.wakeAll()
+		}, func(w backend.Wake) {
+			switch {
+			case w.CancelledID != 0:
+				l.cancelled(w.CancelledID)
+			case w.Queue == "":
+				l.wakeAll()
+			default:
+				l.wake(w.Queue)
+			}
+		})
+		settled()
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			backoff = 100 * time.Millisecond
+		}
+		l.logger.Warn("spool: wake-up listener stopped; polling until it reconnects", "error", err, "retry_in", backoff)
+		if !sleepCtx(ctx, jitter(backoff)) {
+			return
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}

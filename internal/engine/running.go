@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// runningJob is a job this client holds, as the heartbeat sees it: from the
+// start of its handler until its outcome is written.
+type runningJob struct {
+	lease         backend.LeaseRef
+	kind          string
+	attempt       int
+	started       time.Time
+	timeout       time.Duration // 0: none
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	completedInTx bool
+	// handlerDone: the handler returned; the outcome waits to be written.
+	handlerDone bool
+	// abandoned: the client wrote an outcome on the handler's behalf
+	// because the handler did not return (it overran its timeout, or a stop
+	// gave up on it); the handler's own outcome, if it ever returns, is
+	// expected to be fenced out.
+	abandoned bool
+}
+
+// runningJobs is the set of jobs this client holds.
+type runningJobs struct {
+	mu   sync.Mutex
+	jobs map[int64]*runningJob
+}
+
+func (r *runningJobs) add(j *runningJob) {
+	r.mu.Lock()
+	r.jobs[j.lease.ID] = j
+	r.mu.Unlock()
+}
+
+// handlerDone records that a job's handler returned, and reports whether
+// the store is expected to fence out its outcome: CompleteTx was called for
+// it (its transaction may have committed or not), or the client already
+// wrote an outcome for the job when the handler did not return. The job
+// stays held, and heartbeated, until its outcome is written.
+func (r *runningJobs) handlerDone(lease backend.LeaseRef) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[lease.ID]
+	if j == nil || j.lease != lease {
+		return false
+	}
+	j.handlerDone = true
+	return j.completedInTx || j.abandoned
+}
+
+// overrun returns the jobs whose handler is still running grace after its
+// timeout ended its context, and marks them abandoned: the handler ignores
+// its context, and its lease is no longer extended.
+func (r *runningJobs) overrun(now time.Time, grace time.Duration) []runningJob {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []runningJob
+	for _, j := range r.jobs {
+		if j.handlerDone || j.abandoned || j.completedInTx || j.timeout <= 0 {
+			continue
+		}
+		if !errors.Is(context.Cause(j.ctx), errJobTimeout) || now.Before(j.started.Add(j.timeout+grace)) {
+			continue
+		}
+		j.abandoned = true
+		out = append(out, *j)
+	}
+	return out
+}
+
+// unabandon undoes overrun's mark for jobs whose outcome could not be
+// written, so the next heartbeat tries again.
+func (r *runningJobs) unabandon(leases []backend.LeaseRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+			j.abandoned = false
+		}
+	}
+}
+
+// stuck returns the jobs whose handler has not returned, and marks those
+// not already abandoned as abandoned; notYetAbandoned reports which ones
+// the caller must write an outcome for.
+func (r *runningJobs) stuck() (all []runningJob, notYetAbandoned []runningJob) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range r.jobs {
+		if j.handlerDone {
+			continue
+		}
+		all = append(all, *j)
+		if !j.abandoned && !j.completedInTx {
+			j.abandoned = true
+			notYetAbandoned = append(notYetAbandoned, *j)
+		}
+	}
+	return all, notYetAbandoned
+}
+
+// remove forgets jobs whose outcome was written (or given up on). A job is
+// matched by its whole lease: the same id may be held again under a newer one.
+func (r *runningJobs) remove(leases []backend.LeaseRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+			delete(r.jobs, l.ID)
+		}
+	}
+}
+
+// holds reports whether the client holds a job with this id.
+func (r *runningJobs) holds(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.jobs[id] != nil
+}
+
+func (r *runningJobs) markCompletedInTx(id int64) {
+	r.mu.Lock()
+	if j := r.jobs[id]; j != nil {
+		j.completedInTx = true
+	}
+	r.mu.Unlock()
+}
+
+// live returns the leases to extend: jobs whose handler runs with a live
+// context (one that timed out or was cancelled stops extending its lease), and
+// jobs whose outcome waits to be written.
+func (r *runningJobs) live() []backend.LeaseRef {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]backend.LeaseRef, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		if j.handlerDone || j.ctx.Err() == nil {
+			out = append(out, j.lease)
+		}
+	}
+	return out
+}
+
+// sortLost splits leases a heartbeat found lost into those of handlers that
+// still run, and those whose handler called CompleteTx: for these the loss
+// is usually that transaction's commit, which ends the lease as intended.
+// Leases of handlers that returned are left out: their outcome was usually
+// just written, and otherwise the outcome writer reports the rejected write.
+func (r *runningJobs) sortLost(leases []backend.LeaseRef) (running, inTx []backend.LeaseRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		j := r.jobs[l.ID]
+		switch {
+		case j == nil || j.lease != l || j.handlerDone:
+		case j.completedInTx:
+			inTx = append(inTx, l)
+		default:
+			running = append(running, l)
+		}
+	}
+	return running, inTx
+}
+
+// cancelRunning cancels the handlers still running under the given leases
+// and returns how many it cancelled. A lost lease of a job whose handler has
+// returned needs nothing: usually its outcome was just written (the row is
+// no longer running), otherwise the outcome writer reports the rejected write.
+func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l && !j.handlerDone {
+			j.cancel(cause)
+			n++
+		}
+	}
+	return n
+}
