@@ -314,7 +314,7 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 	res.Histogram = log2Bins(distances)
 	res.Reorder = summarizeReorder(distances)
 	if *plotPath != "" {
-		title := fmt.Sprintf("ordering: %s %s, %d workers, %d jobs", res.Backend, res.Strategy, res.Workers, res.Jobs)
+		title := strings.TrimSpace(fmt.Sprintf("ordering: %s %s", res.Backend, res.Strategy)) + fmt.Sprintf(", %d workers, %d jobs", res.Workers, res.Jobs)
 		if err := writeReorderPlot(*plotPath, title, res.Histogram); err != nil {
 			return err
 		}

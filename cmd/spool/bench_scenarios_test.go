@@ -85,7 +85,7 @@ func checkPlot(t *testing.T, path string) {
 			elems[se.Name.Local]++
 		}
 	}
-	if elems["svg"] != 1 || elems["polyline"] == 0 || elems["text"] == 0 {
+	if elems["svg"] != 1 || elems["path"] == 0 || elems["text"] == 0 {
 		t.Errorf("%s: elements %v, want an svg with lines and text", path, elems)
 	}
 }

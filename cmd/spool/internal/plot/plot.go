@@ -1,11 +1,8 @@
-// Package plot draws the simple charts of spool bench as SVG or PNG: lines
-// (optionally as steps, with markers), bars with labels, shaded spans, linear
-// or logarithmic axes with ticks, titles and a legend. Several charts stack
-// in one figure above a shared title.
-//
-// SVG is written as plain XML. PNG is rasterised with the standard image
-// packages, golang.org/x/image/vector for anti-aliased shapes and the Go
-// fonts for text; nothing else is needed.
+// Package plot describes the charts of spool bench (lines, optionally as
+// steps or with markers; bars with notes; shaded spans; linear or
+// logarithmic axes; several charts stacked under one title) and draws them
+// as PNG or SVG with gonum.org/v1/plot. The bench scenarios say what to
+// draw; gonum draws it.
 package plot
 
 import (
@@ -16,6 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Errors returned for figures and paths the package cannot draw.
@@ -168,14 +169,12 @@ func (f *Figure) WriteSVG(w io.Writer) error {
 	if len(f.Charts) == 0 {
 		return ErrEmpty
 	}
-	fonts, err := newFontSet()
-	if err != nil {
+	width, height := f.size()
+	c := vgsvg.New(width, height)
+	if err := f.draw(draw.New(c)); err != nil {
 		return err
 	}
-	width, height := f.size()
-	c := newSVGCanvas(width, height, fonts)
-	f.render(c, fonts)
-	if _, err := io.WriteString(w, c.String()); err != nil {
+	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("plot: write svg: %w", err)
 	}
 	return nil
@@ -186,12 +185,13 @@ func (f *Figure) WritePNG(w io.Writer) error {
 	if len(f.Charts) == 0 {
 		return ErrEmpty
 	}
-	fonts, err := newFontSet()
-	if err != nil {
+	width, height := f.size()
+	c := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(pixelDPI), vgimg.UseBackgroundColor(color.White))
+	if err := f.draw(draw.New(c)); err != nil {
 		return err
 	}
-	width, height := f.size()
-	c := newRasterCanvas(width, height, fonts)
-	f.render(c, fonts)
-	return c.encode(w)
+	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); err != nil {
+		return fmt.Errorf("plot: write png: %w", err)
+	}
+	return nil
 }

@@ -159,11 +159,11 @@ func TestSVGIsWellFormedAndEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts, texts := svgElements(t, buf.String())
-	if counts["svg"] != 1 || counts["polyline"] < 2 || counts["rect"] < 3 {
-		t.Errorf("elements %v: want one svg, polylines and rects", counts)
+	if counts["svg"] != 1 || counts["path"] < 5 {
+		t.Errorf("elements %v: want one svg and paths for the lines, bars and span", counts)
 	}
 	all := strings.Join(texts, "|")
-	for _, want := range []string{`p99 < 10 ms & "fast"`, "a<b", "held", "CDF", "fraction", "10,000", "0.1", "10"} {
+	for _, want := range []string{`p99 < 10 ms & "fast"`, "a<b", "held", "CDF", "fraction", "10,000", "1", "10"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("texts %q lack %q", all, want)
 		}
@@ -188,75 +188,49 @@ func TestEmptyChartSaysNoData(t *testing.T) {
 	}
 }
 
-func TestTicks(t *testing.T) {
-	labels := func(ts []tick) string {
-		var s []string
-		for _, t := range ts {
-			s = append(s, t.label)
-		}
-		return strings.Join(s, " ")
+// TestLogBarsFromBase checks bars on a logarithmic axis (as the reorder
+// histogram draws them): every bar with a positive value is drawn, from a
+// base below the smallest, and a zero bar is left out rather than breaking
+// the axis.
+func TestLogBarsFromBase(t *testing.T) {
+	fig := &Figure{Width: 400, Charts: []*Chart{{
+		Height: 300, YScale: Log, BarColor: marker,
+		Bars: []Bar{{Label: "0", Value: 1}, {Label: "1", Value: 0}, {Label: "2–3", Value: 1e4}},
+	}}}
+	var buf bytes.Buffer
+	if err := fig.WritePNG(&buf); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		got, want string
-	}{
-		{labels(linearTicks(0, 1, 5)), "0 0.2 0.4 0.6 0.8 1"},
-		{labels(linearTicks(0, 60000, 5)), "0 10k 20k 30k 40k 50k 60k"},
-		{labels(linearTicks(0, 3e6, 5)), "0 0.5M 1M 1.5M 2M 2.5M 3M"},
-		{labels(linearTicks(-2, 2, 4)), "-2 -1 0 1 2"},
-		{labels(logTicks(0.1, 10)), "0.1 0.2 0.5 1 2 5 10"},
-		{labels(logTicks(0.001, 1000)), "0.001 0.01 0.1 1 10 100 1000"},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("ticks %q, want %q", tc.got, tc.want)
-		}
-	}
-	for v, want := range map[float64]string{0: "0", 0.01234: "0.0123", 1.5: "1.5", 999: "999", 70400: "70.4k", 1234567: "1.23M", -2500: "-2.5k"} {
-		if got := FormatValue(v); got != want {
-			t.Errorf("FormatValue(%v) = %q, want %q", v, got, want)
-		}
-	}
-}
-
-func TestAutoRange(t *testing.T) {
-	if lo, hi := autoRange([]float64{3, 97}, Linear, true, true); lo != 0 || hi != 100 {
-		t.Errorf("linear nice with zero: %v..%v, want 0..100", lo, hi)
-	}
-	lo, hi := autoRange([]float64{0, 164900}, Linear, true, true)
-	if ticks := linearTicks(lo, hi, 5); ticks[len(ticks)-1].v != hi {
-		t.Errorf("range 0..%v ends between ticks %v", hi, ticks)
-	}
-	if lo, hi := autoRange([]float64{0.3, 42, -1, math.Inf(1)}, Log, true, false); lo != 0.1 || hi != 100 {
-		t.Errorf("log: %v..%v, want 0.1..100", lo, hi)
-	}
-	if lo, hi := autoRange(nil, Linear, true, true); lo != 0 || hi != 1 {
-		t.Errorf("no data: %v..%v, want 0..1", lo, hi)
-	}
-	if lo, hi := autoRange([]float64{5, 5}, Linear, false, false); !(lo < 5 && hi > 5) {
-		t.Errorf("a single value: %v..%v should surround it", lo, hi)
-	}
-}
-
-func TestClipSegment(t *testing.T) {
-	a, b, ok := clipSegment(Point{-10, 5}, Point{20, 5}, 0, 0, 10, 10)
-	if !ok || a != (Point{0, 5}) || b != (Point{10, 5}) {
-		t.Errorf("clip through: %v %v %v", a, b, ok)
-	}
-	if _, _, ok := clipSegment(Point{-10, -5}, Point{20, -5}, 0, 0, 10, 10); ok {
-		t.Error("a segment wholly outside should be dropped")
-	}
-	parts := clipPolyline([]Point{{5, 5}, {5, 20}, {6, 20}, {6, 5}}, 0, 0, 10, 10)
-	if len(parts) != 2 {
-		t.Errorf("a polyline leaving and re-entering should give 2 parts, got %v", parts)
-	}
-}
-
-func TestWrapLabels(t *testing.T) {
-	fonts, err := newFontSet()
+	img, err := png.Decode(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := wrapLabels([]Bar{{Label: "drain --delete-completed"}, {Label: "short"}}, fonts, 60)
-	if len(got[0]) != 2 || got[0][0] != "drain" || len(got[1]) != 1 {
-		t.Errorf("wrapLabels: %q", got)
+	// Columns holding the bar colour, grouped into bars.
+	var cols []int
+	for x := 0; x < 400; x++ {
+		for y := 0; y < 300; y++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			if r>>8 == 0xff && g>>8 == 0 && b>>8 == 0xff {
+				cols = append(cols, x)
+				break
+			}
+		}
+	}
+	groups := 0
+	for i, x := range cols {
+		if i == 0 || x != cols[i-1]+1 {
+			groups++
+		}
+	}
+	if groups != 2 {
+		t.Errorf("found %d bars, want 2 (the zero bar left out)", groups)
+	}
+}
+
+func TestFormatValue(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 1: "1", 0.012345: "0.0123", 999: "999", 1234: "1.23k", 45_600_000: "45.6M", -2500: "-2.5k"} {
+		if got := FormatValue(v); got != want {
+			t.Errorf("FormatValue(%v) = %q, want %q", v, got, want)
+		}
 	}
 }
