@@ -198,6 +198,26 @@ type JobFinishManyResult struct {
 	Rejected []LeaseRef
 }
 
+// CountApplied counts the finishes of p that the store applied (their lease
+// is not in r.Rejected) and that match, for wrappers that count outcomes
+// (metrics, benchmarks). match nil counts every applied finish.
+func (r *JobFinishManyResult) CountApplied(p *JobFinishManyParams, match func(JobFinish) bool) int {
+	var rejected map[LeaseRef]bool
+	if len(r.Rejected) > 0 {
+		rejected = make(map[LeaseRef]bool, len(r.Rejected))
+		for _, l := range r.Rejected {
+			rejected[l] = true
+		}
+	}
+	n := 0
+	for _, f := range p.Finishes {
+		if !rejected[f.Lease] && (match == nil || match(f)) {
+			n++
+		}
+	}
+	return n
+}
+
 // JobHeartbeatManyParams extends the leases of running jobs.
 type JobHeartbeatManyParams struct {
 	Leases []LeaseRef

@@ -52,16 +52,7 @@ func (b *countingBackend) JobFinishMany(ctx context.Context, p *backend.JobFinis
 	if err != nil {
 		return res, err
 	}
-	rejected := make(map[backend.LeaseRef]bool, len(res.Rejected))
-	for _, l := range res.Rejected {
-		rejected[l] = true
-	}
-	var n int64
-	for _, f := range p.Finishes {
-		if f.Outcome == backend.OutcomeComplete && !rejected[f.Lease] {
-			n++
-		}
-	}
+	n := int64(res.CountApplied(p, isCompletion))
 	if n > 0 && b.c.written.Add(n) >= b.c.target {
 		b.c.once.Do(func() {
 			b.c.doneAt = time.Now()
@@ -75,3 +66,6 @@ func (b *countingBackend) JobFinishMany(ctx context.Context, p *backend.JobFinis
 func (b *countingNotifier) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	return b.n.Listen(ctx, ready, onWake)
 }
+
+// isCompletion matches a finish that completes its job.
+func isCompletion(f backend.JobFinish) bool { return f.Outcome == backend.OutcomeComplete }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 // EnqueueCommand inserts one job of any kind, with its args given as JSON.
@@ -20,7 +21,7 @@ type EnqueueCommand struct{ m *Main }
 // Run implements Command.
 func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
+	dbURL := cli.AddDatabaseFlag(fs)
 	kind := fs.String("kind", "", "job kind (required)")
 	argsFlag := fs.String("args", "{}", "job args as JSON, @FILE, or - for stdin")
 	queue := fs.String("queue", "", "queue")
@@ -28,29 +29,29 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 0, "maximum attempts")
 	delay := fs.Duration("delay", 0, "run no earlier than this long from now")
 	runAt := fs.String("run-at", "", "run no earlier than this RFC 3339 time")
-	var tags stringList
+	var tags cli.StringList
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	metadata := fs.String("metadata", "", "metadata as a JSON object")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	pos, err := parseFlags(fs, args, c.Usage())
+	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("enqueue", "unexpected argument %q", pos[0])
+		return cli.Usagef("enqueue", "unexpected argument %q", pos[0])
 	}
 
 	// Check everything that can be checked without the database first, so a
 	// mistake writes nothing and says which flag is wrong.
 	if *kind == "" {
-		return usageErrorf("enqueue", "--kind is required")
+		return cli.Usagef("enqueue", "--kind is required")
 	}
 	argsJSON, err := c.readArgs(*argsFlag)
 	if err != nil {
 		return err
 	}
 	if !json.Valid([]byte(argsJSON)) {
-		return usageErrorf("enqueue", "--args is not valid JSON: %s", jsonSyntaxError(argsJSON))
+		return cli.Usagef("enqueue", "--args is not valid JSON: %s", jsonSyntaxError(argsJSON))
 	}
 	opts := &spool.InsertOpts{
 		Queue:       *queue,
@@ -63,26 +64,26 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 		*opts = opts.WithPriority(*priority)
 	}
 	if set["max-attempts"] && *maxAttempts == 0 {
-		return usageErrorf("enqueue", "--max-attempts must be at least 1")
+		return cli.Usagef("enqueue", "--max-attempts must be at least 1")
 	}
 	if *metadata != "" {
 		var obj map[string]json.RawMessage
 		if !json.Valid([]byte(*metadata)) {
-			return usageErrorf("enqueue", "--metadata is not valid JSON: %s", jsonSyntaxError(*metadata))
+			return cli.Usagef("enqueue", "--metadata is not valid JSON: %s", jsonSyntaxError(*metadata))
 		}
 		if err := json.Unmarshal([]byte(*metadata), &obj); err != nil || obj == nil {
-			return usageErrorf("enqueue", "--metadata must be a JSON object, like {\"key\": \"value\"}")
+			return cli.Usagef("enqueue", "--metadata must be a JSON object, like {\"key\": \"value\"}")
 		}
 		opts.Metadata = json.RawMessage(*metadata)
 	}
 	if set["delay"] && *runAt != "" {
-		return usageErrorf("enqueue", "--delay and --run-at cannot be used together")
+		return cli.Usagef("enqueue", "--delay and --run-at cannot be used together")
 	}
 	opts.Delay = *delay
 	if *runAt != "" {
 		t, err := time.Parse(time.RFC3339, *runAt)
 		if err != nil {
-			return usageErrorf("enqueue", "--run-at %q is not an RFC 3339 time like 2030-01-02T15:04:05Z", *runAt)
+			return cli.Usagef("enqueue", "--run-at %q is not an RFC 3339 time like 2030-01-02T15:04:05Z", *runAt)
 		}
 		opts.RunAt = t
 	}
@@ -97,7 +98,7 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return writeJSON(c.m.Stdout, struct {
+		return cli.WriteJSON(c.m.Stdout, struct {
 			ID    int64  `json:"id"`
 			Kind  string `json:"kind"`
 			Queue string `json:"queue"`
@@ -125,7 +126,7 @@ func (c *EnqueueCommand) readArgs(v string) (string, error) {
 	case strings.HasPrefix(v, "@"):
 		f, err := os.Open(v[1:])
 		if err != nil {
-			return "", usageErrorf("enqueue", "--args %s: %v", v, err)
+			return "", cli.Usagef("enqueue", "--args %s: %v", v, err)
 		}
 		defer f.Close()
 		r, from = f, v[1:]
@@ -137,10 +138,10 @@ func (c *EnqueueCommand) readArgs(v string) (string, error) {
 		return "", fmt.Errorf("enqueue: read --args from %s: %w", from, err)
 	}
 	if len(b) > spool.DefaultMaxArgsBytes {
-		return "", usageErrorf("enqueue", "--args from %s is over the limit of %d bytes on a job's args", from, spool.DefaultMaxArgsBytes)
+		return "", cli.Usagef("enqueue", "--args from %s is over the limit of %d bytes on a job's args", from, spool.DefaultMaxArgsBytes)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		return "", usageErrorf("enqueue", "--args from %s is empty; give JSON such as {}", from)
+		return "", cli.Usagef("enqueue", "--args from %s is empty; give JSON such as {}", from)
 	}
 	return string(b), nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"strings"
+
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 // HelpCommand prints the usage of the program or of a command.
@@ -12,10 +14,10 @@ type HelpCommand struct{ m *Main }
 // help jobs list" that of jobs list.
 func (c *HelpCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return &helpRequest{usage: c.m.Usage()}
+		return &cli.HelpRequest{Usage: c.m.Usage()}
 	}
 	if args[0] == "help" {
-		return &helpRequest{usage: c.Usage()}
+		return &cli.HelpRequest{Usage: c.Usage()}
 	}
 	return c.m.Run(ctx, append(append([]string(nil), args...), "-h"))
 }

@@ -13,14 +13,15 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 // JobsCommand dispatches the jobs subcommands: list, show, retry, cancel.
 type JobsCommand struct{ m *Main }
 
 // subcommands returns the jobs subcommands by name.
-func (c *JobsCommand) subcommands() map[string]Command {
-	return map[string]Command{
+func (c *JobsCommand) subcommands() map[string]cli.Command {
+	return map[string]cli.Command{
 		"list":   &JobsListCommand{m: c.m},
 		"show":   &JobsShowCommand{m: c.m},
 		"retry":  &JobsRetryCommand{m: c.m},
@@ -28,23 +29,23 @@ func (c *JobsCommand) subcommands() map[string]Command {
 	}
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("jobs", "missing subcommand (list, show, retry or cancel)")
+		return cli.Usagef("jobs", "missing subcommand (list, show, retry or cancel)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		return &helpRequest{usage: c.Usage()}
+		return &cli.HelpRequest{Usage: c.Usage()}
 	}
 	sub, ok := c.subcommands()[args[0]]
 	if !ok {
-		return usageErrorf("jobs", "unknown subcommand %q (want list, show, retry or cancel)", args[0])
+		return cli.Usagef("jobs", "unknown subcommand %q (want list, show, retry or cancel)", args[0])
 	}
 	return sub.Run(ctx, args[1:])
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *JobsCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool jobs <subcommand> [arguments]
@@ -63,14 +64,14 @@ Run 'spool jobs <subcommand> -h' for a subcommand's usage.
 // parseJobID reads the single positional job id of a jobs subcommand.
 func parseJobID(cmd string, pos []string) (int64, error) {
 	if len(pos) == 0 {
-		return 0, usageErrorf(cmd, "missing job id")
+		return 0, cli.Usagef(cmd, "missing job id")
 	}
 	if len(pos) > 1 {
-		return 0, usageErrorf(cmd, "one job id expected, got %d arguments", len(pos))
+		return 0, cli.Usagef(cmd, "one job id expected, got %d arguments", len(pos))
 	}
 	id, err := strconv.ParseInt(pos[0], 10, 64)
 	if err != nil || id < 1 {
-		return 0, usageErrorf(cmd, "job id %q is not a positive integer", pos[0])
+		return 0, cli.Usagef(cmd, "job id %q is not a positive integer", pos[0])
 	}
 	return id, nil
 }
@@ -166,9 +167,9 @@ func runJobAction(ctx context.Context, m *Main, name, usage string, args []strin
 	act func(ctx context.Context, client *spool.Client, id int64) (*spool.JobRow, error),
 	text func(w io.Writer, job *spool.JobRow) error) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
+	dbURL := cli.AddDatabaseFlag(fs)
 	asJSON := fs.Bool("json", false, "print the job as JSON")
-	pos, err := parseFlags(fs, args, usage)
+	pos, err := cli.ParseFlags(fs, args, usage)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func runJobAction(ctx context.Context, m *Main, name, usage string, args []strin
 		return err
 	}
 	if *asJSON {
-		return writeJSON(m.Stdout, toJobJSON(job))
+		return cli.WriteJSON(m.Stdout, toJobJSON(job))
 	}
 	return text(m.Stdout, job)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 // JobsListCommand lists jobs in id order, with filters and paging.
@@ -17,36 +18,36 @@ type JobsListCommand struct{ m *Main }
 // Run implements Command.
 func (c *JobsListCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("jobs list", flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
+	dbURL := cli.AddDatabaseFlag(fs)
 	queue := fs.String("queue", "", "only jobs of this queue")
 	kind := fs.String("kind", "", "only jobs of this kind")
-	var states stringList
+	var states cli.StringList
 	fs.Var(&states, "state", "only jobs in this state (repeatable)")
 	afterID := fs.Int64("after-id", 0, "only jobs with a greater id")
 	limit := fs.Int("limit", 100, "at most this many jobs")
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	pos, err := parseFlags(fs, args, c.Usage())
+	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("jobs list", "unexpected argument %q", pos[0])
+		return cli.Usagef("jobs list", "unexpected argument %q", pos[0])
 	}
 	params := &spool.JobListParams{Queue: *queue, Kind: *kind, AfterID: *afterID, Limit: *limit}
 	for _, s := range states {
 		for _, name := range strings.Split(s, ",") {
 			st := backend.State(strings.TrimSpace(name))
 			if !st.Valid() {
-				return usageErrorf("jobs list", "unknown state %q (want one of %s)", name, stateNames())
+				return cli.Usagef("jobs list", "unknown state %q (want one of %s)", name, stateNames())
 			}
 			params.States = append(params.States, st)
 		}
 	}
 	if *limit < 1 {
-		return usageErrorf("jobs list", "--limit must be at least 1")
+		return cli.Usagef("jobs list", "--limit must be at least 1")
 	}
 	if *afterID < 0 {
-		return usageErrorf("jobs list", "--after-id must not be negative")
+		return cli.Usagef("jobs list", "--after-id must not be negative")
 	}
 
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
@@ -63,7 +64,7 @@ func (c *JobsListCommand) Run(ctx context.Context, args []string) error {
 		for i, j := range jobs {
 			out[i] = toJobJSON(j)
 		}
-		return writeJSON(c.m.Stdout, out)
+		return cli.WriteJSON(c.m.Stdout, out)
 	}
 	tw := tabwriter.NewWriter(c.m.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tPRIORITY\tATTEMPT\tRUN_AT\tCREATED_AT")

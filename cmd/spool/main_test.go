@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -428,7 +429,7 @@ func TestBenchDrain(t *testing.T) {
 func TestDatabaseURLChoice(t *testing.T) {
 	// Neither flag nor environment: the SQLite file ./spool.db, said so on
 	// stderr; unmigrated, a command says to migrate.
-	t.Setenv(envDatabaseURL, "")
+	t.Setenv(cli.EnvDatabaseURL, "")
 	dir := t.TempDir()
 	t.Chdir(dir)
 	r := runSpool(t, "queues")
@@ -445,15 +446,15 @@ func TestDatabaseURLChoice(t *testing.T) {
 	}
 
 	db := freshURL(t)
-	t.Setenv(envDatabaseURL, db)
+	t.Setenv(cli.EnvDatabaseURL, db)
 	mustSpool(t, "migrate") // from the environment
 	mustSpool(t, "enqueue", "--kind", "from_env")
 	if jobs := listJobs(t, db); len(jobs) != 1 || jobs[0].Kind != "from_env" {
-		t.Errorf("enqueue through %s: got %+v", envDatabaseURL, jobs)
+		t.Errorf("enqueue through %s: got %+v", cli.EnvDatabaseURL, jobs)
 	}
 
 	// The flag wins over the environment.
-	t.Setenv(envDatabaseURL, "nosuchscheme://x")
+	t.Setenv(cli.EnvDatabaseURL, "nosuchscheme://x")
 	mustSpool(t, "queues", "--database-url", db)
 	if r := runSpool(t, "queues"); r.code != 1 || !strings.Contains(r.stderr, "nosuchscheme") {
 		t.Errorf("bad URL from the environment: want exit 1 naming the scheme, got %d %q", r.code, r.stderr)

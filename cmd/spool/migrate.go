@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/stores"
 )
 
 // MigrateCommand creates Spool's schema or brings it to the newest version.
@@ -15,15 +17,15 @@ type MigrateCommand struct{ m *Main }
 // Run implements Command.
 func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
+	dbURL := cli.AddDatabaseFlag(fs)
+	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("migrate", "unexpected argument %q", pos[0])
+		return cli.Usagef("migrate", "unexpected argument %q", pos[0])
 	}
-	dsn, err := c.m.databaseURL(*dbURL)
+	dsn, err := c.m.DatabaseURL(*dbURL)
 	if err != nil {
 		return err
 	}
@@ -33,7 +35,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer be.Close()
 
-	support := supportFor(dsn)
+	support := stores.For(dsn)
 	before, err := be.SchemaVersion(ctx)
 	if err != nil {
 		return err
@@ -49,8 +51,8 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("migrate: after migrating: %w", err)
 	}
 	where := be.Name()
-	if support.location != nil {
-		if loc := support.location(be); loc != "" {
+	if support.Location != nil {
+		if loc := support.Location(be); loc != "" {
 			where += " " + loc
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 // QueuesCommand counts jobs by state for every queue that has jobs.
@@ -45,14 +46,14 @@ var _ json.Marshaler = stateCounts(nil)
 // Run implements Command.
 func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("queues", flag.ContinueOnError)
-	dbURL := addDatabaseFlag(fs)
+	dbURL := cli.AddDatabaseFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	pos, err := parseFlags(fs, args, c.Usage())
+	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("queues", "unexpected argument %q", pos[0])
+		return cli.Usagef("queues", "unexpected argument %q", pos[0])
 	}
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
@@ -72,7 +73,7 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 		out[i] = q
 	}
 	if *asJSON {
-		return writeJSON(c.m.Stdout, out)
+		return cli.WriteJSON(c.m.Stdout, out)
 	}
 	return printQueues(c.m.Stdout, out)
 }

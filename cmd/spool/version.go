@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 // Version is the release version, set at build time with
@@ -22,12 +23,12 @@ type VersionCommand struct{ m *Main }
 // Run implements Command.
 func (c *VersionCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	pos, err := parseFlags(fs, args, c.Usage())
+	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("version", "unexpected argument %q", pos[0])
+		return cli.Usagef("version", "unexpected argument %q", pos[0])
 	}
 	fmt.Fprintf(c.m.Stdout, "spool %s (%s, backends: %s)\n", version(), runtime.Version(), strings.Join(backend.Schemes(), ", "))
 	return nil

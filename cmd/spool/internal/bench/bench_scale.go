@@ -1,8 +1,7 @@
-package main
+package bench
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -14,12 +13,13 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 func init() {
 	registerBenchScenario("scale", "drain rate with 10⁴…10⁷ runnable jobs queued behind the measured ones",
-		func(m *Main) Command { return &BenchScaleCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchScaleCommand{m: m} })
 }
 
 // BenchScaleCommand measures how the drain rate holds up as the queue grows:
@@ -27,7 +27,7 @@ func init() {
 // lowest precedence (priority 100), then the measured jobs (priority 0),
 // and one client drains the measured jobs while the backlog waits behind
 // them in the same queue and the same claim index.
-type BenchScaleCommand struct{ m *Main }
+type BenchScaleCommand struct{ m *cli.Env }
 
 // scaleBacklogArgs is the args of the backlog's jobs.
 type scaleBacklogArgs struct{}
@@ -72,74 +72,36 @@ type scaleResult struct {
 	GOMAXPROCS      int        `json:"gomaxprocs"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchScaleCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench scale", flag.ContinueOnError)
-	common := addBenchCommon(fs)
-	backlogList := fs.String("backlogs", "1e4,1e5,1e6,1e7", "comma-separated backlog sizes")
-	jobs := fs.Int("jobs", 100000, "measured jobs drained per backlog")
-	workers := fs.Int("workers", 100, "MaxWorkers of the queue")
-	prefetch := fs.Int("prefetch", 1000, "Prefetch of the queue (0: none)")
-	batch := fs.Int("batch", 2000, "CompletionBatchMax")
-	delay := fs.Duration("completion-delay", 0, "CompletionDelay")
-	deleteCompleted := fs.Bool("delete-completed", false, "delete jobs as they complete")
-	chunk := fs.Int("insert-chunk", 10000, "jobs per insert call")
-	settle := fs.Bool("settle", true, "update the table statistics after inserting, before the clock starts")
-	rounds := fs.Int("rounds", 1, "rounds over all backlogs")
-	plotPath := addPlotFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
+	r := newScenarioRun(c.m, "scale")
+	backlogList := r.fs.String("backlogs", "1e4,1e5,1e6,1e7", "comma-separated backlog sizes")
+	jobs := r.fs.Int("jobs", 100000, "measured jobs drained per backlog")
+	q := r.addQueueFlags()
+	settle := r.fs.Bool("settle", true, "update the table statistics after inserting, before the clock starts")
+	rounds := r.fs.Int("rounds", 1, "rounds over all backlogs")
+	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}
-	const name = "bench scale"
 	backlogs, err := parseCountList(*backlogList)
-	switch {
-	case err != nil:
-		return usageErrorf(name, "--backlogs: %v", err)
-	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
-	case *jobs < 1:
-		return usageErrorf(name, "--jobs must be at least 1")
-	case *workers < 1 || *workers > 10000:
-		return usageErrorf(name, "--workers must be between 1 and 10000")
-	case *prefetch < 0 || *prefetch > 100000:
-		return usageErrorf(name, "--prefetch must be between 0 and 100000")
-	case *batch < 1:
-		return usageErrorf(name, "--batch must be at least 1")
-	case *delay < 0:
-		return usageErrorf(name, "--completion-delay must not be negative")
-	case *chunk < 1:
-		return usageErrorf(name, "--insert-chunk must be at least 1")
-	case *rounds < 1 || *rounds > 100:
-		return usageErrorf(name, "--rounds must be between 1 and 100")
-	case *common.timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
-	}
-	if err := checkPlotPath(name, *plotPath); err != nil {
-		return err
-	}
-	ctx, cancelTimeout := common.withTimeout(ctx, "bench scale")
-	defer cancelTimeout()
-	stopProfile, err := common.startCPUProfile()
 	if err != nil {
+		return cli.Usagef(r.name, "--backlogs: %v", err)
+	}
+	if err := r.check(append(append([]check{want(*jobs >= 1, "--jobs must be at least 1")}, q.checks()...),
+		want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"))...); err != nil {
 		return err
 	}
-	defer stopProfile()
-
-	run := &scaleRun{
-		m: c.m, common: common, jobs: *jobs, chunk: *chunk, settle: *settle,
-		stderr: &lockedWriter{w: c.m.Stderr},
-		config: spool.Config{
-			Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *workers, Prefetch: queuePrefetch(*prefetch)}},
-			CompletionBatchMax: *batch,
-			CompletionDelay:    *delay,
-			CompletedRetention: retentionFor(*deleteCompleted),
-		},
+	ctx = r.begin(ctx)
+	defer r.end()
+	if err := r.startProfile(); err != nil {
+		return err
 	}
+
+	run := &scaleRun{r: r, jobs: *jobs, chunk: *q.chunk, settle: *settle, config: q.config()}
 	res := scaleResult{
 		Scenario: "scale", Jobs: *jobs, Rounds: *rounds, Settled: *settle,
-		Workers: *workers, Prefetch: *prefetch, Batch: *batch, CompletionDelay: delay.String(),
-		DeleteCompleted: *deleteCompleted, GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Workers: *q.workers, Prefetch: *q.prefetch, Batch: *q.batch, CompletionDelay: q.delay.String(),
+		DeleteCompleted: *q.deleteCompleted, GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
 	for _, b := range backlogs {
 		res.Backlogs = append(res.Backlogs, scaleRow{Backlog: b})
@@ -149,7 +111,7 @@ func (c *BenchScaleCommand) Run(ctx context.Context, args []string) error {
 			row := &res.Backlogs[i]
 			out, err := run.one(ctx, row.Backlog)
 			if err != nil {
-				return withCause(ctx, fmt.Errorf("bench scale: backlog %s: %w", humanInt(float64(row.Backlog)), err))
+				return withCause(ctx, fmt.Errorf("bench scale: backlog %s: %w", cli.HumanInt(float64(row.Backlog)), err))
 			}
 			res.Backend = out.backend
 			res.Stores = append(res.Stores, out.store)
@@ -168,8 +130,8 @@ func (c *BenchScaleCommand) Run(ctx context.Context, args []string) error {
 			res.Backlogs[i].Ratio = res.Backlogs[i].JobsPerS / first
 		}
 	}
-	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printScaleResult(w, &res) },
-		*plotPath, func() *plot.Figure { return scaleFigure(&res) })
+	return r.finish(res, func(w io.Writer) error { return printScaleResult(w, &res) },
+		func() *plot.Figure { return scaleFigure(&res) })
 }
 
 // queuePrefetch maps the --prefetch flag (0: none) to QueueConfig.Prefetch
@@ -191,12 +153,10 @@ func retentionFor(deleteCompleted bool) time.Duration {
 
 // scaleRun holds the settings of one bench scale invocation.
 type scaleRun struct {
-	m      *Main
-	common *benchCommon
+	r      *scenarioRun
 	jobs   int
 	chunk  int
 	settle bool
-	stderr io.Writer
 	config spool.Config // Queues and completion settings; the rest is set per run
 }
 
@@ -212,12 +172,12 @@ type scaleOutcome struct {
 
 // one runs one backlog size on a fresh store.
 func (r *scaleRun) one(ctx context.Context, backlog int64) (out scaleOutcome, err error) {
-	store, err := openBenchStore(ctx, r.m, r.common)
+	store, closeStore, err := r.r.openStoreFor(ctx)
 	if err != nil {
 		return out, err
 	}
 	defer func() {
-		if cerr := store.Close(); cerr != nil && err == nil {
+		if cerr := closeStore(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
@@ -234,16 +194,16 @@ func (r *scaleRun) one(ctx context.Context, backlog int64) (out scaleOutcome, er
 	}
 	cfg := r.config
 	cfg.Workers = ws
-	cfg.Logger = benchLogger(r.stderr)
+	cfg.Logger = r.r.logger()
 	client, err := spool.NewClient(keepNotifier(counter, store.backend), &cfg)
 	if err != nil {
 		return out, err
 	}
-	progressTo := r.common.progressWriter(r.stderr)
+	progressTo := r.r.common.progressWriter(r.r.stderr)
 
 	// The backlog, behind everything: COPY where the backend has it.
 	var inserted atomic.Int64
-	bar := StartProgress(progressTo, r.m.StderrTerminal, "backlog", "jobs", backlog, inserted.Load)
+	bar := r.r.progress("backlog", "jobs", backlog, inserted.Load)
 	began := time.Now()
 	err = insertChunks(ctx, backlog, r.chunk, &inserted, func(n int) error {
 		_, err := client.InsertManyFast(ctx, repeatParams(scaleBacklogArgs{}, &spool.InsertOpts{Priority: backlogPriority}, n))
@@ -253,12 +213,12 @@ func (r *scaleRun) one(ctx context.Context, backlog int64) (out scaleOutcome, er
 	if err != nil {
 		return out, fmt.Errorf("insert backlog: %w", err)
 	}
-	out.backlogInsert = rate(backlog, time.Since(began))
+	out.backlogInsert = cli.Rate(backlog, time.Since(began))
 
 	// The measured jobs, first in line; their ids tell their completions
 	// from the backlog's.
 	inserted.Store(0)
-	bar = StartProgress(progressTo, r.m.StderrTerminal, "insert", "jobs", int64(r.jobs), inserted.Load)
+	bar = r.r.progress("insert", "jobs", int64(r.jobs), inserted.Load)
 	firstID := int64(-1)
 	err = insertChunks(ctx, int64(r.jobs), r.chunk, &inserted, func(n int) error {
 		res, err := client.InsertMany(ctx, repeatParams(benchNoop{}, &spool.InsertOpts{}, n))
@@ -275,7 +235,7 @@ func (r *scaleRun) one(ctx context.Context, backlog int64) (out scaleOutcome, er
 
 	if probe := probeFor(store.backend); r.settle && probe.settle != nil {
 		began := time.Now()
-		fmt.Fprintf(progressTo, "settle: statistics of %s jobs…\n", humanInt(float64(backlog)+float64(r.jobs)))
+		fmt.Fprintf(progressTo, "settle: statistics of %s jobs…\n", cli.HumanInt(float64(backlog)+float64(r.jobs)))
 		if err := probe.settle(ctx, store.backend); err != nil {
 			return out, err
 		}
@@ -288,15 +248,15 @@ func (r *scaleRun) one(ctx context.Context, backlog int64) (out scaleOutcome, er
 		sampler.Stop()
 		return out, err
 	}
-	defer stopClient(r.m.Stderr, "bench scale", client)
-	bar = StartProgress(progressTo, r.m.StderrTerminal, "drain", "jobs", int64(r.jobs), counter.Written)
+	defer stopClient(r.r.env.Stderr, r.r.name, client)
+	bar = r.r.progress("drain", "jobs", int64(r.jobs), counter.Written)
 	err = counter.wait(ctx)
 	bar.Stop()
 	out.samples = sampler.Stop()
 	if err != nil {
 		return out, err
 	}
-	out.jobsPerS = rate(int64(r.jobs), counter.doneAt.Sub(start))
+	out.jobsPerS = cli.Rate(int64(r.jobs), counter.doneAt.Sub(start))
 	return out, nil
 }
 
@@ -344,17 +304,8 @@ func (c *measuredCounter) JobFinishMany(ctx context.Context, p *backend.JobFinis
 	if err != nil {
 		return res, err
 	}
-	rejected := make(map[backend.LeaseRef]bool, len(res.Rejected))
-	for _, l := range res.Rejected {
-		rejected[l] = true
-	}
 	minID := c.minID.Load()
-	var n int64
-	for _, f := range p.Finishes {
-		if f.Outcome == backend.OutcomeComplete && f.Lease.ID >= minID && !rejected[f.Lease] {
-			n++
-		}
-	}
+	n := int64(res.CountApplied(p, func(f backend.JobFinish) bool { return f.Outcome == backend.OutcomeComplete && f.Lease.ID >= minID }))
 	if n > 0 && c.written.Add(n) >= c.target {
 		c.once.Do(func() {
 			c.doneAt = time.Now()
@@ -394,7 +345,7 @@ func scaleFigure(r *scaleResult) *plot.Figure {
 	var bars []plot.Bar
 	var lines []plot.Line
 	for _, b := range r.Backlogs {
-		label := humanInt(float64(b.Backlog))
+		label := cli.HumanInt(float64(b.Backlog))
 		bars = append(bars, plot.Bar{Label: label, Value: b.JobsPerS,
 			Note: fmt.Sprintf("%s (%.2f×)", plot.FormatValue(b.JobsPerS), b.Ratio)})
 		pts := make([]plot.Point, len(b.RateOverTime))
@@ -404,7 +355,7 @@ func scaleFigure(r *scaleResult) *plot.Figure {
 		lines = append(lines, plot.Line{Name: label, Points: pts})
 	}
 	return &plot.Figure{
-		Title: fmt.Sprintf("scale: draining %s jobs with a backlog queued behind (%s)", humanInt(float64(r.Jobs)), r.Backend),
+		Title: fmt.Sprintf("scale: draining %s jobs with a backlog queued behind (%s)", cli.HumanInt(float64(r.Jobs)), r.Backend),
 		Charts: []*plot.Chart{
 			{Title: "Drain rate by backlog (ratio to the smallest)", XLabel: "jobs queued behind", YLabel: "jobs/s", Bars: bars},
 			{Title: "Drain rate over time (200 ms windows, first round)", XLabel: "time since start (s)", YLabel: "jobs/s",
@@ -416,17 +367,17 @@ func scaleFigure(r *scaleResult) *plot.Figure {
 // printScaleResult prints one row per backlog.
 func printScaleResult(w io.Writer, r *scaleResult) error {
 	fmt.Fprintf(w, "scale: %s measured jobs per backlog, %d round(s), settled %v, %s\n\n",
-		humanInt(float64(r.Jobs)), r.Rounds, r.Settled, r.Backend)
+		cli.HumanInt(float64(r.Jobs)), r.Rounds, r.Settled, r.Backend)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKLOG\tJOBS/S\tRATIO\tRUNS\tBACKLOG INSERT JOBS/S\tSETTLE")
 	for _, b := range r.Backlogs {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t%.1fs\n", humanInt(float64(b.Backlog)), humanInt(b.JobsPerS), b.Ratio,
-			formatRuns(b.Runs), humanInt(b.BacklogInsert), b.SettleS)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t%.1fs\n", cli.HumanInt(float64(b.Backlog)), cli.HumanInt(b.JobsPerS), b.Ratio,
+			formatRuns(b.Runs), cli.HumanInt(b.BacklogInsert), b.SettleS)
 	}
 	return tw.Flush()
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchScaleCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench scale [flags]

@@ -1,4 +1,4 @@
-package main
+package stores
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 func init() {
-	stores["sqlite"] = &storeSupport{
-		location:   sqliteLocation,
-		newScratch: newSQLiteScratch,
+	registry["sqlite"] = &Support{
+		Location:   sqliteLocation,
+		NewScratch: newSQLiteScratch,
 	}
 }
 
@@ -34,7 +35,7 @@ func sqliteLocation(be backend.Backend) string {
 // dsn names, or, for the default store, in a temporary directory of its own.
 // The URL's parameters carry over. Drop removes the file and its -wal and
 // -shm companions (and the temporary directory).
-func newSQLiteScratch(dsn string) (*scratchStore, error) {
+func newSQLiteScratch(dsn string) (*Scratch, error) {
 	path, _, err := sqlite.ParseURL(dsn)
 	if err != nil {
 		return nil, err
@@ -46,7 +47,7 @@ func newSQLiteScratch(dsn string) (*scratchStore, error) {
 	}
 	name := "spool_bench_" + hex.EncodeToString(b[:]) + ".db"
 	dir, tempDir := filepath.Dir(path), ""
-	if dsn == defaultDatabaseURL {
+	if dsn == cli.DefaultDatabaseURL {
 		if tempDir, err = os.MkdirTemp("", "spool-bench-"); err != nil {
 			return nil, fmt.Errorf("create scratch directory: %w", err)
 		}
@@ -57,7 +58,7 @@ func newSQLiteScratch(dsn string) (*scratchStore, error) {
 	if query != "" {
 		url += "?" + query
 	}
-	return &scratchStore{
+	return &Scratch{
 		URL:  url,
 		Name: file,
 		Drop: func(context.Context) error {

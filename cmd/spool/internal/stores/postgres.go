@@ -1,4 +1,4 @@
-package main
+package stores
 
 import (
 	"context"
@@ -15,12 +15,12 @@ import (
 )
 
 func init() {
-	s := &storeSupport{
-		location:   postgresLocation,
-		newScratch: newPostgresScratch,
+	s := &Support{
+		Location:   postgresLocation,
+		NewScratch: newPostgresScratch,
 	}
-	stores["postgres"] = s
-	stores["postgresql"] = s
+	registry["postgres"] = s
+	registry["postgresql"] = s
 }
 
 // postgresLocation names the backend's schema.
@@ -34,7 +34,7 @@ func postgresLocation(be backend.Backend) string {
 // newPostgresScratch names a fresh schema spool_bench_<hex> in the database
 // dsn points at. The schema is created by Migrate and dropped by Drop over a
 // connection of its own, so dropping works whatever state the backend is in.
-func newPostgresScratch(dsn string) (*scratchStore, error) {
+func newPostgresScratch(dsn string) (*Scratch, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
@@ -60,7 +60,7 @@ func newPostgresScratch(dsn string) (*scratchStore, error) {
 	q := u.Query()
 	q.Set(postgres.SchemaParam, schema)
 	u.RawQuery = q.Encode()
-	return &scratchStore{
+	return &Scratch{
 		URL:  u.String(),
 		Name: schema,
 		Drop: func(ctx context.Context) error {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
@@ -214,7 +215,7 @@ func ratePoints(samples []countSample, width time.Duration) []plot.Point {
 		if s.at-base.at < width {
 			continue
 		}
-		out = append(out, plot.Point{X: s.at.Seconds(), Y: rate(s.n-base.n, s.at-base.at)})
+		out = append(out, plot.Point{X: s.at.Seconds(), Y: cli.Rate(s.n-base.n, s.at-base.at)})
 		base = s
 	}
 	return out
@@ -344,10 +345,10 @@ func checkPlotPath(cmd, path string) error {
 		return nil
 	}
 	if _, err := plot.FormatOf(path); err != nil {
-		return usageErrorf(cmd, "--plot %q: want a file name ending in .png or .svg", path)
+		return cli.Usagef(cmd, "--plot %q: want a file name ending in .png or .svg", path)
 	}
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		return usageErrorf(cmd, "--plot %q: directory %s does not exist", path, filepath.Dir(path))
+		return cli.Usagef(cmd, "--plot %q: directory %s does not exist", path, filepath.Dir(path))
 	}
 	return nil
 }
@@ -407,7 +408,7 @@ func writeReorderPlot(path, title string, bins []reorderBin) error {
 		if b.Hi > b.Lo {
 			label += "–" + strconv.FormatInt(b.Hi, 10)
 		}
-		bars[i] = plot.Bar{Label: label, Value: float64(b.Count), Note: humanInt(float64(b.Count))}
+		bars[i] = plot.Bar{Label: label, Value: float64(b.Count), Note: cli.HumanInt(float64(b.Count))}
 	}
 	return savePlot(path, &plot.Figure{Title: title, Charts: []*plot.Chart{{
 		Title:  "Reorder histogram",
@@ -460,7 +461,7 @@ func formatRuns(vs []float64) string {
 // counter sampled every 100 ms.
 func drainFigure(r *drainResult, samples []countSample) *plot.Figure {
 	return &plot.Figure{
-		Title: fmt.Sprintf("drain: %s no-op jobs, %s jobs/s overall (%s)", humanInt(float64(r.Jobs)), humanInt(r.JobsPerS), r.Backend),
+		Title: fmt.Sprintf("drain: %s no-op jobs, %s jobs/s overall (%s)", cli.HumanInt(float64(r.Jobs)), cli.HumanInt(r.JobsPerS), r.Backend),
 		Charts: []*plot.Chart{{
 			Title:  "Completions written per second (200 ms windows)",
 			XLabel: "time since start (s)", YLabel: "jobs/s", XFromZero: true,
@@ -472,10 +473,10 @@ func drainFigure(r *drainResult, samples []countSample) *plot.Figure {
 // writeResult prints res as JSON (asJSON) or as table prints it, and then
 // draws the figure into plotPath, if one was given: a plot that cannot be
 // written is reported after the results, never instead of them.
-func writeResult(m *Main, cmd string, asJSON bool, res any, table func(io.Writer) error, plotPath string, figure func() *plot.Figure) error {
+func writeResult(m *cli.Env, cmd string, asJSON bool, res any, table func(io.Writer) error, plotPath string, figure func() *plot.Figure) error {
 	var err error
 	if asJSON {
-		err = writeJSON(m.Stdout, res)
+		err = cli.WriteJSON(m.Stdout, res)
 	} else {
 		err = table(m.Stdout)
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/stores"
 )
 
 func init() {
 	registerBenchScenario("contention", "SQLite: writers of many processes waiting for the write lock, fair vs back-off busy handler (the SQLite busy-handler study of Rails' sqlite3 gem)",
-		func(m *Main) Command { return &BenchContentionCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchContentionCommand{m: m} })
 }
 
 // BenchContentionCommand reproduces the busy-handler study of Rails' sqlite3 gem (constant 1 ms polling
@@ -32,7 +34,7 @@ func init() {
 // transaction while this process runs 0, 1 or 2 long ones, under the fair
 // busy handler and under SQLite's back-off, and reports how long the fastest
 // and the slowest short writer waited.
-type BenchContentionCommand struct{ m *Main }
+type BenchContentionCommand struct{ m *cli.Env }
 
 // contentionRun is one cell: a mode and a contention shape.
 type contentionRun struct {
@@ -57,7 +59,7 @@ type contentionResult struct {
 	Runs        []contentionRun `json:"runs"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchContentionCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench contention", flag.ContinueOnError)
 	common := addBenchCommon(fs)
@@ -69,7 +71,7 @@ func (c *BenchContentionCommand) Run(ctx context.Context, args []string) error {
 	delay := fs.Duration("delay", 200*time.Millisecond, "when the short writers start, after the first long transaction")
 	busyTimeout := fs.Duration("busy-timeout", 30*time.Second, "busy timeout of every connection")
 	child := fs.String("child", "", "internal: run as a child process on this file")
-	pos, err := parseFlags(fs, args, c.Usage())
+	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
@@ -78,29 +80,29 @@ func (c *BenchContentionCommand) Run(ctx context.Context, args []string) error {
 		return runContentionChild(ctx, c.m, *child, args)
 	}
 	if len(pos) > 0 {
-		return usageErrorf(name, "unexpected argument %q", pos[0])
+		return cli.Usagef(name, "unexpected argument %q", pos[0])
 	}
 	procList, err1 := parseIntList(*processes, 1, 64)
 	threadList, err2 := parseIntList(*threads, 1, 64)
 	slowList, err3 := parseIntList(*slow, 0, 10)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return usageErrorf(name, "%v", err)
+		return cli.Usagef(name, "%v", err)
 	}
 	modeList := strings.Split(*modes, ",")
 	for _, m := range modeList {
 		if m != sqlite.BusyFair && m != sqlite.BusyBackoff {
-			return usageErrorf(name, "--modes: %q is not fair or backoff", m)
+			return cli.Usagef(name, "--modes: %q is not fair or backoff", m)
 		}
 	}
 	if *slowFor <= 0 || *delay < 0 || *busyTimeout <= 0 {
-		return usageErrorf(name, "--slow-duration and --busy-timeout must be positive, --delay not negative")
+		return cli.Usagef(name, "--slow-duration and --busy-timeout must be positive, --delay not negative")
 	}
-	dsn, err := databaseURL(*common.dbURL)
+	dsn, err := cli.DatabaseURL(*common.dbURL)
 	if err != nil {
 		return err
 	}
-	if scheme(dsn) != "sqlite" {
-		return usageErrorf(name, "contention measures SQLite's write lock: give a sqlite:// URL (or none)")
+	if stores.Scheme(dsn) != "sqlite" {
+		return cli.Usagef(name, "contention measures SQLite's write lock: give a sqlite:// URL (or none)")
 	}
 	store, err := openBenchStore(ctx, c.m, common)
 	if err != nil {
@@ -134,7 +136,7 @@ func (c *BenchContentionCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if *common.asJSON {
-		return writeJSON(c.m.Stdout, res)
+		return cli.WriteJSON(c.m.Stdout, res)
 	}
 	return printContention(c.m.Stdout, &res)
 }
@@ -285,7 +287,7 @@ func runContentionCell(ctx context.Context, path, mode string, processes, thread
 // runContentionChild is a child process: it opens its connections, says
 // "ready", reads the start time from stdin, runs one short write per thread
 // from then on, and prints one JSON line per thread and then "done".
-func runContentionChild(ctx context.Context, m *Main, path string, args []string) error {
+func runContentionChild(ctx context.Context, m *cli.Env, path string, args []string) error {
 	fs := flag.NewFlagSet("bench contention child", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	_ = fs.String("child", "", "")
@@ -384,7 +386,7 @@ func printContention(w io.Writer, r *contentionResult) error {
 	return tw.Flush()
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchContentionCommand) Usage() string {
 	return `Usage: spool bench contention [flags]
 

@@ -1,8 +1,7 @@
-package main
+package bench
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -15,17 +14,18 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 func init() {
 	registerBenchScenario("insert", "insert rate by method (InsertMany, InsertManyFast, Insert) and batch size",
-		func(m *Main) Command { return &BenchInsertCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchInsertCommand{m: m} })
 }
 
 // BenchInsertCommand measures insert throughput for each insert method and
 // batch size, each on a fresh store.
-type BenchInsertCommand struct{ m *Main }
+type BenchInsertCommand struct{ m *cli.Env }
 
 // Insert methods, as named by --methods.
 const (
@@ -65,62 +65,47 @@ type insertResult struct {
 	GOMAXPROCS int          `json:"gomaxprocs"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchInsertCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench insert", flag.ContinueOnError)
-	common := addBenchCommon(fs)
-	jobs := fs.Int("jobs", 100000, "jobs per bulk measurement")
-	single := fs.Int("single-jobs", 5000, "jobs for the one-per-call Insert measurement")
-	batchList := fs.String("batch-sizes", "100,1000,10000", "comma-separated jobs per bulk call")
-	methodList := fs.String("methods", "many,fast,single", "comma-separated methods: many, fast, single")
-	rounds := fs.Int("rounds", 1, "rounds; the cells alternate within each")
-	plotPath := addPlotFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
+	r := newScenarioRun(c.m, "insert")
+	jobs := r.fs.Int("jobs", 100000, "jobs per bulk measurement")
+	single := r.fs.Int("single-jobs", 5000, "jobs for the one-per-call Insert measurement")
+	batchList := r.fs.String("batch-sizes", "100,1000,10000", "comma-separated jobs per bulk call")
+	methodList := r.fs.String("methods", "many,fast,single", "comma-separated methods: many, fast, single")
+	rounds := r.fs.Int("rounds", 1, "rounds; the cells alternate within each")
+	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}
-	const name = "bench insert"
 	batches, err := parseCountList(*batchList)
 	if err != nil {
-		return usageErrorf(name, "--batch-sizes: %v", err)
+		return cli.Usagef(r.name, "--batch-sizes: %v", err)
 	}
 	var methods []string
 	for _, m := range strings.Split(*methodList, ",") {
 		m = strings.TrimSpace(m)
 		if _, ok := insertMethodNames[m]; !ok {
-			return usageErrorf(name, "--methods: unknown method %q (want many, fast or single)", m)
+			return cli.Usagef(r.name, "--methods: unknown method %q (want many, fast or single)", m)
 		}
 		if !slices.Contains(methods, m) {
 			methods = append(methods, m)
 		}
 	}
-	switch {
-	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
-	case *jobs < 1:
-		return usageErrorf(name, "--jobs must be at least 1")
-	case *single < 1:
-		return usageErrorf(name, "--single-jobs must be at least 1")
-	case *rounds < 1 || *rounds > 100:
-		return usageErrorf(name, "--rounds must be between 1 and 100")
-	case *common.timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
+	checks := []check{
+		want(*jobs >= 1, "--jobs must be at least 1"),
+		want(*single >= 1, "--single-jobs must be at least 1"),
+		want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 	}
 	for _, b := range batches {
-		if b > 100000 {
-			return usageErrorf(name, "--batch-sizes: %d is over 100000", b)
-		}
+		checks = append(checks, want(b <= 100000, "--batch-sizes: %d is over 100000", b))
 	}
-	if err := checkPlotPath(name, *plotPath); err != nil {
+	if err := r.check(checks...); err != nil {
 		return err
 	}
-	ctx, cancelTimeout := common.withTimeout(ctx, "bench insert")
-	defer cancelTimeout()
-	stopProfile, err := common.startCPUProfile()
-	if err != nil {
+	ctx = r.begin(ctx)
+	defer r.end()
+	if err := r.startProfile(); err != nil {
 		return err
 	}
-	defer stopProfile()
 
 	var cells []insertCell
 	for _, m := range methods {
@@ -133,11 +118,10 @@ func (c *BenchInsertCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	res := insertResult{Scenario: "insert", Rounds: *rounds, GOMAXPROCS: runtime.GOMAXPROCS(0)}
-	stderr := &lockedWriter{w: c.m.Stderr}
 	for range *rounds {
 		for i := range cells {
 			cell := &cells[i]
-			jps, calls, be, storeName, err := c.runCell(ctx, common, stderr, cell)
+			jps, calls, be, storeName, err := runInsertCell(ctx, r, cell)
 			if err != nil {
 				return withCause(ctx, fmt.Errorf("bench insert: %s × %d: %w", cell.Method, cell.Batch, err))
 			}
@@ -152,24 +136,24 @@ func (c *BenchInsertCommand) Run(ctx context.Context, args []string) error {
 		cells[i].Call = summarize(cells[i].calls)
 	}
 	res.Cells = cells
-	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printInsertResult(w, &res) },
-		*plotPath, func() *plot.Figure { return insertFigure(&res) })
+	return r.finish(res, func(w io.Writer) error { return printInsertResult(w, &res) },
+		func() *plot.Figure { return insertFigure(&res) })
 }
 
 // runCell inserts a cell's jobs into a fresh store and checks they are all
 // there.
-func (c *BenchInsertCommand) runCell(ctx context.Context, common *benchCommon, stderr io.Writer, cell *insertCell) (jobsPerS float64, calls []time.Duration, backendName, storeName string, err error) {
-	store, err := openBenchStore(ctx, c.m, common)
+func runInsertCell(ctx context.Context, r *scenarioRun, cell *insertCell) (jobsPerS float64, calls []time.Duration, backendName, storeName string, err error) {
+	store, closeStore, err := r.openStoreFor(ctx)
 	if err != nil {
 		return 0, nil, "", "", err
 	}
 	defer func() {
-		if cerr := store.Close(); cerr != nil && err == nil {
+		if cerr := closeStore(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
 	backendName, storeName = store.backend.Name(), store.scratch.Name
-	client, err := spool.NewClient(store.backend, &spool.Config{Logger: benchLogger(stderr)})
+	client, err := spool.NewClient(store.backend, &spool.Config{Logger: r.logger()})
 	if err != nil {
 		return 0, nil, "", "", err
 	}
@@ -179,7 +163,7 @@ func (c *BenchInsertCommand) runCell(ctx context.Context, common *benchCommon, s
 	if cell.flag != insertMethodSingle {
 		label += "×" + strconv.Itoa(cell.Batch)
 	}
-	bar := StartProgress(common.progressWriter(stderr), c.m.StderrTerminal, label, "jobs", int64(cell.Jobs), inserted.Load)
+	bar := r.progress(label, "jobs", int64(cell.Jobs), inserted.Load)
 	calls = make([]time.Duration, 0, cell.Jobs/cell.Batch+1)
 	start := time.Now()
 	err = insertChunks(ctx, int64(cell.Jobs), cell.Batch, &inserted, func(n int) error {
@@ -208,7 +192,7 @@ func (c *BenchInsertCommand) runCell(ctx context.Context, common *benchCommon, s
 	if got := stats.Counts[backend.StateAvailable]; got != int64(cell.Jobs) {
 		return 0, nil, "", "", fmt.Errorf("inserted %d jobs but the queue holds %s", cell.Jobs, formatCounts(stats))
 	}
-	return rate(int64(cell.Jobs), elapsed), calls, backendName, storeName, nil
+	return cli.Rate(int64(cell.Jobs), elapsed), calls, backendName, storeName, nil
 }
 
 // insertFigure draws the medians as bars.
@@ -217,7 +201,7 @@ func insertFigure(r *insertResult) *plot.Figure {
 	for _, c := range r.Cells {
 		label := c.Method
 		if c.Batch > 1 {
-			label += " ×" + humanInt(float64(c.Batch))
+			label += " ×" + cli.HumanInt(float64(c.Batch))
 		}
 		bars = append(bars, plot.Bar{Label: label, Value: c.JobsPerS})
 	}
@@ -235,13 +219,13 @@ func printInsertResult(w io.Writer, r *insertResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "METHOD\tJOBS/CALL\tJOBS\tJOBS/S\tRUNS\tCALL P50\tCALL P99")
 	for _, c := range r.Cells {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", c.Method, c.Batch, c.Jobs, humanInt(c.JobsPerS),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", c.Method, c.Batch, c.Jobs, cli.HumanInt(c.JobsPerS),
 			formatRuns(c.Runs), fmtMS(c.Call.P50), fmtMS(c.Call.P99))
 	}
 	return tw.Flush()
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchInsertCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench insert [flags]

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -28,12 +28,14 @@ import (
 	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/stores"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 )
 
 func init() {
 	registerBenchScenario("chaos", "worker processes under kill -9, SIGSTOP, connection kills and server restarts; audits every start and completion",
-		func(m *Main) Command { return &BenchChaosCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchChaosCommand{m: m} })
 }
 
 // BenchChaosCommand runs worker processes of the spool binary against a
@@ -42,7 +44,7 @@ func init() {
 // checks the audit of every handler start and committed completion against
 // Spool's guarantees (docs/guarantees.md). PostgreSQL and MariaDB run on
 // servers of its own, never on the one --database-url names.
-type BenchChaosCommand struct{ m *Main }
+type BenchChaosCommand struct{ m *cli.Env }
 
 // chaosOptions are the settings of one run.
 type chaosOptions struct {
@@ -93,7 +95,7 @@ type chaosResult struct {
 	OK       bool         `json:"ok"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	if slices.Contains(args, "--worker") {
 		return runChaosWorker(ctx, c.m, args)
@@ -113,7 +115,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	timeout := fs.Duration("timeout", 0, "give up after this long (0: no limit)")
 	keepDir := fs.Bool("keep-dir", false, "keep the temporary directory (audit and server logs)")
-	pos, err := parseFlags(fs, args, c.Usage())
+	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
@@ -124,27 +126,27 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	case "postgres", "mysql", "sqlite":
 		backends = []string{*which}
 	default:
-		return usageErrorf(name, "--backend %q: want postgres, mysql, sqlite or all", *which)
+		return cli.Usagef(name, "--backend %q: want postgres, mysql, sqlite or all", *which)
 	}
 	switch {
 	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
+		return cli.Usagef(name, "unexpected argument %q", pos[0])
 	case *duration < 5*time.Second || *duration > 2*time.Hour:
-		return usageErrorf(name, "--duration must be between 5s and 2h")
+		return cli.Usagef(name, "--duration must be between 5s and 2h")
 	case *jobs < 1 || *jobs > 5_000_000:
-		return usageErrorf(name, "--jobs must be between 1 and 5000000")
+		return cli.Usagef(name, "--jobs must be between 1 and 5000000")
 	case *workers < 2 || *workers > 64:
-		return usageErrorf(name, "--workers must be between 2 and 64")
+		return cli.Usagef(name, "--workers must be between 2 and 64")
 	case *concurrency < 1 || *concurrency > 1000:
-		return usageErrorf(name, "--concurrency must be between 1 and 1000")
+		return cli.Usagef(name, "--concurrency must be between 1 and 1000")
 	case *lease < time.Second || *lease > time.Minute:
-		return usageErrorf(name, "--lease must be between 1s and 1m")
+		return cli.Usagef(name, "--lease must be between 1s and 1m")
 	case *work < 0 || *work > 10*time.Second:
-		return usageErrorf(name, "--work must be between 0 and 10s")
+		return cli.Usagef(name, "--work must be between 0 and 10s")
 	case *drain < time.Second || *drain > time.Hour:
-		return usageErrorf(name, "--drain-timeout must be between 1s and 1h")
+		return cli.Usagef(name, "--drain-timeout must be between 1s and 1h")
 	case *timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
+		return cli.Usagef(name, "--timeout must not be negative")
 	}
 	if *timeout > 0 {
 		var cancel context.CancelFunc
@@ -171,7 +173,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if *asJSON {
-		err = writeJSON(c.m.Stdout, res)
+		err = cli.WriteJSON(c.m.Stdout, res)
 	} else {
 		err = printChaos(c.m.Stdout, &res)
 	}
@@ -638,7 +640,7 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 			}
 		}()
 	}
-	scratch, err := supportFor(baseURL).newScratch(baseURL)
+	scratch, err := stores.For(baseURL).NewScratch(baseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -672,7 +674,7 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		LeaseMS: ms(o.lease), Faults: map[string]int{}}
 	start := time.Now()
 	prod := startChaosProducer(ctx, store.client, o, start)
-	bar := StartProgress(o.progress, o.terminal, "chaos "+beName, "jobs inserted", int64(o.jobs), prod.ackedCount)
+	bar := cli.StartProgress(o.progress, o.terminal, "chaos "+beName, "jobs inserted", int64(o.jobs), prod.ackedCount)
 	faults, ferr := runChaosFaults(ctx, o, beName, srv, store, pool, prod, start)
 	bar.Stop()
 	round.FaultLog = faults
@@ -1069,7 +1071,7 @@ func printChaos(w io.Writer, r *chaosResult) error {
 	return nil
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchChaosCommand) Usage() string {
 	return `Usage: spool bench chaos [flags]
 

@@ -1,9 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
@@ -23,12 +23,12 @@ const stallTimeout = 5 * time.Second
 
 func init() {
 	registerBenchScenario("drain", "insert N no-op jobs, then time one client working them all",
-		func(m *Main) Command { return &BenchDrainCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchDrainCommand{m: m} })
 }
 
 // BenchDrainCommand inserts N no-op jobs, then times one client working them
 // until every completion is written.
-type BenchDrainCommand struct{ m *Main }
+type BenchDrainCommand struct{ m *cli.Env }
 
 // drainResult is the outcome of bench drain, as printed with --json.
 type drainResult struct {
@@ -53,65 +53,25 @@ type drainResult struct {
 	GOMAXPROCS        int     `json:"gomaxprocs"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench drain", flag.ContinueOnError)
-	common := addBenchCommon(fs)
-	jobs := fs.Int("jobs", 0, "number of jobs (required)")
-	workers := fs.Int("workers", 100, "MaxWorkers of the queue")
-	prefetch := fs.Int("prefetch", 1000, "Prefetch of the queue (0: none)")
-	delay := fs.Duration("completion-delay", 0, "CompletionDelay")
-	batch := fs.Int("batch", 2000, "CompletionBatchMax")
-	deleteCompleted := fs.Bool("delete-completed", false, "delete jobs as they complete")
-	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
-	fast := fs.Bool("insert-fast", false, "insert with InsertManyFast (no ids returned)")
-	strategy := fs.String("strategy", "", "claim strategy: pessimistic or optimistic (default: the backend's)")
-	plotPath := addPlotFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
+	r := newScenarioRun(c.m, "drain").withStrategy()
+	jobs := r.fs.Int("jobs", 0, "number of jobs (required)")
+	q := r.addQueueFlags()
+	fast := r.fs.Bool("insert-fast", false, "insert with InsertManyFast (no ids returned)")
+	if err := r.parse(args, c.Usage()); err != nil {
+		return err
+	}
+	if err := r.check(append([]check{want(*jobs >= 1, "--jobs N is required and must be at least 1")}, q.checks()...)...); err != nil {
+		return err
+	}
+	ctx = r.begin(ctx)
+	defer r.end()
+	store, err := r.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	const name = "bench drain"
-	switch {
-	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
-	case *jobs < 1:
-		return usageErrorf(name, "--jobs N is required and must be at least 1")
-	case *workers < 1 || *workers > 10000:
-		return usageErrorf(name, "--workers must be between 1 and 10000")
-	case *prefetch < 0 || *prefetch > 100000:
-		return usageErrorf(name, "--prefetch must be between 0 and 100000")
-	case *batch < 1:
-		return usageErrorf(name, "--batch must be at least 1")
-	case *delay < 0:
-		return usageErrorf(name, "--completion-delay must not be negative")
-	case *chunk < 1:
-		return usageErrorf(name, "--insert-chunk must be at least 1")
-	case *common.timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
-	}
-	if err := applyStrategyFlag(common, *strategy); err != nil {
-		return usageErrorf(name, "%v", err)
-	}
-	if err := checkPlotPath(name, *plotPath); err != nil {
-		return err
-	}
-	ctx, cancelTimeout := common.withTimeout(ctx, "bench drain")
-	defer cancelTimeout()
 
-	store, err := openBenchStore(ctx, c.m, common)
-	if err != nil {
-		return err
-	}
-	// Deferred first, so it runs last: after the client has stopped.
-	defer func() {
-		if cerr := store.Close(); cerr != nil {
-			fmt.Fprintf(c.m.Stderr, "spool: %v\n", cerr)
-		}
-	}()
-
-	stderr := &lockedWriter{w: c.m.Stderr}
-	progressTo := common.progressWriter(stderr)
 	be, counter := countCompletions(store.backend, int64(*jobs))
 	var handled atomic.Int64
 	ws := spool.NewWorkers()
@@ -121,51 +81,30 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	})); err != nil {
 		return err
 	}
-	queuePrefetch := *prefetch
-	if queuePrefetch == 0 {
-		queuePrefetch = -1 // spool: negative disables prefetch, 0 means "as MaxWorkers"
-	}
-	retention := time.Duration(0)
-	if *deleteCompleted {
-		retention = -1
-	}
-	client, err := spool.NewClient(be, &spool.Config{
-		Workers:            ws,
-		Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *workers, Prefetch: queuePrefetch}},
-		CompletionBatchMax: *batch,
-		CompletionDelay:    *delay,
-		CompletedRetention: retention,
-		Logger:             benchLogger(stderr),
-	})
+	cfg := q.config()
+	cfg.Workers, cfg.Logger = ws, r.logger()
+	client, err := spool.NewClient(be, &cfg)
 	if err != nil {
 		return fmt.Errorf("bench drain: %w", err)
 	}
 
 	var inserted atomic.Int64
-	bar := StartProgress(progressTo, c.m.StderrTerminal, "insert", "jobs", int64(*jobs), inserted.Load)
-	insertTime, err := insertBenchJobs(ctx, client, spool.DefaultQueue, *jobs, *chunk, *fast, &inserted)
+	bar := r.progress("insert", "jobs", int64(*jobs), inserted.Load)
+	insertTime, err := insertBenchJobs(ctx, client, spool.DefaultQueue, *jobs, *q.chunk, *fast, &inserted)
 	bar.Stop()
 	if err != nil {
 		return withCause(ctx, err)
 	}
 
-	stopProfile, err := common.startCPUProfile()
-	if err != nil {
+	if err := r.startProfile(); err != nil {
 		return err
 	}
-	defer stopProfile()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("bench drain: %w", err)
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := client.Stop(stopCtx); err != nil {
-			fmt.Fprintf(c.m.Stderr, "spool: bench drain: stop client: %v\n", err)
-		}
-	}()
-	bar = StartProgress(progressTo, c.m.StderrTerminal, "drain", "jobs", int64(*jobs), counter.Written)
+	r.stopAtEnd(client)
+	bar = r.progress("drain", "jobs", int64(*jobs), counter.Written)
 	sampler := startCounterSampler(counter.Written, 100*time.Millisecond)
 	err = waitDrained(ctx, client, counter, &handled)
 	samples := sampler.Stop()
@@ -181,7 +120,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench drain: check results: %w", err)
 	}
 	wantCompleted := int64(*jobs)
-	if *deleteCompleted {
+	if *q.deleteCompleted {
 		wantCompleted = 0
 	}
 	if pendingCount(stats) != 0 || stats.Counts[backend.StateCompleted] != wantCompleted {
@@ -196,21 +135,21 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		Kept:              store.keep,
 		Jobs:              *jobs,
 		Seconds:           elapsed.Seconds(),
-		JobsPerS:          rate(int64(*jobs), elapsed),
+		JobsPerS:          cli.Rate(int64(*jobs), elapsed),
 		InsertSeconds:     insertTime.Seconds(),
-		InsertJobsPerS:    rate(int64(*jobs), insertTime),
-		Workers:           *workers,
-		Prefetch:          *prefetch,
-		Batch:             *batch,
-		CompletionDelay:   delay.String(),
-		CompletionDelayMS: float64(*delay) / float64(time.Millisecond),
-		DeleteCompleted:   *deleteCompleted,
-		InsertChunk:       *chunk,
+		InsertJobsPerS:    cli.Rate(int64(*jobs), insertTime),
+		Workers:           *q.workers,
+		Prefetch:          *q.prefetch,
+		Batch:             *q.batch,
+		CompletionDelay:   q.delay.String(),
+		CompletionDelayMS: float64(*q.delay) / float64(time.Millisecond),
+		DeleteCompleted:   *q.deleteCompleted,
+		InsertChunk:       *q.chunk,
 		InsertFast:        *fast,
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
-	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printDrainResult(w, &res) },
-		*plotPath, func() *plot.Figure { return drainFigure(&res, samples) })
+	return r.finish(res, func(w io.Writer) error { return printDrainResult(w, &res) },
+		func() *plot.Figure { return drainFigure(&res, samples) })
 }
 
 // waitDrained waits until the counter has seen every completion written. If
@@ -264,8 +203,8 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 		{"scenario", r.Scenario},
 		{"jobs", fmt.Sprint(r.Jobs)},
 		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
-		{"jobs/s", humanInt(r.JobsPerS)},
-		{"insert jobs/s", humanInt(r.InsertJobsPerS)},
+		{"jobs/s", cli.HumanInt(r.JobsPerS)},
+		{"insert jobs/s", cli.HumanInt(r.InsertJobsPerS)},
 		{"workers", fmt.Sprint(r.Workers)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"batch", fmt.Sprint(r.Batch)},
@@ -283,7 +222,7 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 	return tw.Flush()
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchDrainCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench drain --jobs N [flags]

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -18,19 +18,24 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/stores"
 )
+
+// New returns the bench command, writing to env.
+func New(env *cli.Env) cli.Command { return &BenchCommand{m: env} }
 
 // BenchCommand dispatches the benchmark scenarios. Each scenario runs on a
 // scratch store of its own (a fresh schema for PostgreSQL), dropped at the
 // end unless --keep is given.
-type BenchCommand struct{ m *Main }
+type BenchCommand struct{ m *cli.Env }
 
 // benchScenario is one registered bench scenario.
 type benchScenario struct {
 	// summary is the one-line description shown by 'spool bench -h'.
 	summary string
 	// newCommand returns the scenario's command.
-	newCommand func(m *Main) Command
+	newCommand func(m *cli.Env) cli.Command
 }
 
 // benchScenarios maps scenario names to scenarios; each bench_<name>.go file
@@ -39,7 +44,7 @@ var benchScenarios = map[string]benchScenario{}
 
 // registerBenchScenario adds a scenario; a duplicate name is a programming
 // error.
-func registerBenchScenario(name, summary string, newCommand func(m *Main) Command) {
+func registerBenchScenario(name, summary string, newCommand func(m *cli.Env) cli.Command) {
 	if _, dup := benchScenarios[name]; dup {
 		panic("spool: bench scenario registered twice: " + name)
 	}
@@ -56,23 +61,23 @@ func scenarioNames() []string {
 	return names
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageErrorf("bench", "missing scenario (%s)", strings.Join(scenarioNames(), ", "))
+		return cli.Usagef("bench", "missing scenario (%s)", strings.Join(scenarioNames(), ", "))
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		return &helpRequest{usage: c.Usage()}
+		return &cli.HelpRequest{Usage: c.Usage()}
 	}
 	sc, ok := benchScenarios[args[0]]
 	if !ok {
-		return usageErrorf("bench", "unknown scenario %q (want one of %s)", args[0], strings.Join(scenarioNames(), ", "))
+		return cli.Usagef("bench", "unknown scenario %q (want one of %s)", args[0], strings.Join(scenarioNames(), ", "))
 	}
 	return sc.newCommand(c.m).Run(ctx, args[1:])
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchCommand) Usage() string {
 	var b strings.Builder
 	b.WriteString(`Usage: spool bench <scenario> [flags]
@@ -133,7 +138,7 @@ func (c *benchCommon) startCPUProfile() (stop func(), err error) {
 // addBenchCommon registers the common bench flags on fs.
 func addBenchCommon(fs *flag.FlagSet) *benchCommon {
 	return &benchCommon{
-		dbURL:   addDatabaseFlag(fs),
+		dbURL:   cli.AddDatabaseFlag(fs),
 		asJSON:  fs.Bool("json", false, "print only a JSON object on stdout"),
 		keep:    fs.Bool("keep", false, "keep the scratch schema"),
 		quiet:   fs.Bool("quiet", false, "no progress on stderr"),
@@ -157,20 +162,9 @@ const benchCommonUsage = `	--json
 		database to create the scratch schema in (default $SPOOL_DATABASE_URL)
 `
 
-// scratchStore is a fresh store for one benchmark run.
-type scratchStore struct {
-	// URL opens the scratch store with backend.Open.
-	URL string
-	// Name names the store in output (the schema name for PostgreSQL).
-	Name string
-	// Drop removes the store and everything in it. It uses a connection of
-	// its own and succeeds when there is nothing to drop.
-	Drop func(ctx context.Context) error
-}
-
 // benchStore is an open, migrated scratch store.
 type benchStore struct {
-	scratch *scratchStore
+	scratch *stores.Scratch
 	backend backend.Backend
 	keep    bool
 	stderr  io.Writer
@@ -178,16 +172,16 @@ type benchStore struct {
 
 // openBenchStore creates a scratch store next to the database the flags
 // name, opens and migrates it. Close it to drop it.
-func openBenchStore(ctx context.Context, m *Main, common *benchCommon) (*benchStore, error) {
-	dsn, err := databaseURL(*common.dbURL)
+func openBenchStore(ctx context.Context, m *cli.Env, common *benchCommon) (*benchStore, error) {
+	dsn, err := cli.DatabaseURL(*common.dbURL)
 	if err != nil {
 		return nil, err
 	}
-	support := supportFor(dsn)
-	if support.newScratch == nil {
-		return nil, fmt.Errorf("bench: scratch stores are not supported for %q URLs yet", scheme(dsn))
+	support := stores.For(dsn)
+	if support.NewScratch == nil {
+		return nil, fmt.Errorf("bench: scratch stores are not supported for %q URLs yet", stores.Scheme(dsn))
 	}
-	scratch, err := support.newScratch(dsn)
+	scratch, err := support.NewScratch(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -327,16 +321,7 @@ func (c *completionCounter) JobFinishMany(ctx context.Context, p *backend.JobFin
 	if err != nil {
 		return res, err
 	}
-	rejected := make(map[backend.LeaseRef]bool, len(res.Rejected))
-	for _, l := range res.Rejected {
-		rejected[l] = true
-	}
-	var n int64
-	for _, f := range p.Finishes {
-		if f.Outcome == backend.OutcomeComplete && !rejected[f.Lease] {
-			n++
-		}
-	}
+	n := int64(res.CountApplied(p, isCompletion))
 	if n > 0 && c.written.Add(n) >= c.target {
 		c.once.Do(func() {
 			c.doneAt = time.Now()
@@ -388,3 +373,6 @@ func formatCounts(s backend.QueueStats) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// isCompletion matches a finish that completes its job.
+func isCompletion(f backend.JobFinish) bool { return f.Outcome == backend.OutcomeComplete }

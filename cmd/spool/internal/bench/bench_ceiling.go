@@ -1,10 +1,9 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -18,18 +17,19 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 func init() {
 	registerBenchScenario("ceiling", "the store's own ceiling: claim-and-complete loops with no Spool runtime in the way",
-		func(m *Main) Command { return &BenchCeilingCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchCeilingCommand{m: m} })
 }
 
 // BenchCeilingCommand measures how fast the database itself claims and
 // completes jobs when nothing but a tight loop of statements drives it, so
 // that drain figures can be given as a fraction of what the server can do.
-type BenchCeilingCommand struct{ m *Main }
+type BenchCeilingCommand struct{ m *cli.Env }
 
 // ceilingSession is one session of a ceiling loop.
 type ceilingSession struct {
@@ -143,10 +143,10 @@ type ceilingResult struct {
 	GOMAXPROCS int           `json:"gomaxprocs"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench ceiling", flag.ContinueOnError)
-	common := addBenchCommon(fs)
+	run := newScenarioRun(c.m, "ceiling")
+	fs := run.fs
 	jobs := fs.Int("jobs", 100000, "jobs per loop")
 	batch := fs.Int("batch", 1000, "jobs claimed and completed per statement")
 	sessions := fs.Int("sessions", 2, "concurrent sessions")
@@ -154,56 +154,39 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	rounds := fs.Int("rounds", 1, "rounds; variants alternate within each")
 	compareDrain := fs.Bool("compare-drain", false, "run bench drain (kept and deleted completions) in each round too")
 	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
-	plotPath := addPlotFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
+	if err := run.parse(args, c.Usage()); err != nil {
 		return err
 	}
-	const name = "bench ceiling"
 	var wanted []string
 	if *variantList != "" {
 		known := allCeilingVariantNames()
 		for _, v := range strings.Split(*variantList, ",") {
 			v = strings.TrimSpace(v)
 			if !slices.Contains(known, v) {
-				return usageErrorf(name, "unknown variant %q (want some of %s)", v, strings.Join(known, ", "))
+				return cli.Usagef(run.name, "unknown variant %q (want some of %s)", v, strings.Join(known, ", "))
 			}
 			wanted = append(wanted, v)
 		}
 	}
-	switch {
-	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
-	case *jobs < 1:
-		return usageErrorf(name, "--jobs must be at least 1")
-	case *batch < 1 || *batch > 100000:
-		return usageErrorf(name, "--batch must be between 1 and 100000")
-	case *sessions < 1 || *sessions > 64:
-		return usageErrorf(name, "--sessions must be between 1 and 64")
-	case *rounds < 1 || *rounds > 100:
-		return usageErrorf(name, "--rounds must be between 1 and 100")
-	case *chunk < 1:
-		return usageErrorf(name, "--insert-chunk must be at least 1")
-	case *common.timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
-	}
-	if err := checkPlotPath(name, *plotPath); err != nil {
+	if err := run.check(
+		want(*jobs >= 1, "--jobs must be at least 1"),
+		want(*batch >= 1 && *batch <= 100000, "--batch must be between 1 and 100000"),
+		want(*sessions >= 1 && *sessions <= 64, "--sessions must be between 1 and 64"),
+		want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
+		want(*chunk >= 1, "--insert-chunk must be at least 1"),
+	); err != nil {
 		return err
 	}
-	dsn, err := databaseURL(*common.dbURL)
+	dsn, err := cli.DatabaseURL(*run.common.dbURL)
 	if err != nil {
 		return err
 	}
-	ctx, cancelTimeout := common.withTimeout(ctx, "bench ceiling")
-	defer cancelTimeout()
-
-	stopProfile, err := common.startCPUProfile()
-	if err != nil {
+	ctx = run.begin(ctx)
+	defer run.end()
+	if err := run.startProfile(); err != nil {
 		return err
 	}
-	defer stopProfile()
-	r := &ceilingRun{m: c.m, common: common, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk,
-		stderr: &lockedWriter{w: c.m.Stderr}}
+	r := &ceilingRun{run: run, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk}
 	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, Sessions: *sessions, Rounds: *rounds,
 		GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	var drains []drainBeside
@@ -260,8 +243,8 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	res.Drains = drains
-	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printCeilingResult(w, &res) },
-		*plotPath, func() *plot.Figure { return ceilingFigure(&res) })
+	return run.finish(res, func(w io.Writer) error { return printCeilingResult(w, &res) },
+		func() *plot.Figure { return ceilingFigure(&res) })
 }
 
 // chooseCeilingVariants returns the variants of a backend, in order, keeping
@@ -287,15 +270,13 @@ func chooseCeilingVariants(backendName string, wanted []string) ([]ceilingVarian
 
 // ceilingRun holds the settings of one bench ceiling invocation.
 type ceilingRun struct {
-	m                            *Main
-	common                       *benchCommon
+	run                          *scenarioRun
 	jobs, batch, sessions, chunk int
-	stderr                       io.Writer
 }
 
 // backendName opens and drops a scratch store to learn the backend's name.
 func (r *ceilingRun) backendName(ctx context.Context) (string, error) {
-	store, err := openBenchStore(ctx, r.m, r.common)
+	store, _, err := r.run.openStoreFor(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -310,23 +291,22 @@ func (r *ceilingRun) backendName(ctx context.Context) (string, error) {
 // runVariant fills a fresh store with the jobs and times the variant's
 // sessions until they have claimed and completed all of them.
 func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS float64, storeName string, err error) {
-	store, err := openBenchStore(ctx, r.m, r.common)
+	store, closeStore, err := r.run.openStoreFor(ctx)
 	if err != nil {
 		return 0, "", err
 	}
 	storeName = store.scratch.Name
 	defer func() {
-		if cerr := store.Close(); cerr != nil && err == nil {
+		if cerr := closeStore(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	progressTo := r.common.progressWriter(r.stderr)
-	client, err := spool.NewClient(store.backend, &spool.Config{Logger: benchLogger(r.stderr)})
+	client, err := spool.NewClient(store.backend, &spool.Config{Logger: r.run.logger()})
 	if err != nil {
 		return 0, storeName, err
 	}
 	var inserted atomic.Int64
-	bar := StartProgress(progressTo, r.m.StderrTerminal, "insert", "jobs", int64(r.jobs), inserted.Load)
+	bar := r.run.progress("insert", "jobs", int64(r.jobs), inserted.Load)
 	_, err = insertBenchJobs(ctx, client, spool.DefaultQueue, r.jobs, r.chunk, false, &inserted)
 	bar.Stop()
 	if err != nil {
@@ -368,7 +348,7 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 			}
 		}()
 	}
-	bar = StartProgress(progressTo, r.m.StderrTerminal, v.Name, "jobs", int64(r.jobs), finished.Load)
+	bar = r.run.progress(v.Name, "jobs", int64(r.jobs), finished.Load)
 	start := time.Now()
 	close(startGate)
 	wg.Wait()
@@ -389,19 +369,19 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 	if pendingCount(stats) != 0 {
 		return 0, storeName, fmt.Errorf("jobs left after the loop: %s", formatCounts(stats))
 	}
-	return rate(int64(r.jobs), elapsed), storeName, nil
+	return cli.Rate(int64(r.jobs), elapsed), storeName, nil
 }
 
 // runDrain runs bench drain with the same job count on a store of its own
 // and returns its jobs/s.
 func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (float64, error) {
 	args := []string{"--jobs", strconv.Itoa(r.jobs), "--json", "--insert-chunk", strconv.Itoa(r.chunk), "--database-url", dsn}
-	if *r.common.quiet {
+	if *r.run.common.quiet {
 		args = append(args, "--quiet")
 	}
 	args = append(args, flags...)
 	var out bytes.Buffer
-	sub := &Main{Stdout: &out, Stderr: r.stderr, StderrTerminal: r.m.StderrTerminal}
+	sub := &cli.Env{Stdout: &out, Stderr: r.run.stderr, StderrTerminal: r.run.env.StderrTerminal}
 	if err := (&BenchDrainCommand{m: sub}).Run(ctx, args); err != nil {
 		return 0, err
 	}
@@ -424,7 +404,7 @@ func ceilingFigure(r *ceilingResult) *plot.Figure {
 		bars = append(bars, plot.Bar{Label: d.Name, Value: d.JobsPerS})
 	}
 	return &plot.Figure{
-		Title: fmt.Sprintf("ceiling: %s jobs in batches of %d, %d sessions (%s)", humanInt(float64(r.Jobs)), r.Batch, r.Sessions, r.Backend),
+		Title: fmt.Sprintf("ceiling: %s jobs in batches of %d, %d sessions (%s)", cli.HumanInt(float64(r.Jobs)), r.Batch, r.Sessions, r.Backend),
 		Charts: []*plot.Chart{{
 			Title: fmt.Sprintf("Jobs per second, median of %d round(s)", r.Rounds), YLabel: "jobs/s", Bars: bars,
 		}},
@@ -435,11 +415,11 @@ func ceilingFigure(r *ceilingResult) *plot.Figure {
 // each variant.
 func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	fmt.Fprintf(w, "ceiling: %s jobs, batches of %d, %d sessions, %d round(s), %s\n\n",
-		humanInt(float64(r.Jobs)), r.Batch, r.Sessions, r.Rounds, r.Backend)
+		cli.HumanInt(float64(r.Jobs)), r.Batch, r.Sessions, r.Rounds, r.Backend)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIANT\tJOBS/S\tRUNS\tWHAT")
 	for _, v := range r.Variants {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, humanInt(v.JobsPerS), formatRuns(v.Runs), v.About)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, cli.HumanInt(v.JobsPerS), formatRuns(v.Runs), v.About)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -455,7 +435,7 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, d := range r.Drains {
-		row := []string{d.Name, humanInt(d.JobsPerS), formatRuns(d.Runs)}
+		row := []string{d.Name, cli.HumanInt(d.JobsPerS), formatRuns(d.Runs)}
 		for _, v := range r.Variants {
 			row = append(row, fmt.Sprintf("%.0f%%", 100*d.FractionOf[v.Name]))
 		}
@@ -464,7 +444,7 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	return tw.Flush()
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchCeilingCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench ceiling [flags]

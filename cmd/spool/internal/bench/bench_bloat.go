@@ -1,10 +1,9 @@
-package main
+package bench
 
 import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -15,19 +14,20 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 func init() {
 	registerBenchScenario("bloat", "steady load while another session holds a snapshot; claim latency and dead tuples over time",
-		func(m *Main) Command { return &BenchBloatCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchBloatCommand{m: m} })
 }
 
 // BenchBloatCommand runs the steady load in two phases of its own: first
 // unblocked, then while a second session holds a snapshot open, so that
 // dead rows cannot be cleaned up. It times every claim and samples the
 // jobs table's dead tuples throughout.
-type BenchBloatCommand struct{ m *Main }
+type BenchBloatCommand struct{ m *cli.Env }
 
 // bloatPhase summarises one phase of the run.
 type bloatPhase struct {
@@ -81,67 +81,49 @@ type bloatResult struct {
 	GOMAXPROCS   int             `json:"gomaxprocs"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench bloat", flag.ContinueOnError)
-	common := addBenchCommon(fs)
-	cfg := addSteadyWorkerFlags(fs)
-	hold := fs.Duration("hold", 5*time.Minute, "how long the second session holds its snapshot")
-	baseline := fs.Duration("baseline", 0, "length of the unblocked phase before it (default: --hold)")
-	every := fs.Duration("sample", time.Second, "how often to sample the jobs table")
-	plotPath := addPlotFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
+	r := newScenarioRun(c.m, "bloat")
+	cfg := addSteadyWorkerFlags(r.fs)
+	hold := r.fs.Duration("hold", 5*time.Minute, "how long the second session holds its snapshot")
+	baseline := r.fs.Duration("baseline", 0, "length of the unblocked phase before it (default: --hold)")
+	every := r.fs.Duration("sample", time.Second, "how often to sample the jobs table")
+	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}
-	const name = "bench bloat"
 	if *baseline == 0 {
 		*baseline = *hold
 	}
-	switch {
-	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
-	case *hold <= 0:
-		return usageErrorf(name, "--hold must be positive")
-	case *baseline < 0:
-		return usageErrorf(name, "--baseline must not be negative")
-	case *every < 10*time.Millisecond:
-		return usageErrorf(name, "--sample must be at least 10ms")
-	case *common.timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
-	}
-	if err := cfg.validate(name); err != nil {
+	if err := r.check(
+		want(*hold > 0, "--hold must be positive"),
+		want(*baseline >= 0, "--baseline must not be negative"),
+		want(*every >= 10*time.Millisecond, "--sample must be at least 10ms"),
+	); err != nil {
 		return err
 	}
-	if err := checkPlotPath(name, *plotPath); err != nil {
+	if err := cfg.validate(r.name); err != nil {
 		return err
 	}
 	baseJobs, total := cfg.jobsFor(*baseline), cfg.jobsFor(*baseline+*hold)
 	if total > 50_000_000 {
-		return usageErrorf(name, "--rate × (--baseline + --hold) is %d jobs; at most 50,000,000", total)
+		return cli.Usagef(r.name, "--rate × (--baseline + --hold) is %d jobs; at most 50,000,000", total)
 	}
-	ctx, cancelTimeout := common.withTimeout(ctx, "bench bloat")
-	defer cancelTimeout()
-
-	store, err := openBenchStore(ctx, c.m, common)
+	ctx = r.begin(ctx)
+	defer r.end()
+	store, err := r.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := store.Close(); cerr != nil {
-			fmt.Fprintf(c.m.Stderr, "spool: %v\n", cerr)
-		}
-	}()
 	probe := probeFor(store.backend)
 	if probe.holdSnapshot == nil {
 		return fmt.Errorf("bench bloat: holding a snapshot open is %w (%s)", errNotSupported, store.backend.Name())
 	}
-	stderr := &lockedWriter{w: c.m.Stderr}
+	stderr := r.stderr
 	producer, closeProducer, err := openSteadyProducer(ctx, store)
 	if err != nil {
 		return fmt.Errorf("bench bloat: %w", err)
 	}
-	defer closeProducer()
+	r.atEnd(closeProducer)
 
 	base := time.Now()
 	rec := newPickupRecorder(base, total)
@@ -150,15 +132,13 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench bloat: %w", err)
 	}
-	stopProfile, err := common.startCPUProfile()
-	if err != nil {
+	if err := r.startProfile(); err != nil {
 		return err
 	}
-	defer stopProfile()
 	if err := consumer.Start(ctx); err != nil {
 		return fmt.Errorf("bench bloat: %w", err)
 	}
-	defer stopClient(c.m.Stderr, "bench bloat", consumer)
+	r.stopAtEnd(consumer)
 
 	sampler := startTableSampler(ctx, store, probe, base, *every)
 	defer sampler.stop()
@@ -171,8 +151,7 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 	loadDone := make(chan error, 1)
 	go func() { loadDone <- load.run(runCtx, start, total, holdUntil) }()
 
-	progressTo := common.progressWriter(stderr)
-	bar := StartProgress(progressTo, c.m.StderrTerminal, "baseline", "jobs", baseJobs,
+	bar := r.progress("baseline", "jobs", baseJobs,
 		func() int64 { return min(load.inserted.Load(), baseJobs) })
 	select {
 	case <-time.After(time.Until(holdFrom)):
@@ -200,7 +179,7 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 		return release()
 	}
 	defer func() { _ = releaseOnce() }()
-	bar = StartProgress(progressTo, c.m.StderrTerminal, "held", "jobs", total-baseJobs,
+	bar = r.progress("held", "jobs", total-baseJobs,
 		func() int64 { return max(0, load.inserted.Load()-baseJobs) })
 	err = <-loadDone // at holdUntil
 	insertTime := time.Since(start)
@@ -217,7 +196,7 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 	// Jobs inserted but not yet started are picked up with the snapshot
 	// released: the third phase shows how the queue catches up.
 	inserted := load.inserted.Load()
-	bar = StartProgress(progressTo, c.m.StderrTerminal, "pickup", "jobs", inserted, rec.started.Load)
+	bar = cli.StartProgress(r.common.progressWriter(r.stderr), c.m.StderrTerminal, "pickup", "jobs", inserted, rec.started.Load)
 	err = waitStarted(ctx, rec, inserted)
 	bar.Stop()
 	if err != nil {
@@ -238,7 +217,7 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 		Hold:         about,
 		DeadMeasure:  probe.deadMeasure,
 		TargetRate:   *cfg.rate,
-		AchievedRate: rate(load.inserted.Load(), insertTime),
+		AchievedRate: cli.Rate(load.inserted.Load(), insertTime),
 		BaselineS:    baseline.Seconds(),
 		HoldS:        hold.Seconds(),
 		Scheduled:    total,
@@ -271,8 +250,8 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 	if b := res.Phases[0].Pickup.P99; b > 0 {
 		res.PickupP99x = res.Phases[1].Pickup.P99 / b
 	}
-	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printBloatResult(w, &res) },
-		*plotPath, func() *plot.Figure { return bloatFigure(&res) })
+	return r.finish(res, func(w io.Writer) error { return printBloatResult(w, &res) },
+		func() *plot.Figure { return bloatFigure(&res) })
 }
 
 // summarizePhase summarises the claims, pickups (by commit time) and table
@@ -286,7 +265,7 @@ func summarizePhase(name string, from, to time.Duration, claims []claimSample, p
 		}
 	}
 	p.Inserts = len(il)
-	p.InsertRate = rate(int64(len(il)), to-from)
+	p.InsertRate = cli.Rate(int64(len(il)), to-from)
 	for _, c := range claims {
 		if c.at < from || c.at >= to {
 			continue
@@ -430,28 +409,28 @@ func bloatFigure(r *bloatResult) *plot.Figure {
 		Lines: []plot.Line{{Name: "p50", Points: p50}, {Name: "p99", Points: p99}},
 	})
 	return &plot.Figure{
-		Title:  fmt.Sprintf("bloat: %s jobs/s, snapshot held for %gs after %gs unblocked (%s)", humanInt(r.TargetRate), r.HoldS, r.BaselineS, r.Backend),
+		Title:  fmt.Sprintf("bloat: %s jobs/s, snapshot held for %gs after %gs unblocked (%s)", cli.HumanInt(r.TargetRate), r.HoldS, r.BaselineS, r.Backend),
 		Charts: charts,
 	}
 }
 
 // printBloatResult prints one column per phase.
 func printBloatResult(w io.Writer, r *bloatResult) error {
-	fmt.Fprintf(w, "bloat: %s jobs/s target, %s achieved; %s\n", humanInt(r.TargetRate), humanInt(r.AchievedRate), r.Hold)
+	fmt.Fprintf(w, "bloat: %s jobs/s target, %s achieved; %s\n", cli.HumanInt(r.TargetRate), cli.HumanInt(r.AchievedRate), r.Hold)
 	fmt.Fprintf(w, "dead tuples: %s\n\n", r.DeadMeasure)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	optional := func(p *int64) string {
 		if p == nil {
 			return "n/a"
 		}
-		return humanInt(float64(*p))
+		return cli.HumanInt(float64(*p))
 	}
 	rows := []struct {
 		name string
 		cell func(p *bloatPhase) string
 	}{
 		{"seconds", func(p *bloatPhase) string { return fmt.Sprintf("%.1f–%.1f", p.FromS, p.ToS) }},
-		{"inserts/s", func(p *bloatPhase) string { return humanInt(p.InsertRate) }},
+		{"inserts/s", func(p *bloatPhase) string { return cli.HumanInt(p.InsertRate) }},
 		{"insert call p50 / p99", func(p *bloatPhase) string { return fmtMS(p.InsertCall.P50) + " / " + fmtMS(p.InsertCall.P99) }},
 		{"claims (empty)", func(p *bloatPhase) string { return fmt.Sprintf("%d (%d)", p.Claims, p.EmptyClaims) }},
 		{"jobs claimed", func(p *bloatPhase) string { return fmt.Sprint(p.JobsClaimed) }},
@@ -485,7 +464,7 @@ func printBloatResult(w io.Writer, r *bloatResult) error {
 	return err
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchBloatCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench bloat [flags]

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -76,11 +76,11 @@ func (p *Progress) Stop() {
 		<-p.done
 		n := p.current()
 		elapsed := time.Since(p.start)
-		avg := rate(n, elapsed)
+		avg := Rate(n, elapsed)
 		if p.terminal {
-			fmt.Fprintf(p.w, "\r%s %s in %.2fs, %s %s/s\x1b[K\n", p.prefix(n), p.counts(n), elapsed.Seconds(), humanInt(avg), p.unit)
+			fmt.Fprintf(p.w, "\r%s %s in %.2fs, %s %s/s\x1b[K\n", p.prefix(n), p.counts(n), elapsed.Seconds(), HumanInt(avg), p.unit)
 		} else {
-			fmt.Fprintf(p.w, "%s: %s in %.2fs, %s %s/s\n", p.label, p.counts(n), elapsed.Seconds(), humanInt(avg), p.unit)
+			fmt.Fprintf(p.w, "%s: %s in %.2fs, %s %s/s\n", p.label, p.counts(n), elapsed.Seconds(), HumanInt(avg), p.unit)
 		}
 	})
 }
@@ -96,11 +96,11 @@ func (p *Progress) draw(now time.Time, n int64) {
 	if len(p.samples) > 1 {
 		base = p.samples[0]
 	}
-	cur := rate(n-base.n, now.Sub(base.at))
+	cur := Rate(n-base.n, now.Sub(base.at))
 	if p.terminal {
-		fmt.Fprintf(p.w, "\r%s %s, %s %s/s\x1b[K", p.prefix(n), p.counts(n), humanInt(cur), p.unit)
+		fmt.Fprintf(p.w, "\r%s %s, %s %s/s\x1b[K", p.prefix(n), p.counts(n), HumanInt(cur), p.unit)
 	} else {
-		fmt.Fprintf(p.w, "%s: %s, %s %s/s\n", p.label, p.counts(n), humanInt(cur), p.unit)
+		fmt.Fprintf(p.w, "%s: %s, %s %s/s\n", p.label, p.counts(n), HumanInt(cur), p.unit)
 	}
 }
 
@@ -119,19 +119,19 @@ func (p *Progress) counts(n int64) string {
 	if p.total > 0 {
 		pct = 100 * float64(n) / float64(p.total)
 	}
-	return fmt.Sprintf("%s/%s %5.1f%%", humanInt(float64(n)), humanInt(float64(p.total)), pct)
+	return fmt.Sprintf("%s/%s %5.1f%%", HumanInt(float64(n)), HumanInt(float64(p.total)), pct)
 }
 
-// rate returns n per second over d, 0 for an empty interval.
-func rate(n int64, d time.Duration) float64 {
+// Rate returns n per second over d, 0 for an empty interval.
+func Rate(n int64, d time.Duration) float64 {
 	if d <= 0 {
 		return 0
 	}
 	return float64(n) / d.Seconds()
 }
 
-// humanInt formats v rounded to an integer with thousands separators.
-func humanInt(v float64) string {
+// HumanInt formats v rounded to an integer with thousands separators.
+func HumanInt(v float64) string {
 	s := fmt.Sprintf("%.0f", v)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")

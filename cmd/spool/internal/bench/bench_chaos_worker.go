@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
 // A bench chaos worker process: a spool.Client over the store, whose
@@ -167,7 +168,7 @@ var errPlannedFailure = errors.New("bench chaos: planned failure of the first at
 
 // runChaosWorker is the worker process: it works the store's default queue
 // until SIGTERM or SIGINT, then stops softly.
-func runChaosWorker(ctx context.Context, m *Main, args []string) error {
+func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	fs := flag.NewFlagSet("bench chaos worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	_ = fs.Bool("worker", true, "")

@@ -1,24 +1,11 @@
-package main
+package bench
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 )
-
-// asCLIEnv makes the test binary behave as the spool command, so that
-// scenarios that start child processes of themselves (contention) can run
-// under go test.
-const asCLIEnv = "SPOOL_TEST_AS_CLI"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(asCLIEnv) == "1" {
-		os.Exit(NewMain(os.Stdout, os.Stderr).Execute(context.Background(), os.Args[1:]))
-	}
-	os.Exit(m.Run())
-}
 
 func TestBenchContention(t *testing.T) {
 	t.Setenv(asCLIEnv, "1") // for the children; this process checked at start

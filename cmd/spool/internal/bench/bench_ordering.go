@@ -1,8 +1,7 @@
-package main
+package bench
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -18,18 +17,20 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/stores"
 )
 
 func init() {
 	registerBenchScenario("ordering", "N jobs in order, W workers: reorder histogram and jobs run twice (as in \"Laravel queueing optimization\")",
-		func(m *Main) Command { return &BenchOrderingCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchOrderingCommand{m: m} })
 }
 
 // BenchOrderingCommand measures how far from insertion order jobs start, and
 // whether any job runs more than once, as in the "Laravel queueing optimization" analysis:
 // N jobs are inserted in order, numbered, then W workers, each a client of
 // its own (as separate processes are), work them all.
-type BenchOrderingCommand struct{ m *Main }
+type BenchOrderingCommand struct{ m *cli.Env }
 
 // claimStrategyParam is the URL parameter both SQL backends read the claim
 // strategy from.
@@ -46,10 +47,10 @@ func withClaimStrategy(dsn, strategy string) (string, error) {
 	default:
 		return "", fmt.Errorf("--strategy %q: want pessimistic or optimistic", strategy)
 	}
-	switch scheme(dsn) {
+	switch stores.Scheme(dsn) {
 	case "mysql", "postgres", "postgresql":
 	default:
-		return "", fmt.Errorf("--strategy applies to MySQL and PostgreSQL, not to %q URLs", scheme(dsn))
+		return "", fmt.Errorf("--strategy applies to MySQL and PostgreSQL, not to %q URLs", stores.Scheme(dsn))
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -67,7 +68,7 @@ func applyStrategyFlag(common *benchCommon, strategy string) error {
 	if strategy == "" {
 		return nil
 	}
-	dsn, err := databaseURL(*common.dbURL)
+	dsn, err := cli.DatabaseURL(*common.dbURL)
 	if err != nil {
 		return err
 	}
@@ -130,60 +131,37 @@ type seqArgs struct {
 // Kind implements spool.JobArgs.
 func (seqArgs) Kind() string { return "spool_bench_seq" }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench ordering", flag.ContinueOnError)
-	common := addBenchCommon(fs)
+	r := newScenarioRun(c.m, "ordering").withStrategy()
+	fs := r.fs
 	jobs := fs.Int("jobs", 10000, "number of jobs")
 	workers := fs.Int("workers", 10, "workers in all")
 	perClient := fs.Int("per-client", 1, "workers per client (each client has its own pool)")
 	prefetch := fs.Int("prefetch", 0, "Prefetch of each client's queue (0: none)")
-	strategy := fs.String("strategy", "", "claim strategy: pessimistic or optimistic (default: the backend's)")
 	deleteCompleted := fs.Bool("delete-completed", true, "delete jobs as they complete, as the analysis's queues do")
 	work := fs.Duration("work", 0, "how long each job's handler sleeps")
-	plotPath := addPlotFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
+	if err := r.parse(args, c.Usage()); err != nil {
+		return err
+	}
+	if err := r.check(
+		want(*jobs >= 1 && *jobs <= 10_000_000, "--jobs must be between 1 and 10000000"),
+		want(*workers >= 1 && *workers <= 10000, "--workers must be between 1 and 10000"),
+		want(*perClient >= 1 && *workers%*perClient == 0, "--per-client must be at least 1 and divide --workers"),
+		want(*perClient < 1 || *workers / *perClient <= 200, "at most 200 clients (--workers / --per-client)"),
+		want(*prefetch >= 0 && *prefetch <= 100000, "--prefetch must be between 0 and 100000"),
+		want(*work >= 0, "--work must not be negative"),
+	); err != nil {
+		return err
+	}
+	name, common, plotPath := r.name, r.common, r.plot
+	ctx = r.begin(ctx)
+	defer r.end()
+	store, err := r.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	const name = "bench ordering"
-	switch {
-	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
-	case *jobs < 1 || *jobs > 10_000_000:
-		return usageErrorf(name, "--jobs must be between 1 and 10000000")
-	case *workers < 1 || *workers > 10000:
-		return usageErrorf(name, "--workers must be between 1 and 10000")
-	case *perClient < 1 || *workers%*perClient != 0:
-		return usageErrorf(name, "--per-client must be at least 1 and divide --workers")
-	case *workers / *perClient > 200:
-		return usageErrorf(name, "at most 200 clients (--workers / --per-client)")
-	case *prefetch < 0 || *prefetch > 100000:
-		return usageErrorf(name, "--prefetch must be between 0 and 100000")
-	case *work < 0:
-		return usageErrorf(name, "--work must not be negative")
-	case *common.timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
-	}
-	if err := checkPlotPath(name, *plotPath); err != nil {
-		return err
-	}
-	if err := applyStrategyFlag(common, *strategy); err != nil {
-		return usageErrorf(name, "%v", err)
-	}
-	ctx, cancelTimeout := common.withTimeout(ctx, "bench ordering")
-	defer cancelTimeout()
-
-	store, err := openBenchStore(ctx, c.m, common)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := store.Close(); cerr != nil {
-			fmt.Fprintf(c.m.Stderr, "spool: %v\n", cerr)
-		}
-	}()
-	stderr := &lockedWriter{w: c.m.Stderr}
+	stderr := r.stderr
 	progressTo := common.progressWriter(stderr)
 
 	inserter, err := spool.NewClient(store.backend, &spool.Config{Logger: benchLogger(stderr)})
@@ -191,7 +169,7 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	var inserted atomic.Int64
-	bar := StartProgress(progressTo, c.m.StderrTerminal, "insert", "jobs", int64(*jobs), inserted.Load)
+	bar := cli.StartProgress(progressTo, c.m.StderrTerminal, "insert", "jobs", int64(*jobs), inserted.Load)
 	err = insertSeqJobs(ctx, inserter, *jobs, &inserted)
 	bar.Stop()
 	if err != nil {
@@ -272,7 +250,7 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 		}
 		wg.Wait()
 	}
-	bar = StartProgress(progressTo, c.m.StderrTerminal, "work", "jobs", int64(*jobs), run.written.Load)
+	bar = cli.StartProgress(progressTo, c.m.StderrTerminal, "work", "jobs", int64(*jobs), run.written.Load)
 	select {
 	case <-run.done:
 	case <-ctx.Done():
@@ -296,7 +274,7 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 		PerClient:  *perClient,
 		Prefetch:   *prefetch,
 		Seconds:    elapsed.Seconds(),
-		JobsPerS:   rate(int64(*jobs), elapsed),
+		JobsPerS:   cli.Rate(int64(*jobs), elapsed),
 		GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
 	for _, be := range backends {
@@ -320,7 +298,7 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if *common.asJSON {
-		return writeJSON(c.m.Stdout, res)
+		return cli.WriteJSON(c.m.Stdout, res)
 	}
 	return printOrderingResult(c.m.Stdout, &res)
 }
@@ -435,16 +413,7 @@ func (o *orderingCounter) JobFinishMany(ctx context.Context, p *backend.JobFinis
 	if err != nil {
 		return res, err
 	}
-	rejected := make(map[backend.LeaseRef]bool, len(res.Rejected))
-	for _, l := range res.Rejected {
-		rejected[l] = true
-	}
-	var n int64
-	for _, f := range p.Finishes {
-		if f.Outcome == backend.OutcomeComplete && !rejected[f.Lease] {
-			n++
-		}
-	}
+	n := int64(res.CountApplied(p, isCompletion))
 	o.run.completed(n)
 	return res, nil
 }
@@ -463,7 +432,7 @@ func printOrderingResult(w io.Writer, r *orderingResult) error {
 		{"workers", fmt.Sprintf("%d (%d clients × %d)", r.Workers, r.Clients, r.PerClient)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
-		{"jobs/s", humanInt(r.JobsPerS)},
+		{"jobs/s", cli.HumanInt(r.JobsPerS)},
 		{"runs", fmt.Sprint(r.Runs)},
 		{"jobs run more than once", fmt.Sprint(r.RanTwice)},
 		{"reorder max", fmt.Sprint(r.Reorder.Max)},
@@ -490,7 +459,7 @@ func printOrderingResult(w io.Writer, r *orderingResult) error {
 	return tw.Flush()
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchOrderingCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench ordering [flags]

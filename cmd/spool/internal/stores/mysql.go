@@ -1,4 +1,4 @@
-package main
+package stores
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 )
 
 func init() {
-	stores["mysql"] = &storeSupport{
-		location:   mysqlLocation,
-		newScratch: newMySQLScratch,
+	registry["mysql"] = &Support{
+		Location:   mysqlLocation,
+		NewScratch: newMySQLScratch,
 	}
 }
 
@@ -34,7 +34,7 @@ func mysqlLocation(be backend.Backend) string {
 // dsn points at and returns its URL (dsn's parameters kept). The database
 // must exist before the backend opens, so it is created here; Drop removes it
 // over a connection of its own.
-func newMySQLScratch(dsn string) (*scratchStore, error) {
+func newMySQLScratch(dsn string) (*Scratch, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
@@ -67,7 +67,7 @@ func newMySQLScratch(dsn string) (*scratchStore, error) {
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
 	u.Path = "/" + name
-	return &scratchStore{
+	return &Scratch{
 		URL:  u.String(),
 		Name: name,
 		Drop: func(ctx context.Context) error {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,18 +16,19 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
 
 func init() {
 	registerBenchScenario("steady", "insert at a fixed rate while workers run; pickup latency percentiles",
-		func(m *Main) Command { return &BenchSteadyCommand{m: m} })
+		func(m *cli.Env) cli.Command { return &BenchSteadyCommand{m: m} })
 }
 
 // BenchSteadyCommand inserts jobs at a fixed rate from a second client while
 // one client works them, and measures pickup latency: from the moment the
 // insert's commit returned to the moment the handler started.
-type BenchSteadyCommand struct{ m *Main }
+type BenchSteadyCommand struct{ m *cli.Env }
 
 // steadyArgs is the args of the steady load's jobs: a sequence number.
 type steadyArgs struct {
@@ -243,17 +244,17 @@ const steadyWorkerUsage = `	--rate N
 func (c *steadyWorkerConfig) validate(cmd string) error {
 	switch {
 	case !(*c.rate > 0 && *c.rate <= 1e6):
-		return usageErrorf(cmd, "--rate must be above 0 and at most 1000000")
+		return cli.Usagef(cmd, "--rate must be above 0 and at most 1000000")
 	case *c.producers < 1 || *c.producers > 1000:
-		return usageErrorf(cmd, "--producers must be between 1 and 1000")
+		return cli.Usagef(cmd, "--producers must be between 1 and 1000")
 	case *c.workers < 1 || *c.workers > 10000:
-		return usageErrorf(cmd, "--workers must be between 1 and 10000")
+		return cli.Usagef(cmd, "--workers must be between 1 and 10000")
 	case *c.prefetch < 0 || *c.prefetch > 100000:
-		return usageErrorf(cmd, "--prefetch must be between 0 and 100000")
+		return cli.Usagef(cmd, "--prefetch must be between 0 and 100000")
 	case *c.pollInterval < time.Millisecond:
-		return usageErrorf(cmd, "--poll-interval must be at least 1ms")
+		return cli.Usagef(cmd, "--poll-interval must be at least 1ms")
 	case *c.completionDelay < 0:
-		return usageErrorf(cmd, "--completion-delay must not be negative")
+		return cli.Usagef(cmd, "--completion-delay must not be negative")
 	}
 	return nil
 }
@@ -317,54 +318,36 @@ type steadyResult struct {
 	GOMAXPROCS      int             `json:"gomaxprocs"`
 }
 
-// Run implements Command.
+// Run implements cli.Command.
 func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench steady", flag.ContinueOnError)
-	common := addBenchCommon(fs)
-	cfg := addSteadyWorkerFlags(fs)
-	duration := fs.Duration("duration", 60*time.Second, "how long to insert")
-	plotPath := addPlotFlag(fs)
-	pos, err := parseFlags(fs, args, c.Usage())
-	if err != nil {
+	r := newScenarioRun(c.m, "steady")
+	cfg := addSteadyWorkerFlags(r.fs)
+	duration := r.fs.Duration("duration", 60*time.Second, "how long to insert")
+	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}
-	const name = "bench steady"
-	switch {
-	case len(pos) > 0:
-		return usageErrorf(name, "unexpected argument %q", pos[0])
-	case *duration <= 0:
-		return usageErrorf(name, "--duration must be positive")
-	case *common.timeout < 0:
-		return usageErrorf(name, "--timeout must not be negative")
-	}
-	if err := cfg.validate(name); err != nil {
+	if err := r.check(want(*duration > 0, "--duration must be positive")); err != nil {
 		return err
 	}
-	if err := checkPlotPath(name, *plotPath); err != nil {
+	if err := cfg.validate(r.name); err != nil {
 		return err
 	}
 	total := cfg.jobsFor(*duration)
 	if total > 50_000_000 {
-		return usageErrorf(name, "--rate × --duration is %d jobs; at most 50,000,000", total)
+		return cli.Usagef(r.name, "--rate × --duration is %d jobs; at most 50,000,000", total)
 	}
-	ctx, cancelTimeout := common.withTimeout(ctx, "bench steady")
-	defer cancelTimeout()
-
-	store, err := openBenchStore(ctx, c.m, common)
+	ctx = r.begin(ctx)
+	defer r.end()
+	store, err := r.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := store.Close(); cerr != nil {
-			fmt.Fprintf(c.m.Stderr, "spool: %v\n", cerr)
-		}
-	}()
-	stderr := &lockedWriter{w: c.m.Stderr}
+	stderr := r.stderr
 	producer, closeProducer, err := openSteadyProducer(ctx, store)
 	if err != nil {
 		return fmt.Errorf("bench steady: %w", err)
 	}
-	defer closeProducer()
+	r.atEnd(closeProducer)
 
 	base := time.Now()
 	rec := newPickupRecorder(base, total)
@@ -372,18 +355,16 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench steady: %w", err)
 	}
-	stopProfile, err := common.startCPUProfile()
-	if err != nil {
+	if err := r.startProfile(); err != nil {
 		return err
 	}
-	defer stopProfile()
 	if err := consumer.Start(ctx); err != nil {
 		return fmt.Errorf("bench steady: %w", err)
 	}
-	defer stopClient(c.m.Stderr, "bench steady", consumer)
+	r.stopAtEnd(consumer)
 
 	load := &steadyLoad{client: producer, rate: *cfg.rate, producers: *cfg.producers, rec: rec}
-	bar := StartProgress(common.progressWriter(stderr), c.m.StderrTerminal, "steady", "jobs", total, load.inserted.Load)
+	bar := r.progress("steady", "jobs", total, load.inserted.Load)
 	start := time.Now()
 	err = load.run(ctx, start, total, start.Add(*duration))
 	insertTime := time.Since(start)
@@ -402,7 +383,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		Store:           store.scratch.Name,
 		Kept:            store.keep,
 		TargetRate:      *cfg.rate,
-		AchievedRate:    rate(load.inserted.Load(), insertTime),
+		AchievedRate:    cli.Rate(load.inserted.Load(), insertTime),
 		DurationS:       duration.Seconds(),
 		Scheduled:       total,
 		Jobs:            load.inserted.Load(),
@@ -421,8 +402,8 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 	ds := durations(samples)
 	res.Pickup = summarize(ds) // sorts ds
 	res.InsertCall = summarize(durations(load.callTimes))
-	return writeResult(c.m, name, *common.asJSON, res, func(w io.Writer) error { return printSteadyResult(w, &res) },
-		*plotPath, func() *plot.Figure { return steadyFigure(&res, ds) })
+	return r.finish(res, func(w io.Writer) error { return printSteadyResult(w, &res) },
+		func() *plot.Figure { return steadyFigure(&res, ds) })
 }
 
 // stopClient stops a started client softly, reporting a failure on w.
@@ -438,7 +419,7 @@ func stopClient(w io.Writer, cmd string, client *spool.Client) {
 func steadyFigure(r *steadyResult, sorted []time.Duration) *plot.Figure {
 	p50, p99, worst := windowSeries(r.PickupOverTime)
 	return &plot.Figure{
-		Title: fmt.Sprintf("steady: pickup latency at %s jobs/s for %gs (%s)", humanInt(r.TargetRate), r.DurationS, r.Backend),
+		Title: fmt.Sprintf("steady: pickup latency at %s jobs/s for %gs (%s)", cli.HumanInt(r.TargetRate), r.DurationS, r.Backend),
 		Charts: []*plot.Chart{
 			{
 				Title:  fmt.Sprintf("Latency CDF: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms", r.Pickup.P50, r.Pickup.P99, r.Pickup.P999),
@@ -460,7 +441,7 @@ func printSteadyResult(w io.Writer, r *steadyResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, row := range [][2]string{
 		{"scenario", r.Scenario},
-		{"rate target/achieved", fmt.Sprintf("%s / %s jobs/s", humanInt(r.TargetRate), humanInt(r.AchievedRate))},
+		{"rate target/achieved", fmt.Sprintf("%s / %s jobs/s", cli.HumanInt(r.TargetRate), cli.HumanInt(r.AchievedRate))},
 		{"duration", fmt.Sprintf("%gs", r.DurationS)},
 		{"jobs scheduled/inserted/started", fmt.Sprintf("%d / %d / %d", r.Scheduled, r.Jobs, r.Started)},
 		{"pickup p50", fmtMS(r.Pickup.P50)},
@@ -492,7 +473,7 @@ func fmtMS(v float64) string {
 	return fmt.Sprintf("%.0f ms", v)
 }
 
-// Usage implements Command.
+// Usage implements cli.Command.
 func (c *BenchSteadyCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool bench steady [flags]
