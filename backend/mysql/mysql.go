@@ -204,10 +204,15 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		_ = db.Close()
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
+	queries, err := buildQueries(quoteIdent(cfg.DBName))
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
 	b := &Backend{
 		db:       db,
 		database: cfg.DBName,
-		sql:      buildQueries(quoteIdent(cfg.DBName)),
+		sql:      queries,
 		server:   info,
 		window:   o.ClaimWindow,
 		logger:   o.Logger,

@@ -157,7 +157,11 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		strategy:      o.ClaimStrategy,
 		window:        o.ClaimWindow,
 	}
-	b.sql = buildQueries(pgx.Identifier{o.Schema}.Sanitize())
+	sql, err := buildQueries(pgx.Identifier{o.Schema}.Sanitize())
+	if err != nil {
+		return nil, fmt.Errorf("postgres backend: %w", err)
+	}
+	b.sql = sql
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
 }

@@ -12,7 +12,7 @@ import (
 
 // JobGet implements backend.Backend.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
-	j, err := scanJob(b.st.readers.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM spool_jobs WHERE id = ?`, id))
+	j, err := scanJob(b.st.readers.QueryRowContext(ctx, stmt.get, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get job %d: %w", id, backend.ErrNotFound)
 	}
@@ -30,12 +30,7 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	rows, err := b.st.readers.QueryContext(ctx, `SELECT `+jobColumns+` FROM spool_jobs
-WHERE (?1 = '' OR queue = ?1) AND (?2 = '' OR kind = ?2)
-  AND (json_array_length(?3) = 0 OR state IN (SELECT value FROM json_each(?3)))
-  AND id > ?4
-ORDER BY id
-LIMIT ?5`, p.Queue, p.Kind, string(statesJSON), p.AfterID, limit)
+	rows, err := b.st.readers.QueryContext(ctx, stmt.list, p.Queue, p.Kind, string(statesJSON), p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -53,9 +48,7 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 	var j *backend.JobRow
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		j, err = changeJob(ctx, tx, p.ID, `UPDATE spool_jobs SET state = 'available', attempt = 0, run_at = ?1, finalized_at = NULL
-WHERE id = ?2 AND state <> 'running'
-RETURNING `+jobColumns)
+		j, err = changeJob(ctx, tx, p.ID, stmt.retry)
 		return err
 	})
 	if err != nil {
@@ -75,15 +68,12 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 	)
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		var state string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM spool_jobs WHERE id = ?`, p.ID).Scan(&state)
+		err := tx.QueryRowContext(ctx, stmt.jobState, p.ID).Scan(&state)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		wasRunning = backend.State(state) == backend.StateRunning
-		j, err = changeJob(ctx, tx, p.ID, `UPDATE spool_jobs
-SET state = 'cancelled', finalized_at = ?1, leased_until = NULL, leased_by = NULL
-WHERE id = ?2 AND state NOT IN ('completed', 'discarded', 'cancelled')
-RETURNING `+jobColumns)
+		j, err = changeJob(ctx, tx, p.ID, stmt.cancel)
 		return err
 	})
 	if err != nil {
@@ -106,7 +96,7 @@ func changeJob(ctx context.Context, tx *sql.Tx, id int64, query string) (*backen
 		return nil, err
 	}
 	var one int
-	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM spool_jobs WHERE id = ?`, id).Scan(&one); {
+	switch err := tx.QueryRowContext(ctx, stmt.jobExists, id).Scan(&one); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, backend.ErrNotFound
 	case err != nil:
@@ -117,7 +107,7 @@ func changeJob(ctx context.Context, tx *sql.Tx, id int64, query string) (*backen
 
 // QueueStatsAll implements backend.Backend.
 func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, error) {
-	rows, err := b.st.readers.QueryContext(ctx, `SELECT queue, state, count(*) FROM spool_jobs GROUP BY 1, 2 ORDER BY 1, 2`)
+	rows, err := b.st.readers.QueryContext(ctx, stmt.stats)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}

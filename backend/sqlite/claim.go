@@ -10,26 +10,6 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// claimSQL claims due pending rows of one queue in claim order. The write
-// lock makes it exclusive, so it needs no row locks; INDEXED BY keeps it on
-// the ordered partial index whatever the statistics say.
-const claimSQL = `UPDATE spool_jobs
-SET state = 'running', attempt = attempt + 1, fence = fence + 1,
-    leased_until = ?1 + ?2, leased_by = ?3, attempted_at = ?1
-WHERE id IN (
-  SELECT id FROM spool_jobs INDEXED BY spool_jobs_pending
-  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = ?4 AND run_at <= ?1
-  ORDER BY priority, run_at, id
-  LIMIT ?5
-)
-RETURNING ` + jobColumns
-
-// claimProbeSQL tells from a read connection whether a claim would find
-// anything, so an idle poll never takes the write lock.
-const claimProbeSQL = `SELECT 1 FROM spool_jobs INDEXED BY spool_jobs_pending
-WHERE state IN ('available', 'scheduled', 'retryable') AND queue = ?1 AND run_at <= ?2
-LIMIT 1`
-
 // JobClaim implements backend.Backend. Rows come back in claim order.
 //
 // A read first checks that the queue has a due job: idle polls (from every
@@ -37,7 +17,7 @@ LIMIT 1`
 // and a claim never waits behind a writer's open transaction for nothing.
 func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	var one int
-	err := b.st.readers.QueryRowContext(ctx, claimProbeSQL, p.Queue, nowMicros()).Scan(&one)
+	err := b.st.readers.QueryRowContext(ctx, stmt.claimProbe, p.Queue, nowMicros()).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -47,7 +27,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	b.st.noteLease(p.Lease)
 	var raws []*rawJob
 	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, claimSQL, nowMicros(), p.Lease.Microseconds(), p.ClaimID, p.Queue, p.Max)
+		rows, err := tx.QueryContext(ctx, stmt.claim, nowMicros(), p.Lease.Microseconds(), p.ClaimID, p.Queue, p.Max)
 		if err != nil {
 			return err
 		}
@@ -78,9 +58,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
 	var n int64
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE spool_jobs
-SET state = 'available', attempt = attempt - 1, leased_until = NULL, leased_by = NULL
-WHERE id IN (SELECT id FROM spool_jobs INDEXED BY spool_jobs_leased WHERE state = 'running' AND leased_by = ?1)`, p.ClaimID)
+		res, err := tx.ExecContext(ctx, stmt.releaseClaim, p.ClaimID)
 		if err != nil {
 			return err
 		}

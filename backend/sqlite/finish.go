@@ -11,45 +11,6 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// finishInput is the JSON array of [id, fence, outcome, delay_us, error]
-// rows that the finish statements read with json_each.
-const finishInput = `(SELECT e.value->>0 AS fid, e.value->>1 AS ffence, e.value->>2 AS outcome,
-  e.value->>3 AS delay, e.value->>4 AS err FROM json_each(?2) AS e)`
-
-// finishDeleteSQL deletes completed jobs whose lease holds (DeleteCompleted).
-const finishDeleteSQL = `DELETE FROM spool_jobs WHERE id IN (
-  SELECT j.id FROM ` + finishInput + ` AS i JOIN spool_jobs AS j ON j.id = i.fid
-  WHERE i.outcome = 1 AND j.fence = i.ffence AND j.state = 'running'
-)
-RETURNING id, fence`
-
-// finishUpdateSQL writes every outcome of a batch, each row guarded by (id,
-// fence, running). Outcome codes match backend.Outcome: 1 complete, 2 retry,
-// 3 snooze, 4 cancel, 5 discard, 6 release. ?3 skips completions (deleted
-// instead). SET expressions read the row as it was before the update.
-const finishUpdateSQL = `UPDATE spool_jobs AS j SET
-  state = CASE
-    WHEN i.outcome = 1 THEN 'completed'
-    WHEN i.outcome = 2 AND j.attempt >= j.max_attempts THEN 'discarded'
-    WHEN i.outcome = 2 THEN 'retryable'
-    WHEN i.outcome = 3 AND i.delay > 0 THEN 'scheduled'
-    WHEN i.outcome = 4 THEN 'cancelled'
-    WHEN i.outcome = 5 THEN 'discarded'
-    ELSE 'available'
-  END,
-  run_at = CASE WHEN i.outcome IN (2, 3) THEN ?1 + i.delay ELSE j.run_at END,
-  attempt = CASE WHEN i.outcome IN (3, 6) THEN j.attempt - 1 ELSE j.attempt END,
-  finalized_at = CASE
-    WHEN i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt >= j.max_attempts) THEN ?1
-  END,
-  leased_until = NULL,
-  leased_by = NULL,
-  errors = CASE WHEN i.err IS NULL THEN j.errors
-    ELSE json_insert(coalesce(j.errors, '[]'), '$[#]', json(i.err)) END
-FROM ` + finishInput + ` AS i
-WHERE j.id = i.fid AND j.fence = i.ffence AND j.state = 'running' AND NOT (?3 AND i.outcome = 1)
-RETURNING id, fence`
-
 // JobFinishMany implements backend.Backend.
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	tx, err := txOf(p.Tx)
@@ -68,7 +29,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	err = b.st.write(ctx, tx, func(tx *sql.Tx) error {
 		applied = applied[:0]
 		if p.DeleteCompleted {
-			rows, err := tx.QueryContext(ctx, finishDeleteSQL, nil, input)
+			rows, err := tx.QueryContext(ctx, stmt.finishDelete, nil, input)
 			if err != nil {
 				return err
 			}
@@ -76,7 +37,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 				return err
 			}
 		}
-		rows, err := tx.QueryContext(ctx, finishUpdateSQL, now.UnixMicro(), input, p.DeleteCompleted)
+		rows, err := tx.QueryContext(ctx, stmt.finishUpdate, now.UnixMicro(), input, p.DeleteCompleted)
 		if err != nil {
 			return err
 		}

@@ -17,10 +17,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	input := encodeLeases(p.Leases)
 	var alive []backend.LeaseRef
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE spool_jobs AS j SET leased_until = ?1 + ?2
-FROM (SELECT e.value->>0 AS fid, e.value->>1 AS ffence FROM json_each(?3) AS e) AS i
-WHERE j.id = i.fid AND j.fence = i.ffence AND j.state = 'running'
-RETURNING id, fence`, nowMicros(), p.Lease.Microseconds(), input)
+		rows, err := tx.QueryContext(ctx, stmt.heartbeat, nowMicros(), p.Lease.Microseconds(), input)
 		if err != nil {
 			return err
 		}

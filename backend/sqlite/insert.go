@@ -22,7 +22,7 @@ const maxInsertRows = 1000
 func insertSQL(n int) string {
 	var b strings.Builder
 	b.Grow(160 + n*24)
-	b.WriteString(`INSERT INTO spool_jobs (queue, kind, args, priority, run_at, created_at, state, max_attempts, tags, metadata) VALUES `)
+	b.WriteString(stmt.insertHead)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')

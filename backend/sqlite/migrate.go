@@ -20,12 +20,6 @@ var migrations = backend.MustLoadMigrations(migrationFiles, "migrations", "sqlit
 // LatestVersion is the newest schema version this backend knows.
 func LatestVersion() int { return len(migrations) }
 
-const createMigrationsTable = `CREATE TABLE IF NOT EXISTS spool_migrations (
-  version    INTEGER PRIMARY KEY,
-  name       TEXT NOT NULL,
-  applied_at INTEGER NOT NULL
-) STRICT`
-
 // Migrate applies pending migrations in one IMMEDIATE transaction, which
 // serialises concurrent migrators (in this process and others): all but the
 // first find nothing to do. A database newer than this backend is refused
@@ -42,11 +36,11 @@ func (b *Backend) Migrate(ctx context.Context) error {
 		return nil
 	}
 	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, createMigrationsTable); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt.createMigrationsTable); err != nil {
 			return fmt.Errorf("create migrations table: %w", err)
 		}
 		var current int
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM spool_migrations`).Scan(&current); err != nil {
+		if err := tx.QueryRowContext(ctx, stmt.schemaVersion).Scan(&current); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
 		if current > len(migrations) {
@@ -56,7 +50,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("apply migration %d (%s): %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO spool_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			if _, err := tx.ExecContext(ctx, stmt.recordMigration,
 				m.Version, m.Name, time.Now().UnixMicro()); err != nil {
 				return fmt.Errorf("record migration %d: %w", m.Version, err)
 			}
@@ -74,14 +68,14 @@ func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, err
 	v := backend.SchemaVersion{Latest: LatestVersion()}
 	var exists int
 	err := b.st.readers.QueryRowContext(ctx,
-		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'spool_migrations'`).Scan(&exists)
+		stmt.migrationsTableExists).Scan(&exists)
 	if err != nil {
 		return v, fmt.Errorf("read schema version: %w", err)
 	}
 	if exists == 0 {
 		return v, nil
 	}
-	err = b.st.readers.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM spool_migrations`).Scan(&v.Current)
+	err = b.st.readers.QueryRowContext(ctx, stmt.schemaVersion).Scan(&v.Current)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, nil
 	}

@@ -110,7 +110,7 @@ func (st *store) noteBusy(ctx context.Context, t time.Time) {
 	// but never waits long: an application transaction begun on DB() in
 	// the meantime would hold the connection (unknown, then: a new window).
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchInterval)
-	if err := st.writer.QueryRowContext(rctx, `PRAGMA data_version`).Scan(&v); err != nil {
+	if err := st.writer.QueryRowContext(rctx, stmt.dataVersion).Scan(&v); err != nil {
 		v = -1
 	}
 	cancel()
@@ -177,11 +177,11 @@ func (st *store) creditSeenStalls(ctx context.Context, tx *sql.Tx) error {
 // that had ended before stays ended: it was rescuable then.
 func creditStall(ctx context.Context, tx *sql.Tx, w stallWindow) error {
 	var credited int64
-	if err := tx.QueryRowContext(ctx, `SELECT credited_until FROM spool_stall WHERE id = 1`).Scan(&credited); err != nil {
+	if err := tx.QueryRowContext(ctx, stmt.stallCredited).Scan(&credited); err != nil {
 		// A file not migrated to version 2 has no table to credit into
 		// (Migrate's own transaction before it creates it, above all).
 		var n int
-		if e := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'spool_stall'`).Scan(&n); e == nil && n == 0 {
+		if e := tx.QueryRowContext(ctx, stmt.stallTableExists).Scan(&n); e == nil && n == 0 {
 			return nil
 		}
 		return fmt.Errorf("credit a write-lock stall of %s to running leases: read spool_stall: %w", w.len().Round(time.Millisecond), err)
@@ -190,12 +190,10 @@ func creditStall(ctx context.Context, tx *sql.Tx, w stallWindow) error {
 	if to <= from {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE spool_jobs INDEXED BY spool_jobs_leased
-SET leased_until = leased_until + ?1
-WHERE state = 'running' AND leased_until >= ?2`, to-from, from); err != nil {
+	if _, err := tx.ExecContext(ctx, stmt.stallCreditLeases, to-from, from); err != nil {
 		return fmt.Errorf("credit a write-lock stall of %s to running leases: %w", w.len().Round(time.Millisecond), err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE spool_stall SET credited_until = ?1 WHERE id = 1`, to); err != nil {
+	if _, err := tx.ExecContext(ctx, stmt.stallCredit, to); err != nil {
 		return fmt.Errorf("credit a write-lock stall of %s to running leases: %w", w.len().Round(time.Millisecond), err)
 	}
 	return nil

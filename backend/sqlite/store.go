@@ -160,7 +160,7 @@ func (st *store) dataVersion(wait bool) (int64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), watchInterval)
 	defer cancel()
 	// Fails when the connection is in a caller's transaction (DB): skip.
-	if err := st.writer.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+	if err := st.writer.QueryRowContext(ctx, stmt.dataVersion).Scan(&v); err != nil {
 		return -1, false
 	}
 	return v, true

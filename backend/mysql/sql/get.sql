@@ -1,0 +1,1 @@
+SELECT {{cols}} FROM {{db}}.spool_jobs WHERE id = ?

@@ -1,0 +1,5 @@
+-- Heartbeat: extend live leases; "id IN (…) AND (id, fence) IN (…)"
+-- is appended. When fewer rows match than leases were sent,
+-- heartbeatCheck finds which still hold.
+UPDATE {{db}}.spool_jobs SET leased_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE state = 'running' AND id IN 

@@ -1,0 +1,1 @@
+SELECT COALESCE(MAX(version), 0) FROM {{db}}.spool_migrations

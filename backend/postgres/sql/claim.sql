@@ -1,0 +1,29 @@
+-- Claim: lock up to $2 due pending rows of queue $1 in claim order,
+-- skipping rows other claimers hold, and lease them ($3 microseconds,
+-- on the DB clock) to claim $4. Rows of the floor's priority $5 are
+-- read only above the floor ($5, $6, $7; floor.go); rows of a higher
+-- priority (lower number) always, so a job of a higher priority that
+-- became due (a scheduled job, a retry) is never behind a floor.
+-- MATERIALIZED keeps each LIMIT binding: without it the planner may
+-- re-run a subquery per row and lock more rows than it claims.
+WITH higher AS MATERIALIZED (
+  SELECT id FROM {{s}}.spool_jobs
+  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+    AND priority < $5::smallint
+  ORDER BY priority, run_at, id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+),
+above AS MATERIALIZED (
+  SELECT id FROM {{s}}.spool_jobs
+  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+    AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
+  ORDER BY priority, run_at, id
+  LIMIT $2 - (SELECT count(*) FROM higher)
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE {{s}}.spool_jobs j
+SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,
+    leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
+FROM (SELECT id FROM higher UNION ALL SELECT id FROM above) picked WHERE j.id = picked.id
+RETURNING {{jcols}}

@@ -1,0 +1,8 @@
+-- Complete: the finish of a batch whose outcomes are all successes,
+-- the common case, without finish's per-row CASEs and its second
+-- data-modifying CTE. Same guard, same result rows.
+UPDATE {{s}}.spool_jobs j
+SET state = 'completed', finalized_at = now(), leased_until = NULL, leased_by = NULL
+FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
+WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+RETURNING j.id, j.fence

@@ -1,0 +1,1 @@
+SELECT {{cols}} FROM {{s}}.spool_jobs WHERE id = $1

@@ -1,0 +1,94 @@
+package sqlite
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/spoolq/spool/internal/sqltext"
+)
+
+// statements holds the backend's fixed statements, one file each in sql/,
+// named after the field (releaseClaim in release_claim.sql). {{cols}} is
+// jobColumns and {{finish_input}} finishInput; nothing else is spliced in,
+// every value is bound.
+type statements struct {
+	cancel                string
+	claim                 string
+	claimProbe            string
+	cleanup               string
+	createMigrationsTable string
+	dataVersion           string
+	finishDelete          string
+	finishUpdate          string
+	get                   string
+	heartbeat             string
+	insertHead            string
+	jobExists             string
+	jobState              string
+	leaderElect           string
+	leaderResign          string
+	list                  string
+	migrationsTableExists string
+	recordMigration       string
+	releaseClaim          string
+	rescue                string
+	retry                 string
+	schemaVersion         string
+	stallCredit           string
+	stallCreditLeases     string
+	stallCredited         string
+	stallTableExists      string
+	stats                 string
+}
+
+// finishInput is the JSON array of [id, fence, outcome, delay_us, error]
+// rows (?2) that the finish statements read with json_each.
+const finishInput = `(SELECT e.value->>0 AS fid, e.value->>1 AS ffence, e.value->>2 AS outcome,
+  e.value->>3 AS delay, e.value->>4 AS err FROM json_each(?2) AS e)`
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// stmt holds the statements, loaded when the package initialises. The files
+// are embedded in the build, so a mismatch between them and the fields is a
+// broken build, which every test of the package reports at once.
+var stmt = mustLoadStatements()
+
+func mustLoadStatements() statements {
+	var s statements
+	r := strings.NewReplacer("{{cols}}", jobColumns, "{{finish_input}}", finishInput)
+	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
+		"cancel":                  &s.cancel,
+		"claim":                   &s.claim,
+		"claim_probe":             &s.claimProbe,
+		"cleanup":                 &s.cleanup,
+		"create_migrations_table": &s.createMigrationsTable,
+		"data_version":            &s.dataVersion,
+		"finish_delete":           &s.finishDelete,
+		"finish_update":           &s.finishUpdate,
+		"get":                     &s.get,
+		"heartbeat":               &s.heartbeat,
+		"insert_head":             &s.insertHead,
+		"job_exists":              &s.jobExists,
+		"job_state":               &s.jobState,
+		"leader_elect":            &s.leaderElect,
+		"leader_resign":           &s.leaderResign,
+		"list":                    &s.list,
+		"migrations_table_exists": &s.migrationsTableExists,
+		"record_migration":        &s.recordMigration,
+		"release_claim":           &s.releaseClaim,
+		"rescue":                  &s.rescue,
+		"retry":                   &s.retry,
+		"schema_version":          &s.schemaVersion,
+		"stall_credit":            &s.stallCredit,
+		"stall_credit_leases":     &s.stallCreditLeases,
+		"stall_credited":          &s.stallCredited,
+		"stall_table_exists":      &s.stallTableExists,
+		"stats":                   &s.stats,
+	})
+	if err != nil {
+		panic(fmt.Sprintf("sqlite backend: %v", err))
+	}
+	return s
+}

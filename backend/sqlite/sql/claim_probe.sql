@@ -1,0 +1,5 @@
+-- Claim probe (?1 queue, ?2 now): whether a claim would find anything, read
+-- from a read connection, so an idle poll never takes the write lock.
+SELECT 1 FROM spool_jobs INDEXED BY spool_jobs_pending
+WHERE state IN ('available', 'scheduled', 'retryable') AND queue = ?1 AND run_at <= ?2
+LIMIT 1
