@@ -2,16 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/cmd/spool/internal/cli/clitest"
 )
 
 // sqliteStore returns the URL of a migrated SQLite store of the test's own.
@@ -23,15 +22,9 @@ func sqliteStore(t *testing.T) string {
 }
 
 // runSpoolIn runs the CLI with stdin as its standard input.
-func runSpoolIn(t *testing.T, stdin io.Reader, args ...string) result {
+func runSpoolIn(t *testing.T, stdin io.Reader, args ...string) clitest.Result {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	m := NewMain(&stdout, &stderr)
-	m.Stdin = stdin
-	code := m.Execute(ctx, args)
-	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	return clitest.Run(t, execMain, stdin, args...)
 }
 
 // TestJobIDMustBePositive: jobs show, cancel and retry refuse an id that is
@@ -49,8 +42,8 @@ func TestJobIDMustBePositive(t *testing.T) {
 			} {
 				r := runSpool(t, args...)
 				want := `job id "` + id + `" is not a positive integer`
-				if r.code != 2 || !strings.Contains(r.stderr, want) {
-					t.Errorf("spool %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(args, " "), r.code, r.stderr, want)
+				if r.Code != 2 || !strings.Contains(r.Stderr, want) {
+					t.Errorf("spool %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(args, " "), r.Code, r.Stderr, want)
 				}
 			}
 		}
@@ -61,8 +54,8 @@ func TestJobIDMustBePositive(t *testing.T) {
 	}
 	// A negative number that is a flag's value is still that value.
 	r := runSpool(t, "enqueue", "--kind", "k", "--priority", "-5", "--database-url", db)
-	if r.code == 0 || !strings.Contains(r.stderr, "priority") {
-		t.Errorf("enqueue --priority -5: exit %d, stderr %q; want the priority refused", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "priority") {
+		t.Errorf("enqueue --priority -5: exit %d, stderr %q; want the priority refused", r.Code, r.Stderr)
 	}
 }
 
@@ -84,15 +77,15 @@ func TestEnqueueArgsFromFileAndStdin(t *testing.T) {
 	}
 	fromFile := mustSpool(t, "enqueue", "--kind", "big", "--args", "@"+file, "--database-url", db)
 	fromStdin := runSpoolIn(t, bytes.NewReader(big), "enqueue", "--kind", "big", "--args", "-", "--database-url", db)
-	if fromStdin.code != 0 {
-		t.Fatalf("enqueue --args -: exit %d: %s", fromStdin.code, fromStdin.stderr)
+	if fromStdin.Code != 0 {
+		t.Fatalf("enqueue --args -: exit %d: %s", fromStdin.Code, fromStdin.Stderr)
 	}
-	for _, out := range []string{fromFile.stdout, fromStdin.stdout} {
+	for _, out := range []string{fromFile.Stdout, fromStdin.Stdout} {
 		r := mustSpool(t, "jobs", "show", "--json", strings.TrimSpace(out), "--database-url", db)
 		var job struct {
 			Args json.RawMessage `json:"args"`
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &job); err != nil {
+		if err := json.Unmarshal([]byte(r.Stdout), &job); err != nil {
 			t.Fatal(err)
 		}
 		var got, want bytes.Buffer
@@ -123,8 +116,8 @@ func TestEnqueueArgsFromFileAndStdin(t *testing.T) {
 	}
 	for _, tc := range refused {
 		r := runSpoolIn(t, tc.stdin, "enqueue", "--kind", "big", "--args", tc.args, "--database-url", db)
-		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("%s: exit %d, stderr %q; want exit 2 and %q", tc.name, r.code, r.stderr, tc.want)
+		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and %q", tc.name, r.Code, r.Stderr, tc.want)
 		}
 	}
 	if jobs := listJobs(t, db); len(jobs) != 2 {

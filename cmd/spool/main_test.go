@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,54 +15,25 @@ import (
 
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/cli/clitest"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of progress
-// and logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// result is what one spool invocation produced.
-type result struct {
-	stdout, stderr string
-	code           int
+// execMain runs a command line through the whole program.
+func execMain(ctx context.Context, env *cli.Env, args []string) int {
+	return (&Main{Env: *env}).Execute(ctx, args)
 }
 
 // runSpool runs the CLI in-process with args, as the spool binary would.
-func runSpool(t *testing.T, args ...string) result {
+func runSpool(t *testing.T, args ...string) clitest.Result {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	code := NewMain(&stdout, &stderr).Execute(ctx, args)
-	r := result{stdout: stdout.String(), stderr: stderr.String(), code: code}
-	t.Logf("spool %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-	return r
+	return clitest.Run(t, execMain, nil, args...)
 }
 
 // mustSpool runs the CLI and fails the test unless it exits 0.
-func mustSpool(t *testing.T, args ...string) result {
+func mustSpool(t *testing.T, args ...string) clitest.Result {
 	t.Helper()
-	r := runSpool(t, args...)
-	if r.code != 0 {
-		t.Fatalf("spool %s: exit %d, stderr: %s", strings.Join(args, " "), r.code, r.stderr)
-	}
-	return r
+	return clitest.MustRun(t, execMain, args...)
 }
 
 // testDB returns a pool to the test server; a missing server fails the test.
@@ -116,8 +85,8 @@ func listJobs(t *testing.T, db string, args ...string) []jobJSON {
 	t.Helper()
 	r := mustSpool(t, append([]string{"jobs", "list", "--json", "--database-url", db}, args...)...)
 	var jobs []jobJSON
-	if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil {
-		t.Fatalf("jobs list --json output is not a JSON array of jobs: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &jobs); err != nil {
+		t.Fatalf("jobs list --json output is not a JSON array of jobs: %v\n%s", err, r.Stdout)
 	}
 	return jobs
 }
@@ -127,20 +96,20 @@ func TestMigrateEnqueueListShow(t *testing.T) {
 
 	latest := strconv.Itoa(postgres.LatestVersion())
 	r := mustSpool(t, "migrate", "--database-url", db)
-	if !strings.Contains(r.stdout, "from version 0 to "+latest) {
-		t.Errorf("first migrate should report version 0 to %s, got %q", latest, r.stdout)
+	if !strings.Contains(r.Stdout, "from version 0 to "+latest) {
+		t.Errorf("first migrate should report version 0 to %s, got %q", latest, r.Stdout)
 	}
 	r = mustSpool(t, "migrate", "--database-url", db)
-	if !strings.Contains(r.stdout, "already at version "+latest) {
-		t.Errorf("second migrate should report nothing to do, got %q", r.stdout)
+	if !strings.Contains(r.Stdout, "already at version "+latest) {
+		t.Errorf("second migrate should report nothing to do, got %q", r.Stdout)
 	}
 
 	r = mustSpool(t, "enqueue", "--database-url", db, "--kind", "send_email",
 		"--args", `{"to": "a@example.com", "n": 3}`, "--queue", "mail", "--priority", "7",
 		"--max-attempts", "5", "--tag", "a", "--tag", "b:c", "--metadata", `{"trace": "x1"}`)
-	id, err := strconv.ParseInt(strings.TrimSpace(r.stdout), 10, 64)
+	id, err := strconv.ParseInt(strings.TrimSpace(r.Stdout), 10, 64)
 	if err != nil {
-		t.Fatalf("enqueue should print the bare id, got %q", r.stdout)
+		t.Fatalf("enqueue should print the bare id, got %q", r.Stdout)
 	}
 
 	r = mustSpool(t, "enqueue", "--database-url", db, "--kind", "later", "--delay", "1h", "--json")
@@ -149,17 +118,17 @@ func TestMigrateEnqueueListShow(t *testing.T) {
 		Kind  string `json:"kind"`
 		Queue string `json:"queue"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &enq); err != nil || enq.ID == 0 || enq.Kind != "later" || enq.Queue != "default" {
-		t.Fatalf("enqueue --json: got %q (err %v)", r.stdout, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &enq); err != nil || enq.ID == 0 || enq.Kind != "later" || enq.Queue != "default" {
+		t.Fatalf("enqueue --json: got %q (err %v)", r.Stdout, err)
 	}
 	runAt := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "at", "--run-at", runAt)
 
 	// Table.
 	r = mustSpool(t, "jobs", "list", "--database-url", db)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 4 {
-		t.Fatalf("jobs list: want a header and 3 rows, got:\n%s", r.stdout)
+		t.Fatalf("jobs list: want a header and 3 rows, got:\n%s", r.Stdout)
 	}
 	for _, col := range []string{"ID", "QUEUE", "KIND", "STATE", "PRIORITY", "ATTEMPT", "RUN_AT", "CREATED_AT"} {
 		if !strings.Contains(lines[0], col) {
@@ -207,22 +176,22 @@ func TestMigrateEnqueueListShow(t *testing.T) {
 	// Show, text and JSON (flags after the id work too).
 	r = mustSpool(t, "jobs", "show", strconv.FormatInt(id, 10), "--database-url", db)
 	for _, want := range []string{"send_email", "mail", "available", "0/5", "a, b:c", `"to": "a@example.com"`, `"trace": "x1"`, "errors: none"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("jobs show lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("jobs show lacks %q:\n%s", want, r.Stdout)
 		}
 	}
 	r = mustSpool(t, "jobs", "show", "--json", "--database-url", db, strconv.FormatInt(id, 10))
 	var shown jobJSON
-	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || shown.ID != id || string(shown.Metadata) == "" {
-		t.Fatalf("jobs show --json: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &shown); err != nil || shown.ID != id || string(shown.Metadata) == "" {
+		t.Fatalf("jobs show --json: %v\n%s", err, r.Stdout)
 	}
 	var meta map[string]string
 	if err := json.Unmarshal(shown.Metadata, &meta); err != nil || meta["trace"] != "x1" {
 		t.Errorf("metadata shown: %s", shown.Metadata)
 	}
 
-	if r := runSpool(t, "jobs", "show", "999999", "--database-url", db); r.code != 1 || !strings.Contains(r.stderr, "not found") {
-		t.Errorf("jobs show of a missing id: want exit 1 and 'not found', got %d %q", r.code, r.stderr)
+	if r := runSpool(t, "jobs", "show", "999999", "--database-url", db); r.Code != 1 || !strings.Contains(r.Stderr, "not found") {
+		t.Errorf("jobs show of a missing id: want exit 1 and 'not found', got %d %q", r.Code, r.Stderr)
 	}
 }
 
@@ -249,14 +218,14 @@ func TestEnqueueInvalidWritesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runSpool(t, append([]string{"enqueue", "--database-url", db}, tc.args...)...)
-			if r.code != tc.code {
-				t.Errorf("exit %d, want %d", r.code, tc.code)
+			if r.Code != tc.code {
+				t.Errorf("exit %d, want %d", r.Code, tc.code)
 			}
-			if !strings.HasPrefix(r.stderr, "spool: ") || !strings.Contains(r.stderr, tc.message) {
-				t.Errorf("stderr %q should start with 'spool: ' and mention %q", r.stderr, tc.message)
+			if !strings.HasPrefix(r.Stderr, "spool: ") || !strings.Contains(r.Stderr, tc.message) {
+				t.Errorf("stderr %q should start with 'spool: ' and mention %q", r.Stderr, tc.message)
 			}
-			if r.stdout != "" {
-				t.Errorf("nothing should be printed on stdout, got %q", r.stdout)
+			if r.Stdout != "" {
+				t.Errorf("nothing should be printed on stdout, got %q", r.Stdout)
 			}
 		})
 	}
@@ -271,47 +240,47 @@ func TestRetryCancel(t *testing.T) {
 
 	for _, op := range []string{"retry", "cancel"} {
 		r := runSpool(t, "jobs", op, "424242", "--database-url", db)
-		if r.code != 1 {
-			t.Errorf("jobs %s of a missing id: exit %d, want 1", op, r.code)
+		if r.Code != 1 {
+			t.Errorf("jobs %s of a missing id: exit %d, want 1", op, r.Code)
 		}
-		if want := "spool: " + op + " job 424242: job not found"; !strings.Contains(r.stderr, want) {
-			t.Errorf("jobs %s of a missing id: stderr %q, want %q", op, r.stderr, want)
+		if want := "spool: " + op + " job 424242: job not found"; !strings.Contains(r.Stderr, want) {
+			t.Errorf("jobs %s of a missing id: stderr %q, want %q", op, r.Stderr, want)
 		}
 	}
 
-	id := strings.TrimSpace(mustSpool(t, "enqueue", "--database-url", db, "--kind", "k").stdout)
+	id := strings.TrimSpace(mustSpool(t, "enqueue", "--database-url", db, "--kind", "k").Stdout)
 	r := mustSpool(t, "jobs", "cancel", id, "--database-url", db)
-	if !strings.Contains(r.stdout, "cancelled") {
-		t.Errorf("cancel output: %q", r.stdout)
+	if !strings.Contains(r.Stdout, "cancelled") {
+		t.Errorf("cancel output: %q", r.Stdout)
 	}
 	r = runSpool(t, "jobs", "cancel", id, "--database-url", db)
-	if r.code != 1 || !strings.Contains(r.stderr, "already cancelled") {
-		t.Errorf("cancelling a cancelled job: want exit 1 and 'already cancelled', got %d %q", r.code, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "already cancelled") {
+		t.Errorf("cancelling a cancelled job: want exit 1 and 'already cancelled', got %d %q", r.Code, r.Stderr)
 	}
 	r = mustSpool(t, "jobs", "retry", id, "--database-url", db, "--json")
 	var j jobJSON
-	if err := json.Unmarshal([]byte(r.stdout), &j); err != nil || j.State != "available" || j.Attempt != 0 {
+	if err := json.Unmarshal([]byte(r.Stdout), &j); err != nil || j.State != "available" || j.Attempt != 0 {
 		t.Errorf("retry --json: %v %+v", err, j)
 	}
 
-	if r := runSpool(t, "jobs", "retry", "--database-url", db); r.code != 2 || !strings.Contains(r.stderr, "missing job id") {
-		t.Errorf("retry without id: want exit 2, got %d %q", r.code, r.stderr)
+	if r := runSpool(t, "jobs", "retry", "--database-url", db); r.Code != 2 || !strings.Contains(r.Stderr, "missing job id") {
+		t.Errorf("retry without id: want exit 2, got %d %q", r.Code, r.Stderr)
 	}
-	if r := runSpool(t, "jobs", "cancel", "x1", "--database-url", db); r.code != 2 {
-		t.Errorf("cancel with a bad id: want exit 2, got %d", r.code)
+	if r := runSpool(t, "jobs", "cancel", "x1", "--database-url", db); r.Code != 2 {
+		t.Errorf("cancel with a bad id: want exit 2, got %d", r.Code)
 	}
 }
 
 func TestQueues(t *testing.T) {
 	db := freshURL(t)
 	mustSpool(t, "migrate", "--database-url", db)
-	if r := mustSpool(t, "queues", "--database-url", db, "--json"); strings.TrimSpace(r.stdout) != "[]" {
-		t.Errorf("queues of an empty schema: got %q, want []", r.stdout)
+	if r := mustSpool(t, "queues", "--database-url", db, "--json"); strings.TrimSpace(r.Stdout) != "[]" {
+		t.Errorf("queues of an empty schema: got %q, want []", r.Stdout)
 	}
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "alpha")
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "alpha")
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "alpha", "--delay", "1h")
-	id := strings.TrimSpace(mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "beta").stdout)
+	id := strings.TrimSpace(mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "beta").Stdout)
 	mustSpool(t, "jobs", "cancel", id, "--database-url", db)
 
 	r := mustSpool(t, "queues", "--database-url", db, "--json")
@@ -320,7 +289,7 @@ func TestQueues(t *testing.T) {
 		Counts map[string]int64 `json:"counts"`
 		Total  int64            `json:"total"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &qs); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &qs); err != nil {
 		t.Fatalf("queues --json: %v", err)
 	}
 	if len(qs) != 2 || qs[0].Queue != "alpha" || qs[1].Queue != "beta" {
@@ -333,14 +302,14 @@ func TestQueues(t *testing.T) {
 		t.Errorf("beta counts: %+v total %d", c, qs[1].Total)
 	}
 	// Lifecycle order in the JSON object, too.
-	if i, j := strings.Index(r.stdout, `"available"`), strings.Index(r.stdout, `"cancelled"`); i < 0 || j < i {
-		t.Errorf("counts not in lifecycle order:\n%s", r.stdout)
+	if i, j := strings.Index(r.Stdout, `"available"`), strings.Index(r.Stdout, `"cancelled"`); i < 0 || j < i {
+		t.Errorf("counts not in lifecycle order:\n%s", r.Stdout)
 	}
 
 	r = mustSpool(t, "queues", "--database-url", db)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 3 {
-		t.Fatalf("queues table: want header and 2 rows:\n%s", r.stdout)
+		t.Fatalf("queues table: want header and 2 rows:\n%s", r.Stdout)
 	}
 	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "QUEUE AVAILABLE SCHEDULED RETRYABLE RUNNING COMPLETED DISCARDED CANCELLED TOTAL" {
 		t.Errorf("queues header: %q", lines[0])
@@ -367,8 +336,8 @@ func TestBenchDrain(t *testing.T) {
 				"--database-url", testdb.PostgresURL()}, tc.extra...)
 			r := mustSpool(t, args...)
 			var res map[string]any
-			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-				t.Fatalf("bench drain --json must print only a JSON object: %v\n%s", err, r.stdout)
+			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+				t.Fatalf("bench drain --json must print only a JSON object: %v\n%s", err, r.Stdout)
 			}
 			if res["jobs"] != float64(2000) {
 				t.Errorf("jobs = %v, want 2000", res["jobs"])
@@ -394,8 +363,8 @@ func TestBenchDrain(t *testing.T) {
 				t.Errorf("bench schema %s still exists after the run", schema)
 				_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 			}
-			if !strings.Contains(r.stderr, "drain: 2,000/2,000 100.0%") {
-				t.Errorf("stderr should carry plain progress lines when it is not a terminal:\n%s", r.stderr)
+			if !strings.Contains(r.Stderr, "drain: 2,000/2,000 100.0%") {
+				t.Errorf("stderr should carry plain progress lines when it is not a terminal:\n%s", r.Stderr)
 			}
 		})
 	}
@@ -404,15 +373,15 @@ func TestBenchDrain(t *testing.T) {
 		r := mustSpool(t, "bench", "drain", "--jobs", "300", "--keep", "--quiet", "--database-url", testdb.PostgresURL())
 		for _, want := range []string{"jobs", "300", "jobs/s", "insert jobs/s", "workers", "100", "prefetch", "1000",
 			"batch", "2000", "completion delay", "delete completed", "backend", "postgres"} {
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("table lacks %q:\n%s", want, r.stdout)
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("table lacks %q:\n%s", want, r.Stdout)
 			}
 		}
-		i := strings.Index(r.stderr, "spool_bench_")
+		i := strings.Index(r.Stderr, "spool_bench_")
 		if i < 0 {
-			t.Fatalf("--keep should name the kept schema on stderr: %q", r.stderr)
+			t.Fatalf("--keep should name the kept schema on stderr: %q", r.Stderr)
 		}
-		schema := r.stderr[i : i+len("spool_bench_")+12]
+		schema := r.Stderr[i : i+len("spool_bench_")+12]
 		if !schemaExists(t, pool, schema) {
 			t.Errorf("--keep: schema %s is gone", schema)
 		}
@@ -421,8 +390,8 @@ func TestBenchDrain(t *testing.T) {
 		}
 	})
 
-	if r := runSpool(t, "bench", "drain", "--database-url", testdb.PostgresURL()); r.code != 2 || !strings.Contains(r.stderr, "--jobs") {
-		t.Errorf("bench drain without --jobs: want exit 2 naming --jobs, got %d %q", r.code, r.stderr)
+	if r := runSpool(t, "bench", "drain", "--database-url", testdb.PostgresURL()); r.Code != 2 || !strings.Contains(r.Stderr, "--jobs") {
+		t.Errorf("bench drain without --jobs: want exit 2 naming --jobs, got %d %q", r.Code, r.Stderr)
 	}
 }
 
@@ -433,13 +402,13 @@ func TestDatabaseURLChoice(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	r := runSpool(t, "queues")
-	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "spool.db")) || !strings.Contains(r.stderr, "spool migrate") {
-		t.Errorf("no database, not migrated: want exit 1 naming ./spool.db and spool migrate, got %d %q", r.code, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, filepath.Join(dir, "spool.db")) || !strings.Contains(r.Stderr, "spool migrate") {
+		t.Errorf("no database, not migrated: want exit 1 naming ./spool.db and spool migrate, got %d %q", r.Code, r.Stderr)
 	}
 	mustSpool(t, "migrate")
 	mustSpool(t, "enqueue", "--kind", "local")
-	if r := mustSpool(t, "jobs", "list", "--json"); !strings.Contains(r.stdout, `"kind": "local"`) && !strings.Contains(r.stdout, `"kind":"local"`) {
-		t.Errorf("default store: jobs list = %q", r.stdout)
+	if r := mustSpool(t, "jobs", "list", "--json"); !strings.Contains(r.Stdout, `"kind": "local"`) && !strings.Contains(r.Stdout, `"kind":"local"`) {
+		t.Errorf("default store: jobs list = %q", r.Stdout)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "spool.db")); err != nil {
 		t.Errorf("default store file: %v", err)
@@ -456,8 +425,8 @@ func TestDatabaseURLChoice(t *testing.T) {
 	// The flag wins over the environment.
 	t.Setenv(cli.EnvDatabaseURL, "nosuchscheme://x")
 	mustSpool(t, "queues", "--database-url", db)
-	if r := runSpool(t, "queues"); r.code != 1 || !strings.Contains(r.stderr, "nosuchscheme") {
-		t.Errorf("bad URL from the environment: want exit 1 naming the scheme, got %d %q", r.code, r.stderr)
+	if r := runSpool(t, "queues"); r.Code != 1 || !strings.Contains(r.Stderr, "nosuchscheme") {
+		t.Errorf("bad URL from the environment: want exit 1 naming the scheme, got %d %q", r.Code, r.Stderr)
 	}
 }
 
@@ -485,18 +454,18 @@ func TestUsage(t *testing.T) {
 		{[]string{"version"}, 0, "spool "},
 	} {
 		r := runSpool(t, tc.args...)
-		if r.code != tc.code {
-			t.Errorf("spool %v: exit %d, want %d", tc.args, r.code, tc.code)
+		if r.Code != tc.code {
+			t.Errorf("spool %v: exit %d, want %d", tc.args, r.Code, tc.code)
 		}
-		got := r.stderr
+		got := r.Stderr
 		if tc.code == 0 {
-			got = r.stdout
+			got = r.Stdout
 		}
 		if !strings.Contains(got, tc.out) {
 			t.Errorf("spool %v: output %q lacks %q", tc.args, got, tc.out)
 		}
-		if tc.code == 2 && !strings.HasPrefix(r.stderr, "spool: ") && len(tc.args) > 0 {
-			t.Errorf("spool %v: usage error should print 'spool: <err>', got %q", tc.args, r.stderr)
+		if tc.code == 2 && !strings.HasPrefix(r.Stderr, "spool: ") && len(tc.args) > 0 {
+			t.Errorf("spool %v: usage error should print 'spool: <err>', got %q", tc.args, r.Stderr)
 		}
 	}
 }

@@ -269,15 +269,15 @@ func runChaosRoundTest(t *testing.T, be string, args ...string) chaosRound {
 	r := runSpool(t, append([]string{"bench", "chaos", "--backend", be, "--json", "--quiet", "--workers", "3",
 		"--concurrency", "4", "--lease", "1s", "--drain-timeout", "30s"}, args...)...)
 	var res chaosResult
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-		t.Fatalf("json: %v (exit %d)", err, r.code)
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("json: %v (exit %d)", err, r.Code)
 	}
 	if len(res.Rounds) != 1 {
 		t.Fatalf("rounds: %+v", res.Rounds)
 	}
 	round := res.Rounds[0]
-	if r.code != 0 || !res.OK || !round.OK {
-		t.Errorf("invariants violated (exit %d): %v\n%s", r.code, round.Violations, strings.Join(round.Examples, "\n"))
+	if r.Code != 0 || !res.OK || !round.OK {
+		t.Errorf("invariants violated (exit %d): %v\n%s", r.Code, round.Violations, strings.Join(round.Examples, "\n"))
 	}
 	if round.Enqueued == 0 || round.Completed != round.Enqueued || round.Starts < round.Completed || round.MalformedAudit != 0 {
 		t.Errorf("counts: enqueued %d completed %d starts %d malformed %d", round.Enqueued, round.Completed, round.Starts, round.MalformedAudit)
@@ -318,8 +318,8 @@ func TestBenchChaosFlags(t *testing.T) {
 		{"--lease", "10ms"},
 		{"extra"},
 	} {
-		if r := runSpool(t, append([]string{"bench", "chaos"}, args...)...); r.code != 2 {
-			t.Errorf("bench chaos %v: exit %d, want 2", args, r.code)
+		if r := runSpool(t, append([]string{"bench", "chaos"}, args...)...); r.Code != 2 {
+			t.Errorf("bench chaos %v: exit %d, want 2", args, r.Code)
 		}
 	}
 }

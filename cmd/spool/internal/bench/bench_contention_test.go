@@ -13,7 +13,7 @@ func TestBenchContention(t *testing.T) {
 	r := mustSpool(t, "bench", "contention", "--json", "--quiet", "--processes", "2", "--threads", "2", "--slow", "1",
 		"--slow-duration", "100ms", "--delay", "20ms", "--database-url", "sqlite://"+filepath.Join(dir, "c.db"))
 	var res contentionResult
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 		t.Fatalf("json: %v", err)
 	}
 	if len(res.Runs) != 2 || res.Runs[0].Mode != "fair" || res.Runs[1].Mode != "backoff" {
@@ -31,7 +31,7 @@ func TestBenchContention(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("scratch files left: %v", entries)
 	}
-	if r := runSpool(t, "bench", "contention", "--database-url", "postgres://x@127.0.0.1/db"); r.code != 2 {
-		t.Errorf("contention on PostgreSQL: exit %d, want 2", r.code)
+	if r := runSpool(t, "bench", "contention", "--database-url", "postgres://x@127.0.0.1/db"); r.Code != 2 {
+		t.Errorf("contention on PostgreSQL: exit %d, want 2", r.Code)
 	}
 }

@@ -22,8 +22,8 @@ func TestBenchOrdering(t *testing.T) {
 				r := mustSpool(t, "bench", "ordering", "--jobs", "300", "--workers", "4", "--strategy", strategy,
 					"--plot", plotPath, "--json", "--database-url", server.url)
 				var res orderingResult
-				if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-					t.Fatalf("--json must print only a JSON object: %v\n%s", err, r.stdout)
+				if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+					t.Fatalf("--json must print only a JSON object: %v\n%s", err, r.Stdout)
 				}
 				if res.Backend != server.name || res.Strategy != strategy || res.Jobs != 300 || res.Clients != 4 || res.Runs != 300 || res.RanTwice != 0 {
 					t.Fatalf("result: %+v", res)
@@ -59,7 +59,7 @@ func TestBenchDrainStrategy(t *testing.T) {
 	for _, url := range []string{testdb.MySQLURL(), testdb.PostgresURL()} {
 		r := mustSpool(t, "bench", "drain", "--jobs", "200", "--strategy", "optimistic", "--json", "--database-url", url)
 		var res drainResult
-		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 			t.Fatal(err)
 		}
 		if res.Strategy != "optimistic" || res.Jobs != 200 {
@@ -78,15 +78,15 @@ func TestBenchOrderingBadInput(t *testing.T) {
 		{"--plot", "out.gif", "--database-url", testdb.MySQLURL()},
 	} {
 		r := runSpool(t, append([]string{"bench", "ordering"}, args...)...)
-		if r.code != 2 || r.stdout != "" {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, r.code, r.stdout, r.stderr)
+		if r.Code != 2 || r.Stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, r.Code, r.Stdout, r.Stderr)
 		}
-		if strings.Contains(r.stderr, "spool_bench_") {
-			t.Errorf("%v: a scratch store was made: %s", args, r.stderr)
+		if strings.Contains(r.Stderr, "spool_bench_") {
+			t.Errorf("%v: a scratch store was made: %s", args, r.Stderr)
 		}
 	}
 	r := runSpool(t, "bench", "drain", "--jobs", "10", "--strategy", "fast", "--database-url", testdb.PostgresURL())
-	if r.code != 2 {
-		t.Errorf("drain --strategy fast: exit %d", r.code)
+	if r.Code != 2 {
+		t.Errorf("drain --strategy fast: exit %d", r.Code)
 	}
 }

@@ -10,17 +10,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spoolq/spool/cmd/spool/internal/cli/clitest"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // benchJSON runs a bench scenario with --json (and the test server) and
 // decodes its output into out.
-func benchJSON(t *testing.T, out any, args ...string) result {
+func benchJSON(t *testing.T, out any, args ...string) clitest.Result {
 	t.Helper()
 	args = append(append([]string{"bench"}, args...), "--json", "--database-url", testdb.PostgresURL())
 	r := mustSpool(t, args...)
-	if err := json.Unmarshal([]byte(r.stdout), out); err != nil {
-		t.Fatalf("spool %s --json must print only a JSON object: %v\n%s", strings.Join(args, " "), err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), out); err != nil {
+		t.Fatalf("spool %s --json must print only a JSON object: %v\n%s", strings.Join(args, " "), err, r.Stdout)
 	}
 	return r
 }
@@ -258,12 +259,12 @@ func TestBenchCeiling(t *testing.T) {
 	r := mustSpool(t, "bench", "ceiling", "--jobs", "300", "--variants", "claim-delete", "--sessions", "3", "--quiet",
 		"--database-url", testdb.PostgresURL())
 	for _, want := range []string{"VARIANT", "claim-delete", "3 sessions"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.Stdout)
 		}
 	}
-	if strings.Contains(r.stdout, "spool-keep") {
-		t.Errorf("--variants claim-delete ran other variants:\n%s", r.stdout)
+	if strings.Contains(r.Stdout, "spool-keep") {
+		t.Errorf("--variants claim-delete ran other variants:\n%s", r.Stdout)
 	}
 }
 
@@ -295,8 +296,8 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"drain", "--jobs", "10", "--plot", filepath.Join(dir, "x.jpg")}, ".png or .svg"},
 	} {
 		r := runSpool(t, append(append([]string{"bench"}, tc.args...), "--database-url", url)...)
-		if r.code != 2 || !strings.Contains(r.stderr, tc.msg) {
-			t.Errorf("bench %v: want exit 2 naming %s, got %d %q", tc.args, tc.msg, r.code, r.stderr)
+		if r.Code != 2 || !strings.Contains(r.Stderr, tc.msg) {
+			t.Errorf("bench %v: want exit 2 naming %s, got %d %q", tc.args, tc.msg, r.Code, r.Stderr)
 		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
@@ -320,8 +321,8 @@ func TestBenchOnMySQL(t *testing.T) {
 	run := func(out any, args ...string) {
 		t.Helper()
 		r := mustSpool(t, append(append([]string{"bench"}, args...), "--json", "--database-url", testdb.MySQLURL())...)
-		if err := json.Unmarshal([]byte(r.stdout), out); err != nil {
-			t.Fatalf("bench %v --json: %v\n%s", args, err, r.stdout)
+		if err := json.Unmarshal([]byte(r.Stdout), out); err != nil {
+			t.Fatalf("bench %v --json: %v\n%s", args, err, r.Stdout)
 		}
 	}
 
@@ -361,8 +362,8 @@ func TestBenchBloatOnSQLite(t *testing.T) {
 	r := mustSpool(t, "bench", "bloat", "--rate", "300", "--hold", "2s", "--baseline", "1s", "--sample", "200ms", "--json",
 		"--database-url", "sqlite://"+filepath.Join(dir, "b.db"))
 	var bl bloatResult
-	if err := json.Unmarshal([]byte(r.stdout), &bl); err != nil {
-		t.Fatalf("bench bloat --json: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &bl); err != nil {
+		t.Fatalf("bench bloat --json: %v\n%s", err, r.Stdout)
 	}
 	if !strings.Contains(bl.Hold, "read transaction") || !strings.Contains(bl.DeadMeasure, "write-ahead log") {
 		t.Errorf("hold %q, dead measure %q", bl.Hold, bl.DeadMeasure)

@@ -1,17 +1,14 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/cli/clitest"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -35,51 +32,16 @@ func runAsCLI(ctx context.Context, env *cli.Env, args []string) int {
 	return cli.Exit(env, New(env).Run(ctx, args[1:]))
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of progress
-// and logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// result is what one spool invocation produced.
-type result struct {
-	stdout, stderr string
-	code           int
-}
-
 // runSpool runs a "bench …" command line in-process.
-func runSpool(t *testing.T, args ...string) result {
+func runSpool(t *testing.T, args ...string) clitest.Result {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	code := runAsCLI(ctx, &cli.Env{Stdout: &stdout, Stderr: &stderr}, args)
-	r := result{stdout: stdout.String(), stderr: stderr.String(), code: code}
-	t.Logf("spool %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-	return r
+	return clitest.Run(t, runAsCLI, nil, args...)
 }
 
 // mustSpool runs the command line and fails the test unless it exits 0.
-func mustSpool(t *testing.T, args ...string) result {
+func mustSpool(t *testing.T, args ...string) clitest.Result {
 	t.Helper()
-	r := runSpool(t, args...)
-	if r.code != 0 {
-		t.Fatalf("spool %s: exit %d, stderr: %s", strings.Join(args, " "), r.code, r.stderr)
-	}
-	return r
+	return clitest.MustRun(t, runAsCLI, args...)
 }
 
 // testDB returns a pool to the test server; a missing server fails the test.
