@@ -87,14 +87,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	failed := 0
+	var failed []string
 	for _, r := range records {
 		if r.Error != "" {
-			failed++
+			failed = append(failed, strings.TrimSpace(fmt.Sprintf("%s %s %s", r.Scenario, r.System, r.Method))+": "+r.Error)
 		}
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d runs failed", failed, len(records))
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d runs failed: %s", len(failed), len(records), strings.Join(failed, "; "))
 	}
 	return nil
 }

@@ -124,6 +124,25 @@ async function insertAll(utils, spec) {
   return Number(nowNS() - t0) / 1e9;
 }
 
+// waitTableEmpty resolves when the jobs table is empty: every completion
+// written. A job is complete when its row is deleted, after its handler
+// returned; without batching, Graphile Worker sends that DELETE without
+// waiting for it, and runner.stop() does not wait for it either, so a
+// count taken right after the last handler (or after stop) can miss
+// completions still in flight. It rejects when the count has not moved for
+// STALL_LIMIT_MS.
+async function waitTableEmpty(utils) {
+  let remaining = -1;
+  let last = Date.now();
+  for (;;) {
+    const n = await countJobs(utils);
+    if (n === 0) return;
+    if (n !== remaining) [remaining, last] = [n, Date.now()];
+    if (Date.now() - last > STALL_LIMIT_MS) throw new Error(`${n} jobs left in the table after every job ran`);
+    await sleep(1);
+  }
+}
+
 async function drain(spec, res, preset, utils) {
   const insertSeconds = await insertAll(utils, spec);
   res.insert_jobs_per_s = spec.jobs / insertSeconds;
@@ -131,20 +150,10 @@ async function drain(spec, res, preset, utils) {
   const taskList = { [TASK]: async (payload) => h.mark(payload.seq) };
   const t0 = nowNS();
   const runner = await run({ taskList, noHandleSignals: true, preset });
-  let remaining = -1;
   let t1;
   try {
     await waitProgress(h.all, () => h.total, () => `${h.distinct} of ${spec.jobs} jobs run`);
-    // A job is complete when its row is deleted; the handler returned before
-    // that. Look until the table is empty: every completion written.
-    let last = Date.now();
-    for (;;) {
-      const n = await countJobs(utils);
-      if (n === 0) break;
-      if (n !== remaining) [remaining, last] = [n, Date.now()];
-      if (Date.now() - last > STALL_LIMIT_MS) throw new Error(`${n} jobs left in the table after every job ran`);
-      await sleep(1);
-    }
+    await waitTableEmpty(utils);
     t1 = nowNS();
   } finally {
     await runner.stop();
@@ -186,6 +195,7 @@ async function steady(spec, res, preset, utils) {
       w.once("exit", (code) => code !== 0 && reject(new Error(`inserter exited with ${code}`)));
     });
     await waitProgress(h.all, () => h.distinct, () => `${h.distinct} of ${total} jobs started`);
+    await waitTableEmpty(utils);
   } finally {
     await runner.stop();
   }
