@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -44,4 +45,40 @@ func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 // QueueStats counts jobs by queue and state.
 func (c *Client) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
 	return c.backend.QueueStatsAll(ctx)
+}
+
+// QueuePause pauses a queue: no process claims its jobs until it is resumed,
+// from the moment the pause commits (every claim checks it in the store, so
+// a process that missed the news stops too). Running jobs run to their end.
+// The pause is stored: it survives restarts. Pausing a paused queue is no
+// error. A queue name that could never exist is refused with an
+// *InvalidJobError for the field "queue".
+func (c *Client) QueuePause(ctx context.Context, queue string) error {
+	return c.setPaused(ctx, queue, true)
+}
+
+// QueueResume resumes a paused queue; processes that listen for wake-ups
+// claim from it at once, others at their next poll. Resuming a queue that is
+// not paused is no error.
+func (c *Client) QueueResume(ctx context.Context, queue string) error {
+	return c.setPaused(ctx, queue, false)
+}
+
+func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error {
+	verb := map[bool]string{true: "pause", false: "resume"}[paused]
+	if err := ValidateQueueName(queue); err != nil {
+		return fmt.Errorf("%s queue: %w", verb, err)
+	}
+	if err := c.backend.QueuePause(ctx, &backend.QueuePauseParams{Queue: queue, Paused: paused}); err != nil {
+		return err
+	}
+	if !paused {
+		c.engine.Wake(queue)
+	}
+	return nil
+}
+
+// QueuesPaused lists the paused queues and since when each is paused.
+func (c *Client) QueuesPaused(ctx context.Context) ([]PausedQueue, error) {
+	return c.backend.QueuePausedAll(ctx)
 }

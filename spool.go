@@ -51,6 +51,9 @@ type JobArgsWithInsertOpts interface {
 // JobRow is a job as stored, without decoded args.
 type JobRow = backend.JobRow
 
+// PausedQueue is a paused queue and when it was paused (see Client.QueuePause).
+type PausedQueue = backend.PausedQueue
+
 // JobState is a job's lifecycle state.
 type JobState = backend.State
 

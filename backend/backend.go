@@ -276,6 +276,18 @@ type QueueStats struct {
 	Counts map[State]int64
 }
 
+// QueuePauseParams pauses (Paused) or resumes a queue.
+type QueuePauseParams struct {
+	Queue  string
+	Paused bool
+}
+
+// PausedQueue is a paused queue and when it was paused (the store's clock).
+type PausedQueue struct {
+	Queue string
+	Since time.Time
+}
+
 // LeaderElectParams tries to become, or stay, the leader of Name for TTL.
 type LeaderElectParams struct {
 	Name     string
@@ -336,6 +348,15 @@ type Backend interface {
 	// JobCancel returns ErrNotFound or ErrInvalidState (already finished).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
 	QueueStatsAll(ctx context.Context) ([]QueueStats, error)
+	// QueuePause pauses or resumes a queue. While a queue is paused, JobClaim
+	// takes none of its jobs, in every process: the setting is stored and
+	// the claim checks it. Running jobs are not touched. Pausing a paused
+	// queue (or resuming a running one) changes nothing and is no error; a
+	// queue need not have jobs to be paused. Resuming wakes listeners of the
+	// queue where the backend is a Notifier.
+	QueuePause(ctx context.Context, p *QueuePauseParams) error
+	// QueuePausedAll lists the paused queues, by name.
+	QueuePausedAll(ctx context.Context) ([]PausedQueue, error)
 
 	// LeaderElect reports whether ClientID leads Name after the call.
 	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)

@@ -100,6 +100,8 @@ func Run(t *testing.T, h Harness) {
 		{"QueueConcurrencyLimit", testQueueConcurrency},
 		{"DelayedJob", testDelayedJob},
 		{"LocalWakeForDelaysAndRetries", testLocalWake},
+		{"PauseStopsClaims", testPauseStopsClaims},
+		{"PauseRunningClient", testPauseRunningClient},
 		{"StartStopStress", testStartStopStress},
 	}
 	tests = append(tests, inputEdgeTests()...)

@@ -72,6 +72,9 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	s := b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, paused := s.paused[p.Queue]; paused {
+		return nil, nil
+	}
 	var due []*backend.JobRow
 	for _, j := range s.jobs {
 		if j.Queue == p.Queue && pending(j.State) && !j.RunAt.After(t) {
@@ -361,6 +364,42 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 		out = append(out, backend.QueueStats{Queue: q, Counts: counts})
 	}
 	slices.SortFunc(out, func(a, b backend.QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
+	return out, nil
+}
+
+// QueuePause implements backend.Backend.
+func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
+	verb := map[bool]string{true: "pause", false: "resume"}[p.Paused]
+	if err := b.check(); err != nil {
+		return fmt.Errorf("%s queue %q: %w", verb, p.Queue, err)
+	}
+	b.s.mu.Lock()
+	_, was := b.s.paused[p.Queue]
+	switch {
+	case p.Paused && !was:
+		b.s.paused[p.Queue] = now()
+	case !p.Paused:
+		delete(b.s.paused, p.Queue)
+	}
+	b.s.mu.Unlock()
+	if !p.Paused && was {
+		b.s.hub.publish([]backend.Wake{{Queue: p.Queue}})
+	}
+	return nil
+}
+
+// QueuePausedAll implements backend.Backend.
+func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, error) {
+	if err := b.check(); err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	b.s.mu.Lock()
+	out := make([]backend.PausedQueue, 0, len(b.s.paused))
+	for q, since := range b.s.paused {
+		out = append(out, backend.PausedQueue{Queue: q, Since: since})
+	}
+	b.s.mu.Unlock()
+	slices.SortFunc(out, func(a, b backend.PausedQueue) int { return cmp.Compare(a.Queue, b.Queue) })
 	return out, nil
 }
 

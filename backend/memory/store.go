@@ -17,6 +17,7 @@ type store struct {
 	nextID  int64
 	jobs    map[int64]*backend.JobRow
 	leaders map[string]leader
+	paused  map[string]time.Time // paused queues and since when
 	hub     hub
 }
 
@@ -29,6 +30,7 @@ func newStore() *store {
 	return &store{
 		jobs:    map[int64]*backend.JobRow{},
 		leaders: map[string]leader{},
+		paused:  map[string]time.Time{},
 		hub:     hub{subs: map[int]chan backend.Wake{}},
 	}
 }

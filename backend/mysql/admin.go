@@ -124,3 +124,38 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 type stateError struct{ state backend.State }
 
 func (e *stateError) Error() string { return "not allowed in state " + string(e.state) }
+
+// QueuePause implements backend.Backend. MySQL has no notifications:
+// clients of a resumed queue find its jobs at their next poll.
+func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
+	q, verb := b.sql.queueResume, "resume"
+	if p.Paused {
+		q, verb = b.sql.queuePause, "pause"
+	}
+	if _, err := b.db.ExecContext(ctx, q, p.Queue); err != nil {
+		return fmt.Errorf("%s queue %q: %w", verb, p.Queue, err)
+	}
+	return nil
+}
+
+// QueuePausedAll implements backend.Backend.
+func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, error) {
+	rows, err := b.db.QueryContext(ctx, b.sql.queuePausedAll)
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	defer rows.Close()
+	var out []backend.PausedQueue
+	for rows.Next() {
+		var q backend.PausedQueue
+		if err := rows.Scan(&q.Queue, &q.Since); err != nil {
+			return nil, fmt.Errorf("list paused queues: %w", err)
+		}
+		q.Since = q.Since.UTC()
+		out = append(out, q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	return out, nil
+}

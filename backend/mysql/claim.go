@@ -64,7 +64,7 @@ func claimOrder(a, b *backend.JobRow) int {
 func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	var jobs []*backend.JobRow
 	err := b.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(p.Max)+" FOR UPDATE SKIP LOCKED", p.Queue)
+		rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(p.Max)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
 		if err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func (b *Backend) readWindow(ctx context.Context, queue string, n int) ([]*backe
 		now   time.Time
 	)
 	err := b.retry(ctx, func() error {
-		rows, err := b.db.QueryContext(ctx, b.sql.window+"\nLIMIT "+strconv.Itoa(n), queue)
+		rows, err := b.db.QueryContext(ctx, b.sql.window+"\nLIMIT "+strconv.Itoa(n), queue, queue)
 		if err != nil {
 			return err
 		}

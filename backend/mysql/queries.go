@@ -32,6 +32,7 @@ type queries struct {
 	insertHead, get, listHead, retry, cancel string
 	stats, leaderUpdate, leaderInsert        string
 	leaderResign, schemaVersion              string
+	queuePause, queueResume, queuePausedAll  string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
@@ -56,6 +57,9 @@ func buildQueries(db string) (queries, error) {
 		"claim_select":      &q.claimSelect,
 		"claim_update":      &q.claimUpdate,
 		"window":            &q.window,
+		"queue_pause":       &q.queuePause,
+		"queue_resume":      &q.queueResume,
+		"queue_paused_all":  &q.queuePausedAll,
 		"optimistic_update": &q.optimisticUpdate,
 		"optimistic_won":    &q.optimisticWon,
 		"lock_for_finish":   &q.lockForFinish,

@@ -96,3 +96,44 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 	}
 	return out, nil
 }
+
+// QueuePause implements backend.Backend. Resuming a paused queue notifies
+// its listeners, in the same statement.
+func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
+	var err error
+	if p.Paused {
+		_, err = b.pool.Exec(ctx, b.sql.queuePause, p.Queue)
+	} else {
+		_, err = b.pool.Exec(ctx, b.sql.queueResume, p.Queue, b.channel)
+	}
+	if err != nil {
+		return fmt.Errorf("%s queue %q: %w", pauseVerb(p.Paused), p.Queue, err)
+	}
+	return nil
+}
+
+// pauseVerb names the operation of QueuePause, for errors.
+func pauseVerb(paused bool) string {
+	if paused {
+		return "pause"
+	}
+	return "resume"
+}
+
+// QueuePausedAll implements backend.Backend.
+func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, error) {
+	rows, err := b.pool.Query(ctx, b.sql.queuePausedAll)
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.PausedQueue, error) {
+		var q backend.PausedQueue
+		err := r.Scan(&q.Queue, &q.Since)
+		q.Since = q.Since.UTC()
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	return out, nil
+}

@@ -19,6 +19,7 @@ type queries struct {
 	get, list, retry, cancel, stats                         string
 	leaderElect, leaderResign                               string
 	schemaVersion                                           string
+	queuePause, queueResume, queuePausedAll                 string
 	optimisticWindow, optimisticClaim                       string
 }
 
@@ -61,6 +62,9 @@ func buildQueries(schema string) (queries, error) {
 		"schema_version":    &q.schemaVersion,
 		"optimistic_window": &q.optimisticWindow,
 		"optimistic_claim":  &q.optimisticClaim,
+		"queue_pause":       &q.queuePause,
+		"queue_resume":      &q.queueResume,
+		"queue_paused_all":  &q.queuePausedAll,
 	})
 	return q, err
 }

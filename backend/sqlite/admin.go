@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -115,6 +116,61 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 	out, err := backend.CollectQueueStats(rows)
 	if err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	return out, nil
+}
+
+// QueuePause implements backend.Backend. Resuming wakes this process's
+// listeners of the queue at once; other processes see the commit through
+// their watch of the file.
+func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
+	verb := "resume"
+	if p.Paused {
+		verb = "pause"
+	}
+	var resumed int64
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		if p.Paused {
+			_, err := tx.ExecContext(ctx, stmt.queuePause, p.Queue, nowMicros())
+			return err
+		}
+		res, err := tx.ExecContext(ctx, stmt.queueResume, p.Queue)
+		if err != nil {
+			return err
+		}
+		resumed, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s queue %q: %w", verb, p.Queue, err)
+	}
+	if resumed > 0 {
+		b.st.hub.publish(backend.Wake{Queue: p.Queue})
+	}
+	return nil
+}
+
+// QueuePausedAll implements backend.Backend.
+func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, error) {
+	rows, err := b.st.readers.QueryContext(ctx, stmt.queuePausedAll)
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	defer rows.Close()
+	var out []backend.PausedQueue
+	for rows.Next() {
+		var (
+			q  backend.PausedQueue
+			us int64
+		)
+		if err := rows.Scan(&q.Queue, &us); err != nil {
+			return nil, fmt.Errorf("list paused queues: %w", err)
+		}
+		q.Since = time.UnixMicro(us).UTC()
+		out = append(out, q)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
 	}
 	return out, nil
 }

@@ -40,6 +40,9 @@ type statements struct {
 	stallCredited         string
 	stallTableExists      string
 	stats                 string
+	queuePause            string
+	queueResume           string
+	queuePausedAll        string
 }
 
 // finishInput is the JSON array of [id, fence, outcome, delay_us, error]
@@ -86,6 +89,9 @@ func mustLoadStatements() statements {
 		"stall_credited":          &s.stallCredited,
 		"stall_table_exists":      &s.stallTableExists,
 		"stats":                   &s.stats,
+		"queue_pause":             &s.queuePause,
+		"queue_resume":            &s.queueResume,
+		"queue_paused_all":        &s.queuePausedAll,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("sqlite backend: %v", err))

@@ -311,13 +311,13 @@ func TestQueues(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("queues table: want header and 2 rows:\n%s", r.Stdout)
 	}
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "QUEUE AVAILABLE SCHEDULED RETRYABLE RUNNING COMPLETED DISCARDED CANCELLED TOTAL" {
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "QUEUE AVAILABLE SCHEDULED RETRYABLE RUNNING COMPLETED DISCARDED CANCELLED TOTAL PAUSED" {
 		t.Errorf("queues header: %q", lines[0])
 	}
-	if got := strings.Join(strings.Fields(lines[1]), " "); got != "alpha 2 1 0 0 0 0 0 3" {
+	if got := strings.Join(strings.Fields(lines[1]), " "); got != "alpha 2 1 0 0 0 0 0 3 -" {
 		t.Errorf("alpha row: %q", got)
 	}
-	if got := strings.Join(strings.Fields(lines[2]), " "); got != "beta 0 0 0 0 0 0 1 1" {
+	if got := strings.Join(strings.Fields(lines[2]), " "); got != "beta 0 0 0 0 0 0 1 1 -" {
 		t.Errorf("beta row: %q", got)
 	}
 }

@@ -7,13 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"time"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
-// QueuesCommand counts jobs by state for every queue that has jobs.
+// QueuesCommand counts jobs by state for every queue that has jobs or is
+// paused, and pauses and resumes queues.
 type QueuesCommand struct{ m *Main }
 
 // queueJSON is one queue in the JSON output of spool queues.
@@ -21,6 +25,8 @@ type queueJSON struct {
 	Queue  string      `json:"queue"`
 	Counts stateCounts `json:"counts"`
 	Total  int64       `json:"total"`
+	// PausedSince is when the queue was paused; absent while it runs.
+	PausedSince *time.Time `json:"paused_since,omitempty"`
 }
 
 // stateCounts are job counts by state; they encode as a JSON object with
@@ -52,26 +58,67 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return cli.Usagef("queues", "unexpected argument %q", pos[0])
+	var action string
+	switch {
+	case len(pos) == 0:
+	case pos[0] == "pause" || pos[0] == "resume":
+		if len(pos) != 2 {
+			return cli.Usagef("queues", "queues %s takes one queue name", pos[0])
+		}
+		if err := spool.ValidateQueueName(pos[1]); err != nil {
+			return cli.Usagef("queues", "%v", err)
+		}
+		action = pos[0]
+	default:
+		return cli.Usagef("queues", "unexpected argument %q (want pause NAME or resume NAME)", pos[0])
 	}
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
 		return err
 	}
 	defer closeClient()
+	switch action {
+	case "pause":
+		if err := client.QueuePause(ctx, pos[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.m.Stdout, "queue %s paused: no process claims its jobs until it is resumed; running jobs finish\n", pos[1])
+		return nil
+	case "resume":
+		if err := client.QueueResume(ctx, pos[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.m.Stdout, "queue %s resumed\n", pos[1])
+		return nil
+	}
 	stats, err := client.QueueStats(ctx)
 	if err != nil {
 		return err
 	}
-	out := make([]queueJSON, len(stats))
-	for i, s := range stats {
+	paused, err := client.QueuesPaused(ctx)
+	if err != nil {
+		return err
+	}
+	out := make([]queueJSON, 0, len(stats)+len(paused))
+	byName := map[string]int{}
+	for _, s := range stats {
 		q := queueJSON{Queue: s.Queue, Counts: stateCounts(s.Counts)}
 		for _, st := range backend.AllStates {
 			q.Total += s.Counts[st]
 		}
-		out[i] = q
+		byName[s.Queue] = len(out)
+		out = append(out, q)
 	}
+	for _, p := range paused {
+		since := p.Since
+		i, ok := byName[p.Queue]
+		if !ok {
+			i = len(out)
+			out = append(out, queueJSON{Queue: p.Queue, Counts: stateCounts{}})
+		}
+		out[i].PausedSince = &since
+	}
+	slices.SortFunc(out, func(a, b queueJSON) int { return strings.Compare(a.Queue, b.Queue) })
 	if *asJSON {
 		return cli.WriteJSON(c.m.Stdout, out)
 	}
@@ -84,14 +131,18 @@ func printQueues(w io.Writer, queues []queueJSON) error {
 	for _, st := range backend.AllStates {
 		header = append(header, strings.ToUpper(string(st)))
 	}
-	header = append(header, "TOTAL")
+	header = append(header, "TOTAL", "PAUSED")
 	rows := [][]string{header}
 	for _, q := range queues {
 		row := []string{q.Queue}
 		for _, st := range backend.AllStates {
 			row = append(row, fmt.Sprint(q.Counts[st]))
 		}
-		rows = append(rows, append(row, fmt.Sprint(q.Total)))
+		paused := "-"
+		if q.PausedSince != nil {
+			paused = "since " + q.PausedSince.UTC().Format(time.RFC3339)
+		}
+		rows = append(rows, append(row, fmt.Sprint(q.Total), paused))
 	}
 	widths := make([]int, len(header))
 	for _, row := range rows {
@@ -105,6 +156,8 @@ func printQueues(w io.Writer, queues []queueJSON) error {
 			switch {
 			case i == 0:
 				fmt.Fprintf(&b, "%-*s", widths[i], cell)
+			case i == len(row)-1:
+				fmt.Fprintf(&b, "  %s", cell)
 			default:
 				fmt.Fprintf(&b, "  %*s", widths[i], cell)
 			}
@@ -119,15 +172,25 @@ func printQueues(w io.Writer, queues []queueJSON) error {
 func (c *QueuesCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool queues [flags]
+       spool queues pause NAME [flags]
+       spool queues resume NAME [flags]
 
 Counts the jobs of every queue by state, in lifecycle order: available,
-scheduled, retryable, running, completed, discarded, cancelled, and the total.
-Queues without jobs are not shown.
+scheduled, retryable, running, completed, discarded, cancelled, and the
+total, and says which queues are paused and since when. Queues without jobs
+are shown only while paused.
+
+pause NAME stops every process from claiming the queue's jobs, from the
+moment it commits: each claim checks it in the database. Jobs already
+running finish. The pause is stored and survives restarts. resume NAME
+undoes it; workers that listen for wake-ups (PostgreSQL, SQLite) start the
+waiting jobs at once, others at their next poll. Both are idempotent.
 
 Flags:
 
 	--json
-		print a JSON array of {"queue", "counts": {state: n}, "total"}
+		print a JSON array of {"queue", "counts": {state: n}, "total",
+		"paused_since" (only while paused)}
 	--database-url URL
 		database (default $SPOOL_DATABASE_URL)
 `, "\n")

@@ -2,7 +2,9 @@
 -- pending rows of a queue in claim order from the claim index,
 -- skipping rows others hold; no gap locks, no waits. The suffix
 -- "LIMIT n FOR UPDATE SKIP LOCKED" is appended. The database's now
--- comes back with the rows and is the base of the lease.
+-- comes back with the rows and is the base of the lease. Nothing is
+-- claimed from a paused queue. Params: the queue, twice.
 SELECT {{cols}}, UTC_TIMESTAMP(6) FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_claim)
 WHERE queue = ? AND pending = 1 AND run_at <= UTC_TIMESTAMP(6)
+  AND NOT EXISTS (SELECT 1 FROM {{db}}.spool_queues q WHERE q.name = ? AND q.paused_at IS NOT NULL)
 ORDER BY priority, run_at, id

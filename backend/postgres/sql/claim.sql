@@ -4,12 +4,14 @@
 -- read only above the floor ($5, $6, $7; floor.go); rows of a higher
 -- priority (lower number) always, so a job of a higher priority that
 -- became due (a scheduled job, a retry) is never behind a floor.
+-- Nothing is claimed from a paused queue (spool_queues.paused_at set).
 -- MATERIALIZED keeps each LIMIT binding: without it the planner may
 -- re-run a subquery per row and lock more rows than it claims.
 WITH higher AS MATERIALIZED (
   SELECT id FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND priority < $5::smallint
+    AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
   ORDER BY priority, run_at, id
   LIMIT $2
   FOR UPDATE SKIP LOCKED
@@ -18,6 +20,7 @@ above AS MATERIALIZED (
   SELECT id FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
+    AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
   ORDER BY priority, run_at, id
   LIMIT $2 - (SELECT count(*) FROM higher)
   FOR UPDATE SKIP LOCKED

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestQueuesPauseResume: spool queues pause stores the pause (a later
+// process lists it, with an empty queue too), resume undoes it, and a
+// missing or impossible name is a usage error that changes nothing.
+func TestQueuesPauseResume(t *testing.T) {
+	db := sqliteStore(t)
+	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail")
+	list := func() map[string]queueJSON {
+		t.Helper()
+		var qs []queueJSON
+		if err := json.Unmarshal([]byte(mustSpool(t, "queues", "--json", "--database-url", db).Stdout), &qs); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]queueJSON{}
+		for _, q := range qs {
+			out[q.Queue] = q
+		}
+		return out
+	}
+	if r := mustSpool(t, "queues", "pause", "mail", "--database-url", db); !strings.Contains(r.Stdout, "queue mail paused") {
+		t.Errorf("pause said %q", r.Stdout)
+	}
+	mustSpool(t, "queues", "pause", "reports", "--database-url", db)
+	qs := list()
+	if qs["mail"].PausedSince == nil || qs["mail"].Total != 1 || qs["reports"].PausedSince == nil || qs["reports"].Total != 0 {
+		t.Fatalf("queues after pause: %+v", qs)
+	}
+	if r := mustSpool(t, "queues", "--database-url", db); !strings.Contains(r.Stdout, "PAUSED") || !strings.Contains(r.Stdout, "since ") {
+		t.Errorf("table does not show the pause:\n%s", r.Stdout)
+	}
+	for _, args := range [][]string{{"queues", "pause"}, {"queues", "pause", "a", "b"}, {"queues", "pause", "a b"}, {"queues", "stop", "mail"}} {
+		if r := runSpool(t, append(args, "--database-url", db)...); r.Code != 2 {
+			t.Errorf("spool %v: exit %d, want 2", args, r.Code)
+		}
+	}
+	mustSpool(t, "queues", "resume", "mail", "--database-url", db)
+	mustSpool(t, "queues", "resume", "mail", "--database-url", db) // idempotent
+	qs = list()
+	if qs["mail"].PausedSince != nil || qs["reports"].PausedSince == nil || len(qs) != 2 {
+		t.Fatalf("queues after resume: %+v", qs)
+	}
+}
