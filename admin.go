@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -81,4 +82,65 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error
 // QueuesPaused lists the paused queues and since when each is paused.
 func (c *Client) QueuesPaused(ctx context.Context) ([]PausedQueue, error) {
 	return c.backend.QueuePausedAll(ctx)
+}
+
+// PruneParams selects finished jobs to delete (Client.JobsPrune).
+type PruneParams struct {
+	// States are the finished states to prune: JobStateCompleted,
+	// JobStateDiscarded, JobStateCancelled. At least one.
+	States []JobState
+	// OlderThan deletes jobs finished at least this long ago (by the store's
+	// clock). Must be positive.
+	OlderThan time.Duration
+	// BatchSize is how many jobs one delete removes, each in a short
+	// transaction of its own so that claims are never held up for long.
+	// Defaults to 10,000.
+	BatchSize int
+}
+
+// JobsPrune deletes finished jobs of the given states that finished more
+// than OlderThan ago, batch by batch until none is left or ctx ends, and
+// returns how many it deleted (also when it stops on an error). Running and
+// pending jobs are never touched. Bad parameters are refused with
+// ErrInvalidConfig and delete nothing.
+func (c *Client) JobsPrune(ctx context.Context, p PruneParams) (int, error) {
+	if p.OlderThan <= 0 {
+		return 0, fmt.Errorf("prune jobs: %w: OlderThan %s is not positive", ErrInvalidConfig, p.OlderThan)
+	}
+	if p.BatchSize == 0 {
+		p.BatchSize = 10000
+	}
+	if p.BatchSize < 1 || p.BatchSize > 100000 {
+		return 0, fmt.Errorf("prune jobs: %w: BatchSize %d is out of range 1..100000", ErrInvalidConfig, p.BatchSize)
+	}
+	cp := &backend.JobCleanupParams{Max: p.BatchSize}
+	if len(p.States) == 0 {
+		return 0, fmt.Errorf("prune jobs: %w: no state to prune (completed, discarded or cancelled)", ErrInvalidConfig)
+	}
+	for _, s := range p.States {
+		switch s {
+		case JobStateCompleted:
+			cp.CompletedAge = p.OlderThan
+		case JobStateDiscarded:
+			cp.DiscardedAge = p.OlderThan
+		case JobStateCancelled:
+			cp.CancelledAge = p.OlderThan
+		default:
+			return 0, fmt.Errorf("prune jobs: %w: state %q is not a finished state (completed, discarded or cancelled)", ErrInvalidConfig, s)
+		}
+	}
+	total := 0
+	for {
+		n, err := c.backend.JobCleanup(ctx, cp)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("prune jobs: %d deleted, then: %w", total, err)
+		}
+		if n < cp.Max {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("prune jobs: %d deleted, then: %w", total, err)
+		}
+	}
 }

@@ -26,13 +26,14 @@ func (c *JobsCommand) subcommands() map[string]cli.Command {
 		"show":   &JobsShowCommand{m: c.m},
 		"retry":  &JobsRetryCommand{m: c.m},
 		"cancel": &JobsCancelCommand{m: c.m},
+		"prune":  &JobsPruneCommand{m: c.m},
 	}
 }
 
 // Run implements cli.Command.
 func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return cli.Usagef("jobs", "missing subcommand (list, show, retry or cancel)")
+		return cli.Usagef("jobs", "missing subcommand (list, show, retry, cancel or prune)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -40,7 +41,7 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	}
 	sub, ok := c.subcommands()[args[0]]
 	if !ok {
-		return cli.Usagef("jobs", "unknown subcommand %q (want list, show, retry or cancel)", args[0])
+		return cli.Usagef("jobs", "unknown subcommand %q (want list, show, retry, cancel or prune)", args[0])
 	}
 	return sub.Run(ctx, args[1:])
 }
@@ -56,6 +57,7 @@ Subcommands:
 	show      show one job with its args, metadata and error history
 	retry     make a job that is not running available again, with fresh attempts
 	cancel    cancel a pending or running job
+	prune     delete finished jobs older than an age
 
 Run 'spool jobs <subcommand> -h' for a subcommand's usage.
 `, "\n")

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestQueuesPauseResume: spool queues pause stores the pause (a later
@@ -45,5 +47,42 @@ func TestQueuesPauseResume(t *testing.T) {
 	qs = list()
 	if qs["mail"].PausedSince != nil || qs["reports"].PausedSince == nil || len(qs) != 2 {
 		t.Fatalf("queues after resume: %+v", qs)
+	}
+}
+
+// TestJobsPrune: spool jobs prune deletes only finished jobs of the named
+// states older than the age, and bad flags are usage errors that delete
+// nothing.
+func TestJobsPrune(t *testing.T) {
+	db := sqliteStore(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, strings.TrimSpace(mustSpool(t, "enqueue", "--database-url", db, "--kind", "k").Stdout))
+	}
+	mustSpool(t, "jobs", "cancel", ids[0], "--database-url", db)
+	mustSpool(t, "jobs", "cancel", ids[1], "--database-url", db)
+	for _, args := range [][]string{
+		{"jobs", "prune", "--older-than", "1ms"},
+		{"jobs", "prune", "--state", "cancelled"},
+		{"jobs", "prune", "--state", "available", "--older-than", "1ms"},
+		{"jobs", "prune", "--state", "cancelled", "--older-than", "-1s"},
+		{"jobs", "prune", "--state", "cancelled", "--older-than", "1ms", "--batch", "0"},
+	} {
+		if r := runSpool(t, append(args, "--database-url", db)...); r.Code != 2 {
+			t.Errorf("spool %v: exit %d, want 2", args, r.Code)
+		}
+	}
+	var res pruneJSON
+	r := mustSpool(t, "jobs", "prune", "--state", "cancelled", "--older-than", "1h", "--json", "--database-url", db)
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || res.Deleted != 0 {
+		t.Fatalf("prune of jobs cancelled under an hour ago: %+v %v", res, err)
+	}
+	time.Sleep(2 * time.Millisecond) // the cancellations are now over a millisecond old
+	r = mustSpool(t, "jobs", "prune", "--state", "cancelled", "--state", "completed", "--older-than", "1ms", "--batch", "1", "--database-url", db)
+	if !strings.Contains(r.Stdout, "pruned 2 cancelled/completed jobs") {
+		t.Fatalf("prune said %q, want 2 pruned", r.Stdout)
+	}
+	if got := listJobs(t, db); len(got) != 1 || fmt.Sprint(got[0].ID) != ids[2] {
+		t.Fatalf("jobs left: %+v, want only job %s", got, ids[2])
 	}
 }
