@@ -66,11 +66,11 @@ func (c *Client) QueueResume(ctx context.Context, queue string) error {
 }
 
 func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error {
-	verb := map[bool]string{true: "pause", false: "resume"}[paused]
+	p := &backend.QueuePauseParams{Queue: queue, Paused: paused}
 	if err := ValidateQueueName(queue); err != nil {
-		return fmt.Errorf("%s queue: %w", verb, err)
+		return fmt.Errorf("%s queue: %w", p.Op(), err)
 	}
-	if err := c.backend.QueuePause(ctx, &backend.QueuePauseParams{Queue: queue, Paused: paused}); err != nil {
+	if err := c.backend.QueuePause(ctx, p); err != nil {
 		return err
 	}
 	if !paused {

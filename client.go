@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/internal/engine"
@@ -18,7 +17,6 @@ import (
 type Client struct {
 	backend backend.Backend
 	config  Config
-	logger  *slog.Logger
 	engine  *engine.Engine
 }
 
@@ -36,7 +34,8 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
-	c := &Client{backend: be, config: cfg, logger: cfg.Logger.With("spool_client", cfg.ClientID)}
+	c := &Client{backend: be, config: cfg}
+	logger := cfg.Logger.With("spool_client", cfg.ClientID)
 	keeper := maintenance.New(be, maintenance.Config{
 		ClientID:           cfg.ClientID,
 		LeaseDuration:      cfg.LeaseDuration,
@@ -45,7 +44,7 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		CompletedRetention: cfg.CompletedRetention,
 		DiscardedRetention: cfg.DiscardedRetention,
 		CancelledRetention: cfg.CancelledRetention,
-	}, c.logger)
+	}, logger)
 	queues := make(map[string]engine.Queue, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		queues[name] = engine.Queue{MaxWorkers: q.MaxWorkers, Prefetch: q.Prefetch}
@@ -60,12 +59,11 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		JobTimeout:         cfg.JobTimeout,
 		DeleteCompleted:    cfg.CompletedRetention < 0,
 		Queues:             queues,
-		Logger:             c.logger,
 		Handler:            cfg.Workers.handler,
 		NextRetry:          cfg.RetryPolicy.NextRetry,
 		Services:           []func(context.Context){keeper.Run},
 		AfterStop:          keeper.Resign,
-	}, c.logger)
+	}, logger)
 	return c, nil
 }
 

@@ -282,6 +282,14 @@ type QueuePauseParams struct {
 	Paused bool
 }
 
+// Op names the operation, "pause" or "resume", for errors and logs.
+func (p *QueuePauseParams) Op() string {
+	if p.Paused {
+		return "pause"
+	}
+	return "resume"
+}
+
 // PausedQueue is a paused queue and when it was paused (the store's clock).
 type PausedQueue struct {
 	Queue string

@@ -369,9 +369,8 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 
 // QueuePause implements backend.Backend.
 func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
-	verb := map[bool]string{true: "pause", false: "resume"}[p.Paused]
 	if err := b.check(); err != nil {
-		return fmt.Errorf("%s queue %q: %w", verb, p.Queue, err)
+		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, err)
 	}
 	b.s.mu.Lock()
 	_, was := b.s.paused[p.Queue]

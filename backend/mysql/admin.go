@@ -128,12 +128,12 @@ func (e *stateError) Error() string { return "not allowed in state " + string(e.
 // QueuePause implements backend.Backend. MySQL has no notifications:
 // clients of a resumed queue find its jobs at their next poll.
 func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
-	q, verb := b.sql.queueResume, "resume"
+	q := b.sql.queueResume
 	if p.Paused {
-		q, verb = b.sql.queuePause, "pause"
+		q = b.sql.queuePause
 	}
 	if _, err := b.db.ExecContext(ctx, q, p.Queue); err != nil {
-		return fmt.Errorf("%s queue %q: %w", verb, p.Queue, err)
+		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, err)
 	}
 	return nil
 }

@@ -101,12 +101,12 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 	}
 	if len(other) > 0 {
 		for chunk := range slices.Chunk(other, finishOtherChunk) {
-			ids := make([]int64, len(chunk))
+			chunkIDs := make([]int64, len(chunk))
 			for i, f := range chunk {
-				ids[i] = f.Lease.ID
+				chunkIDs[i] = f.Lease.ID
 			}
 			set, args := finishOtherSet(chunk)
-			if err := execCount(ctx, db, strings.Replace(b.sql.finishOther, "{{set}}", set, 1)+inList(ids), len(chunk), args...); err != nil {
+			if err := execCount(ctx, db, strings.Replace(b.sql.finishOther, "{{set}}", set, 1)+inList(chunkIDs), len(chunk), args...); err != nil {
 				return nil, err
 			}
 		}

@@ -107,17 +107,9 @@ func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) e
 		_, err = b.pool.Exec(ctx, b.sql.queueResume, p.Queue, b.channel)
 	}
 	if err != nil {
-		return fmt.Errorf("%s queue %q: %w", pauseVerb(p.Paused), p.Queue, err)
+		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, err)
 	}
 	return nil
-}
-
-// pauseVerb names the operation of QueuePause, for errors.
-func pauseVerb(paused bool) string {
-	if paused {
-		return "pause"
-	}
-	return "resume"
 }
 
 // QueuePausedAll implements backend.Backend.

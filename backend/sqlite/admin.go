@@ -124,10 +124,6 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 // listeners of the queue at once; other processes see the commit through
 // their watch of the file.
 func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
-	verb := "resume"
-	if p.Paused {
-		verb = "pause"
-	}
 	var resumed int64
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		if p.Paused {
@@ -142,7 +138,7 @@ func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) e
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%s queue %q: %w", verb, p.Queue, err)
+		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, err)
 	}
 	if resumed > 0 {
 		b.st.hub.publish(backend.Wake{Queue: p.Queue})

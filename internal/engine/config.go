@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -23,7 +22,6 @@ type Config struct {
 	JobTimeout      time.Duration
 	DeleteCompleted bool // completed jobs are deleted as they complete
 	Queues          map[string]Queue
-	Logger          *slog.Logger
 	// Handler returns how to run jobs of a kind, false when none is known.
 	Handler func(kind string) (Handler, bool)
 	// NextRetry is the backoff after a failed attempt (1 after the first run)

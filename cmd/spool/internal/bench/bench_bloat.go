@@ -94,14 +94,11 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 	if *baseline == 0 {
 		*baseline = *hold
 	}
-	if err := r.check(
+	if err := r.check(append([]check{
 		want(*hold > 0, "--hold must be positive"),
 		want(*baseline >= 0, "--baseline must not be negative"),
 		want(*every >= 10*time.Millisecond, "--sample must be at least 10ms"),
-	); err != nil {
-		return err
-	}
-	if err := cfg.validate(r.name); err != nil {
+	}, cfg.checks()...)...); err != nil {
 		return err
 	}
 	baseJobs, total := cfg.jobsFor(*baseline), cfg.jobsFor(*baseline+*hold)

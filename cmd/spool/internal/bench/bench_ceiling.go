@@ -276,13 +276,13 @@ type ceilingRun struct {
 
 // backendName opens and drops a scratch store to learn the backend's name.
 func (r *ceilingRun) backendName(ctx context.Context) (string, error) {
-	store, _, err := r.run.openStoreFor(ctx)
+	store, closeStore, err := r.run.openStoreFor(ctx)
 	if err != nil {
 		return "", err
 	}
 	name := store.backend.Name()
 	store.keep = false // nothing in it worth keeping
-	if err := store.Close(); err != nil {
+	if err := closeStore(); err != nil {
 		return "", err
 	}
 	return name, nil

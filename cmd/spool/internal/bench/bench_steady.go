@@ -240,23 +240,16 @@ const steadyWorkerUsage = `	--rate N
 		delete jobs as they complete
 `
 
-// validate checks the flags for command cmd.
-func (c *steadyWorkerConfig) validate(cmd string) error {
-	switch {
-	case !(*c.rate > 0 && *c.rate <= 1e6):
-		return cli.Usagef(cmd, "--rate must be above 0 and at most 1000000")
-	case *c.producers < 1 || *c.producers > 1000:
-		return cli.Usagef(cmd, "--producers must be between 1 and 1000")
-	case *c.workers < 1 || *c.workers > 10000:
-		return cli.Usagef(cmd, "--workers must be between 1 and 10000")
-	case *c.prefetch < 0 || *c.prefetch > 100000:
-		return cli.Usagef(cmd, "--prefetch must be between 0 and 100000")
-	case *c.pollInterval < time.Millisecond:
-		return cli.Usagef(cmd, "--poll-interval must be at least 1ms")
-	case *c.completionDelay < 0:
-		return cli.Usagef(cmd, "--completion-delay must not be negative")
+// checks are the flags' conditions, for scenarioRun.check.
+func (c *steadyWorkerConfig) checks() []check {
+	return []check{
+		want(*c.rate > 0 && *c.rate <= 1e6, "--rate must be above 0 and at most 1000000"),
+		want(*c.producers >= 1 && *c.producers <= 1000, "--producers must be between 1 and 1000"),
+		want(*c.workers >= 1 && *c.workers <= 10000, "--workers must be between 1 and 10000"),
+		want(*c.prefetch >= 0 && *c.prefetch <= 100000, "--prefetch must be between 0 and 100000"),
+		want(*c.pollInterval >= time.Millisecond, "--poll-interval must be at least 1ms"),
+		want(*c.completionDelay >= 0, "--completion-delay must not be negative"),
 	}
-	return nil
 }
 
 // jobsFor returns how many jobs the schedule inserts in d.
@@ -326,10 +319,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}
-	if err := r.check(want(*duration > 0, "--duration must be positive")); err != nil {
-		return err
-	}
-	if err := cfg.validate(r.name); err != nil {
+	if err := r.check(append([]check{want(*duration > 0, "--duration must be positive")}, cfg.checks()...)...); err != nil {
 		return err
 	}
 	total := cfg.jobsFor(*duration)
