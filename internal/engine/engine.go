@@ -80,7 +80,7 @@ func New(be backend.Backend, cfg Config, logger *slog.Logger) *Engine {
 	}
 	e.out = newOutcomeWriter(be, &e.cfg, logger, e.running, e.wakeAt)
 	e.beat = newHeartbeat(be, &e.cfg, logger, e.running)
-	e.exec = &executor{cfg: &e.cfg, logger: logger, running: e.running, out: e.out,
+	e.exec = &executor{cfg: &e.cfg, logger: logger, failures: &failureLog{logger: logger}, running: e.running, out: e.out,
 		idleRunners: make(chan func()), gaveUp: e.gaveUp, stopped: e.stopped}
 	env := &producerEnv{be: be, cfg: &e.cfg, logger: logger, exec: e.exec, out: e.out, gaveUp: e.gaveUp}
 	for name, q := range cfg.Queues {
@@ -122,7 +122,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		// than listenStartWait, the client starts anyway and polls meanwhile.
 		listening := make(chan struct{})
 		var once sync.Once
-		l := &listener{n: n, logger: e.logger, wake: e.Wake, wakeAll: e.wakeAll, cancelled: func(id int64) {
+		l := &listener{n: n, logger: e.logger, wake: e.Wake, wakeAll: e.WakeAll, cancelled: func(id int64) {
 			if e.running.holds(id) {
 				e.beat.now()
 			}
@@ -353,8 +353,8 @@ func (e *Engine) Wake(queue string) {
 	}
 }
 
-// wakeAll wakes every producer.
-func (e *Engine) wakeAll() {
+// WakeAll wakes every producer.
+func (e *Engine) WakeAll() {
 	for _, p := range e.producers {
 		p.wake()
 	}

@@ -15,10 +15,11 @@ import (
 // in the running set while they run, and hands their outcomes to the outcome
 // writer.
 type executor struct {
-	cfg     *Config
-	logger  *slog.Logger
-	running *runningJobs
-	out     *outcomeWriter
+	cfg      *Config
+	logger   *slog.Logger
+	failures *failureLog
+	running  *runningJobs
+	out      *outcomeWriter
 	// idleRunners hands a job to a goroutine waiting for one (run).
 	idleRunners chan func()
 	// jobsCtx is the parent of every job context; a hard stop cancels it.
@@ -54,7 +55,11 @@ func (x *executor) start(row *backend.JobRow, claimedAt time.Time, done chan<- s
 			x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, true)
 			return
 		}
+		began := time.Now()
 		finish, rejectExpected := x.execute(row)
+		if !rejectExpected {
+			x.failures.record(row, finish, time.Since(began))
+		}
 		if !x.out.addRun(*finish, row.Queue, rejectExpected) {
 			x.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",
 				"job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "outcome", finish.Outcome)
@@ -163,7 +168,6 @@ func (x *executor) execute(row *backend.JobRow) (f *backend.JobFinish, rejectExp
 	if !ok {
 		delay = x.cfg.NextRetry(int(row.Attempt))
 	}
-	x.logger.Debug("spool: job failed", "job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "error", msg, "elapsed", time.Since(started))
 	return x.failure(row, errors.New(msg), trace, delay), rejectExpected
 }
 
