@@ -38,6 +38,8 @@ var (
 	// ErrOutcomeUnknown: an insert's connection failed after it was sent; it
 	// may have committed. See docs/guarantees.md on enqueueing idempotently.
 	ErrOutcomeUnknown = backend.ErrOutcomeUnknown
+	// ErrUniqueConflict: retrying a unique job whose key a newer job holds.
+	ErrUniqueConflict = backend.ErrUniqueConflict
 	// ErrNotStarted / ErrAlreadyStarted: Start and Stop called out of order.
 	ErrNotStarted     = engine.ErrNotStarted
 	ErrAlreadyStarted = engine.ErrAlreadyStarted

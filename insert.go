@@ -48,6 +48,9 @@ type InsertOpts struct {
 	Delay time.Duration
 	// Tags label the job (at most 32, each 1 to 64 of a-z A-Z 0-9 _ . : -).
 	Tags []string
+	// Unique, when set, inserts the job only if no job holds the same unique
+	// key; see UniqueOpts.
+	Unique *UniqueOpts
 
 	// priorityIsSet distinguishes an explicit 0 from "not set" when merging.
 	priorityIsSet bool
@@ -66,11 +69,14 @@ type InsertManyParams struct {
 	InsertOpts *InsertOpts
 }
 
-// InsertResult describes an inserted job.
+// InsertResult describes an inserted job or, when Duplicate is set, the
+// unique job that already held the key (nothing was inserted; ID is that
+// job's; Kind and Queue are the ones asked for).
 type InsertResult struct {
-	ID    int64
-	Kind  string
-	Queue string
+	ID        int64
+	Kind      string
+	Queue     string
+	Duplicate bool
 }
 
 // Insert validates and inserts one job. On any validation error nothing is
@@ -136,6 +142,9 @@ func (c *Client) insert(ctx context.Context, tx any, params []InsertManyParams) 
 	out := make([]InsertResult, len(rows))
 	for i, r := range rows {
 		out[i] = InsertResult{ID: res.IDs[i], Kind: r.Kind, Queue: r.Queue}
+		if res.Duplicates != nil {
+			out[i].Duplicate = res.Duplicates[i]
+		}
 	}
 	return out, nil
 }
@@ -161,14 +170,72 @@ func (c *Client) insertRows(ctx context.Context, tx any, params []InsertManyPara
 		}
 		rows[i] = row
 	}
-	res, err := c.backend.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: rows, NoIDs: noIDs})
+	send, repeats := foldRepeatedKeys(rows)
+	res, err := c.backend.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: send, NoIDs: noIDs && repeats == nil})
 	if err != nil {
 		return nil, nil, err
+	}
+	if repeats != nil {
+		res = unfoldRepeatedKeys(res, repeats)
 	}
 	if tx == nil {
 		c.engine.WakeInserted(rows)
 	}
 	return rows, res, nil
+}
+
+// foldRepeatedKeys drops the jobs of a call whose unique key an earlier job
+// of the same call has (they are duplicates of it) and returns the jobs to
+// send with, for each job of rows, the index in send of the job that stands
+// for it. repeats is nil when no key repeats.
+func foldRepeatedKeys(rows []*backend.JobInsertParams) (send []*backend.JobInsertParams, repeats []int) {
+	var first map[string]int
+	for i, r := range rows {
+		if r.UniqueKey == "" {
+			continue
+		}
+		if first == nil {
+			first = map[string]int{}
+		}
+		if _, ok := first[r.UniqueKey]; ok {
+			repeats = make([]int, len(rows))
+			break
+		}
+		first[r.UniqueKey] = i
+	}
+	if repeats == nil {
+		return rows, nil
+	}
+	clear(first)
+	for i, r := range rows {
+		if r.UniqueKey != "" {
+			if at, ok := first[r.UniqueKey]; ok {
+				repeats[i] = -1 - at // a repeat of send[at]
+				continue
+			}
+			first[r.UniqueKey] = len(send)
+		}
+		repeats[i] = len(send)
+		send = append(send, r)
+	}
+	return send, repeats
+}
+
+// unfoldRepeatedKeys maps the result for the folded jobs back to every job
+// of the call: a repeat gets the id of the job it repeats and is a duplicate.
+func unfoldRepeatedKeys(res *backend.JobInsertManyResult, repeats []int) *backend.JobInsertManyResult {
+	out := &backend.JobInsertManyResult{Count: res.Count, IDs: make([]int64, len(repeats)), Duplicates: make([]bool, len(repeats))}
+	for i, at := range repeats {
+		if at < 0 {
+			out.IDs[i], out.Duplicates[i] = res.IDs[-1-at], true
+			continue
+		}
+		out.IDs[i] = res.IDs[at]
+		if res.Duplicates != nil {
+			out.Duplicates[i] = res.Duplicates[at]
+		}
+	}
+	return out
 }
 
 // buildInsert merges options and validates one job.
@@ -259,6 +326,15 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 		row.RunAt = &at
 		row.Delay = 0
 	}
+	if o.Unique != nil {
+		at := time.Now().Add(row.Delay)
+		if row.RunAt != nil {
+			at = *row.RunAt
+		}
+		if row.UniqueKey, row.UniqueStates, err = uniqueKey(o.Unique, kind, o.Queue, encoded, at); err != nil {
+			return nil, err
+		}
+	}
 	return row, nil
 }
 
@@ -283,6 +359,9 @@ func mergeOpts(base, over InsertOpts) InsertOpts {
 	}
 	if over.Tags != nil {
 		base.Tags = over.Tags
+	}
+	if over.Unique != nil {
+		base.Unique = over.Unique
 	}
 	return base
 }

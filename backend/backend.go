@@ -42,6 +42,10 @@ var (
 	// server may have applied it without the reply arriving. A retry may
 	// duplicate it; check first, or make the write idempotent.
 	ErrOutcomeUnknown = errors.New("outcome unknown: the database connection failed after the write was sent, so it may have committed")
+	// ErrUniqueConflict means a change would give a job a unique key that
+	// another job holds (retrying a finished unique job whose key was taken
+	// by a newer job).
+	ErrUniqueConflict = errors.New("another job holds this job's unique key")
 )
 
 // State is the lifecycle state of a job.
@@ -70,6 +74,75 @@ func (s State) Valid() bool {
 		}
 	}
 	return false
+}
+
+// UniqueStates is a set of states, one bit per state in AllStates order
+// (bit 0 is available). A unique job holds its key while its state is in its
+// set.
+type UniqueStates uint8
+
+// UniqueStatesOf returns the set of the given states.
+func UniqueStatesOf(states ...State) UniqueStates {
+	var u UniqueStates
+	for _, s := range states {
+		for i, v := range AllStates {
+			if s == v {
+				u |= 1 << i
+			}
+		}
+	}
+	return u
+}
+
+// UniqueStatesRequired are the states every unique job holds its key in:
+// a job moves among them without a new insert (a retry, a snooze, a rescue),
+// so a set without one of them would let two jobs hold one key.
+var UniqueStatesRequired = UniqueStatesOf(StateAvailable, StateScheduled, StateRetryable, StateRunning)
+
+// Has reports whether s is in u.
+func (u UniqueStates) Has(s State) bool {
+	for i, v := range AllStates {
+		if s == v {
+			return u&(1<<i) != 0
+		}
+	}
+	return false
+}
+
+// States lists the states of u in lifecycle order.
+func (u UniqueStates) States() []State {
+	var out []State
+	for i, v := range AllStates {
+		if u&(1<<i) != 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes u as a list of state names.
+func (u UniqueStates) MarshalJSON() ([]byte, error) {
+	states := u.States()
+	if states == nil {
+		states = []State{}
+	}
+	return json.Marshal(states)
+}
+
+// UnmarshalJSON reads a list of state names; an unknown name is an error.
+func (u *UniqueStates) UnmarshalJSON(b []byte) error {
+	var states []State
+	if err := json.Unmarshal(b, &states); err != nil {
+		return fmt.Errorf("unique states: %w", err)
+	}
+	*u = 0
+	for _, s := range states {
+		if !s.Valid() {
+			return fmt.Errorf("unique states: %q is not a job state", s)
+		}
+		*u |= UniqueStatesOf(s)
+	}
+	return nil
 }
 
 // Tx is a caller's transaction. Each backend documents the concrete types it
@@ -110,6 +183,10 @@ type JobRow struct {
 	Errors      []AttemptError  `json:"errors,omitempty"`
 	Tags        []string        `json:"tags"`
 	Metadata    json.RawMessage `json:"metadata"`
+	// UniqueKey is the job's unique key (empty for a job inserted without
+	// one), held while the job's state is in UniqueStates.
+	UniqueKey    string       `json:"unique_key,omitempty"`
+	UniqueStates UniqueStates `json:"unique_states,omitempty"`
 }
 
 // Lease returns the job's current lease reference.
@@ -126,22 +203,41 @@ type JobInsertParams struct {
 	MaxAttempts int16
 	Tags        []string
 	Metadata    json.RawMessage // nil or a JSON object
+	// UniqueKey, when not empty, makes the insert unique: while another job
+	// holds the key (its state is in its own UniqueStates), no row is
+	// inserted and the result reports that job instead. The store enforces
+	// it with a unique index, so concurrent inserts of one key from any
+	// number of processes make one job. At most UniqueKeyMaxLen bytes of
+	// printable ASCII; the client passes a hex digest.
+	UniqueKey string
+	// UniqueStates are the states in which this job will hold its key. It
+	// includes UniqueStatesRequired.
+	UniqueStates UniqueStates
 }
+
+// UniqueKeyMaxLen is the longest unique key a backend stores.
+const UniqueKeyMaxLen = 64
 
 // JobInsertManyParams inserts jobs, in order.
 type JobInsertManyParams struct {
 	Tx   Tx // nil: the backend's own connection
 	Jobs []*JobInsertParams
 	// NoIDs tells the backend the caller does not need the new ids, so it may
-	// use a faster bulk path (COPY in PostgreSQL) and leave IDs nil.
+	// use a faster bulk path (COPY in PostgreSQL) and leave IDs nil. A call
+	// with unique jobs reports ids all the same.
 	NoIDs bool
 }
 
 // JobInsertManyResult reports the ids of the inserted jobs, in input order
-// (nil when NoIDs was set), and how many were inserted.
+// (nil when NoIDs was set), and how many were inserted. For a unique job
+// whose key was held, IDs has the holder's id and Duplicates is true at its
+// index; Duplicates is nil when no job of the call was a duplicate. The
+// unique keys of one call are distinct (the client folds repeats within a
+// call); a backend may refuse a call that repeats one.
 type JobInsertManyResult struct {
-	IDs   []int64
-	Count int
+	IDs        []int64
+	Duplicates []bool
+	Count      int
 }
 
 // JobClaimParams claims up to Max pending, due jobs of Queue in order
@@ -262,13 +358,82 @@ type JobListParams struct {
 }
 
 // JobRetryParams makes a job pending again now, with a fresh set of attempts.
-// Running jobs cannot be retried.
+// Running jobs cannot be retried. A unique job whose key another job took
+// meanwhile is refused with ErrUniqueConflict.
 type JobRetryParams struct{ ID int64 }
 
 // JobCancelParams cancels a pending or running job. A running job's lease
 // holder learns of it at its next heartbeat; a Notifier also sends a Wake
 // with CancelledID so that it can heartbeat at once.
 type JobCancelParams struct{ ID int64 }
+
+// BulkAction is what JobBulk does to each job it selects.
+type BulkAction uint8
+
+// Bulk actions and the states each applies to; jobs in other states are
+// left alone, so running one twice changes nothing the second time.
+const (
+	// BulkRetry: retryable, scheduled and finished jobs become available
+	// now with a fresh set of attempts, as JobRetry.
+	BulkRetry BulkAction = iota + 1
+	// BulkCancel: pending and running jobs are cancelled, as JobCancel.
+	BulkCancel
+	// BulkDelete: jobs in any state but running are deleted.
+	BulkDelete
+)
+
+// String names the action ("retry").
+func (a BulkAction) String() string {
+	switch a {
+	case BulkRetry:
+		return "retry"
+	case BulkCancel:
+		return "cancel"
+	case BulkDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("BulkAction(%d)", uint8(a))
+}
+
+// Applies reports whether the action changes a job in state s.
+func (a BulkAction) Applies(s State) bool {
+	switch a {
+	case BulkRetry:
+		return s != StateAvailable && s != StateRunning
+	case BulkCancel:
+		return s == StateAvailable || s == StateScheduled || s == StateRetryable || s == StateRunning
+	case BulkDelete:
+		return s != StateRunning
+	}
+	return false
+}
+
+// JobBulkParams applies Action to the jobs with ids above AfterID that
+// match every filter given (zero values do not filter), taking the first
+// Max of them in id order that the action applies to.
+type JobBulkParams struct {
+	Action        BulkAction
+	Queue         string
+	Kind          string
+	States        []State
+	CreatedAfter  time.Time // zero: no lower bound; exclusive
+	CreatedBefore time.Time // zero: no upper bound; exclusive
+	AfterID       int64
+	Max           int
+}
+
+// JobBulkResult reports one batch. Changed jobs were changed by the batch;
+// LastID is the highest id the batch took (0 when it took none): the next
+// batch starts after it, and a batch that took fewer than Max jobs was the
+// last. UniqueRetries (BulkRetry only) are unique jobs the batch took but
+// did not retry, because retrying them takes back a unique key that another
+// job may hold: the caller retries them one by one with JobRetry.
+type JobBulkResult struct {
+	Changed       int
+	Taken         int
+	LastID        int64
+	UniqueRetries []int64
+}
 
 // QueueStats counts jobs of one queue by state.
 type QueueStats struct {
@@ -351,10 +516,15 @@ type Backend interface {
 	// JobGet returns a job or ErrNotFound.
 	JobGet(ctx context.Context, id int64) (*JobRow, error)
 	JobList(ctx context.Context, p *JobListParams) ([]*JobRow, error)
-	// JobRetry returns ErrNotFound or ErrInvalidState (running).
+	// JobRetry returns ErrNotFound, ErrInvalidState (running) or
+	// ErrUniqueConflict.
 	JobRetry(ctx context.Context, p *JobRetryParams) (*JobRow, error)
 	// JobCancel returns ErrNotFound or ErrInvalidState (already finished).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
+	// JobBulk applies a bulk action to one batch of jobs, in one short
+	// transaction. Cancelling running jobs wakes their holders as JobCancel
+	// does.
+	JobBulk(ctx context.Context, p *JobBulkParams) (*JobBulkResult, error)
 	QueueStatsAll(ctx context.Context) ([]QueueStats, error)
 	// QueuePause pauses or resumes a queue. While a queue is paused, JobClaim
 	// takes none of its jobs, in every process: the setting is stored and

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,4 +136,41 @@ func orDefault(v, def int) int {
 		return def
 	}
 	return v
+}
+
+// AnyUnique reports whether any of jobs has a unique key.
+func AnyUnique(jobs []*JobInsertParams) bool {
+	for _, j := range jobs {
+		if j.UniqueKey != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultBulkMax is JobBulkParams.Max when zero.
+const DefaultBulkMax = 1000
+
+// MaxOrDefault returns p.Max, or DefaultBulkMax when it is not positive.
+func (p *JobBulkParams) MaxOrDefault() int {
+	if p.Max <= 0 {
+		return DefaultBulkMax
+	}
+	return p.Max
+}
+
+// Selects reports whether a batch of p takes j: past AfterID, matching every
+// filter, in a state the action applies to.
+func (p *JobBulkParams) Selects(j *JobRow) bool {
+	return j.ID > p.AfterID && p.Action.Applies(j.State) &&
+		(p.Queue == "" || j.Queue == p.Queue) && (p.Kind == "" || j.Kind == p.Kind) &&
+		(len(p.States) == 0 || slices.Contains(p.States, j.State)) &&
+		(p.CreatedAfter.IsZero() || j.CreatedAt.After(p.CreatedAfter)) &&
+		(p.CreatedBefore.IsZero() || j.CreatedAt.Before(p.CreatedBefore))
+}
+
+// NeedsKeyBack reports whether retrying j makes it take back a unique key
+// it does not hold now (a unique job in a state outside its set).
+func NeedsKeyBack(j *JobRow) bool {
+	return j.UniqueKey != "" && !j.UniqueStates.Has(j.State)
 }

@@ -103,6 +103,11 @@ func Run(t *testing.T, h Harness) {
 		{"PauseStopsClaims", testPauseStopsClaims},
 		{"PauseRunningClient", testPauseRunningClient},
 		{"StartStopStress", testStartStopStress},
+		{"UniqueInsert", testUniqueInsert},
+		{"UniqueStates", testUniqueStates},
+		{"UniqueConcurrentInserts", testUniqueConcurrent},
+		{"UniqueTxRollback", testUniqueTxRollback},
+		{"BulkActions", testBulkActions},
 	}
 	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {

@@ -23,11 +23,30 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	t := now()
 	s := b.s
 	s.mu.Lock()
-	rows := make([]*backend.JobRow, len(p.Jobs))
+	rows := make([]*backend.JobRow, 0, len(p.Jobs))
 	ids := make([]int64, len(p.Jobs))
+	var dups []bool
 	for i, jp := range p.Jobs {
+		if jp.UniqueKey != "" {
+			if h, held := s.holder(jp.UniqueKey); held {
+				if dups == nil {
+					dups = make([]bool, len(p.Jobs))
+				}
+				ids[i], dups[i] = h.ID, true
+				continue
+			}
+		}
 		s.nextID++
-		rows[i], ids[i] = newRow(s.nextID, jp, t), s.nextID
+		r := newRow(s.nextID, jp, t)
+		rows, ids[i] = append(rows, r), r.ID
+		if r.UniqueKey != "" {
+			s.unique[r.UniqueKey] = r
+			if tx != nil {
+				// An open transaction's job holds its key, as an
+				// uncommitted row holds a unique index entry.
+				s.inOpenTx[r] = true
+			}
+		}
 	}
 	var wakes []backend.Wake
 	if tx == nil {
@@ -39,12 +58,15 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	s.mu.Unlock()
 	if tx != nil {
 		if err := tx.addInserts(rows); err != nil {
+			s.mu.Lock()
+			s.forgetTxRows(rows)
+			s.mu.Unlock()
 			return nil, fmt.Errorf("insert jobs: %w", err)
 		}
 	}
 	s.hub.publish(wakes)
-	res := &backend.JobInsertManyResult{Count: len(ids)}
-	if !p.NoIDs {
+	res := &backend.JobInsertManyResult{Count: len(rows), Duplicates: dups}
+	if !p.NoIDs || backend.AnyUnique(p.Jobs) {
 		res.IDs = ids
 	}
 	return res, nil
@@ -291,13 +313,25 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 // available now with a fresh set of attempts; its fence is kept, so old
 // leases stay fenced out.
 func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
+	conflict := false
 	j, err := b.change(p.ID, func(j *backend.JobRow, t time.Time) bool {
 		if j.State == backend.StateRunning {
 			return false
 		}
+		if j.UniqueKey != "" && !j.UniqueStates.Has(j.State) {
+			// The job takes its key back: refused while another holds it.
+			if h, held := b.s.holder(j.UniqueKey); held && h != j {
+				conflict = true
+				return false
+			}
+			b.s.unique[j.UniqueKey] = j
+		}
 		j.State, j.Attempt, j.RunAt, j.FinalizedAt = backend.StateAvailable, 0, t, nil
 		return true
 	})
+	if conflict {
+		return nil, fmt.Errorf("retry job %d: %w", p.ID, backend.ErrUniqueConflict)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("retry job %d: %w", p.ID, err)
 	}
@@ -430,4 +464,47 @@ func (b *Backend) LeaderResign(ctx context.Context, p *backend.LeaderResignParam
 		delete(b.s.leaders, p.Name)
 	}
 	return nil
+}
+
+// JobBulk implements backend.Backend.
+func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backend.JobBulkResult, error) {
+	if err := b.check(); err != nil {
+		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
+	}
+	t := now()
+	s := b.s
+	s.mu.Lock()
+	var taken []*backend.JobRow
+	for _, j := range s.jobs {
+		if p.Selects(j) {
+			taken = append(taken, j)
+		}
+	}
+	slices.SortFunc(taken, func(a, b *backend.JobRow) int { return cmp.Compare(a.ID, b.ID) })
+	taken = taken[:min(len(taken), p.MaxOrDefault())]
+	res := &backend.JobBulkResult{Taken: len(taken)}
+	var wakes []backend.Wake
+	for _, j := range taken {
+		res.LastID = j.ID
+		switch p.Action {
+		case backend.BulkRetry:
+			if backend.NeedsKeyBack(j) {
+				res.UniqueRetries = append(res.UniqueRetries, j.ID)
+				continue
+			}
+			j.State, j.Attempt, j.RunAt, j.FinalizedAt = backend.StateAvailable, 0, t, nil
+			wakes = append(wakes, backend.Wake{Queue: j.Queue})
+		case backend.BulkCancel:
+			if j.State == backend.StateRunning {
+				wakes = append(wakes, backend.Wake{CancelledID: j.ID})
+			}
+			j.State, j.FinalizedAt, j.LeasedUntil, j.LeasedBy = backend.StateCancelled, timePtr(t), nil, ""
+		case backend.BulkDelete:
+			delete(s.jobs, j.ID)
+		}
+		res.Changed++
+	}
+	s.mu.Unlock()
+	s.hub.publish(wakes)
+	return res, nil
 }

@@ -18,7 +18,12 @@ type store struct {
 	jobs    map[int64]*backend.JobRow
 	leaders map[string]leader
 	paused  map[string]time.Time // paused queues and since when
-	hub     hub
+	// unique maps a unique key to the last job inserted with it; the job
+	// holds the key while it exists (in jobs, or in an open transaction's
+	// inserts) and its state is in its UniqueStates.
+	unique   map[string]*backend.JobRow
+	inOpenTx map[*backend.JobRow]bool
+	hub      hub
 }
 
 type leader struct {
@@ -28,10 +33,12 @@ type leader struct {
 
 func newStore() *store {
 	return &store{
-		jobs:    map[int64]*backend.JobRow{},
-		leaders: map[string]leader{},
-		paused:  map[string]time.Time{},
-		hub:     hub{subs: map[int]chan backend.Wake{}},
+		jobs:     map[int64]*backend.JobRow{},
+		leaders:  map[string]leader{},
+		paused:   map[string]time.Time{},
+		unique:   map[string]*backend.JobRow{},
+		inOpenTx: map[*backend.JobRow]bool{},
+		hub:      hub{subs: map[int]chan backend.Wake{}},
 	}
 }
 
@@ -92,8 +99,21 @@ func newRow(id int64, p *backend.JobInsertParams, t time.Time) *backend.JobRow {
 	return &backend.JobRow{
 		ID: id, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args), State: state,
 		Priority: p.Priority, RunAt: runAt, MaxAttempts: p.MaxAttempts, CreatedAt: t,
-		Tags: tags, Metadata: meta,
+		Tags: tags, Metadata: meta, UniqueKey: p.UniqueKey, UniqueStates: p.UniqueStates,
 	}
+}
+
+// holder returns the job that holds key, if any; s.mu is held.
+func (s *store) holder(key string) (*backend.JobRow, bool) {
+	j, ok := s.unique[key]
+	if !ok {
+		return nil, false
+	}
+	if (s.jobs[j.ID] == j || s.inOpenTx[j]) && j.UniqueStates.Has(j.State) {
+		return j, true
+	}
+	delete(s.unique, key)
+	return nil, false
 }
 
 // claimOrder is the order claims take pending jobs in: priority, run time, id.

@@ -99,6 +99,7 @@ func (tx *Tx) Commit(ctx context.Context) error {
 	}
 	for _, r := range tx.inserts {
 		s.jobs[r.ID] = r
+		delete(s.inOpenTx, r)
 	}
 	wakes = append(wakes, runnable(tx.inserts, t)...)
 	s.mu.Unlock()
@@ -114,6 +115,20 @@ func (tx *Tx) Rollback(ctx context.Context) error {
 		return ErrTxDone
 	}
 	tx.done = true
+	tx.s.mu.Lock()
+	tx.s.forgetTxRows(tx.inserts)
+	tx.s.mu.Unlock()
 	tx.inserts, tx.finishes = nil, nil
 	return nil
+}
+
+// forgetTxRows releases the unique keys of rows of a transaction that will
+// never commit; s.mu is held.
+func (s *store) forgetTxRows(rows []*backend.JobRow) {
+	for _, r := range rows {
+		delete(s.inOpenTx, r)
+		if r.UniqueKey != "" && s.unique[r.UniqueKey] == r {
+			delete(s.unique, r.UniqueKey)
+		}
+	}
 }

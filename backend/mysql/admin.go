@@ -100,6 +100,8 @@ func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*b
 		return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrNotFound)
 	case errors.As(err, &se):
 		return nil, fmt.Errorf("%s job %d (state %s): %w", op, id, se.state, backend.ErrInvalidState)
+	case isUniqueViolation(err):
+		return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrUniqueConflict)
 	case err != nil:
 		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 	}

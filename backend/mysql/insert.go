@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/spoolq/spool/backend"
 )
 
@@ -49,9 +51,18 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 			return nil, fmt.Errorf("insert jobs: job %d: %w", i, err)
 		}
 	}
+	unique := backend.AnyUnique(p.Jobs)
 	chunks := b.chunkInserts(rows)
-	var ids []int64
+	var (
+		ids  []int64
+		dups []bool
+	)
 	run := func(ctx context.Context, db DBTX) error {
+		if unique {
+			var err error
+			ids, dups, err = b.insertUnique(ctx, db, p.Jobs, rows)
+			return err
+		}
 		ids = make([]int64, 0, len(rows))
 		for _, c := range chunks {
 			first, err := b.insertChunk(ctx, db, c)
@@ -69,7 +80,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		err = run(ctx, callerTx)
 	case ctx.Err() != nil:
 		err = fmt.Errorf("%w: %w", backend.ErrNotWritten, ctx.Err())
-	case len(chunks) == 1:
+	case len(chunks) == 1 && !unique:
 		if err = b.retry(ctx, func() error { return run(ctx, b.db) }); err != nil {
 			err = connWriteError(err, true)
 		}
@@ -93,10 +104,67 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	res := &backend.JobInsertManyResult{Count: len(rows)}
-	if !p.NoIDs {
+	if !p.NoIDs || unique {
 		res.IDs = ids
 	}
+	if dups != nil {
+		res.Duplicates = dups
+		for _, d := range dups {
+			if d {
+				res.Count--
+			}
+		}
+	}
 	return res, nil
+}
+
+// uniqueHolderRounds bounds insertUnique's rounds for one job: each round
+// that finds no holder after a refused insert means the holder left its
+// holding states in between, which a second round then finds free.
+const uniqueHolderRounds = 10
+
+// insertUnique inserts a call that has unique jobs, row by row: a unique
+// row refused by spool_jobs_unique (error 1062, which undoes only that
+// statement) reports the key's holder instead. Concurrent inserts of one key
+// may deadlock when the first inserter rolls back; the caller's retry of the
+// whole transaction covers that.
+func (b *Backend) insertUnique(ctx context.Context, db DBTX, jobs []*backend.JobInsertParams, rows []insertRow) ([]int64, []bool, error) {
+	ids := make([]int64, len(rows))
+	var dups []bool
+	for i := range rows {
+		for round := 1; ; round++ {
+			id, err := b.insertChunk(ctx, db, rows[i:i+1])
+			if err == nil {
+				ids[i] = id
+				break
+			}
+			if jobs[i].UniqueKey == "" || !isUniqueViolation(err) {
+				return nil, nil, err
+			}
+			err = db.QueryRowContext(ctx, b.sql.uniqueHolder, jobs[i].UniqueKey).Scan(&ids[i])
+			if err == nil {
+				if dups == nil {
+					dups = make([]bool, len(rows))
+				}
+				dups[i] = true
+				break
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return nil, nil, fmt.Errorf("read the holder of a unique key: %w", err)
+			}
+			if round == uniqueHolderRounds {
+				return nil, nil, fmt.Errorf("unique key of job %d: refused %d times, and its holder was gone each time", i, round)
+			}
+		}
+	}
+	return ids, dups, nil
+}
+
+// isUniqueViolation reports whether err is a write refused by
+// spool_jobs_unique.
+func isUniqueViolation(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062 && strings.Contains(me.Message, "spool_jobs_unique")
 }
 
 // insertRow is one job's SQL tuple and its bound values.
@@ -164,10 +232,18 @@ func (b *Backend) encodeInsert(j *backend.JobInsertParams) (insertRow, error) {
 		tuple = "(?, ?, ?, " + prio + ", UTC_TIMESTAMP(6) + INTERVAL " + strconv.FormatInt(micros(j.Delay), 10) + " MICROSECOND, " +
 			state + ", " + maxAtt + ", ?, ?, UTC_TIMESTAMP(6))"
 	}
+	tuple = strings.TrimSuffix(tuple, ")") + ", ?, ?)"
 	args = append(args, string(tagJSON), meta)
+	if j.UniqueKey != "" {
+		args = append(args, j.UniqueKey, strconv.Itoa(int(j.UniqueStates)))
+	} else {
+		args = append(args, nil, nil)
+	}
 	size := len(tuple) + 64
 	for _, a := range args {
-		size += escapedLen(a.(string))
+		if s, ok := a.(string); ok {
+			size += escapedLen(s)
+		}
 	}
 	if size > b.server.maxPacket-len(b.sql.insertHead) {
 		return insertRow{}, fmt.Errorf("%w: the job's statement would take %d bytes, over the server's max_allowed_packet of %d",

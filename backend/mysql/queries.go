@@ -30,6 +30,7 @@ type queries struct {
 	heartbeat, heartbeatCheck, releaseClaim  string
 	rescueSelect, rescueUpdate, cleanup      string
 	insertHead, get, listHead, retry, cancel string
+	uniqueHolder                             string
 	stats, leaderUpdate, leaderInsert        string
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
@@ -37,7 +38,8 @@ type queries struct {
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max_attempts, fence,
-  leased_until, leased_by, created_at, attempted_at, finalized_at, errors, tags, metadata`
+  leased_until, leased_by, created_at, attempted_at, finalized_at, errors, tags, metadata,
+  coalesce(unique_key, ''), coalesce(unique_states, 0)`
 
 // nowJSON is the database's now as an RFC 3339 string, for error histories.
 const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`
@@ -73,6 +75,7 @@ func buildQueries(db string) (queries, error) {
 		"rescue_update":     &q.rescueUpdate,
 		"cleanup":           &q.cleanup,
 		"insert_head":       &q.insertHead,
+		"unique_holder":     &q.uniqueHolder,
 		"get":               &q.get,
 		"list_head":         &q.listHead,
 		"retry":             &q.retry,

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spoolq/spool/backend"
 )
 
@@ -77,10 +79,78 @@ func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*b
 		}
 		return nil, fmt.Errorf("%s job %d (state %s): %w", op, id, cur.State, backend.ErrInvalidState)
 	}
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "spool_jobs_unique" {
+		return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrUniqueConflict)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 	}
 	return j, nil
+}
+
+// JobBulk implements backend.Backend: one statement per batch (see
+// sql/bulk_*.sql). Retried jobs lower this process's claim floors; the
+// holders of cancelled running jobs are notified.
+func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backend.JobBulkResult, error) {
+	var query string
+	switch p.Action {
+	case backend.BulkRetry:
+		query = b.sql.bulkRetry
+	case backend.BulkCancel:
+		query = b.sql.bulkCancel
+	case backend.BulkDelete:
+		query = b.sql.bulkDelete
+	default:
+		return nil, fmt.Errorf("bulk jobs: unknown action %d", p.Action)
+	}
+	states := make([]string, len(p.States))
+	for i, s := range p.States {
+		states[i] = string(s)
+	}
+	var after, before *time.Time
+	if !p.CreatedAfter.IsZero() {
+		after = &p.CreatedAfter
+	}
+	if !p.CreatedBefore.IsZero() {
+		before = &p.CreatedBefore
+	}
+	rows, err := b.pool.Query(ctx, query, p.AfterID, p.Queue, p.Kind, states, after, before, p.MaxOrDefault())
+	if err != nil {
+		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
+	}
+	res := &backend.JobBulkResult{}
+	var (
+		id            int64
+		flag, changed bool
+		queue         string
+		priority      int16
+		runAt         *time.Time
+		notify        []string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &flag, &changed, &queue, &priority, &runAt}, func() error {
+		res.Taken++
+		res.LastID = max(res.LastID, id)
+		if changed {
+			res.Changed++
+		}
+		switch {
+		case p.Action == backend.BulkRetry && flag:
+			res.UniqueRetries = append(res.UniqueRetries, id)
+		case p.Action == backend.BulkRetry && changed && runAt != nil:
+			b.floors.lower(queue, claimKey{priority: priority, runAt: *runAt, id: id})
+		case p.Action == backend.BulkCancel && flag && changed:
+			notify = append(notify, cancelPrefix+strconv.FormatInt(id, 10))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
+	}
+	if len(notify) > 0 {
+		// A hint only: the cancellations are committed whether or not it is sent.
+		_, _ = b.pool.Exec(ctx, `SELECT pg_notify($1, x) FROM unnest($2::text[]) x`, b.channel, notify)
+	}
+	return res, nil
 }
 
 // QueueStatsAll implements backend.Backend.

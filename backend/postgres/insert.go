@@ -23,7 +23,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	if len(p.Jobs) == 0 {
 		return &backend.JobInsertManyResult{}, nil
 	}
-	if p.NoIDs && len(p.Jobs) >= b.copyThreshold {
+	if p.NoIDs && len(p.Jobs) >= b.copyThreshold && !backend.AnyUnique(p.Jobs) {
 		n, err := b.insertCopy(ctx, db, p.Jobs)
 		if err != nil {
 			return nil, fmt.Errorf("insert jobs (copy): %w", insertError(p.Tx, err))
@@ -41,6 +41,8 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		maxAtt   = make([]int16, n)
 		tags     = make([]string, n)
 		metadata = make([]json.RawMessage, n)
+		uKeys    = make([]string, n)
+		uStates  = make([]int16, n)
 	)
 	for i, j := range p.Jobs {
 		queues[i], kinds[i], args[i], prios[i] = j.Queue, j.Kind, j.Args, j.Priority
@@ -49,19 +51,36 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		if len(j.Metadata) > 0 {
 			metadata[i] = j.Metadata
 		}
+		uKeys[i], uStates[i] = j.UniqueKey, int16(j.UniqueStates)
 	}
-	rows, err := db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata)
+	rows, err := db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	res := &backend.JobInsertManyResult{IDs: make([]int64, 0, n)}
+	var (
+		id  int64
+		dup bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &dup}, func() error {
+		if dup {
+			if res.Duplicates == nil {
+				res.Duplicates = make([]bool, n)
+			}
+			res.Duplicates[len(res.IDs)] = true
+		} else {
+			res.Count++
+		}
+		res.IDs = append(res.IDs, id)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
 	}
-	if len(ids) != n {
-		return nil, fmt.Errorf("insert jobs: inserted %d of %d rows", len(ids), n)
+	if len(res.IDs) != n {
+		return nil, fmt.Errorf("insert jobs: inserted %d of %d rows", len(res.IDs), n)
 	}
-	return &backend.JobInsertManyResult{IDs: ids, Count: n}, nil
+	return res, nil
 }
 
 // insertCopy writes jobs with COPY; ids come from the column default. Run

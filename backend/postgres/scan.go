@@ -18,11 +18,14 @@ func scanJob(row pgx.Row) (*backend.JobRow, error) {
 		errs  []byte
 		args  []byte
 		meta  []byte
+		ust   int16
 	)
 	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
-		&j.Fence, &j.LeasedUntil, &j.LeasedBy, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &errs, &j.Tags, &meta); err != nil {
+		&j.Fence, &j.LeasedUntil, &j.LeasedBy, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &errs, &j.Tags, &meta,
+		&j.UniqueKey, &ust); err != nil {
 		return nil, err
 	}
+	j.UniqueStates = backend.UniqueStates(ust)
 	j.State = backend.State(state)
 	j.Args = json.RawMessage(args)
 	j.Metadata = json.RawMessage(meta)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -93,6 +94,9 @@ func changeJob(ctx context.Context, tx *sql.Tx, id int64, query string) (*backen
 	if err == nil {
 		return j, nil
 	}
+	if isUniqueViolation(err) {
+		return nil, backend.ErrUniqueConflict
+	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
@@ -169,4 +173,10 @@ func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, er
 		return nil, fmt.Errorf("list paused queues: %w", err)
 	}
 	return out, nil
+}
+
+// isUniqueViolation reports whether err is a write refused by
+// spool_jobs_unique. Both drivers report SQLite's own message.
+func isUniqueViolation(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: spool_jobs.unique_key")
 }

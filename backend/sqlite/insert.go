@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,7 @@ import (
 )
 
 // insertColumns are bound per row by insertSQL, in this order.
-const insertColumns = 10
+const insertColumns = 12
 
 // maxInsertRows keeps one INSERT's bound variables under SQLite's limit of
 // 32766.
@@ -27,11 +28,16 @@ func insertSQL(n int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
 	b.WriteString(" RETURNING id")
 	return b.String()
 }
+
+// insertUniqueSQL inserts one row unless its unique key is held, in which
+// case it returns no row (spool_jobs_unique is the only unique index a new
+// row can conflict with: ids come from AUTOINCREMENT).
+var insertUniqueSQL = strings.TrimSuffix(insertSQL(1), " RETURNING id") + " ON CONFLICT DO NOTHING RETURNING id"
 
 // fullInsertSQL is the statement for a full chunk, built once.
 var fullInsertSQL = insertSQL(maxInsertRows)
@@ -73,8 +79,12 @@ func prepareInsert(jobs []*backend.JobInsertParams, now int64, wake map[string]s
 		if len(j.Metadata) > 0 {
 			meta = string(j.Metadata)
 		}
+		var uKey, uStates any // NULL unless unique
+		if j.UniqueKey != "" {
+			uKey, uStates = j.UniqueKey, int64(j.UniqueStates)
+		}
 		args = append(args, j.Queue, j.Kind, string(j.Args), int64(j.Priority), at, now, string(state),
-			int64(j.MaxAttempts), tags, meta)
+			int64(j.MaxAttempts), tags, meta, uKey, uStates)
 	}
 	query := fullInsertSQL
 	if len(jobs) != maxInsertRows {
@@ -93,6 +103,9 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	}
 	if len(p.Jobs) == 0 {
 		return &backend.JobInsertManyResult{}, nil
+	}
+	if backend.AnyUnique(p.Jobs) {
+		return b.insertUnique(ctx, tx, p.Jobs)
 	}
 	// Everything but the statements is done before the write lock is taken
 	// (encoding, conversions, the statements' text), for the first
@@ -165,5 +178,51 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	if !p.NoIDs {
 		res.IDs = ids
 	}
+	return res, nil
+}
+
+// insertUnique inserts a call that has unique jobs, row by row in one write
+// transaction: a unique row that conflicts on spool_jobs_unique inserts
+// nothing and reports the key's holder, which the same transaction then
+// reads (under the write lock nobody can change it in between).
+func (b *Backend) insertUnique(ctx context.Context, tx *sql.Tx, jobs []*backend.JobInsertParams) (*backend.JobInsertManyResult, error) {
+	now := nowMicros()
+	wake := map[string]struct{}{}
+	chunks := make([]insertChunk, len(jobs))
+	for i, j := range jobs {
+		var err error
+		if chunks[i], err = prepareInsert(jobs[i:i+1], now, wake, nil); err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		if j.UniqueKey != "" {
+			chunks[i].query = insertUniqueSQL
+		}
+	}
+	var res *backend.JobInsertManyResult
+	err := b.st.write(ctx, tx, func(tx *sql.Tx) error {
+		res = &backend.JobInsertManyResult{IDs: make([]int64, len(jobs))}
+		for i, c := range chunks {
+			err := tx.QueryRowContext(ctx, c.query, c.args...).Scan(&res.IDs[i])
+			switch {
+			case err == nil:
+				res.Count++
+				continue
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+			if err := tx.QueryRowContext(ctx, stmt.uniqueHolder, jobs[i].UniqueKey).Scan(&res.IDs[i]); err != nil {
+				return fmt.Errorf("read the holder of a unique key: %w", err)
+			}
+			if res.Duplicates == nil {
+				res.Duplicates = make([]bool, len(jobs))
+			}
+			res.Duplicates[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	b.st.hub.publishQueues(wake)
 	return res, nil
 }

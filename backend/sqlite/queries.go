@@ -25,6 +25,7 @@ type statements struct {
 	heartbeat             string
 	insertHead            string
 	jobExists             string
+	uniqueHolder          string
 	jobState              string
 	leaderElect           string
 	leaderResign          string
@@ -73,6 +74,7 @@ func mustLoadStatements() statements {
 		"get":                     &s.get,
 		"heartbeat":               &s.heartbeat,
 		"insert_head":             &s.insertHead,
+		"unique_holder":           &s.uniqueHolder,
 		"job_exists":              &s.jobExists,
 		"job_state":               &s.jobState,
 		"leader_elect":            &s.leaderElect,

@@ -32,6 +32,13 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	var tags cli.StringList
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	metadata := fs.String("metadata", "", "metadata as a JSON object")
+	uniqueKey := fs.String("unique-key", "", "insert only if no job of the kind holds this key")
+	uniqueArgs := fs.Bool("unique-args", false, "insert only if no job of the kind with equal args holds its key")
+	var uniqueFields, uniqueStates cli.StringList
+	fs.Var(&uniqueFields, "unique-field", "args field that makes up the unique key (repeatable)")
+	uniqueQueue := fs.Bool("unique-queue", false, "the unique key includes the queue")
+	uniquePeriod := fs.Duration("unique-period", 0, "the unique key includes the period the run time falls in")
+	fs.Var(&uniqueStates, "unique-state", "finished state in which a job keeps its key (repeatable)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
@@ -87,6 +94,9 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 		}
 		opts.RunAt = t
 	}
+	if opts.Unique, err = uniqueFlags(*uniqueKey, *uniqueArgs, uniqueFields, *uniqueQueue, *uniquePeriod, uniqueStates, set); err != nil {
+		return err
+	}
 
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
@@ -99,13 +109,46 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *asJSON {
 		return cli.WriteJSON(c.m.Stdout, struct {
-			ID    int64  `json:"id"`
-			Kind  string `json:"kind"`
-			Queue string `json:"queue"`
-		}{res.ID, res.Kind, res.Queue})
+			ID        int64  `json:"id"`
+			Kind      string `json:"kind"`
+			Queue     string `json:"queue"`
+			Duplicate bool   `json:"duplicate"`
+		}{res.ID, res.Kind, res.Queue, res.Duplicate})
+	}
+	if res.Duplicate {
+		fmt.Fprintln(c.m.Stdout, res.ID, "duplicate")
+		return nil
 	}
 	fmt.Fprintln(c.m.Stdout, res.ID)
 	return nil
+}
+
+// uniqueFlags builds the unique options the --unique-* flags ask for: nil
+// when none is given. The finished states it accepts are the ones a unique
+// job may keep its key in; the others always hold it.
+func uniqueFlags(key string, byArgs bool, fields []string, byQueue bool, period time.Duration, states []string, set map[string]bool) (*spool.UniqueOpts, error) {
+	if !set["unique-key"] && !set["unique-args"] && !set["unique-field"] && !set["unique-queue"] && !set["unique-period"] && !set["unique-state"] {
+		return nil, nil
+	}
+	if set["unique-key"] && key == "" {
+		return nil, cli.Usagef("enqueue", "--unique-key must not be empty")
+	}
+	if period < 0 || (set["unique-period"] && period == 0) {
+		return nil, cli.Usagef("enqueue", "--unique-period must be positive, like 1h")
+	}
+	u := &spool.UniqueOpts{Key: key, ByArgs: byArgs || len(fields) > 0, ArgsFields: fields, ByQueue: byQueue, ByPeriod: period}
+	if set["unique-state"] {
+		u.States = []spool.JobState{spool.JobStateAvailable, spool.JobStateScheduled, spool.JobStateRetryable, spool.JobStateRunning}
+		for _, s := range states {
+			switch st := spool.JobState(s); st {
+			case spool.JobStateCompleted, spool.JobStateDiscarded, spool.JobStateCancelled:
+				u.States = append(u.States, st)
+			default:
+				return nil, cli.Usagef("enqueue", "--unique-state %q: give completed, discarded or cancelled (pending and running jobs always hold their key)", s)
+			}
+		}
+	}
+	return u, nil
 }
 
 // readArgs returns the JSON --args names: the value itself, the contents
@@ -189,8 +232,26 @@ Flags:
 		tag the job; repeat for more tags
 	--metadata JSON
 		a JSON object stored with the job
+	--unique-key KEY
+		insert only if no job of this kind holds KEY; otherwise print the
+		holder's id followed by "duplicate" and insert nothing
+	--unique-args
+		the unique key includes all of the args
+	--unique-field NAME
+		the unique key includes the args field NAME (repeatable)
+	--unique-queue
+		the unique key includes the queue
+	--unique-period DURATION
+		the unique key includes the period the run time falls in, e.g. 1h
+		for at most one job per hour
+	--unique-state STATE
+		a finished state (completed, discarded, cancelled) in which a job
+		keeps its key; repeat for more. Default: completed only. Pending
+		and running jobs always hold their key. Any --unique-* flag makes
+		the job unique; see docs/unique.md
 	--json
-		print {"id": …, "kind": …, "queue": …} instead of the bare id
+		print {"id": …, "kind": …, "queue": …, "duplicate": …} instead of
+		the bare id
 	--database-url URL
 		database (default $SPOOL_DATABASE_URL)
 `, "\n")

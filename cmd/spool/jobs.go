@@ -16,7 +16,8 @@ import (
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
 )
 
-// JobsCommand dispatches the jobs subcommands: list, show, retry, cancel.
+// JobsCommand dispatches the jobs subcommands: list, show, retry, cancel,
+// delete, prune.
 type JobsCommand struct{ m *Main }
 
 // subcommands returns the jobs subcommands by name.
@@ -27,13 +28,14 @@ func (c *JobsCommand) subcommands() map[string]cli.Command {
 		"retry":  &JobsRetryCommand{m: c.m},
 		"cancel": &JobsCancelCommand{m: c.m},
 		"prune":  &JobsPruneCommand{m: c.m},
+		"delete": &JobsDeleteCommand{m: c.m},
 	}
 }
 
 // Run implements cli.Command.
 func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return cli.Usagef("jobs", "missing subcommand (list, show, retry, cancel or prune)")
+		return cli.Usagef("jobs", "missing subcommand (list, show, retry, cancel, delete or prune)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -41,7 +43,7 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	}
 	sub, ok := c.subcommands()[args[0]]
 	if !ok {
-		return cli.Usagef("jobs", "unknown subcommand %q (want list, show, retry, cancel or prune)", args[0])
+		return cli.Usagef("jobs", "unknown subcommand %q (want list, show, retry, cancel, delete or prune)", args[0])
 	}
 	return sub.Run(ctx, args[1:])
 }
@@ -55,8 +57,9 @@ Subcommands:
 
 	list      list jobs, filtered by queue, kind and state
 	show      show one job with its args, metadata and error history
-	retry     make a job that is not running available again, with fresh attempts
-	cancel    cancel a pending or running job
+	retry     make a job, or every job a filter selects, available again with fresh attempts
+	cancel    cancel a pending or running job, or every one a filter selects
+	delete    delete every job a filter selects (never running ones)
 	prune     delete finished jobs older than an age
 
 Run 'spool jobs <subcommand> -h' for a subcommand's usage.

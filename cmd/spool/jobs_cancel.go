@@ -14,6 +14,9 @@ type JobsCancelCommand struct{ m *Main }
 
 // Run implements Command.
 func (c *JobsCancelCommand) Run(ctx context.Context, args []string) error {
+	if bulkRequested(args) {
+		return runBulk(ctx, c.m, "jobs cancel", c.Usage(), "cancelled", (*spool.Client).JobsCancel, args)
+	}
 	return runJobAction(ctx, c.m, "jobs cancel", c.Usage(), args,
 		func(ctx context.Context, client *spool.Client, id int64) (*spool.JobRow, error) {
 			job, err := client.JobCancel(ctx, id)
@@ -32,16 +35,23 @@ func (c *JobsCancelCommand) Run(ctx context.Context, args []string) error {
 func (c *JobsCancelCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool jobs cancel [flags] ID
+       spool jobs cancel FILTER FLAGS [flags]
 
 Cancels a pending or running job. A running job's worker learns of it at its
 next heartbeat, and its context is cancelled. Finished jobs cannot be
 cancelled.
 
-Flags:
+With filter flags instead of an id, cancels every pending and running job
+that matches all of them, in batches, and prints how many it cancelled.
+Example: spool jobs cancel --queue reports --state scheduled
+
+Flags for one job:
 
 	--json
 		print the updated job as JSON
 	--database-url URL
 		database (default $SPOOL_DATABASE_URL)
-`, "\n")
+
+Filter flags:
+`+bulkUsage, "\n")
 }

@@ -37,6 +37,14 @@ func printJob(w io.Writer, j *spool.JobRow) error {
 	if tags == "" {
 		tags = "-"
 	}
+	unique := "-"
+	if j.UniqueKey != "" {
+		var held []string
+		for _, s := range j.UniqueStates.States() {
+			held = append(held, string(s))
+		}
+		unique = fmt.Sprintf("key %s, held while %s", j.UniqueKey, strings.Join(held, ", "))
+	}
 	for _, row := range [][2]string{
 		{"id", fmt.Sprint(j.ID)},
 		{"queue", j.Queue},
@@ -52,6 +60,7 @@ func printJob(w io.Writer, j *spool.JobRow) error {
 		{"leased_until", formatTimePtr(j.LeasedUntil)},
 		{"leased_by", leasedBy},
 		{"tags", tags},
+		{"unique", unique},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}

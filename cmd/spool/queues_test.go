@@ -86,3 +86,40 @@ func TestJobsPrune(t *testing.T) {
 		t.Fatalf("jobs left: %+v, want only job %s", got, ids[2])
 	}
 }
+
+// TestJobsBulk: spool jobs retry, cancel and delete with filter flags change
+// the jobs that match, print how many, change nothing on a second run, and
+// refuse a missing filter or an id beside filters with exit 2.
+func TestJobsBulk(t *testing.T) {
+	db := sqliteStore(t)
+	for range 3 {
+		mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail")
+	}
+	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "reports")
+	if r := mustSpool(t, "jobs", "cancel", "--queue", "mail", "--batch", "2", "--database-url", db); r.Stdout != "cancelled 3 jobs\n" {
+		t.Fatalf("cancel said %q", r.Stdout)
+	}
+	if r := mustSpool(t, "jobs", "cancel", "--queue", "mail", "--database-url", db); r.Stdout != "cancelled 0 jobs\n" {
+		t.Fatalf("second cancel said %q", r.Stdout)
+	}
+	var res bulkJSON
+	out := mustSpool(t, "jobs", "retry", "--state", "cancelled", "--queue", "mail", "--json", "--database-url", db).Stdout
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res != (bulkJSON{Action: "retry", Changed: 3}) {
+		t.Fatalf("retry printed %s (%v)", out, err)
+	}
+	if r := mustSpool(t, "jobs", "delete", "--kind", "k", "--state", "available", "--database-url", db); r.Stdout != "deleted 4 jobs\n" {
+		t.Fatalf("delete said %q", r.Stdout)
+	}
+	for _, args := range [][]string{
+		{"jobs", "delete"},
+		{"jobs", "delete", "--batch", "5"},
+		{"jobs", "retry", "1", "--queue", "mail"},
+		{"jobs", "cancel", "--state", "finished"},
+		{"jobs", "delete", "--queue", "a b"},
+		{"jobs", "delete", "--queue", "mail", "--created-before", "yesterday"},
+	} {
+		if r := runSpool(t, append(args, "--database-url", db)...); r.Code != 2 {
+			t.Errorf("spool %v: exit %d, want 2", args, r.Code)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+-- Bulk delete, one batch: the first $7 jobs above id $1 that match the
+-- filters (queue $2, kind $3, states $4, created in ($5, $6)) and are not
+-- running are deleted. Locked in id order and waited for, as in
+-- bulk_retry.sql.
+WITH taken AS MATERIALIZED (
+  SELECT id, false AS flag
+  FROM {{s}}.spool_jobs
+  WHERE id > $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)
+    AND (cardinality($4::text[]) = 0 OR state::text = ANY($4::text[]))
+    AND ($5::timestamptz IS NULL OR created_at > $5) AND ($6::timestamptz IS NULL OR created_at < $6)
+    AND state <> 'running'
+  ORDER BY id
+  LIMIT $7
+  FOR UPDATE
+), changed AS (
+  DELETE FROM {{s}}.spool_jobs j
+  USING taken t
+  WHERE j.id = t.id
+  RETURNING j.id
+)
+SELECT t.id, t.flag, c.id IS NOT NULL, ''::text, 0::smallint, NULL::timestamptz
+FROM taken t LEFT JOIN changed c ON c.id = t.id
