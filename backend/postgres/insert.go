@@ -53,7 +53,12 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		}
 		uKeys[i], uStates[i] = j.UniqueKey, int16(j.UniqueStates)
 	}
-	rows, err := db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates)
+	var rows pgx.Rows
+	if backend.AnyUnique(p.Jobs) {
+		rows, err = db.Query(ctx, b.sql.insertUnique, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates)
+	} else {
+		rows, err = db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
 	}

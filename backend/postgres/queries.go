@@ -15,7 +15,7 @@ import (
 type queries struct {
 	claim, releaseClaim, finish, heartbeat, rescue, cleanup string
 	completeKeep, completeDelete, probeBelow                string
-	insert, now                                             string
+	insert, insertUnique, now                               string
 	get, list, retry, cancel, stats                         string
 	leaderElect, leaderResign                               string
 	schemaVersion                                           string
@@ -53,6 +53,7 @@ func buildQueries(schema string) (queries, error) {
 		"rescue":            &q.rescue,
 		"cleanup":           &q.cleanup,
 		"insert":            &q.insert,
+		"insert_unique":     &q.insertUnique,
 		"bulk_retry":        &q.bulkRetry,
 		"bulk_cancel":       &q.bulkCancel,
 		"bulk_delete":       &q.bulkDelete,
