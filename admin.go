@@ -36,8 +36,10 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 }
 
 // JobCancel cancels a pending or running job. A running job's context is
-// cancelled (cause ErrLeaseLost) at once when its client listens for
-// notifications, else at its next heartbeat; its outcome is not written.
+// cancelled (cause ErrLeaseLost) within a second in any process, on every
+// backend (a PostgreSQL notification, SQLite's and MySQL's cancellation
+// events), or at its next heartbeat in a client with PollOnly set; its
+// outcome is not written.
 // Errors match ErrNotFound or ErrInvalidState (already finished).
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 	return c.backend.JobCancel(ctx, &backend.JobCancelParams{ID: id})

@@ -43,8 +43,8 @@ func (c *Client) JobsRetry(ctx context.Context, f JobFilter) (BulkResult, error)
 }
 
 // JobsCancel cancels the matching pending and running jobs, as JobCancel
-// does one by one: a running job's handler is cancelled at once where its
-// client listens for notifications, else at its next heartbeat.
+// does one by one: a running job's handler is cancelled as JobCancel
+// describes.
 func (c *Client) JobsCancel(ctx context.Context, f JobFilter) (BulkResult, error) {
 	return c.bulk(ctx, backend.BulkCancel, f)
 }

@@ -364,7 +364,8 @@ type JobRetryParams struct{ ID int64 }
 
 // JobCancelParams cancels a pending or running job. A running job's lease
 // holder learns of it at its next heartbeat; a Notifier also sends a Wake
-// with CancelledID so that it can heartbeat at once.
+// with CancelledID (a CancelWatcher reports the id) so that it can
+// heartbeat at once.
 type JobCancelParams struct{ ID int64 }
 
 // BulkAction is what JobBulk does to each job it selects.
@@ -562,4 +563,16 @@ type Notifier interface {
 	// Notifications are hints: a missed one delays work by at most a poll or
 	// a heartbeat, and never changes an outcome.
 	Listen(ctx context.Context, ready func(), onWake func(Wake)) error
+}
+
+// CancelWatcher is an optional capability of a store that is not a
+// Notifier: deliver cancellations of running jobs, made by any process,
+// promptly (within a second), so that the lease holder stops the handler
+// without waiting for its next heartbeat.
+type CancelWatcher interface {
+	// WatchCancels blocks, calling onCancel with the id of every running
+	// job cancelled after ready was called, until ctx ends or the store
+	// fails; the error says why it stopped. A job may be reported more than
+	// once; a missed one is found at the holder's next heartbeat.
+	WatchCancels(ctx context.Context, ready func(), onCancel func(id int64)) error
 }

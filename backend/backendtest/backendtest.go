@@ -108,6 +108,7 @@ func Run(t *testing.T, h Harness) {
 		{"UniqueConcurrentInserts", testUniqueConcurrent},
 		{"UniqueTxRollback", testUniqueTxRollback},
 		{"BulkActions", testBulkActions},
+		{"CancelReachesOtherProcess", testCancelReachesOtherProcess},
 	}
 	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {

@@ -68,18 +68,47 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 	return b.changeJob(ctx, "retry", b.sql.retry, p.ID)
 }
 
-// JobCancel implements backend.Backend. A running job's lease holder learns
-// of it at its next heartbeat (no push channel in MySQL).
+// JobCancel implements backend.Backend. Cancelling a running job records an
+// event that every process's WatchCancels reads within watchCancelsInterval.
 func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
-	return b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
+	return b.changeJobAfter(ctx, "cancel", b.sql.cancel, p.ID, func(tx *sql.Tx) error {
+		return b.recordCancel(ctx, tx, p.ID)
+	})
+}
+
+// recordCancel records the cancellation of job id, if it is running, for
+// other processes, and drops old events; in the cancelling transaction,
+// before the cancel itself.
+func (b *Backend) recordCancel(ctx context.Context, tx *sql.Tx, id int64) error {
+	res, err := tx.ExecContext(ctx, b.sql.cancelEvent, id)
+	if err != nil {
+		return fmt.Errorf("record cancellation: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, b.sql.cancelEventsPrune); err != nil {
+		return fmt.Errorf("drop old cancellation events: %w", err)
+	}
+	return nil
 }
 
 // changeJob runs a single-job state change and reads the row back in the
 // same transaction; when the update matched nothing it tells "no such job"
 // from "not allowed in its state".
 func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*backend.JobRow, error) {
+	return b.changeJobAfter(ctx, op, query, id, nil)
+}
+
+// changeJobAfter is changeJob with before run first in the transaction.
+func (b *Backend) changeJobAfter(ctx context.Context, op, query string, id int64, before func(*sql.Tx) error) (*backend.JobRow, error) {
 	var j *backend.JobRow
 	err := b.inTx(ctx, func(tx *sql.Tx) error {
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(ctx, query, id)
 		if err != nil {
 			return err

@@ -70,8 +70,8 @@ func containsState(states []backend.State, s backend.State) bool {
 }
 
 // JobBulk implements backend.Backend: the batch is read with FOR UPDATE and
-// changed in one transaction, retried whole on a lock conflict. The holders
-// of cancelled running jobs learn of it at their next heartbeat.
+// changed in one transaction, retried whole on a lock conflict. Cancelled
+// running jobs are recorded for WatchCancels.
 func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backend.JobBulkResult, error) {
 	var change string
 	switch p.Action {
@@ -92,7 +92,10 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		if err != nil {
 			return err
 		}
-		var ids []any
+		var (
+			ids     []any
+			running []int64
+		)
 		for rows.Next() {
 			var (
 				j     backend.JobRow
@@ -109,6 +112,8 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 			case p.Action == backend.BulkRetry && backend.NeedsKeyBack(&j):
 				res.UniqueRetries = append(res.UniqueRetries, j.ID)
 				continue
+			case p.Action == backend.BulkCancel && j.State == backend.StateRunning:
+				running = append(running, j.ID)
 			}
 			ids = append(ids, j.ID)
 		}
@@ -120,6 +125,11 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		}
 		if len(ids) == 0 {
 			return nil
+		}
+		for _, id := range running {
+			if err := b.recordCancel(ctx, tx, id); err != nil {
+				return err
+			}
 		}
 		stmt := change + "(?" + strings.Repeat(", ?", len(ids)-1) + ")"
 		r, err := tx.ExecContext(ctx, stmt, ids...)

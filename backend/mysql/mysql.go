@@ -128,7 +128,10 @@ type Backend struct {
 	closed   atomic.Bool
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.CancelWatcher = (*Backend)(nil)
+)
 
 // Open connects to the database at a mysql:// URL,
 // mysql://user:password@host:port/database?params. The spool_claim,

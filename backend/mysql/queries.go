@@ -31,6 +31,8 @@ type queries struct {
 	rescueSelect, rescueUpdate, cleanup      string
 	insertHead, get, listHead, retry, cancel string
 	uniqueHolder                             string
+	cancelEvent, cancelEventsPrune           string
+	cancelEventsRecent                       string
 	stats, leaderUpdate, leaderInsert        string
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
@@ -56,35 +58,38 @@ func buildQueries(db string) (queries, error) {
 	r := strings.NewReplacer("{{db}}", db, "{{cols}}", jobColumns, "{{nowjson}}", nowJSON, "{{pending}}", pendingStates)
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
-		"claim_select":      &q.claimSelect,
-		"claim_update":      &q.claimUpdate,
-		"window":            &q.window,
-		"queue_pause":       &q.queuePause,
-		"queue_resume":      &q.queueResume,
-		"queue_paused_all":  &q.queuePausedAll,
-		"optimistic_update": &q.optimisticUpdate,
-		"optimistic_won":    &q.optimisticWon,
-		"lock_for_finish":   &q.lockForFinish,
-		"complete":          &q.complete,
-		"delete_done":       &q.deleteDone,
-		"finish_other":      &q.finishOther,
-		"heartbeat":         &q.heartbeat,
-		"heartbeat_check":   &q.heartbeatCheck,
-		"release_claim":     &q.releaseClaim,
-		"rescue_select":     &q.rescueSelect,
-		"rescue_update":     &q.rescueUpdate,
-		"cleanup":           &q.cleanup,
-		"insert_head":       &q.insertHead,
-		"unique_holder":     &q.uniqueHolder,
-		"get":               &q.get,
-		"list_head":         &q.listHead,
-		"retry":             &q.retry,
-		"cancel":            &q.cancel,
-		"stats":             &q.stats,
-		"leader_update":     &q.leaderUpdate,
-		"leader_insert":     &q.leaderInsert,
-		"leader_resign":     &q.leaderResign,
-		"schema_version":    &q.schemaVersion,
+		"claim_select":         &q.claimSelect,
+		"claim_update":         &q.claimUpdate,
+		"window":               &q.window,
+		"queue_pause":          &q.queuePause,
+		"queue_resume":         &q.queueResume,
+		"queue_paused_all":     &q.queuePausedAll,
+		"optimistic_update":    &q.optimisticUpdate,
+		"optimistic_won":       &q.optimisticWon,
+		"lock_for_finish":      &q.lockForFinish,
+		"complete":             &q.complete,
+		"delete_done":          &q.deleteDone,
+		"finish_other":         &q.finishOther,
+		"heartbeat":            &q.heartbeat,
+		"heartbeat_check":      &q.heartbeatCheck,
+		"release_claim":        &q.releaseClaim,
+		"rescue_select":        &q.rescueSelect,
+		"rescue_update":        &q.rescueUpdate,
+		"cleanup":              &q.cleanup,
+		"insert_head":          &q.insertHead,
+		"unique_holder":        &q.uniqueHolder,
+		"cancel_event":         &q.cancelEvent,
+		"cancel_events_prune":  &q.cancelEventsPrune,
+		"cancel_events_recent": &q.cancelEventsRecent,
+		"get":                  &q.get,
+		"list_head":            &q.listHead,
+		"retry":                &q.retry,
+		"cancel":               &q.cancel,
+		"stats":                &q.stats,
+		"leader_update":        &q.leaderUpdate,
+		"leader_insert":        &q.leaderInsert,
+		"leader_resign":        &q.leaderResign,
+		"schema_version":       &q.schemaVersion,
 	})
 	return q, err
 }

@@ -62,7 +62,8 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 
 // JobCancel implements backend.Backend. Cancelling a running job also wakes
 // this process's listeners with its id, so a lease holder in this process
-// stops it at once; one in another process learns at its next heartbeat.
+// stops it at once, and records an event that other processes' watchers
+// read within watchInterval.
 func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
 	var (
 		j          *backend.JobRow
@@ -75,8 +76,10 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 			return err
 		}
 		wasRunning = backend.State(state) == backend.StateRunning
-		j, err = changeJob(ctx, tx, p.ID, stmt.cancel)
-		return err
+		if j, err = changeJob(ctx, tx, p.ID, stmt.cancel); err != nil || !wasRunning {
+			return err
+		}
+		return recordCancels(ctx, tx, []int64{p.ID})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
@@ -179,4 +182,25 @@ func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, er
 // spool_jobs_unique. Both drivers report SQLite's own message.
 func isUniqueViolation(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: spool_jobs.unique_key")
+}
+
+// cancelEventAge is how long cancellation events are kept: far longer than
+// a watcher takes to read them, and longer than any heartbeat interval, so
+// that a holder that missed one has found the cancellation by heartbeat.
+const cancelEventAge = time.Minute
+
+// recordCancels records the cancellation of running jobs for other
+// processes (migrations/005_cancels.sql) and drops old events, in the
+// cancelling transaction.
+func recordCancels(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	now := nowMicros()
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, stmt.cancelEvent, now, id); err != nil {
+			return fmt.Errorf("record cancellation: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, stmt.cancelEventsPrune, now-cancelEventAge.Microseconds()); err != nil {
+		return fmt.Errorf("drop old cancellation events: %w", err)
+	}
+	return nil
 }

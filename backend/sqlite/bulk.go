@@ -93,7 +93,10 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		if err != nil {
 			return err
 		}
-		var ids []any
+		var (
+			ids     []any
+			running []int64
+		)
 		for rows.Next() {
 			var j backend.JobRow
 			var state string
@@ -113,6 +116,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 				wakes = append(wakes, backend.Wake{Queue: j.Queue})
 			case p.Action == backend.BulkCancel && j.State == backend.StateRunning:
 				wakes = append(wakes, backend.Wake{CancelledID: j.ID})
+				running = append(running, j.ID)
 			}
 			ids = append(ids, j.ID)
 		}
@@ -131,8 +135,14 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 			return err
 		}
 		n, err := r.RowsAffected()
+		if err != nil {
+			return err
+		}
 		res.Changed = int(n)
-		return err
+		if len(running) > 0 {
+			return recordCancels(ctx, tx, running)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)

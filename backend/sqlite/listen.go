@@ -61,8 +61,9 @@ func (h *hub) publishQueues(queues map[string]struct{}) {
 // Listen implements backend.Notifier with the store's hub: it delivers
 // wake-ups caused by this process (through any backend on the same file),
 // and a wake-up of every queue within about 20 ms of another process's
-// commit, until ctx ends. Cancellations made by other processes reach a
-// running job at its next heartbeat.
+// commit, until ctx ends. Cancellations of running jobs made by other
+// processes come from the watcher's reads of spool_cancels, within about
+// cancelCheckInterval.
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	id, ch := b.st.hub.subscribe()
 	defer b.st.hub.unsubscribe(id)

@@ -44,6 +44,10 @@ type statements struct {
 	queuePause            string
 	queueResume           string
 	queuePausedAll        string
+	cancelEvent           string
+	cancelEventsPrune     string
+	cancelEventsSince     string
+	cancelEventsLast      string
 }
 
 // finishInput is the JSON array of [id, fence, outcome, delay_us, error]
@@ -77,6 +81,10 @@ func mustLoadStatements() statements {
 		"unique_holder":           &s.uniqueHolder,
 		"job_exists":              &s.jobExists,
 		"job_state":               &s.jobState,
+		"cancel_event":            &s.cancelEvent,
+		"cancel_events_prune":     &s.cancelEventsPrune,
+		"cancel_events_since":     &s.cancelEventsSince,
+		"cancel_events_last":      &s.cancelEventsLast,
 		"leader_elect":            &s.leaderElect,
 		"leader_resign":           &s.leaderResign,
 		"list":                    &s.list,

@@ -114,11 +114,18 @@ const watchInterval = 20 * time.Millisecond
 // writer connection, which changes only when another connection commits,
 // and only when the write token is free (a busy writer means this process
 // is working anyway).
+//
+// It also delivers other processes' cancellations of running jobs: after a
+// change, and at least every cancelCheckInterval (a busy writer hides
+// changes from it), it reads the cancellation events recorded since its
+// last look and wakes listeners with each job's id.
 func (st *store) startWatcher() {
 	st.watchOnce.Do(func() {
-		// The first reading is taken before Listen reports ready, so a commit
-		// made after that is seen as a change.
+		// The first readings are taken before Listen reports ready, so a
+		// commit made after that is seen as a change, and a cancellation as
+		// new.
 		last, _ := st.dataVersion(true)
+		events := st.newCancelEvents()
 		go func() {
 			defer close(st.watchDone)
 			ticker := time.NewTicker(watchInterval)
@@ -130,16 +137,62 @@ func (st *store) startWatcher() {
 				case <-ticker.C:
 				}
 				v, ok := st.dataVersion(false)
-				if !ok {
-					continue
-				}
-				if last >= 0 && v != last {
+				changed := ok && last >= 0 && v != last
+				if changed {
 					st.hub.publish(backend.Wake{})
 				}
-				last = v
+				if ok {
+					last = v
+				}
+				if changed || time.Since(events.checked) >= cancelCheckInterval {
+					events.deliver()
+				}
 			}
 		}()
 	})
+}
+
+// cancelCheckInterval bounds how long the watcher goes without reading
+// cancellation events when it sees no change.
+const cancelCheckInterval = 250 * time.Millisecond
+
+// cancelEvents reads the cancellation events other connections recorded.
+type cancelEvents struct {
+	st      *store
+	lastSeq int64
+	ok      bool // lastSeq was read: until then, nothing is delivered
+	checked time.Time
+}
+
+func (st *store) newCancelEvents() *cancelEvents {
+	e := &cancelEvents{st: st}
+	e.ok = st.readers.QueryRow(stmt.cancelEventsLast).Scan(&e.lastSeq) == nil
+	e.checked = time.Now()
+	return e
+}
+
+// deliver wakes listeners with the jobs cancelled since the last look. A
+// failed read is tried again at the next look; the holders' heartbeats
+// cover the meantime.
+func (e *cancelEvents) deliver() {
+	e.checked = time.Now()
+	if !e.ok {
+		e.ok = e.st.readers.QueryRow(stmt.cancelEventsLast).Scan(&e.lastSeq) == nil
+		return
+	}
+	rows, err := e.st.readers.Query(stmt.cancelEventsSince, e.lastSeq)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq, id int64
+		if rows.Scan(&seq, &id) != nil {
+			return
+		}
+		e.lastSeq = seq
+		e.st.hub.publish(backend.Wake{CancelledID: id})
+	}
 }
 
 // dataVersion reads PRAGMA data_version on the writer connection, holding

@@ -37,9 +37,9 @@ func (c *JobsCancelCommand) Usage() string {
 Usage: spool jobs cancel [flags] ID
        spool jobs cancel FILTER FLAGS [flags]
 
-Cancels a pending or running job. A running job's worker learns of it at its
-next heartbeat, and its context is cancelled. Finished jobs cannot be
-cancelled.
+Cancels a pending or running job. A running job's worker learns of it
+within a second, and its handler's context is cancelled. Finished jobs
+cannot be cancelled.
 
 With filter flags instead of an id, cancels every pending and running job
 that matches all of them, in batches, and prints how many it cancelled.

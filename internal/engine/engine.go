@@ -115,7 +115,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, s := range e.cfg.Services {
 		e.goService(func() { s(e.servicesCtx) })
 	}
-	if n, ok := e.be.(backend.Notifier); ok && !e.cfg.PollOnly {
+	n, ok := e.be.(backend.Notifier)
+	if cw, watches := e.be.(backend.CancelWatcher); !ok && watches {
+		n, ok = cancelsOnly{cw}, true
+	}
+	if ok && !e.cfg.PollOnly {
 		// Start returns once the subscription is in place, so that a
 		// notification sent after Start (a cancellation of a job it is about
 		// to run, say) is never missed; if subscribing fails or takes longer

@@ -60,3 +60,11 @@ func (l *listener) run(ctx context.Context, settled func()) {
 		backoff = min(backoff*2, 10*time.Second)
 	}
 }
+
+// cancelsOnly makes a CancelWatcher a Notifier that sends only
+// cancellations.
+type cancelsOnly struct{ cw backend.CancelWatcher }
+
+func (c cancelsOnly) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
+	return c.cw.WatchCancels(ctx, ready, func(id int64) { onWake(backend.Wake{CancelledID: id}) })
+}
