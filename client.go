@@ -45,6 +45,10 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		DiscardedRetention: cfg.DiscardedRetention,
 		CancelledRetention: cfg.CancelledRetention,
 	}, logger)
+	services := []func(context.Context){keeper.Run}
+	if fire := c.periodicService(keeper.Leading); fire != nil {
+		services = append(services, fire)
+	}
 	queues := make(map[string]engine.Queue, len(cfg.Queues))
 	for name, q := range cfg.Queues {
 		queues[name] = engine.Queue{MaxWorkers: q.MaxWorkers, Prefetch: q.Prefetch}
@@ -61,7 +65,7 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		Queues:             queues,
 		Handler:            cfg.Workers.handler,
 		NextRetry:          cfg.RetryPolicy.NextRetry,
-		Services:           []func(context.Context){keeper.Run},
+		Services:           services,
 		AfterStop:          keeper.Resign,
 	}, logger)
 	return c, nil

@@ -66,6 +66,10 @@ type Config struct {
 	RetryPolicy RetryPolicy
 	// Workers registry. Required to Start.
 	Workers *Workers
+	// PeriodicJobs are inserted on their schedules by the elected leader
+	// among the clients of the store (see PeriodicJob). Every client may
+	// list them; only the leader fires.
+	PeriodicJobs []PeriodicJob
 }
 
 // QueueConfig configures one queue.
@@ -90,6 +94,9 @@ func (c Config) withDefaults() (Config, error) {
 		if *d == 0 {
 			*d = v
 		}
+	}
+	if err := checkPeriodic(c.PeriodicJobs); err != nil {
+		return bad("%v", err)
 	}
 	def(&c.CancelledRetention, 7*24*time.Hour)
 	def(&c.DiscardedRetention, 7*24*time.Hour)

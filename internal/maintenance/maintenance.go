@@ -1,12 +1,13 @@
 // Package maintenance is the work one client does for all: an election
 // among the clients of a store picks a leader, and the leader returns jobs
 // whose lease ended (rescue) and deletes finished jobs past their retention
-// (cleanup). Periodic jobs and retention policies belong here as they come.
+// (cleanup). Leading tells the periodic job firer when to fire.
 package maintenance
 
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -29,10 +30,16 @@ type Config struct {
 
 // Maintainer runs maintenance for one client.
 type Maintainer struct {
-	be     backend.Backend
-	cfg    Config
-	logger *slog.Logger
+	be      backend.Backend
+	cfg     Config
+	logger  *slog.Logger
+	leading atomic.Bool
 }
+
+// Leading reports whether the last election made this client the leader.
+// A leader that stalls past its term may still believe it leads; what it
+// does as leader must be safe to do twice.
+func (m *Maintainer) Leading() bool { return m.leading.Load() }
 
 // New returns a maintainer over be.
 func New(be backend.Backend, cfg Config, logger *slog.Logger) *Maintainer {
@@ -68,6 +75,7 @@ func (m *Maintainer) Run(ctx context.Context) {
 				m.logger.Info("spool: maintenance leadership changed", "leader", ok)
 				leader = ok
 			}
+			m.leading.Store(leader)
 			nextElect = now.Add(ttl / 3)
 		}
 		if leader && !now.Before(nextRescue) {
@@ -80,6 +88,7 @@ func (m *Maintainer) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			m.leading.Store(false)
 			return
 		case <-t.C:
 		}
@@ -91,6 +100,7 @@ func (m *Maintainer) Run(ctx context.Context) {
 func (m *Maintainer) Resign(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	m.leading.Store(false)
 	if err := m.be.LeaderResign(ctx, &backend.LeaderResignParams{Name: LeaderName, ClientID: m.cfg.ClientID}); err != nil {
 		m.logger.Warn("spool: resign leadership", "error", err)
 	}
