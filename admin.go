@@ -31,6 +31,7 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.backend.JobRetry(ctx, &backend.JobRetryParams{ID: id})
 	if err == nil {
 		c.engine.Wake(row.Queue)
+		c.events.retried(row)
 	}
 	return row, err
 }

@@ -18,6 +18,7 @@ type Client struct {
 	backend backend.Backend
 	config  Config
 	engine  *engine.Engine
+	events  subscriptions
 }
 
 // NewClient returns a client over a backend. A client with no Workers or
@@ -36,6 +37,7 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 	}
 	c := &Client{backend: be, config: cfg}
 	logger := cfg.Logger.With("spool_client", cfg.ClientID)
+	c.events.logger = logger
 	keeper := maintenance.New(be, maintenance.Config{
 		ClientID:           cfg.ClientID,
 		LeaseDuration:      cfg.LeaseDuration,
@@ -63,7 +65,8 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		JobTimeout:         cfg.JobTimeout,
 		DeleteCompleted:    cfg.CompletedRetention < 0,
 		Queues:             queues,
-		Handler:            cfg.Workers.handler,
+		Handler:            c.handler,
+		Outcome:            c.events.outcome,
 		NextRetry:          cfg.RetryPolicy.NextRetry,
 		Services:           services,
 		AfterStop:          keeper.Resign,
@@ -160,4 +163,13 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 	}
 	c.engine.CompletedInTx(job.ID)
 	return nil
+}
+
+// handler returns the handler of kind with the client's work middleware.
+func (c *Client) handler(kind string) (engine.Handler, bool) {
+	h, ok := c.config.Workers.handler(kind)
+	if !ok {
+		return h, false
+	}
+	return wrapHandler(h, c.config.WorkMiddleware), true
 }

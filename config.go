@@ -66,6 +66,12 @@ type Config struct {
 	RetryPolicy RetryPolicy
 	// Workers registry. Required to Start.
 	Workers *Workers
+	// WorkMiddleware wraps every handler run of this client; see
+	// WorkMiddleware.
+	WorkMiddleware []WorkMiddleware
+	// InsertMiddleware wraps every insert through this client; see
+	// InsertMiddleware.
+	InsertMiddleware []InsertMiddleware
 	// PeriodicJobs are inserted on their schedules by the elected leader
 	// among the clients of the store (see PeriodicJob). Every client may
 	// list them; only the leader fires.

@@ -157,8 +157,42 @@ func (c *Client) insertFast(ctx context.Context, tx any, params []InsertManyPara
 	return res.Count, nil
 }
 
-// insertRows validates all jobs, writes them, and wakes local producers.
+// insertRows runs the client's insert middleware around writeRows.
 func (c *Client) insertRows(ctx context.Context, tx any, params []InsertManyParams, noIDs bool) ([]*backend.JobInsertParams, *backend.JobInsertManyResult, error) {
+	mws := c.config.InsertMiddleware
+	if len(mws) == 0 {
+		return c.writeRows(ctx, tx, params, noIDs)
+	}
+	var (
+		rows   []*backend.JobInsertParams
+		res    *backend.JobInsertManyResult
+		called bool
+	)
+	var call func(i int, ctx context.Context, params []InsertManyParams) error
+	call = func(i int, ctx context.Context, params []InsertManyParams) error {
+		if i < len(mws) {
+			return mws[i](ctx, params, func(ctx context.Context, params []InsertManyParams) error { return call(i+1, ctx, params) })
+		}
+		if len(params) != len(rows) {
+			return fmt.Errorf("insert jobs: %w: insert middleware passed on %d jobs of %d; it may change jobs, not add or drop them", ErrInvalidConfig, len(params), len(rows))
+		}
+		called = true
+		var err error
+		rows, res, err = c.writeRows(ctx, tx, params, noIDs)
+		return err
+	}
+	rows = make([]*backend.JobInsertParams, len(params)) // the count the middleware must keep
+	if err := call(0, ctx, params); err != nil {
+		return nil, nil, err
+	}
+	if !called {
+		return nil, nil, fmt.Errorf("insert jobs: %w: insert middleware returned without inserting or refusing the jobs", ErrInvalidConfig)
+	}
+	return rows, res, nil
+}
+
+// writeRows validates all jobs, writes them, and wakes local producers.
+func (c *Client) writeRows(ctx context.Context, tx any, params []InsertManyParams, noIDs bool) ([]*backend.JobInsertParams, *backend.JobInsertManyResult, error) {
 	rows := make([]*backend.JobInsertParams, len(params))
 	for i, p := range params {
 		row, err := c.buildInsert(p.Args, p.InsertOpts)

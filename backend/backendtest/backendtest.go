@@ -109,6 +109,7 @@ func Run(t *testing.T, h Harness) {
 		{"UniqueTxRollback", testUniqueTxRollback},
 		{"BulkActions", testBulkActions},
 		{"CancelReachesOtherProcess", testCancelReachesOtherProcess},
+		{"Events", testEvents},
 	}
 	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {

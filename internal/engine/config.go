@@ -27,6 +27,10 @@ type Config struct {
 	// NextRetry is the backoff after a failed attempt (1 after the first run)
 	// for handlers that do not choose their own.
 	NextRetry func(attempt int) time.Duration
+	// Outcome is called, when not nil, for every outcome of a handler's run
+	// that the store applied, after the write: on the outcome writer's
+	// goroutine, so it must not block.
+	Outcome func(Outcome)
 	// Services run beside the engine from Start until the end of Stop (the
 	// maintenance loop); their context ends then.
 	Services []func(ctx context.Context)
@@ -129,3 +133,14 @@ func (e *GaveUpError) Error() string {
 
 // Unwrap returns the stop context's error.
 func (e *GaveUpError) Unwrap() error { return e.Err }
+
+// Outcome is an outcome of a handler's run, written.
+type Outcome struct {
+	Finish      backend.JobFinish
+	Kind        string
+	Queue       string
+	Attempt     int16
+	MaxAttempts int16
+	// Duration is how long the handler ran.
+	Duration time.Duration
+}

@@ -52,15 +52,17 @@ func (x *executor) start(row *backend.JobRow, claimedAt time.Time, done chan<- s
 		if late := time.Since(claimedAt); late > x.cfg.LeaseDuration/2 {
 			x.logger.Warn("spool: a claimed job was handed back unstarted: the process stalled between its claim and its start (paused or starved) until less than half its lease was left",
 				"job_id", row.ID, "kind", row.Kind, "since_claim_sent", late.Round(time.Millisecond))
-			x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, true)
+			x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, nil, true)
 			return
 		}
 		began := time.Now()
 		finish, rejectExpected := x.execute(row)
+		took := time.Since(began)
 		if !rejectExpected {
-			x.failures.record(row, finish, time.Since(began))
+			x.failures.record(row, finish, took)
 		}
-		if !x.out.addRun(*finish, row.Queue, rejectExpected) {
+		run := &runInfo{kind: row.Kind, queue: row.Queue, attempt: row.Attempt, maxAttempts: row.MaxAttempts, duration: took}
+		if !x.out.addRun(*finish, row.Queue, run, rejectExpected) {
 			x.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",
 				"job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "outcome", finish.Outcome)
 		}

@@ -43,6 +43,9 @@ type outcomeWriter struct {
 type pendingFinish struct {
 	finish backend.JobFinish
 	queue  string // the job's queue, to wake its producer when a retry is due
+	// run describes the handler's run that produced the outcome, for
+	// Config.Outcome; nil for outcomes no handler produced.
+	run *runInfo
 	// rejectExpected: the handler called CompleteTx, or its lease was found
 	// lost; a rejection of this outcome is no news.
 	rejectExpected bool
@@ -64,24 +67,32 @@ func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, runn
 	}
 }
 
+// runInfo describes a handler's run.
+type runInfo struct {
+	kind, queue          string
+	attempt, maxAttempts int16
+	duration             time.Duration
+}
+
 // add queues an outcome; it blocks when the queue is full, which holds the
 // job's worker slot and so slows claiming to the rate outcomes are written.
 func (m *outcomeWriter) add(f backend.JobFinish) {
-	m.addRun(f, "", false)
+	m.addRun(f, "", nil, false)
 }
 
-// addRun queues the outcome of a run; rejectExpected marks one the store
+// addRun queues an outcome of a job of queue; run describes the handler's
+// run that produced it (nil: none did); rejectExpected marks one the store
 // is expected to fence out. It reports false, dropping the outcome, once
 // the writer is closed or a stop has given up on writing (abandon): only
 // a handler the stop gave up waiting for adds that late.
-func (m *outcomeWriter) addRun(f backend.JobFinish, queue string, rejectExpected bool) bool {
+func (m *outcomeWriter) addRun(f backend.JobFinish, queue string, run *runInfo, rejectExpected bool) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
 		return false
 	}
 	select {
-	case m.in <- pendingFinish{finish: f, queue: queue, rejectExpected: rejectExpected}:
+	case m.in <- pendingFinish{finish: f, queue: queue, run: run, rejectExpected: rejectExpected}:
 		return true
 	case <-m.abandonCtx.Done():
 		return false
@@ -171,6 +182,7 @@ func (m *outcomeWriter) write(batch []pendingFinish) {
 			m.reportRejected(batch, res.Rejected, attempt > 1)
 			m.running.remove(leasesOf(finishes))
 			m.wakeForDue(batch)
+			m.reportApplied(batch, res.Rejected)
 			return
 		}
 		if time.Now().After(deadline) || m.abandonCtx.Err() != nil {
@@ -195,6 +207,28 @@ func (m *outcomeWriter) wakeForDue(batch []pendingFinish) {
 			continue
 		}
 		m.due(p.queue, now.Add(p.finish.Delay))
+	}
+}
+
+// reportApplied hands the applied outcomes of handlers' runs to
+// Config.Outcome.
+func (m *outcomeWriter) reportApplied(batch []pendingFinish, rejected []backend.LeaseRef) {
+	if m.cfg.Outcome == nil {
+		return
+	}
+	var skip map[backend.LeaseRef]bool
+	if len(rejected) > 0 {
+		skip = make(map[backend.LeaseRef]bool, len(rejected))
+		for _, l := range rejected {
+			skip[l] = true
+		}
+	}
+	for _, p := range batch {
+		if p.run == nil || skip[p.finish.Lease] {
+			continue
+		}
+		m.cfg.Outcome(Outcome{Finish: p.finish, Kind: p.run.kind, Queue: p.run.queue, Attempt: p.run.attempt,
+			MaxAttempts: p.run.maxAttempts, Duration: p.run.duration})
 	}
 }
 

@@ -433,7 +433,7 @@ func (p *producer) releaseLate(jobs []bufferedJob, maxWait time.Duration) {
 			"queue", p.queue, "jobs", len(jobs), "waited", time.Since(j.replyAt).Round(time.Millisecond), "start_window", maxWait)
 	}
 	for _, j := range jobs {
-		p.out.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, "", true)
+		p.out.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, "", nil, true)
 	}
 }
 
