@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -146,4 +147,32 @@ func (c *Client) JobsPrune(ctx context.Context, p PruneParams) (int, error) {
 			return total, fmt.Errorf("prune jobs: %d deleted, then: %w", total, err)
 		}
 	}
+}
+
+// WorkOne claims the next due job of queue and runs it on the calling
+// goroutine as a worker of this client would (its handler with the work
+// middleware, timeout, panic recovery), then writes the outcome. It returns
+// the job as stored afterwards, or an error matching ErrNotFound when no job
+// of queue was due. The client need not be started; no heartbeat extends
+// the job's lease unless it is, so the handler should take less than
+// LeaseDuration. For tests (spooltest.Work) and tools.
+func (c *Client) WorkOne(ctx context.Context, queue string) (*JobRow, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return nil, fmt.Errorf("work one job: %w", err)
+	}
+	row, err := c.engine.RunOne(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	if row == nil {
+		return nil, fmt.Errorf("work one job: no job of queue %q is due: %w", queue, ErrNotFound)
+	}
+	after, err := c.backend.JobGet(ctx, row.ID)
+	if errors.Is(err, ErrNotFound) && c.config.CompletedRetention < 0 {
+		// Deleted as it completed (CompletedRetention negative).
+		done := *row
+		done.State, done.LeasedUntil, done.LeasedBy = JobStateCompleted, nil, ""
+		return &done, nil
+	}
+	return after, err
 }

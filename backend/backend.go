@@ -350,6 +350,9 @@ type JobCleanupParams struct {
 
 // JobListParams filters a job listing. Zero values do not filter.
 type JobListParams struct {
+	// Tx lists through a caller's transaction, which sees its own
+	// uncommitted inserts; nil lists through the backend's own connections.
+	Tx      Tx
 	Queue   string
 	Kind    string
 	States  []State

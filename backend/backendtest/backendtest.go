@@ -110,6 +110,7 @@ func Run(t *testing.T, h Harness) {
 		{"BulkActions", testBulkActions},
 		{"CancelReachesOtherProcess", testCancelReachesOtherProcess},
 		{"Events", testEvents},
+		{"TestHelpers", testHelpers},
 	}
 	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {

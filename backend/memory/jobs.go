@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -290,10 +291,20 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	if err := b.check(); err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
+	tx, err := txOf(b, p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	var pending []*backend.JobRow // the transaction's own inserts
+	if tx != nil {
+		tx.mu.Lock()
+		pending = slices.Clone(tx.inserts)
+		tx.mu.Unlock()
+	}
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
 	var out []*backend.JobRow
-	for _, j := range b.s.jobs {
+	for _, j := range append(slices.Collect(maps.Values(b.s.jobs)), pending...) {
 		if j.ID > p.AfterID && (p.Queue == "" || j.Queue == p.Queue) && (p.Kind == "" || j.Kind == p.Kind) &&
 			(len(p.States) == 0 || slices.Contains(p.States, j.State)) {
 			out = append(out, j)

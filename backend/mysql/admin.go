@@ -52,7 +52,15 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 		q.WriteString(")")
 	}
 	q.WriteString(" ORDER BY id LIMIT " + strconv.Itoa(limit))
-	rows, err := b.db.QueryContext(ctx, q.String(), args...)
+	var db DBTX = b.db
+	if p.Tx != nil {
+		tx, err := dbtx(p.Tx)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		db = tx
+	}
+	rows, err := db.QueryContext(ctx, q.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

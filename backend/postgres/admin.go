@@ -28,7 +28,11 @@ func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
 	limit := p.LimitOrDefault()
 	states := p.StateNames()
-	rows, err := b.pool.Query(ctx, b.sql.list, p.Queue, p.Kind, states, p.AfterID, limit)
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	rows, err := db.Query(ctx, b.sql.list, p.Queue, p.Kind, states, p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

@@ -32,7 +32,15 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	rows, err := b.st.readers.QueryContext(ctx, stmt.list, p.Queue, p.Kind, string(statesJSON), p.AfterID, limit)
+	tx, err := txOf(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	query := b.st.readers.QueryContext
+	if tx != nil {
+		query = tx.QueryContext
+	}
+	rows, err := query(ctx, stmt.list, p.Queue, p.Kind, string(statesJSON), p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -392,4 +393,36 @@ func (e *Engine) WakeInserted(rows []*backend.JobInsertParams) {
 			p.wake()
 		}
 	}
+}
+
+// RunOne claims the next due job of queue and runs it on the calling
+// goroutine as a worker would (handler, timeout, outcome), then writes its
+// outcome. It returns the job as claimed, nil when none was due. No
+// heartbeat extends its lease unless the engine is started, so the handler
+// should take less than LeaseDuration. For tests and tools.
+func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, error) {
+	rows, err := e.be.JobClaim(ctx, &backend.JobClaimParams{Queue: queue, Max: 1, Lease: e.cfg.LeaseDuration,
+		ClaimID: e.cfg.ClientID + "#one-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
+	if err != nil {
+		return nil, fmt.Errorf("run one job: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	row := rows[0]
+	began := time.Now()
+	f, rejectExpected := e.exec.executeIn(ctx, row)
+	took := time.Since(began)
+	defer e.running.remove([]backend.LeaseRef{row.Lease()})
+	if !rejectExpected {
+		e.exec.failures.record(row, f, took)
+	}
+	res, err := e.be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{*f}, DeleteCompleted: e.cfg.DeleteCompleted})
+	if err != nil {
+		return row, fmt.Errorf("run one job: write the outcome of job %d: %w", row.ID, err)
+	}
+	if len(res.Rejected) == 0 && e.cfg.Outcome != nil {
+		e.cfg.Outcome(Outcome{Finish: *f, Kind: row.Kind, Queue: row.Queue, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Duration: took})
+	}
+	return row, nil
 }

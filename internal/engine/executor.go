@@ -108,6 +108,11 @@ func (x *executor) runnerLoop(task func()) {
 // transaction committed, the write is a fenced no-op; if it rolled back, the
 // outcome is what happened), or the job's lease was found lost.
 func (x *executor) execute(row *backend.JobRow) (f *backend.JobFinish, rejectExpected bool) {
+	return x.executeIn(x.jobsCtx, row)
+}
+
+// executeIn is execute with the job's context derived from parent.
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow) (f *backend.JobFinish, rejectExpected bool) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
@@ -117,7 +122,7 @@ func (x *executor) execute(row *backend.JobRow) (f *backend.JobFinish, rejectExp
 	if timeout == 0 {
 		timeout = x.cfg.JobTimeout
 	}
-	ctx, cancel := context.WithCancelCause(x.jobsCtx)
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	runCtx := ctx
 	if timeout > 0 {
