@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -60,6 +61,8 @@ const eventBuffer = 1024
 
 // subscriptions fans events out to subscribers.
 type subscriptions struct {
+	// count is len(subs), read without the lock on every outcome.
+	count   atomic.Int32
 	mu      sync.Mutex
 	subs    map[*subscription]struct{}
 	logger  *slog.Logger
@@ -90,12 +93,14 @@ func (c *Client) Subscribe(kinds ...EventKind) (<-chan *Event, func()) {
 		c.events.subs = map[*subscription]struct{}{}
 	}
 	c.events.subs[s] = struct{}{}
+	c.events.count.Store(int32(len(c.events.subs)))
 	c.events.mu.Unlock()
 	var once sync.Once
 	return s.ch, func() {
 		once.Do(func() {
 			c.events.mu.Lock()
 			delete(c.events.subs, s)
+			c.events.count.Store(int32(len(c.events.subs)))
 			c.events.mu.Unlock()
 			close(s.ch)
 		})
@@ -124,11 +129,7 @@ func (s *subscriptions) emit(e *Event) {
 
 // active reports whether anyone subscribes, so that no event is built in
 // vain.
-func (s *subscriptions) active() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.subs) > 0
-}
+func (s *subscriptions) active() bool { return s.count.Load() > 0 }
 
 // outcomeEvent turns a written outcome into an event (nil for none).
 func (s *subscriptions) outcome(o engine.Outcome) {

@@ -44,8 +44,10 @@ type pendingFinish struct {
 	finish backend.JobFinish
 	queue  string // the job's queue, to wake its producer when a retry is due
 	// run describes the handler's run that produced the outcome, for
-	// Config.Outcome; nil for outcomes no handler produced.
-	run *runInfo
+	// Config.Outcome, when ran is set (a value, not a pointer: no
+	// allocation per job).
+	run runInfo
+	ran bool
 	// rejectExpected: the handler called CompleteTx, or its lease was found
 	// lost; a rejection of this outcome is no news.
 	rejectExpected bool
@@ -91,8 +93,12 @@ func (m *outcomeWriter) addRun(f backend.JobFinish, queue string, run *runInfo, 
 	if m.closed {
 		return false
 	}
+	p := pendingFinish{finish: f, queue: queue, rejectExpected: rejectExpected}
+	if run != nil {
+		p.run, p.ran = *run, true
+	}
 	select {
-	case m.in <- pendingFinish{finish: f, queue: queue, run: run, rejectExpected: rejectExpected}:
+	case m.in <- p:
 		return true
 	case <-m.abandonCtx.Done():
 		return false
@@ -224,7 +230,7 @@ func (m *outcomeWriter) reportApplied(batch []pendingFinish, rejected []backend.
 		}
 	}
 	for _, p := range batch {
-		if p.run == nil || skip[p.finish.Lease] {
+		if !p.ran || skip[p.finish.Lease] {
 			continue
 		}
 		m.cfg.Outcome(Outcome{Finish: p.finish, Kind: p.run.kind, Queue: p.run.queue, Attempt: p.run.attempt,
