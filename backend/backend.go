@@ -187,6 +187,8 @@ type JobRow struct {
 	// one), held while the job's state is in UniqueStates.
 	UniqueKey    string       `json:"unique_key,omitempty"`
 	UniqueStates UniqueStates `json:"unique_states,omitempty"`
+	// Output is what the handler recorded (JobRecord), nil if nothing.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // Lease returns the job's current lease reference.
@@ -312,6 +314,16 @@ func (r *JobFinishManyResult) CountApplied(p *JobFinishManyParams, match func(Jo
 		}
 	}
 	return n
+}
+
+// JobRecordParams writes what a running job's handler recorded, if Lease
+// still holds the job: Output (when not nil) replaces the job's output, and
+// Metadata (when not nil, a JSON object) replaces its metadata. Both are
+// valid JSON, already size-checked.
+type JobRecordParams struct {
+	Lease    LeaseRef
+	Output   json.RawMessage
+	Metadata json.RawMessage
 }
 
 // JobHeartbeatManyParams extends the leases of running jobs.
@@ -514,6 +526,9 @@ type Backend interface {
 	JobReleaseClaim(ctx context.Context, p *JobReleaseClaimParams) (int, error)
 	JobFinishMany(ctx context.Context, p *JobFinishManyParams) (*JobFinishManyResult, error)
 	JobHeartbeatMany(ctx context.Context, p *JobHeartbeatManyParams) (*JobHeartbeatManyResult, error)
+	// JobRecord writes a running job's output and metadata; it reports
+	// false, writing nothing, when the lease no longer holds the job.
+	JobRecord(ctx context.Context, p *JobRecordParams) (bool, error)
 	JobRescue(ctx context.Context, p *JobRescueParams) (*JobRescueResult, error)
 	JobCleanup(ctx context.Context, p *JobCleanupParams) (int, error)
 

@@ -174,3 +174,12 @@ func (p *JobBulkParams) Selects(j *JobRow) bool {
 func NeedsKeyBack(j *JobRow) bool {
 	return j.UniqueKey != "" && !j.UniqueStates.Has(j.State)
 }
+
+// NullText is a value for a SQL statement's text or JSON parameter: nil
+// (SQL NULL) for nil, b as a string otherwise.
+func NullText(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}

@@ -111,6 +111,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelReachesOtherProcess", testCancelReachesOtherProcess},
 		{"Events", testEvents},
 		{"TestHelpers", testHelpers},
+		{"OutputAndMetadata", testOutputAndMetadata},
 	}
 	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {

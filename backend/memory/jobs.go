@@ -519,3 +519,24 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	s.hub.publish(wakes)
 	return res, nil
 }
+
+// JobRecord implements backend.Backend.
+func (b *Backend) JobRecord(ctx context.Context, p *backend.JobRecordParams) (bool, error) {
+	if err := b.check(); err != nil {
+		return false, fmt.Errorf("record job %d: %w", p.Lease.ID, err)
+	}
+	s := b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.held(p.Lease)
+	if !ok {
+		return false, nil
+	}
+	if p.Output != nil {
+		j.Output = slices.Clone(p.Output)
+	}
+	if p.Metadata != nil {
+		j.Metadata = slices.Clone(p.Metadata)
+	}
+	return true, nil
+}

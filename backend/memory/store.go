@@ -61,6 +61,7 @@ func copyRow(j *backend.JobRow) *backend.JobRow {
 	c.Metadata = slices.Clone(j.Metadata)
 	c.Tags = slices.Clone(j.Tags)
 	c.Errors = slices.Clone(j.Errors)
+	c.Output = slices.Clone(j.Output)
 	if j.LeasedUntil != nil {
 		t := *j.LeasedUntil
 		c.LeasedUntil = &t

@@ -66,3 +66,20 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	}
 	return res, nil
 }
+
+// JobRecord implements backend.Backend.
+func (b *Backend) JobRecord(ctx context.Context, p *backend.JobRecordParams) (bool, error) {
+	var n int64
+	err := b.retry(ctx, func() error {
+		res, err := b.db.ExecContext(ctx, b.sql.record, backend.NullText(p.Output), backend.NullText(p.Metadata), p.Lease.ID, p.Lease.Fence)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record job %d: %w", p.Lease.ID, err)
+	}
+	return n == 1, nil
+}

@@ -32,7 +32,7 @@ type queries struct {
 	insertHead, get, listHead, retry, cancel string
 	uniqueHolder                             string
 	cancelEvent, cancelEventsPrune           string
-	cancelEventsRecent                       string
+	cancelEventsRecent, record               string
 	stats, leaderUpdate, leaderInsert        string
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
@@ -41,7 +41,7 @@ type queries struct {
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max_attempts, fence,
   leased_until, leased_by, created_at, attempted_at, finalized_at, errors, tags, metadata,
-  coalesce(unique_key, ''), coalesce(unique_states, 0)`
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output`
 
 // nowJSON is the database's now as an RFC 3339 string, for error histories.
 const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`
@@ -79,6 +79,7 @@ func buildQueries(db string) (queries, error) {
 		"insert_head":          &q.insertHead,
 		"unique_holder":        &q.uniqueHolder,
 		"cancel_event":         &q.cancelEvent,
+		"record":               &q.record,
 		"cancel_events_prune":  &q.cancelEventsPrune,
 		"cancel_events_recent": &q.cancelEventsRecent,
 		"get":                  &q.get,

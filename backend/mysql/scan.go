@@ -19,19 +19,22 @@ func scanJob(row scanner, extra ...any) (*backend.JobRow, error) {
 	var (
 		j                                   backend.JobRow
 		state                               string
-		args, errs, tags, meta              []byte
+		args, errs, tags, meta, out         []byte
 		leasedUntil, attemptedAt, finalized sql.NullTime
 		leasedBy                            sql.NullString
 	)
 	dest := []any{&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
 		&j.Fence, &leasedUntil, &leasedBy, &j.CreatedAt, &attemptedAt, &finalized, &errs, &tags, &meta,
-		&j.UniqueKey, &j.UniqueStates}
+		&j.UniqueKey, &j.UniqueStates, &out}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
 	j.State = backend.State(state)
 	j.Args = json.RawMessage(args)
 	j.Metadata = json.RawMessage(meta)
+	if out != nil {
+		j.Output = json.RawMessage(out)
+	}
 	j.LeasedUntil = nullTime(leasedUntil)
 	j.AttemptedAt = nullTime(attemptedAt)
 	j.FinalizedAt = nullTime(finalized)

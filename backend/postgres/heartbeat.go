@@ -30,3 +30,12 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	}
 	return &backend.JobHeartbeatManyResult{Lost: backend.Unapplied(ls, done, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
 }
+
+// JobRecord implements backend.Backend.
+func (b *Backend) JobRecord(ctx context.Context, p *backend.JobRecordParams) (bool, error) {
+	tag, err := b.pool.Exec(ctx, b.sql.record, p.Lease.ID, p.Lease.Fence, backend.NullText(p.Output), backend.NullText(p.Metadata))
+	if err != nil {
+		return false, fmt.Errorf("record job %d: %w", p.Lease.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

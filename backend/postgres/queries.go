@@ -22,17 +22,18 @@ type queries struct {
 	queuePause, queueResume, queuePausedAll                 string
 	optimisticWindow, optimisticClaim                       string
 	bulkRetry, bulkCancel, bulkDelete                       string
+	record                                                  string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state::text, priority, run_at, attempt, max_attempts, fence,
   leased_until, coalesce(leased_by, ''), created_at, attempted_at, finalized_at, errors, tags, metadata,
-  coalesce(unique_key, ''), coalesce(unique_states, 0)`
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output`
 
 // jobColumnsJ is jobColumns qualified by the alias j, for UPDATE … RETURNING.
 const jobColumnsJ = `j.id, j.queue, j.kind, j.args, j.state::text, j.priority, j.run_at, j.attempt, j.max_attempts,
   j.fence, j.leased_until, coalesce(j.leased_by, ''), j.created_at, j.attempted_at, j.finalized_at, j.errors, j.tags,
-  j.metadata, coalesce(j.unique_key, ''), coalesce(j.unique_states, 0)`
+  j.metadata, coalesce(j.unique_key, ''), coalesce(j.unique_states, 0), j.output`
 
 //go:embed sql/*.sql
 var sqlFiles embed.FS
@@ -55,6 +56,7 @@ func buildQueries(schema string) (queries, error) {
 		"insert":            &q.insert,
 		"insert_unique":     &q.insertUnique,
 		"bulk_retry":        &q.bulkRetry,
+		"record":            &q.record,
 		"bulk_cancel":       &q.bulkCancel,
 		"bulk_delete":       &q.bulkDelete,
 		"now":               &q.now,

@@ -19,13 +19,17 @@ func scanJob(row pgx.Row) (*backend.JobRow, error) {
 		args  []byte
 		meta  []byte
 		ust   int16
+		out   []byte
 	)
 	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
 		&j.Fence, &j.LeasedUntil, &j.LeasedBy, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &errs, &j.Tags, &meta,
-		&j.UniqueKey, &ust); err != nil {
+		&j.UniqueKey, &ust, &out); err != nil {
 		return nil, err
 	}
 	j.UniqueStates = backend.UniqueStates(ust)
+	if out != nil {
+		j.Output = json.RawMessage(out)
+	}
 	j.State = backend.State(state)
 	j.Args = json.RawMessage(args)
 	j.Metadata = json.RawMessage(meta)

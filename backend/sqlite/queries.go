@@ -48,6 +48,7 @@ type statements struct {
 	cancelEventsPrune     string
 	cancelEventsSince     string
 	cancelEventsLast      string
+	record                string
 }
 
 // finishInput is the JSON array of [id, fence, outcome, delay_us, error]
@@ -82,6 +83,7 @@ func mustLoadStatements() statements {
 		"job_exists":              &s.jobExists,
 		"job_state":               &s.jobState,
 		"cancel_event":            &s.cancelEvent,
+		"record":                  &s.record,
 		"cancel_events_prune":     &s.cancelEventsPrune,
 		"cancel_events_since":     &s.cancelEventsSince,
 		"cancel_events_last":      &s.cancelEventsLast,

@@ -12,7 +12,7 @@ import (
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max_attempts, fence,
   leased_until, coalesce(leased_by, ''), created_at, attempted_at, finalized_at, errors, tags, metadata,
-  coalesce(unique_key, ''), coalesce(unique_states, 0)`
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -22,7 +22,7 @@ type rowScanner interface{ Scan(dest ...any) error }
 type rawJob struct {
 	j          backend.JobRow
 	tags, meta string
-	errs       sql.NullString
+	errs, out  sql.NullString
 }
 
 // scanRawJob reads one row of jobColumns without decoding JSON.
@@ -36,7 +36,7 @@ func scanRawJob(row rowScanner) (*rawJob, error) {
 	j := &r.j
 	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts,
 		&j.Fence, &leasedUntil, &j.LeasedBy, &createdAt, &attemptedAt, &finalized, &r.errs, &r.tags, &r.meta,
-		&j.UniqueKey, &j.UniqueStates); err != nil {
+		&j.UniqueKey, &j.UniqueStates, &r.out); err != nil {
 		return nil, err
 	}
 	j.State = backend.State(state)
@@ -53,6 +53,9 @@ func scanRawJob(row rowScanner) (*rawJob, error) {
 func (r *rawJob) decode() (*backend.JobRow, error) {
 	j := &r.j
 	j.Metadata = json.RawMessage(r.meta)
+	if r.out.Valid {
+		j.Output = json.RawMessage(r.out.String)
+	}
 	if err := json.Unmarshal([]byte(r.tags), &j.Tags); err != nil {
 		return nil, fmt.Errorf("decode tags of job %d: %w", j.ID, err)
 	}

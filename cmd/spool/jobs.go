@@ -101,6 +101,8 @@ type jobJSON struct {
 	Args        json.RawMessage        `json:"args"`
 	Metadata    json.RawMessage        `json:"metadata"`
 	Errors      []backend.AttemptError `json:"errors"`
+	Output      json.RawMessage        `json:"output"`
+	UniqueKey   string                 `json:"unique_key,omitempty"`
 }
 
 // toJobJSON converts a job row, with empty lists and objects rather than
@@ -112,6 +114,10 @@ func toJobJSON(j *spool.JobRow) jobJSON {
 		RunAt: j.RunAt, CreatedAt: j.CreatedAt, AttemptedAt: j.AttemptedAt,
 		FinalizedAt: j.FinalizedAt, LeasedUntil: j.LeasedUntil, LeasedBy: j.LeasedBy,
 		Tags: j.Tags, Args: j.Args, Metadata: j.Metadata, Errors: j.Errors,
+		Output: j.Output, UniqueKey: j.UniqueKey,
+	}
+	if len(out.Output) == 0 {
+		out.Output = json.RawMessage("null")
 	}
 	if out.Tags == nil {
 		out.Tags = []string{}

@@ -69,6 +69,11 @@ func printJob(w io.Writer, j *spool.JobRow) error {
 	}
 	fmt.Fprintf(w, "args:\n%s\n", indentJSON(j.Args, "  "))
 	fmt.Fprintf(w, "metadata:\n%s\n", indentJSON(j.Metadata, "  "))
+	if len(j.Output) > 0 {
+		fmt.Fprintf(w, "output:\n%s\n", indentJSON(j.Output, "  "))
+	} else {
+		fmt.Fprintln(w, "output: none")
+	}
 	if len(j.Errors) == 0 {
 		fmt.Fprintln(w, "errors: none")
 		return nil

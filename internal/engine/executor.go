@@ -132,7 +132,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow) (f *ba
 	}
 	started := time.Now()
 	x.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, attempt: int(row.Attempt), started: started, timeout: timeout, ctx: runCtx, cancel: cancel})
-	err := safeRun(runCtx, h.Run, row)
+	err := safeRun(withRun(runCtx, x.out.be, row), h.Run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
