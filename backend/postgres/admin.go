@@ -118,37 +118,57 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	if !p.CreatedBefore.IsZero() {
 		before = &p.CreatedBefore
 	}
-	rows, err := b.pool.Query(ctx, query, p.AfterID, p.Queue, p.Kind, states, after, before, p.MaxOrDefault())
-	if err != nil {
-		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
-	}
-	res := &backend.JobBulkResult{}
 	var (
+		res           *backend.JobBulkResult
 		id            int64
 		flag, changed bool
 		queue         string
 		priority      int16
 		runAt         *time.Time
 		notify        []string
+		lower         []claimKey
+		lowerQueues   []string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &flag, &changed, &queue, &priority, &runAt}, func() error {
-		res.Taken++
-		res.LastID = max(res.LastID, id)
-		if changed {
-			res.Changed++
+	// The claim's plan settings: without them the planner, misled by the
+	// filters' estimates, read every row above AfterID and sorted them for
+	// each batch (a bitmap scan, then a sort), and joined the batch to the
+	// table by a scan of the whole table: cancelling 1,000,000 jobs in
+	// batches of 10,000 took 490 s. With them a batch reads the primary key
+	// in order from AfterID, stops at its LIMIT, and updates by primary-key
+	// lookups: 120 ms per batch of 10,000.
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		res, notify, lower, lowerQueues = &backend.JobBulkResult{}, nil, nil, nil
+		if _, err := tx.Exec(ctx, claimSettings); err != nil {
+			return err
 		}
-		switch {
-		case p.Action == backend.BulkRetry && flag:
-			res.UniqueRetries = append(res.UniqueRetries, id)
-		case p.Action == backend.BulkRetry && changed && runAt != nil:
-			b.floors.lower(queue, claimKey{priority: priority, runAt: *runAt, id: id})
-		case p.Action == backend.BulkCancel && flag && changed:
-			notify = append(notify, cancelPrefix+strconv.FormatInt(id, 10))
+		rows, err := tx.Query(ctx, query, p.AfterID, p.Queue, p.Kind, states, after, before, p.MaxOrDefault())
+		if err != nil {
+			return err
 		}
-		return nil
+		_, err = pgx.ForEachRow(rows, []any{&id, &flag, &changed, &queue, &priority, &runAt}, func() error {
+			res.Taken++
+			res.LastID = max(res.LastID, id)
+			if changed {
+				res.Changed++
+			}
+			switch {
+			case p.Action == backend.BulkRetry && flag:
+				res.UniqueRetries = append(res.UniqueRetries, id)
+			case p.Action == backend.BulkRetry && changed && runAt != nil:
+				lower = append(lower, claimKey{priority: priority, runAt: *runAt, id: id})
+				lowerQueues = append(lowerQueues, queue)
+			case p.Action == backend.BulkCancel && flag && changed:
+				notify = append(notify, cancelPrefix+strconv.FormatInt(id, 10))
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
+	}
+	for i, k := range lower {
+		b.floors.lower(lowerQueues[i], k)
 	}
 	if len(notify) > 0 {
 		// A hint only: the cancellations are committed whether or not it is sent.

@@ -17,7 +17,7 @@ WITH taken AS MATERIALIZED (
   UPDATE {{s}}.spool_jobs j SET state = 'cancelled', finalized_at = now(), leased_until = NULL, leased_by = NULL
   FROM taken t
   WHERE j.id = t.id
-  RETURNING j.id
+  RETURNING j.id, t.flag
 )
-SELECT t.id, t.flag, c.id IS NOT NULL, ''::text, 0::smallint, NULL::timestamptz
-FROM taken t LEFT JOIN changed c ON c.id = t.id
+-- One row per job taken (every one taken is locked, so it is changed).
+SELECT id, flag, true, ''::text, 0::smallint, NULL::timestamptz FROM changed

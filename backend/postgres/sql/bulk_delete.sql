@@ -18,5 +18,5 @@ WITH taken AS MATERIALIZED (
   WHERE j.id = t.id
   RETURNING j.id
 )
-SELECT t.id, t.flag, c.id IS NOT NULL, ''::text, 0::smallint, NULL::timestamptz
-FROM taken t LEFT JOIN changed c ON c.id = t.id
+-- One row per job taken (every one taken is locked, so it is deleted).
+SELECT id, false, true, ''::text, 0::smallint, NULL::timestamptz FROM changed

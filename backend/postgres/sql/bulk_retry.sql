@@ -21,5 +21,9 @@ WITH taken AS MATERIALIZED (
   WHERE j.id = t.id AND NOT t.flag
   RETURNING j.id, j.queue, j.priority, j.run_at
 )
-SELECT t.id, t.flag, c.id IS NOT NULL, coalesce(c.queue, ''), coalesce(c.priority, 0), c.run_at
-FROM taken t LEFT JOIN changed c ON c.id = t.id
+-- One row per job taken: the changed ones, then the unique ones left for
+-- the caller (no join of the two: as a nested loop over CTE scans it cost
+-- 17 s per batch of 10,000).
+SELECT id, false, true, queue, priority, run_at FROM changed
+UNION ALL
+SELECT id, true, false, '', 0::smallint, NULL::timestamptz FROM taken WHERE flag

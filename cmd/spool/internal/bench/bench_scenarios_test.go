@@ -385,3 +385,22 @@ func TestBenchBloatOnSQLite(t *testing.T) {
 		t.Errorf("the run left %d files in its directory", len(entries))
 	}
 }
+
+// TestBenchPrune: bench prune seeds and prunes every finished job, times
+// both drains with their claims, and drops its store.
+func TestBenchPrune(t *testing.T) {
+	plotFile := filepath.Join(t.TempDir(), "prune.svg")
+	var res pruneResult
+	benchJSON(t, &res, "prune", "--finished", "3000", "--jobs", "500", "--prune-batch", "700", "--plot", plotFile)
+	if res.Pruned != 3000 || res.PruneRowsPerS <= 0 || len(res.Phases) != 2 {
+		t.Fatalf("result %+v: want 3000 pruned and two drains", res)
+	}
+	for _, p := range res.Phases {
+		if p.Jobs != 500 || p.JobsPerS <= 0 || p.Claim.Count == 0 {
+			t.Errorf("phase %+v: want 500 jobs drained with claims timed", p)
+		}
+		checkOrdered(t, p.Name, p.Claim)
+	}
+	checkStoresDropped(t, res.Store)
+	checkPlot(t, plotFile)
+}
