@@ -100,6 +100,11 @@ type PruneParams struct {
 	// transaction of its own so that claims are never held up for long.
 	// Defaults to 10,000.
 	BatchSize int
+	// Pause is how long to wait between batches, leaving the database to
+	// the hot path: deleting at full speed beside a drain cost it a third
+	// of its rate on PostgreSQL (BENCHMARKS.md, bench prune). Zero runs the
+	// batches back to back.
+	Pause time.Duration
 }
 
 // JobsPrune deletes finished jobs of the given states that finished more
@@ -113,6 +118,9 @@ func (c *Client) JobsPrune(ctx context.Context, p PruneParams) (int, error) {
 	}
 	if p.BatchSize == 0 {
 		p.BatchSize = 10000
+	}
+	if p.Pause < 0 {
+		return 0, fmt.Errorf("prune jobs: %w: Pause %s is negative", ErrInvalidConfig, p.Pause)
 	}
 	if p.BatchSize < 1 || p.BatchSize > 100000 {
 		return 0, fmt.Errorf("prune jobs: %w: BatchSize %d is out of range 1..100000", ErrInvalidConfig, p.BatchSize)
@@ -142,6 +150,14 @@ func (c *Client) JobsPrune(ctx context.Context, p PruneParams) (int, error) {
 		}
 		if n < cp.Max {
 			return total, nil
+		}
+		if p.Pause > 0 {
+			t := time.NewTimer(p.Pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("prune jobs: %d deleted, then: %w", total, err)

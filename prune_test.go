@@ -40,6 +40,7 @@ func TestJobsPrune(t *testing.T) {
 		{States: []spool.JobState{spool.JobStateAvailable}, OlderThan: time.Nanosecond},
 		{OlderThan: time.Nanosecond},
 		{States: []spool.JobState{spool.JobStateCancelled}, OlderThan: time.Nanosecond, BatchSize: -1},
+		{States: []spool.JobState{spool.JobStateCancelled}, OlderThan: time.Nanosecond, Pause: -time.Second},
 	} {
 		if n, err := c.JobsPrune(ctx, p); !errors.Is(err, spool.ErrInvalidConfig) || n != 0 {
 			t.Errorf("prune %+v: %d, %v; want 0 and ErrInvalidConfig", p, n, err)
@@ -49,7 +50,7 @@ func TestJobsPrune(t *testing.T) {
 		t.Fatalf("prune of jobs cancelled under an hour ago: %d, %v; want 0", n, err)
 	}
 	time.Sleep(2 * time.Millisecond) // the cancellations are now over a millisecond old
-	n, err := c.JobsPrune(ctx, spool.PruneParams{States: []spool.JobState{spool.JobStateCancelled, spool.JobStateCompleted}, OlderThan: time.Millisecond, BatchSize: 2})
+	n, err := c.JobsPrune(ctx, spool.PruneParams{States: []spool.JobState{spool.JobStateCancelled, spool.JobStateCompleted}, OlderThan: time.Millisecond, BatchSize: 2, Pause: time.Millisecond})
 	if err != nil || n != 3 {
 		t.Fatalf("prune: %d, %v; want the 3 cancelled jobs, in two batches", n, err)
 	}

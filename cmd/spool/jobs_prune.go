@@ -28,12 +28,13 @@ func (c *JobsPruneCommand) Run(ctx context.Context, args []string) error {
 	fs.Var(&states, "state", "a finished state to prune (repeatable)")
 	olderThan := fs.Duration("older-than", 0, "prune jobs finished longer ago than this")
 	batch := fs.Int("batch", 10000, "jobs deleted per transaction")
+	pause := fs.Duration("pause", 0, "pause between batches")
 	asJSON := fs.Bool("json", false, "print a JSON object")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
 	}
-	p := spool.PruneParams{OlderThan: *olderThan, BatchSize: *batch}
+	p := spool.PruneParams{OlderThan: *olderThan, BatchSize: *batch, Pause: *pause}
 	for _, s := range states {
 		switch st := spool.JobState(s); st {
 		case spool.JobStateCompleted, spool.JobStateDiscarded, spool.JobStateCancelled:
@@ -51,6 +52,8 @@ func (c *JobsPruneCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usagef("jobs prune", "--older-than is required and must be positive (24h, 30m)")
 	case *batch < 1 || *batch > 100000:
 		return cli.Usagef("jobs prune", "--batch must be between 1 and 100000")
+	case *pause < 0:
+		return cli.Usagef("jobs prune", "--pause must not be negative")
 	}
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
@@ -88,6 +91,9 @@ Flags:
 		prune jobs finished longer ago than this, such as 24h (required)
 	--batch N
 		jobs deleted per transaction (default 10000)
+	--pause DURATION
+		wait this long between batches, leaving the database to the
+		workers (default 0s: back to back)
 	--json
 		print {"deleted", "states", "older_than"}
 	--database-url URL

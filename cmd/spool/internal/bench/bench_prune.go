@@ -47,6 +47,7 @@ type pruneResult struct {
 	SeedSeconds   float64      `json:"seed_seconds"`
 	Pruned        int          `json:"pruned"`
 	PruneBatch    int          `json:"prune_batch"`
+	PrunePause    string       `json:"prune_pause"`
 	PruneSeconds  float64      `json:"prune_seconds"`
 	PruneRowsPerS float64      `json:"prune_rows_per_s"`
 	Phases        []prunePhase `json:"phases"`
@@ -63,6 +64,7 @@ func (c *BenchPruneCommand) Run(ctx context.Context, args []string) error {
 	finished := r.fs.Int("finished", 1_000_000, "finished jobs to seed and then prune")
 	jobs := r.fs.Int("jobs", 100_000, "jobs in each drain")
 	pruneBatch := r.fs.Int("prune-batch", 10_000, "jobs JobsPrune deletes per transaction")
+	prunePause := r.fs.Duration("prune-pause", 0, "pause between JobsPrune's batches")
 	q := r.addQueueFlags()
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
@@ -71,6 +73,7 @@ func (c *BenchPruneCommand) Run(ctx context.Context, args []string) error {
 		want(*finished >= 1, "--finished must be at least 1"),
 		want(*jobs >= 1, "--jobs must be at least 1"),
 		want(*pruneBatch >= 1 && *pruneBatch <= 100_000, "--prune-batch must be between 1 and 100000"),
+		want(*prunePause >= 0, "--prune-pause must not be negative"),
 	}, q.checks()...)...); err != nil {
 		return err
 	}
@@ -101,7 +104,7 @@ func (c *BenchPruneCommand) Run(ctx context.Context, args []string) error {
 
 	res := pruneResult{
 		Scenario: "prune", Backend: store.backend.Name(), Store: store.scratch.Name, Kept: store.keep,
-		Finished: *finished, SeedSeconds: seedTime.Seconds(), PruneBatch: *pruneBatch,
+		Finished: *finished, SeedSeconds: seedTime.Seconds(), PruneBatch: *pruneBatch, PrunePause: prunePause.String(),
 		Workers: *q.workers, Prefetch: *q.prefetch, GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
 	// A millisecond after the last cancellation, every seeded job is old
@@ -123,7 +126,7 @@ func (c *BenchPruneCommand) Run(ctx context.Context, args []string) error {
 			defer close(pruneDone)
 			start := time.Now()
 			pruned, pruneErr = admin.JobsPrune(ctx, spool.PruneParams{
-				States: []spool.JobState{spool.JobStateCancelled}, OlderThan: time.Millisecond, BatchSize: *pruneBatch})
+				States: []spool.JobState{spool.JobStateCancelled}, OlderThan: time.Millisecond, BatchSize: *pruneBatch, Pause: *prunePause})
 			pruneTime = time.Since(start)
 		}()
 	})
@@ -244,6 +247,8 @@ Flags:
 		jobs in each drain (default 100000)
 	--prune-batch N
 		jobs deleted per transaction (default 10000)
+	--prune-pause DURATION
+		pause between the prune's batches (default 0s)
 	--workers N
 		MaxWorkers of the queue (default 100)
 	--prefetch N
