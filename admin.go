@@ -77,7 +77,9 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error
 	if err := c.backend.QueuePause(ctx, p); err != nil {
 		return err
 	}
-	if !paused {
+	if paused {
+		c.engine.Paused(queue)
+	} else {
 		c.engine.Wake(queue)
 	}
 	return nil

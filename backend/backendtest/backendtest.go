@@ -102,6 +102,7 @@ func Run(t *testing.T, h Harness) {
 		{"LocalWakeForDelaysAndRetries", testLocalWake},
 		{"PauseStopsClaims", testPauseStopsClaims},
 		{"PauseRunningClient", testPauseRunningClient},
+		{"PauseReleasesPrefetched", testPauseReleasesPrefetched},
 		{"StartStopStress", testStartStopStress},
 		{"UniqueInsert", testUniqueInsert},
 		{"UniqueStates", testUniqueStates},

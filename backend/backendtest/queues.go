@@ -167,3 +167,71 @@ func testPauseRunningClient(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testPauseReleasesPrefetched: jobs a client claimed into its prefetch
+// buffer before their queue was paused by another process go back to the
+// queue unstarted, with their attempt given back, within a couple of polls;
+// the running job finishes; after the resume they all run.
+func testPauseReleasesPrefetched(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	started := make(chan int, 10)
+	release := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- j.Args.N
+		if j.Args.Mode == "block" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}))
+	cfg := fastConfig(ws, 1)
+	cfg.Queues = map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1, Prefetch: 5}}
+	// A long lease: buffered jobs are not handed back as stale (after half
+	// a lease) before the test looks.
+	cfg.LeaseDuration, cfg.RescueInterval = time.Minute, time.Minute
+	c := newClient(t, be, cfg)
+	blocking := insert(t, admin, NoteArgs{N: -1, Mode: "block"}, nil)
+	var buffered []int64
+	for i := range 5 {
+		buffered = append(buffered, insert(t, admin, NoteArgs{N: i}, nil))
+	}
+	start(t, c)
+	if n := recv(t, started, "the blocking job to start"); n != -1 {
+		t.Fatalf("job %d started first, want the blocking one", n)
+	}
+	// All six are claimed: one running, five in the buffer.
+	for _, id := range buffered {
+		waitState(t, be, id, backend.StateRunning)
+	}
+	paused := time.Now()
+	if err := admin.QueuePause(ctx, spool.DefaultQueue); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range buffered {
+		if j := waitState(t, be, id, backend.StateAvailable); j.Attempt != 0 {
+			t.Fatalf("job %d handed back with attempt %d, want 0", id, j.Attempt)
+		}
+	}
+	if d := time.Since(paused); d > 5*time.Second {
+		t.Fatalf("the buffered jobs went back %v after the pause; the client polls every 20 ms", d)
+	}
+	close(release)
+	waitState(t, be, blocking, backend.StateCompleted)
+	select {
+	case n := <-started:
+		t.Fatalf("job %d of the paused queue started", n)
+	default:
+	}
+	if err := admin.QueueResume(ctx, spool.DefaultQueue); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range buffered {
+		waitState(t, be, id, backend.StateCompleted)
+	}
+}

@@ -358,6 +358,15 @@ func (e *Engine) Wake(queue string) {
 	}
 }
 
+// Paused tells the producer of queue, if any, that the queue was paused in
+// this process: it hands its prefetched jobs back at once. Producers in
+// other processes find the pause at their next poll.
+func (e *Engine) Paused(queue string) {
+	if p, ok := e.producers[queue]; ok {
+		p.paused()
+	}
+}
+
 // WakeAll wakes every producer.
 func (e *Engine) WakeAll() {
 	for _, p := range e.producers {

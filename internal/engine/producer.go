@@ -25,8 +25,12 @@ type producer struct {
 
 	wakeCh chan struct{} // a wake-up: jobs may be waiting
 	doneCh chan struct{} // a job finished: a slot is free
-	stopCh chan struct{} // closed by stop
-	exited chan struct{} // closed when run returns
+	// pausedCh says the queue was paused: the buffered jobs go back.
+	pausedCh chan struct{}
+	// checkingPause is set while a look at the stored pauses is in flight.
+	checkingPause atomic.Bool
+	stopCh        chan struct{} // closed by stop
+	exited        chan struct{} // closed when run returns
 	// claimsOver is closed once the producer is stopping and no claim is in
 	// flight: from then on it claims nothing more.
 	claimsOver     chan struct{}
@@ -116,6 +120,7 @@ func newProducer(env *producerEnv, queue string, q Queue) *producer {
 		prefetch:    q.Prefetch,
 		lowWater:    q.Prefetch / 2,
 		wakeCh:      make(chan struct{}, 1),
+		pausedCh:    make(chan struct{}, 1),
 		doneCh:      make(chan struct{}, q.MaxWorkers),
 		stopCh:      make(chan struct{}),
 		exited:      make(chan struct{}),
@@ -125,6 +130,39 @@ func newProducer(env *producerEnv, queue string, q Queue) *producer {
 
 // endClaims closes claimsOver once.
 func (p *producer) endClaims() { p.claimsOverOnce.Do(func() { close(p.claimsOver) }) }
+
+// paused tells the producer its queue was paused.
+func (p *producer) paused() {
+	select {
+	case p.pausedCh <- struct{}{}:
+	default:
+	}
+}
+
+// checkPaused looks, off the producer's goroutine and one look at a time,
+// whether the queue was paused by another process, and tells the producer
+// if so. Claims already stop at a pause's commit; this returns the jobs
+// claimed before it that still wait in the buffer.
+func (p *producer) checkPaused() {
+	if !p.checkingPause.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.checkingPause.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PollInterval)
+		defer cancel()
+		qs, err := p.be.QueuePausedAll(ctx)
+		if err != nil {
+			return // the next poll looks again
+		}
+		for _, q := range qs {
+			if q.Queue == p.queue {
+				p.paused()
+				return
+			}
+		}
+	}()
+}
 
 func (p *producer) wake() {
 	select {
@@ -336,6 +374,15 @@ func (p *producer) run() {
 				if len(buffer) < n {
 					more = true
 				}
+				if len(buffer) > 0 {
+					p.checkPaused()
+				}
+			}
+		case <-p.pausedCh:
+			if len(buffer) > 0 {
+				p.logger.Info("spool: queue paused; prefetched jobs handed back unstarted", "queue", p.queue, "jobs", len(buffer))
+				p.release(buffer)
+				buffer = nil
 			}
 		}
 	}
