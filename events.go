@@ -131,33 +131,29 @@ func (s *subscriptions) emit(e *Event) {
 // vain.
 func (s *subscriptions) active() bool { return s.count.Load() > 0 }
 
-// outcomeEvent turns a written outcome into an event (nil for none).
+// eventKinds names the results of runs that are events.
+var eventKinds = map[engine.Result]EventKind{
+	engine.ResultCompleted: EventJobCompleted,
+	engine.ResultFailed:    EventJobFailed,
+	engine.ResultExhausted: EventJobDiscarded,
+	engine.ResultDiscarded: EventJobDiscarded,
+	engine.ResultCancelled: EventJobCancelled,
+	engine.ResultSnoozed:   EventJobSnoozed,
+}
+
+// outcome sends the event of a written outcome, if it is one.
 func (s *subscriptions) outcome(o engine.Outcome) {
-	if !s.active() {
+	kind, ok := eventKinds[o.Result]
+	if !ok || !s.active() {
 		return
 	}
-	e := &Event{JobID: o.Finish.Lease.ID, JobKind: o.Kind, Queue: o.Queue, Attempt: int(o.Attempt),
+	e := &Event{Kind: kind, JobID: o.Finish.Lease.ID, JobKind: o.Kind, Queue: o.Queue, Attempt: int(o.Attempt),
 		MaxAttempts: int(o.MaxAttempts), Duration: o.Duration, At: time.Now()}
 	if o.Finish.Error != nil {
 		e.Error = o.Finish.Error.Error
 	}
-	switch o.Finish.Outcome {
-	case backend.OutcomeComplete:
-		e.Kind = EventJobCompleted
-	case backend.OutcomeRetry:
-		if o.Attempt >= o.MaxAttempts {
-			e.Kind = EventJobDiscarded
-		} else {
-			e.Kind, e.NextRunIn = EventJobFailed, o.Finish.Delay
-		}
-	case backend.OutcomeDiscard:
-		e.Kind = EventJobDiscarded
-	case backend.OutcomeCancel:
-		e.Kind = EventJobCancelled
-	case backend.OutcomeSnooze:
-		e.Kind, e.NextRunIn = EventJobSnoozed, o.Finish.Delay
-	default:
-		return
+	if kind == EventJobFailed || kind == EventJobSnoozed {
+		e.NextRunIn = o.Finish.Delay
 	}
 	s.emit(e)
 }

@@ -162,11 +162,28 @@ func (p *JobBulkParams) MaxOrDefault() int {
 // Selects reports whether a batch of p takes j: past AfterID, matching every
 // filter, in a state the action applies to.
 func (p *JobBulkParams) Selects(j *JobRow) bool {
-	return j.ID > p.AfterID && p.Action.Applies(j.State) &&
+	return j.ID > p.AfterID && p.takes(j.State) &&
 		(p.Queue == "" || j.Queue == p.Queue) && (p.Kind == "" || j.Kind == p.Kind) &&
-		(len(p.States) == 0 || slices.Contains(p.States, j.State)) &&
 		(p.CreatedAfter.IsZero() || j.CreatedAt.After(p.CreatedAfter)) &&
 		(p.CreatedBefore.IsZero() || j.CreatedAt.Before(p.CreatedBefore))
+}
+
+// takes reports whether a batch of p takes jobs in state s: the action
+// applies to it and the filter's states, if any, include it.
+func (p *JobBulkParams) takes(s State) bool {
+	return p.Action.Applies(s) && (len(p.States) == 0 || slices.Contains(p.States, s))
+}
+
+// StatesTaken lists the states a batch of p takes jobs in (empty when the
+// filter and the action have none in common).
+func (p *JobBulkParams) StatesTaken() []State {
+	var out []State
+	for _, s := range AllStates {
+		if p.takes(s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // NeedsKeyBack reports whether retrying j makes it take back a unique key

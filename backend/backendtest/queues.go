@@ -107,20 +107,7 @@ func testPauseRunningClient(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
 	ctx := context.Background()
-	started := make(chan int, 16)
-	release := make(chan struct{})
-	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
-		started <- j.Args.N
-		if j.Args.Mode == "block" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	}))
+	ws, started, release := blockingWorkers()
 	cfg := fastConfig(ws, 4)
 	if _, ok := be.(backend.Notifier); ok {
 		cfg.PollInterval = time.Minute
@@ -176,20 +163,7 @@ func testPauseReleasesPrefetched(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
 	ctx := context.Background()
-	started := make(chan int, 10)
-	release := make(chan struct{})
-	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
-		started <- j.Args.N
-		if j.Args.Mode == "block" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	}))
+	ws, started, release := blockingWorkers()
 	cfg := fastConfig(ws, 1)
 	cfg.Queues = map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1, Prefetch: 5}}
 	// A long lease: buffered jobs are not handed back as stale (after half
@@ -234,4 +208,24 @@ func testPauseReleasesPrefetched(t *testing.T, h Harness) {
 	for _, id := range buffered {
 		waitState(t, be, id, backend.StateCompleted)
 	}
+}
+
+// blockingWorkers registers a NoteArgs worker that sends each job's N on
+// started as it starts and holds jobs of mode "block" until release is
+// closed (or their context ends).
+func blockingWorkers() (ws *spool.Workers, started chan int, release chan struct{}) {
+	started, release = make(chan int, 16), make(chan struct{})
+	ws = spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- j.Args.N
+		if j.Args.Mode == "block" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}))
+	return ws, started, release
 }

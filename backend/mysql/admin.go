@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/sqlfilter"
 )
 
 // JobGet implements backend.Backend.
@@ -28,30 +29,18 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	limit := p.LimitOrDefault()
 	var q strings.Builder
 	q.WriteString(b.sql.listHead)
-	args := []any{p.AfterID}
-	if p.Queue != "" {
-		q.WriteString(" AND queue = ?")
-		args = append(args, p.Queue)
-	}
-	if p.Kind != "" {
-		q.WriteString(" AND kind = ?")
-		args = append(args, p.Kind)
-	}
-	if len(p.States) > 0 {
-		q.WriteString(" AND state IN (")
-		for i, s := range p.States {
-			if !s.Valid() {
-				return nil, fmt.Errorf("list jobs: unknown state %q", s)
-			}
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("?")
-			args = append(args, string(s))
+	for _, s := range p.States {
+		if !s.Valid() {
+			return nil, fmt.Errorf("list jobs: unknown state %q", s)
 		}
-		q.WriteString(")")
 	}
+	var conds sqlfilter.Conds
+	conds.Eq("queue", p.Queue)
+	conds.Eq("kind", p.Kind)
+	conds.States(p.States)
+	q.WriteString(conds.SQL())
 	q.WriteString(" ORDER BY id LIMIT " + strconv.Itoa(limit))
+	args := append([]any{p.AfterID}, conds.Args...)
 	var db DBTX = b.db
 	if p.Tx != nil {
 		tx, err := dbtx(p.Tx)

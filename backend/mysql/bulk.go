@@ -4,144 +4,59 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/sqlfilter"
 )
-
-// bulkSelect builds the read of one bulk batch: the first Max jobs above
-// AfterID that match the filters and that the action applies to, in id
-// order. The filters' shape varies, so the statement is built here; every
-// value is bound.
-func bulkSelect(db string, p *backend.JobBulkParams) (string, []any) {
-	var (
-		q    strings.Builder
-		args = []any{p.AfterID}
-	)
-	q.WriteString("SELECT id, state, queue, coalesce(unique_key, ''), coalesce(unique_states, 0) FROM " + db + ".spool_jobs WHERE id > ?")
-	if p.Queue != "" {
-		q.WriteString(" AND queue = ?")
-		args = append(args, p.Queue)
-	}
-	if p.Kind != "" {
-		q.WriteString(" AND kind = ?")
-		args = append(args, p.Kind)
-	}
-	var states []backend.State
-	for _, s := range backend.AllStates {
-		if p.Action.Applies(s) && (len(p.States) == 0 || containsState(p.States, s)) {
-			states = append(states, s)
-		}
-	}
-	if len(states) == 0 {
-		states = []backend.State{"none"} // matches no row
-	}
-	q.WriteString(" AND state IN (")
-	for i, s := range states {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("?")
-		args = append(args, string(s))
-	}
-	q.WriteString(")")
-	if !p.CreatedAfter.IsZero() {
-		q.WriteString(" AND created_at > ?")
-		args = append(args, sqlTime(p.CreatedAfter))
-	}
-	if !p.CreatedBefore.IsZero() {
-		q.WriteString(" AND created_at < ?")
-		args = append(args, sqlTime(p.CreatedBefore))
-	}
-	// Locked in id order and waited for, not skipped: the batches resume
-	// after the last id taken, so a skipped row would be missed.
-	q.WriteString(" ORDER BY id LIMIT ? FOR UPDATE")
-	args = append(args, p.MaxOrDefault())
-	return q.String(), args
-}
-
-func containsState(states []backend.State, s backend.State) bool {
-	for _, v := range states {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
 
 // JobBulk implements backend.Backend: the batch is read with FOR UPDATE and
 // changed in one transaction, retried whole on a lock conflict. Cancelled
 // running jobs are recorded for WatchCancels.
 func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backend.JobBulkResult, error) {
+	table := quoteIdent(b.database) + ".spool_jobs"
 	var change string
 	switch p.Action {
 	case backend.BulkRetry:
-		change = "UPDATE " + quoteIdent(b.database) + ".spool_jobs SET state = 'available', attempt = 0, run_at = UTC_TIMESTAMP(6), finalized_at = NULL WHERE id IN "
+		change = "UPDATE " + table + " SET state = 'available', attempt = 0, run_at = UTC_TIMESTAMP(6), finalized_at = NULL WHERE id IN "
 	case backend.BulkCancel:
-		change = "UPDATE " + quoteIdent(b.database) + ".spool_jobs SET state = 'cancelled', finalized_at = UTC_TIMESTAMP(6), leased_until = NULL, leased_by = NULL WHERE id IN "
+		change = "UPDATE " + table + " SET state = 'cancelled', finalized_at = UTC_TIMESTAMP(6), leased_until = NULL, leased_by = NULL WHERE id IN "
 	case backend.BulkDelete:
-		change = "DELETE FROM " + quoteIdent(b.database) + ".spool_jobs WHERE id IN "
+		change = "DELETE FROM " + table + " WHERE id IN "
 	default:
 		return nil, fmt.Errorf("bulk jobs: unknown action %d", p.Action)
 	}
-	query, args := bulkSelect(quoteIdent(b.database), p)
-	var res *backend.JobBulkResult
+	conds := sqlfilter.Bulk(p, func(t time.Time) any { return sqlTime(t) })
+	// Locked in id order and waited for, not skipped: the batches resume
+	// after the last id taken, so a skipped row would be missed.
+	query := "SELECT " + sqlfilter.BulkColumns + " FROM " + table + " WHERE id > ?" + conds.SQL() + " ORDER BY id LIMIT ? FOR UPDATE"
+	args := append(append([]any{p.AfterID}, conds.Args...), p.MaxOrDefault())
+	var batch *sqlfilter.Batch
 	err := b.inTx(ctx, func(tx *sql.Tx) error {
-		res = &backend.JobBulkResult{}
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
-		var (
-			ids     []any
-			running []int64
-		)
-		for rows.Next() {
-			var (
-				j     backend.JobRow
-				state string
-			)
-			if err := rows.Scan(&j.ID, &state, &j.Queue, &j.UniqueKey, &j.UniqueStates); err != nil {
-				rows.Close()
-				return err
-			}
-			j.State = backend.State(state)
-			res.Taken++
-			res.LastID = j.ID
-			switch {
-			case p.Action == backend.BulkRetry && backend.NeedsKeyBack(&j):
-				res.UniqueRetries = append(res.UniqueRetries, j.ID)
-				continue
-			case p.Action == backend.BulkCancel && j.State == backend.StateRunning:
-				running = append(running, j.ID)
-			}
-			ids = append(ids, j.ID)
-		}
-		if err := rows.Close(); err != nil {
+		if batch, err = sqlfilter.ReadBatch(rows, p.Action); err != nil || len(batch.Change) == 0 {
 			return err
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		for _, id := range running {
-			if err := b.recordCancel(ctx, tx, id); err != nil {
-				return err
+		if p.Action == backend.BulkCancel {
+			for _, id := range batch.Running {
+				if err := b.recordCancel(ctx, tx, id); err != nil {
+					return err
+				}
 			}
 		}
-		stmt := change + "(?" + strings.Repeat(", ?", len(ids)-1) + ")"
-		r, err := tx.ExecContext(ctx, stmt, ids...)
+		r, err := tx.ExecContext(ctx, change+sqlfilter.IDList(len(batch.Change)), batch.Change...)
 		if err != nil {
 			return err
 		}
 		n, err := r.RowsAffected()
-		res.Changed = int(n)
+		batch.Result.Changed = int(n)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
 	}
-	return res, nil
+	return batch.Result, nil
 }

@@ -126,8 +126,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		priority      int16
 		runAt         *time.Time
 		notify        []string
-		lower         []claimKey
-		lowerQueues   []string
+		lower         []queueKey // the retried jobs' claim keys, for this process's floors
 	)
 	// The claim's plan settings: without them the planner, misled by the
 	// filters' estimates, read every row above AfterID and sorted them for
@@ -137,7 +136,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	// in order from AfterID, stops at its LIMIT, and updates by primary-key
 	// lookups: 120 ms per batch of 10,000.
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		res, notify, lower, lowerQueues = &backend.JobBulkResult{}, nil, nil, nil
+		res, notify, lower = &backend.JobBulkResult{}, nil, nil
 		if _, err := tx.Exec(ctx, claimSettings); err != nil {
 			return err
 		}
@@ -155,8 +154,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 			case p.Action == backend.BulkRetry && flag:
 				res.UniqueRetries = append(res.UniqueRetries, id)
 			case p.Action == backend.BulkRetry && changed && runAt != nil:
-				lower = append(lower, claimKey{priority: priority, runAt: *runAt, id: id})
-				lowerQueues = append(lowerQueues, queue)
+				lower = append(lower, queueKey{queue, claimKey{priority: priority, runAt: *runAt, id: id}})
 			case p.Action == backend.BulkCancel && flag && changed:
 				notify = append(notify, cancelPrefix+strconv.FormatInt(id, 10))
 			}
@@ -167,8 +165,8 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
 	}
-	for i, k := range lower {
-		b.floors.lower(lowerQueues[i], k)
+	for _, k := range lower {
+		b.floors.lower(k.queue, k.key)
 	}
 	if len(notify) > 0 {
 		// A hint only: the cancellations are committed whether or not it is sent.
@@ -222,4 +220,10 @@ func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, er
 		return nil, fmt.Errorf("list paused queues: %w", err)
 	}
 	return out, nil
+}
+
+// queueKey is a claim key of a queue.
+type queueKey struct {
+	queue string
+	key   claimKey
 }

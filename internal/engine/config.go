@@ -134,8 +134,43 @@ func (e *GaveUpError) Error() string {
 // Unwrap returns the stop context's error.
 func (e *GaveUpError) Unwrap() error { return e.Err }
 
+// Result is what an outcome does to its job, as logs and events name it.
+type Result uint8
+
+// Results of a run.
+const (
+	ResultNone      Result = iota // nothing to report (a release)
+	ResultCompleted               // the handler succeeded
+	ResultFailed                  // the attempt failed; the job runs again
+	ResultExhausted               // the last attempt failed: the store discards the job
+	ResultDiscarded               // the handler discarded the job
+	ResultCancelled               // the handler cancelled the job
+	ResultSnoozed                 // the handler snoozed the job
+)
+
+// ResultOf classifies the outcome f of a run at attempt of maxAttempts.
+func ResultOf(f *backend.JobFinish, attempt, maxAttempts int16) Result {
+	switch f.Outcome {
+	case backend.OutcomeComplete:
+		return ResultCompleted
+	case backend.OutcomeRetry:
+		if attempt >= maxAttempts {
+			return ResultExhausted
+		}
+		return ResultFailed
+	case backend.OutcomeDiscard:
+		return ResultDiscarded
+	case backend.OutcomeCancel:
+		return ResultCancelled
+	case backend.OutcomeSnooze:
+		return ResultSnoozed
+	}
+	return ResultNone
+}
+
 // Outcome is an outcome of a handler's run, written.
 type Outcome struct {
+	Result      Result
 	Finish      backend.JobFinish
 	Kind        string
 	Queue       string

@@ -431,7 +431,7 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 		return row, fmt.Errorf("run one job: write the outcome of job %d: %w", row.ID, err)
 	}
 	if len(res.Rejected) == 0 && e.cfg.Outcome != nil {
-		e.cfg.Outcome(Outcome{Finish: *f, Kind: row.Kind, Queue: row.Queue, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Duration: took})
+		e.cfg.Outcome(Outcome{Result: ResultOf(f, row.Attempt, row.MaxAttempts), Finish: *f, Kind: row.Kind, Queue: row.Queue, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Duration: took})
 	}
 	return row, nil
 }

@@ -60,14 +60,18 @@ type failureLog struct {
 // cancellation the handler asked for is logged at Info.
 func (f *failureLog) record(row *backend.JobRow, fin *backend.JobFinish, elapsed time.Duration) {
 	now := time.Now()
-	level, msg := slog.LevelWarn, "spool: job failed; it will be retried"
-	switch {
-	case fin.Outcome == backend.OutcomeRetry && row.Attempt >= row.MaxAttempts:
+	var (
+		level slog.Level
+		msg   string
+	)
+	switch ResultOf(fin, row.Attempt, row.MaxAttempts) {
+	case ResultFailed:
+		level, msg = slog.LevelWarn, "spool: job failed; it will be retried"
+	case ResultExhausted:
 		level, msg = slog.LevelError, "spool: job failed on its last attempt and was discarded"
-	case fin.Outcome == backend.OutcomeRetry:
-	case fin.Outcome == backend.OutcomeDiscard:
+	case ResultDiscarded:
 		level, msg = slog.LevelError, "spool: job discarded"
-	case fin.Outcome == backend.OutcomeCancel:
+	case ResultCancelled:
 		level, msg = slog.LevelInfo, "spool: job cancelled by its handler"
 	default:
 		return

@@ -233,7 +233,7 @@ func (m *outcomeWriter) reportApplied(batch []pendingFinish, rejected []backend.
 		if !p.ran || skip[p.finish.Lease] {
 			continue
 		}
-		m.cfg.Outcome(Outcome{Finish: p.finish, Kind: p.run.kind, Queue: p.run.queue, Attempt: p.run.attempt,
+		m.cfg.Outcome(Outcome{Result: ResultOf(&p.finish, p.run.attempt, p.run.maxAttempts), Finish: p.finish, Kind: p.run.kind, Queue: p.run.queue, Attempt: p.run.attempt,
 			MaxAttempts: p.run.maxAttempts, Duration: p.run.duration})
 	}
 }

@@ -73,19 +73,9 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	}
 
 	be, counter := countCompletions(store.backend, int64(*jobs))
-	var handled atomic.Int64
-	ws := spool.NewWorkers()
-	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[benchNoop]) error {
-		handled.Add(1)
-		return nil
-	})); err != nil {
-		return err
-	}
-	cfg := q.config()
-	cfg.Workers, cfg.Logger = ws, r.logger()
-	client, err := spool.NewClient(be, &cfg)
+	client, handled, err := q.noopClient(be, r)
 	if err != nil {
-		return fmt.Errorf("bench drain: %w", err)
+		return err
 	}
 
 	var inserted atomic.Int64
@@ -106,7 +96,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	r.stopAtEnd(client)
 	bar = r.progress("drain", "jobs", int64(*jobs), counter.Written)
 	sampler := startCounterSampler(counter.Written, 100*time.Millisecond)
-	err = waitDrained(ctx, client, counter, &handled)
+	err = waitDrained(ctx, client, counter, handled)
 	samples := sampler.Stop()
 	bar.Stop()
 	if err != nil {

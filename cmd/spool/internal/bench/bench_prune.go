@@ -169,19 +169,9 @@ func (c *BenchPruneCommand) drain(ctx context.Context, r *scenarioRun, store *be
 	base := time.Now()
 	timed, timer := timeClaims(store.backend, base)
 	be, counter := countCompletions(timed, int64(n))
-	var handled atomic.Int64
-	ws := spool.NewWorkers()
-	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[benchNoop]) error {
-		handled.Add(1)
-		return nil
-	})); err != nil {
-		return prunePhase{}, err
-	}
-	cfg := q.config()
-	cfg.Workers, cfg.Logger = ws, r.logger()
-	client, err := spool.NewClient(be, &cfg)
+	client, handled, err := q.noopClient(be, r)
 	if err != nil {
-		return prunePhase{}, fmt.Errorf("bench prune: %w", err)
+		return prunePhase{}, err
 	}
 	var inserted atomic.Int64
 	bar := r.progress("insert", "jobs", int64(n), inserted.Load)
@@ -198,7 +188,7 @@ func (c *BenchPruneCommand) drain(ctx context.Context, r *scenarioRun, store *be
 		beside()
 	}
 	bar = r.progress(name, "jobs", int64(n), counter.Written)
-	err = waitDrained(ctx, client, counter, &handled)
+	err = waitDrained(ctx, client, counter, handled)
 	bar.Stop()
 	elapsed := counter.doneAt.Sub(start)
 	stopClient(r.stderr, r.name, client)

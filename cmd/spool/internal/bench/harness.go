@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
@@ -214,4 +216,24 @@ func (q *queueFlags) config() spool.Config {
 		CompletionDelay:    *q.delay,
 		CompletedRetention: retentionFor(*q.deleteCompleted),
 	}
+}
+
+// noopClient returns a client over be with the queue flags' config and a
+// no-op worker for the bench's jobs, and the count of jobs it handled.
+func (q *queueFlags) noopClient(be backend.Backend, r *scenarioRun) (*spool.Client, *atomic.Int64, error) {
+	handled := &atomic.Int64{}
+	ws := spool.NewWorkers()
+	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[benchNoop]) error {
+		handled.Add(1)
+		return nil
+	})); err != nil {
+		return nil, nil, err
+	}
+	cfg := q.config()
+	cfg.Workers, cfg.Logger = ws, r.logger()
+	client, err := spool.NewClient(be, &cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", r.name, err)
+	}
+	return client, handled, nil
 }

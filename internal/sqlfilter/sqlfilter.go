@@ -1,0 +1,121 @@
+// Package sqlfilter builds what the SQL backends that bind with ? (SQLite,
+// MySQL/MariaDB) build alike: the filter conditions of job listings and bulk
+// actions, whose shape depends on which filters are given, and the reading
+// of a bulk batch. Every value is bound; only column names and placeholders
+// are written into the statement.
+package sqlfilter
+
+import (
+	"database/sql"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Conds is a conjunction of conditions and their arguments.
+type Conds struct {
+	sql  strings.Builder
+	Args []any
+}
+
+// SQL returns the conditions, each preceded by " AND ".
+func (c *Conds) SQL() string { return c.sql.String() }
+
+// Eq adds col = v, unless v is empty.
+func (c *Conds) Eq(col, v string) {
+	if v == "" {
+		return
+	}
+	c.sql.WriteString(" AND " + col + " = ?")
+	c.Args = append(c.Args, v)
+}
+
+// States adds state IN (…) for states, unless there are none.
+func (c *Conds) States(states []backend.State) {
+	if len(states) == 0 {
+		return
+	}
+	c.sql.WriteString(" AND state IN (?" + strings.Repeat(", ?", len(states)-1) + ")")
+	for _, s := range states {
+		c.Args = append(c.Args, string(s))
+	}
+}
+
+// Cmp adds col op v (op is a comparison written by the caller).
+func (c *Conds) Cmp(col, op string, v any) {
+	c.sql.WriteString(" AND " + col + " " + op + " ?")
+	c.Args = append(c.Args, v)
+}
+
+// Bulk returns the conditions a bulk batch of p takes jobs by, besides the
+// id bound: queue, kind, the states it takes, and the insert-time range,
+// whose bounds timeArg encodes as the backend stores times.
+func Bulk(p *backend.JobBulkParams, timeArg func(time.Time) any) *Conds {
+	c := &Conds{}
+	c.Eq("queue", p.Queue)
+	c.Eq("kind", p.Kind)
+	states := p.StatesTaken()
+	if len(states) == 0 {
+		states = []backend.State{"none"} // the filter and the action share no state: no row matches
+	}
+	c.States(states)
+	if !p.CreatedAfter.IsZero() {
+		c.Cmp("created_at", ">", timeArg(p.CreatedAfter))
+	}
+	if !p.CreatedBefore.IsZero() {
+		c.Cmp("created_at", "<", timeArg(p.CreatedBefore))
+	}
+	return c
+}
+
+// BulkColumns are the columns ReadBatch reads, in its order.
+const BulkColumns = "id, state, queue, coalesce(unique_key, ''), coalesce(unique_states, 0)"
+
+// Batch is a bulk batch as read, before its change.
+type Batch struct {
+	Result *backend.JobBulkResult // Taken, LastID and UniqueRetries filled in
+	// Change are the ids to change, as statement arguments.
+	Change []any
+	// Running are the ids of running jobs among them.
+	Running []int64
+	// Queues are the queues of the jobs to change, each once, in order of
+	// first appearance.
+	Queues []string
+}
+
+// ReadBatch reads rows of BulkColumns, sorting out the unique jobs a retry
+// leaves to the caller (backend.NeedsKeyBack). It closes rows.
+func ReadBatch(rows *sql.Rows, action backend.BulkAction) (*Batch, error) {
+	defer rows.Close()
+	b := &Batch{Result: &backend.JobBulkResult{}}
+	seen := map[string]bool{}
+	for rows.Next() {
+		var (
+			j     backend.JobRow
+			state string
+		)
+		if err := rows.Scan(&j.ID, &state, &j.Queue, &j.UniqueKey, &j.UniqueStates); err != nil {
+			return nil, err
+		}
+		j.State = backend.State(state)
+		b.Result.Taken++
+		b.Result.LastID = j.ID
+		if action == backend.BulkRetry && backend.NeedsKeyBack(&j) {
+			b.Result.UniqueRetries = append(b.Result.UniqueRetries, j.ID)
+			continue
+		}
+		if j.State == backend.StateRunning {
+			b.Running = append(b.Running, j.ID)
+		}
+		if !seen[j.Queue] {
+			seen[j.Queue] = true
+			b.Queues = append(b.Queues, j.Queue)
+		}
+		b.Change = append(b.Change, j.ID)
+	}
+	return b, rows.Err()
+}
+
+// IDList returns "(?, ?, …)" for n ids.
+func IDList(n int) string { return "(?" + strings.Repeat(", ?", n-1) + ")" }
