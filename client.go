@@ -53,12 +53,14 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 	}
 	queues := make(map[string]engine.Queue, len(cfg.Queues))
 	for name, q := range cfg.Queues {
-		queues[name] = engine.Queue{MaxWorkers: q.MaxWorkers, Prefetch: q.Prefetch}
+		rules, _ := checkFlow(q.Flow) // checked by withDefaults
+		queues[name] = engine.Queue{MaxWorkers: q.MaxWorkers, Prefetch: q.Prefetch, Flow: rules}
 	}
 	c.engine = engine.New(be, engine.Config{
 		ClientID:           cfg.ClientID,
 		LeaseDuration:      cfg.LeaseDuration,
 		PollInterval:       cfg.PollInterval,
+		FlowPollInterval:   cfg.FlowPollInterval,
 		PollOnly:           cfg.PollOnly,
 		CompletionBatchMax: cfg.CompletionBatchMax,
 		CompletionDelay:    cfg.CompletionDelay,

@@ -53,6 +53,11 @@ type Config struct {
 	// (delayed jobs, retries, inserts from elsewhere when LISTEN is off).
 	// Defaults to 1 second.
 	PollInterval time.Duration
+	// FlowPollInterval is how soon a queue whose Flow held jobs back (a
+	// limit reached, a key's order or rate) looks again when nothing in
+	// this process frees a slot first: slots freed in other processes and
+	// rate tokens are found this way. Defaults to 50ms.
+	FlowPollInterval time.Duration
 	// PollOnly disables push wake-ups (LISTEN/NOTIFY), for connection poolers
 	// in transaction mode. Defaults to false.
 	PollOnly bool
@@ -85,8 +90,12 @@ type QueueConfig struct {
 	// Prefetch is how many claimed jobs may wait locally for a free worker,
 	// so that workers rarely wait for the database. The producer refills when
 	// the local buffer falls to half of it. Negative disables prefetch.
-	// Defaults to MaxWorkers.
+	// Defaults to MaxWorkers. A queue with Flow claims only for free
+	// workers: a prefetched job would hold one of the flow's slots idle.
 	Prefetch int
+	// Flow limits how many of the queue's jobs run and start across all
+	// processes, and shares claims among flow keys (nil: no flow control).
+	Flow *Flow
 }
 
 const maxQueueWorkers = 10000
@@ -111,6 +120,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.JobTimeout, time.Minute)
 	def(&c.LeaseDuration, 30*time.Second)
 	def(&c.PollInterval, time.Second)
+	def(&c.FlowPollInterval, 50*time.Millisecond)
 	def(&c.RescueInterval, c.LeaseDuration/3)
 	if c.CompletionBatchMax == 0 {
 		c.CompletionBatchMax = 2000
@@ -135,6 +145,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("LeaseDuration %s is below 100ms", c.LeaseDuration)
 	case c.PollInterval < time.Millisecond:
 		return bad("PollInterval %s is below 1ms", c.PollInterval)
+	case c.FlowPollInterval < time.Millisecond:
+		return bad("FlowPollInterval %s is below 1ms", c.FlowPollInterval)
 	case c.RescueInterval < 0 || c.CleanupInterval < 0:
 		return bad("negative RescueInterval or CleanupInterval")
 	case c.CompletionDelay < 0:
@@ -161,6 +173,9 @@ func (c Config) withDefaults() (Config, error) {
 			q.Prefetch = 0
 		case q.Prefetch > 100000:
 			return bad("queue %q: Prefetch %d is over 100000", name, q.Prefetch)
+		}
+		if _, err := checkFlow(q.Flow); err != nil {
+			return bad("queue %q: Flow: %v", name, err)
 		}
 		queues[name] = q
 	}

@@ -51,6 +51,11 @@ type InsertOpts struct {
 	// Unique, when set, inserts the job only if no job holds the same unique
 	// key; see UniqueOpts.
 	Unique *UniqueOpts
+	// FlowKey is the job's flow key, counted by its queue's Flow rules
+	// (per-key limits, order, rates, fair share): 1 to 255 bytes of
+	// printable UTF-8. Empty takes the args' FlowKey method when the args
+	// type has one (JobArgsWithFlowKey), else no key.
+	FlowKey string
 
 	// priorityIsSet distinguishes an explicit 0 from "not set" when merging.
 	priorityIsSet bool
@@ -360,6 +365,17 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 		row.RunAt = &at
 		row.Delay = 0
 	}
+	if o.FlowKey == "" {
+		if k, ok := args.(JobArgsWithFlowKey); ok {
+			o.FlowKey = k.FlowKey()
+		}
+	}
+	if o.FlowKey != "" {
+		if err := checkFlowKey(o.FlowKey); err != nil {
+			return nil, invalid("flow_key", nil, "%v", err)
+		}
+		row.FlowKey = o.FlowKey
+	}
 	if o.Unique != nil {
 		at := time.Now().Add(row.Delay)
 		if row.RunAt != nil {
@@ -396,6 +412,9 @@ func mergeOpts(base, over InsertOpts) InsertOpts {
 	}
 	if over.Unique != nil {
 		base.Unique = over.Unique
+	}
+	if over.FlowKey != "" {
+		base.FlowKey = over.FlowKey
 	}
 	return base
 }

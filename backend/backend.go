@@ -189,6 +189,9 @@ type JobRow struct {
 	UniqueStates UniqueStates `json:"unique_states,omitempty"`
 	// Output is what the handler recorded (JobRecord), nil if nothing.
 	Output json.RawMessage `json:"output,omitempty"`
+	// FlowKey is the job's flow key (empty for none): the key its queue's
+	// flow rules (per-key limits, rates, order, fair share) count it under.
+	FlowKey string `json:"flow_key,omitempty"`
 }
 
 // Lease returns the job's current lease reference.
@@ -215,6 +218,9 @@ type JobInsertParams struct {
 	// UniqueStates are the states in which this job will hold its key. It
 	// includes UniqueStatesRequired.
 	UniqueStates UniqueStates
+	// FlowKey is the job's flow key, empty for none; at most FlowKeyMaxLen
+	// bytes of printable UTF-8.
+	FlowKey string
 }
 
 // UniqueKeyMaxLen is the longest unique key a backend stores.
@@ -522,6 +528,11 @@ type Backend interface {
 
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*JobRow, error)
+	// JobClaimFlow runs claim inside one transaction that holds the queue's
+	// flow lock (FlowTx) and commits the jobs its takes claimed when claim
+	// returns nil; when claim returns an error nothing is claimed and the
+	// error is returned.
+	JobClaimFlow(ctx context.Context, p *JobClaimFlowParams, claim func(FlowTx) error) error
 	// JobReleaseClaim returns how many jobs it released.
 	JobReleaseClaim(ctx context.Context, p *JobReleaseClaimParams) (int, error)
 	JobFinishMany(ctx context.Context, p *JobFinishManyParams) (*JobFinishManyResult, error)
@@ -554,6 +565,9 @@ type Backend interface {
 	QueuePause(ctx context.Context, p *QueuePauseParams) error
 	// QueuePausedAll lists the paused queues, by name.
 	QueuePausedAll(ctx context.Context) ([]PausedQueue, error)
+	// QueueFlowUse reports the running and pending jobs of a queue's flow
+	// keys and their rate state, busiest keys first.
+	QueueFlowUse(ctx context.Context, p *QueueFlowUseParams) ([]FlowKeyUse, error)
 
 	// LeaderElect reports whether ClientID leads Name after the call.
 	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"path"
@@ -199,4 +200,20 @@ func NullText(b []byte) any {
 		return nil
 	}
 	return string(b)
+}
+
+// SortFlowUse returns the keys of use busiest first (running, then pending,
+// then key), at most limit of them (0: DefaultListLimit).
+func SortFlowUse(use map[string]*FlowKeyUse, limit int) []FlowKeyUse {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	out := make([]FlowKeyUse, 0, len(use))
+	for _, u := range use {
+		out = append(out, *u)
+	}
+	slices.SortFunc(out, func(a, b FlowKeyUse) int {
+		return cmp.Or(cmp.Compare(b.Running, a.Running), cmp.Compare(b.Pending, a.Pending), cmp.Compare(a.Key, b.Key))
+	})
+	return out[:min(len(out), limit)]
 }

@@ -113,6 +113,15 @@ func Run(t *testing.T, h Harness) {
 		{"Events", testEvents},
 		{"TestHelpers", testHelpers},
 		{"OutputAndMetadata", testOutputAndMetadata},
+		{"FlowGlobalLimit", testFlowGlobalLimit},
+		{"FlowKilledWorkerSlotsReturn", testFlowKilledWorkerSlotsReturn},
+		{"FlowKeyLimit", testFlowKeyLimit},
+		{"FlowRateLimit", testFlowRateLimit},
+		{"FlowOrderBlock", testFlowOrderBlock},
+		{"FlowOrderStepAside", testFlowOrderStepAside},
+		{"FlowFairShare", testFlowFairShare},
+		{"FlowFairSmallNotStarved", testFlowFairSmallNotStarved},
+		{"FlowKeysAndInput", testFlowKeysAndInput},
 	}
 	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {

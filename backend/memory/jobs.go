@@ -110,15 +110,20 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	}
 	out := make([]*backend.JobRow, len(due))
 	for i, j := range due {
-		j.State = backend.StateRunning
-		j.Attempt++
-		j.Fence++
-		j.LeasedUntil = timePtr(t.Add(p.Lease))
-		j.LeasedBy = p.ClaimID
-		j.AttemptedAt = timePtr(t)
+		markClaimed(j, t, p.Lease, p.ClaimID)
 		out[i] = copyRow(j)
 	}
 	return out, nil
+}
+
+// markClaimed leases j to claimID at t; s.mu is held.
+func markClaimed(j *backend.JobRow, t time.Time, lease time.Duration, claimID string) {
+	j.State = backend.StateRunning
+	j.Attempt++
+	j.Fence++
+	j.LeasedUntil = timePtr(t.Add(lease))
+	j.LeasedBy = claimID
+	j.AttemptedAt = timePtr(t)
 }
 
 // JobReleaseClaim implements backend.Backend.

@@ -23,7 +23,10 @@ type store struct {
 	// inserts) and its state is in its UniqueStates.
 	unique   map[string]*backend.JobRow
 	inOpenTx map[*backend.JobRow]bool
-	hub      hub
+	// rates is the stored rate state (GCRA arrival times) by queue and
+	// flow key.
+	rates map[[2]string]time.Time
+	hub   hub
 }
 
 type leader struct {
@@ -37,6 +40,7 @@ func newStore() *store {
 		leaders:  map[string]leader{},
 		paused:   map[string]time.Time{},
 		unique:   map[string]*backend.JobRow{},
+		rates:    map[[2]string]time.Time{},
 		inOpenTx: map[*backend.JobRow]bool{},
 		hub:      hub{subs: map[int]chan backend.Wake{}},
 	}
@@ -101,6 +105,7 @@ func newRow(id int64, p *backend.JobInsertParams, t time.Time) *backend.JobRow {
 		ID: id, Queue: p.Queue, Kind: p.Kind, Args: slices.Clone(p.Args), State: state,
 		Priority: p.Priority, RunAt: runAt, MaxAttempts: p.MaxAttempts, CreatedAt: t,
 		Tags: tags, Metadata: meta, UniqueKey: p.UniqueKey, UniqueStates: p.UniqueStates,
+		FlowKey: p.FlowKey,
 	}
 }
 

@@ -232,12 +232,17 @@ func (b *Backend) encodeInsert(j *backend.JobInsertParams) (insertRow, error) {
 		tuple = "(?, ?, ?, " + prio + ", UTC_TIMESTAMP(6) + INTERVAL " + strconv.FormatInt(micros(j.Delay), 10) + " MICROSECOND, " +
 			state + ", " + maxAtt + ", ?, ?, UTC_TIMESTAMP(6))"
 	}
-	tuple = strings.TrimSuffix(tuple, ")") + ", ?, ?)"
+	tuple = strings.TrimSuffix(tuple, ")") + ", ?, ?, ?)"
 	args = append(args, string(tagJSON), meta)
 	if j.UniqueKey != "" {
 		args = append(args, j.UniqueKey, strconv.Itoa(int(j.UniqueStates)))
 	} else {
 		args = append(args, nil, nil)
+	}
+	if j.FlowKey != "" {
+		args = append(args, j.FlowKey)
+	} else {
+		args = append(args, nil)
 	}
 	size := len(tuple) + 64
 	for _, a := range args {

@@ -36,12 +36,17 @@ type queries struct {
 	stats, leaderUpdate, leaderInsert        string
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
+	flowLock, flowState, flowRunning         string
+	flowKeys, flowRates, flowSaveRate        string
+	flowTakeAny, flowTakeKey, flowTakeBlock  string
+	flowTakeStep, flowHead, flowTakeIDs      string
+	flowUse, flowUseRates                    string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max_attempts, fence,
   leased_until, leased_by, created_at, attempted_at, finalized_at, errors, tags, metadata,
-  coalesce(unique_key, ''), coalesce(unique_states, 0), output`
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, '')`
 
 // nowJSON is the database's now as an RFC 3339 string, for error histories.
 const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`
@@ -59,6 +64,20 @@ func buildQueries(db string) (queries, error) {
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim_select":         &q.claimSelect,
+		"flow_lock":            &q.flowLock,
+		"flow_state":           &q.flowState,
+		"flow_running":         &q.flowRunning,
+		"flow_keys":            &q.flowKeys,
+		"flow_rates":           &q.flowRates,
+		"flow_save_rate":       &q.flowSaveRate,
+		"flow_take_any":        &q.flowTakeAny,
+		"flow_take_key":        &q.flowTakeKey,
+		"flow_take_block":      &q.flowTakeBlock,
+		"flow_take_step":       &q.flowTakeStep,
+		"flow_head":            &q.flowHead,
+		"flow_take_ids":        &q.flowTakeIDs,
+		"flow_use":             &q.flowUse,
+		"flow_use_rates":       &q.flowUseRates,
 		"claim_update":         &q.claimUpdate,
 		"window":               &q.window,
 		"queue_pause":          &q.queuePause,

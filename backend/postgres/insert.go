@@ -43,6 +43,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		metadata = make([]json.RawMessage, n)
 		uKeys    = make([]string, n)
 		uStates  = make([]int16, n)
+		flowKeys = make([]string, n)
 	)
 	for i, j := range p.Jobs {
 		queues[i], kinds[i], args[i], prios[i] = j.Queue, j.Kind, j.Args, j.Priority
@@ -52,12 +53,13 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 			metadata[i] = j.Metadata
 		}
 		uKeys[i], uStates[i] = j.UniqueKey, int16(j.UniqueStates)
+		flowKeys[i] = j.FlowKey
 	}
 	var rows pgx.Rows
 	if backend.AnyUnique(p.Jobs) {
-		rows, err = db.Query(ctx, b.sql.insertUnique, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates)
+		rows, err = db.Query(ctx, b.sql.insertUnique, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates, flowKeys)
 	} else {
-		rows, err = db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata)
+		rows, err = db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, flowKeys)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
@@ -118,7 +120,11 @@ func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobIn
 		if len(meta) == 0 {
 			meta = json.RawMessage(`{}`)
 		}
-		rows[i] = []any{j.Queue, j.Kind, j.Args, j.Priority, at, string(state), j.MaxAttempts, tags, meta}
+		var flowKey *string
+		if j.FlowKey != "" {
+			flowKey = &j.FlowKey
+		}
+		rows[i] = []any{j.Queue, j.Kind, j.Args, j.Priority, at, string(state), j.MaxAttempts, tags, meta, flowKey}
 	}
 	n, err := db.CopyFrom(ctx, pgx.Identifier{b.schema, "spool_jobs"}, copyColumns, pgx.CopyFromRows(rows))
 	if err != nil {
@@ -130,4 +136,4 @@ func (b *Backend) insertCopy(ctx context.Context, db DBTX, jobs []*backend.JobIn
 	return len(jobs), nil
 }
 
-var copyColumns = []string{"queue", "kind", "args", "priority", "run_at", "state", "max_attempts", "tags", "metadata"}
+var copyColumns = []string{"queue", "kind", "args", "priority", "run_at", "state", "max_attempts", "tags", "metadata", "flow_key"}

@@ -23,17 +23,25 @@ type queries struct {
 	optimisticWindow, optimisticClaim                       string
 	bulkRetry, bulkCancel, bulkDelete                       string
 	record                                                  string
+	flow                                                    flowQueries
+}
+
+// flowQueries are the statements of flow-controlled claims (flow.go).
+type flowQueries struct {
+	lock, state, running, keys, rates, saveRates       string
+	takeAny, takeKey, takeBlock, takeStep, takeKeyless string
+	use, useRates                                      string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state::text, priority, run_at, attempt, max_attempts, fence,
   leased_until, coalesce(leased_by, ''), created_at, attempted_at, finalized_at, errors, tags, metadata,
-  coalesce(unique_key, ''), coalesce(unique_states, 0), output`
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, '')`
 
 // jobColumnsJ is jobColumns qualified by the alias j, for UPDATE … RETURNING.
 const jobColumnsJ = `j.id, j.queue, j.kind, j.args, j.state::text, j.priority, j.run_at, j.attempt, j.max_attempts,
   j.fence, j.leased_until, coalesce(j.leased_by, ''), j.created_at, j.attempted_at, j.finalized_at, j.errors, j.tags,
-  j.metadata, coalesce(j.unique_key, ''), coalesce(j.unique_states, 0), j.output`
+  j.metadata, coalesce(j.unique_key, ''), coalesce(j.unique_states, 0), j.output, coalesce(j.flow_key, '')`
 
 //go:embed sql/*.sql
 var sqlFiles embed.FS
@@ -73,6 +81,19 @@ func buildQueries(schema string) (queries, error) {
 		"queue_pause":       &q.queuePause,
 		"queue_resume":      &q.queueResume,
 		"queue_paused_all":  &q.queuePausedAll,
+		"flow_lock":         &q.flow.lock,
+		"flow_state":        &q.flow.state,
+		"flow_running":      &q.flow.running,
+		"flow_keys":         &q.flow.keys,
+		"flow_rates":        &q.flow.rates,
+		"flow_save_rates":   &q.flow.saveRates,
+		"flow_take_any":     &q.flow.takeAny,
+		"flow_take_key":     &q.flow.takeKey,
+		"flow_take_block":   &q.flow.takeBlock,
+		"flow_take_step":    &q.flow.takeStep,
+		"flow_take_keyless": &q.flow.takeKeyless,
+		"flow_use":          &q.flow.use,
+		"flow_use_rates":    &q.flow.useRates,
 	})
 	return q, err
 }

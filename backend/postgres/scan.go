@@ -23,7 +23,7 @@ func scanJob(row pgx.Row) (*backend.JobRow, error) {
 	)
 	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
 		&j.Fence, &j.LeasedUntil, &j.LeasedBy, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &errs, &j.Tags, &meta,
-		&j.UniqueKey, &ust, &out); err != nil {
+		&j.UniqueKey, &ust, &out, &j.FlowKey); err != nil {
 		return nil, err
 	}
 	j.UniqueStates = backend.UniqueStates(ust)

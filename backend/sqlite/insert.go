@@ -13,7 +13,7 @@ import (
 )
 
 // insertColumns are bound per row by insertSQL, in this order.
-const insertColumns = 12
+const insertColumns = 13
 
 // maxInsertRows keeps one INSERT's bound variables under SQLite's limit of
 // 32766.
@@ -28,7 +28,7 @@ func insertSQL(n int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
 	b.WriteString(" RETURNING id")
 	return b.String()
@@ -83,8 +83,12 @@ func prepareInsert(jobs []*backend.JobInsertParams, now int64, wake map[string]s
 		if j.UniqueKey != "" {
 			uKey, uStates = j.UniqueKey, int64(j.UniqueStates)
 		}
+		var flowKey any // NULL unless keyed
+		if j.FlowKey != "" {
+			flowKey = j.FlowKey
+		}
 		args = append(args, j.Queue, j.Kind, string(j.Args), int64(j.Priority), at, now, string(state),
-			int64(j.MaxAttempts), tags, meta, uKey, uStates)
+			int64(j.MaxAttempts), tags, meta, uKey, uStates, flowKey)
 	}
 	query := fullInsertSQL
 	if len(jobs) != maxInsertRows {

@@ -49,6 +49,18 @@ type statements struct {
 	cancelEventsSince     string
 	cancelEventsLast      string
 	record                string
+	flowPaused            string
+	flowRunning           string
+	flowKeys              string
+	flowRate              string
+	flowSaveRate          string
+	flowTakeAny           string
+	flowTakeKey           string
+	flowTakeBlock         string
+	flowTakeStep          string
+	flowTakeKeyless       string
+	flowUse               string
+	flowUseRates          string
 }
 
 // finishInput is the JSON array of [id, fence, outcome, delay_us, error]
@@ -104,6 +116,18 @@ func mustLoadStatements() statements {
 		"queue_pause":             &s.queuePause,
 		"queue_resume":            &s.queueResume,
 		"queue_paused_all":        &s.queuePausedAll,
+		"flow_paused":             &s.flowPaused,
+		"flow_running":            &s.flowRunning,
+		"flow_keys":               &s.flowKeys,
+		"flow_rate":               &s.flowRate,
+		"flow_save_rate":          &s.flowSaveRate,
+		"flow_take_any":           &s.flowTakeAny,
+		"flow_take_key":           &s.flowTakeKey,
+		"flow_take_block":         &s.flowTakeBlock,
+		"flow_take_step":          &s.flowTakeStep,
+		"flow_take_keyless":       &s.flowTakeKeyless,
+		"flow_use":                &s.flowUse,
+		"flow_use_rates":          &s.flowUseRates,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("sqlite backend: %v", err))

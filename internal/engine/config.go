@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/flow"
 )
 
 // Config is what the engine runs with. The caller (spool.NewClient) has
@@ -15,6 +16,7 @@ type Config struct {
 	ClientID           string
 	LeaseDuration      time.Duration
 	PollInterval       time.Duration
+	FlowPollInterval   time.Duration // a flow-held queue's next look
 	PollOnly           bool // no wake-up subscription even if the backend offers one
 	CompletionBatchMax int
 	CompletionDelay    time.Duration
@@ -43,6 +45,9 @@ type Config struct {
 type Queue struct {
 	MaxWorkers int
 	Prefetch   int // claimed jobs that may wait for a free worker; 0: none
+	// Flow, when set, makes the queue's claims flow-controlled
+	// (backend.JobClaimFlow, decided by internal/flow), without prefetch.
+	Flow *flow.Rules
 }
 
 // Handler runs the jobs of one kind.

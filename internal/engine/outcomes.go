@@ -204,10 +204,17 @@ func (m *outcomeWriter) write(batch []pendingFinish) {
 }
 
 // wakeForDue sets local wake-ups for the retries and snoozes just written,
-// so they run when due rather than at the next poll after.
+// so they run when due rather than at the next poll after, and wakes the
+// producers of flow-controlled queues: an outcome written frees a slot their
+// rules count.
 func (m *outcomeWriter) wakeForDue(batch []pendingFinish) {
 	now := time.Now()
+	woke := ""
 	for _, p := range batch {
+		if p.queue != "" && p.queue != woke && m.cfg.Queues[p.queue].Flow != nil {
+			m.due(p.queue, now)
+			woke = p.queue
+		}
 		o := p.finish.Outcome
 		if (o != backend.OutcomeRetry && o != backend.OutcomeSnooze) || p.queue == "" {
 			continue

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/flow"
 )
 
 // producer claims jobs of one queue in batches, keeps a local buffer of
@@ -22,6 +23,9 @@ type producer struct {
 	maxWorkers int
 	prefetch   int
 	lowWater   int
+	// flow decides the claims of a flow-controlled queue (nil: plain
+	// claims); only fetch, one at a time, uses it.
+	flow *flow.Controller
 
 	wakeCh chan struct{} // a wake-up: jobs may be waiting
 	doneCh chan struct{} // a job finished: a slot is free
@@ -101,6 +105,10 @@ type fetchResult struct {
 	// unreleased are claim ids still to release (failed claims whose jobs
 	// may be leased to us unseen), including this fetch's if it failed.
 	unreleased []string
+	// held: the queue's flow rules held back jobs that may be ready;
+	// retryIn, when positive, is when a rate-held key may start again.
+	held    bool
+	retryIn time.Duration
 }
 
 type bufferedJob struct {
@@ -113,7 +121,15 @@ type bufferedJob struct {
 }
 
 func newProducer(env *producerEnv, queue string, q Queue) *producer {
+	var ctl *flow.Controller
+	if q.Flow != nil {
+		// A prefetched job would hold one of the flow's slots while it
+		// waits for a worker: claim only for free workers.
+		q.Prefetch = 0
+		ctl = flow.NewController(*q.Flow)
+	}
 	return &producer{
+		flow:        ctl,
 		producerEnv: env,
 		queue:       queue,
 		maxWorkers:  q.MaxWorkers,
@@ -276,6 +292,10 @@ func (p *producer) run() {
 	maxWait := cfg.LeaseDuration / 2
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
+	// heldTimer looks again at a queue whose flow rules held jobs back.
+	heldTimer := time.NewTimer(time.Hour)
+	heldTimer.Stop()
+	defer heldTimer.Stop()
 
 	for {
 		// A stop wins over every other event: once stop has returned, no
@@ -358,6 +378,13 @@ func (p *producer) run() {
 			}
 			failures = 0
 			more = len(r.rows) == r.asked || wokeWhileFetching
+			if r.held && len(r.rows) < r.asked {
+				wait := cfg.FlowPollInterval
+				if r.retryIn > 0 {
+					wait = min(wait, r.retryIn+dueSlack)
+				}
+				heldTimer.Reset(wait)
+			}
 			replyAt := time.Now()
 			for _, row := range r.rows {
 				buffer = append(buffer, bufferedJob{row: row, claimedAt: r.sentAt, replyAt: replyAt})
@@ -365,6 +392,8 @@ func (p *producer) run() {
 		case <-retryC:
 			retryC = nil
 			more = true
+		case <-heldTimer.C:
+			more, wokeWhileFetching = true, fetching
 		case <-p.wakeCh:
 			more, wokeWhileFetching = true, fetching
 		case <-poll.C:
@@ -403,6 +432,14 @@ func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 	}
 	claimID := fmt.Sprintf("%s#%d", p.cfg.ClientID, p.claimSeq.Add(1))
 	sentAt := time.Now()
+	if p.flow != nil {
+		res, err := p.claimFlow(ctx, n, claimID)
+		if err != nil {
+			unreleased = []string{claimID}
+		}
+		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn}
+		return
+	}
 	rows, err := p.be.JobClaim(ctx, &backend.JobClaimParams{
 		Queue:   p.queue,
 		Max:     n,
@@ -413,6 +450,26 @@ func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 		unreleased = []string{claimID}
 	}
 	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, err: err, unreleased: unreleased}
+}
+
+// claimFlow claims up to n jobs of a flow-controlled queue: the controller
+// decides inside the store's flow transaction, and keeps its new rotation
+// state only once that transaction has committed.
+func (p *producer) claimFlow(ctx context.Context, n int, claimID string) (flow.Result, error) {
+	var (
+		res    flow.Result
+		commit func()
+	)
+	err := p.be.JobClaimFlow(ctx, &backend.JobClaimFlowParams{Queue: p.queue, Lease: p.cfg.LeaseDuration, ClaimID: claimID},
+		func(tx backend.FlowTx) (err error) {
+			res, commit, err = p.flow.Claim(ctx, tx, n)
+			return err
+		})
+	if err != nil {
+		return flow.Result{}, err
+	}
+	commit()
+	return res, nil
 }
 
 // releaseClaimsCtx releases the jobs of failed claims and returns the ids it

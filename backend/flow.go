@@ -1,0 +1,108 @@
+package backend
+
+import (
+	"context"
+	"time"
+)
+
+// FlowKeyMaxLen is the longest flow key a backend stores, in bytes.
+const FlowKeyMaxLen = 255
+
+// FlowOrder is how a queue orders the jobs of one flow key.
+type FlowOrder uint8
+
+// Orders of a key's jobs.
+const (
+	// FlowOrderNone runs a key's jobs in claim order, as many at once as
+	// the limits allow.
+	FlowOrderNone FlowOrder = iota
+	// FlowOrderBlock runs a key's jobs one at a time in insert order; the
+	// key's oldest unfinished job runs next, so a job waiting for a retry
+	// (or a delayed job) holds back every later job of its key until it
+	// completes, is discarded or is cancelled.
+	FlowOrderBlock
+	// FlowOrderStepAside runs a key's jobs one at a time in insert order,
+	// but a job that is not due (waiting for a retry, or delayed) steps
+	// aside: later due jobs of its key run meanwhile, and it runs next once
+	// it is due again.
+	FlowOrderStepAside
+)
+
+// JobClaimFlowParams names the queue of a flow-controlled claim and the
+// lease its jobs get.
+type JobClaimFlowParams struct {
+	Queue   string
+	Lease   time.Duration // added to the store's clock
+	ClaimID string        // recorded as the lease holder, as in JobClaimParams
+}
+
+// FlowTx is a flow-controlled claim in progress: one transaction that holds
+// the queue's flow lock, so no other flow claim of the queue, in any process,
+// runs between its reads and its takes. Its methods are the facts the flow
+// controller decides on and the one write it makes.
+type FlowTx interface {
+	// FlowRunning reports the queue's running jobs by flow key, the store's
+	// clock, and whether the queue is paused.
+	FlowRunning(ctx context.Context) (*FlowRunning, error)
+	// FlowKeys lists up to limit flow keys greater than after (in byte
+	// order) that have pending jobs in the queue, ascending. Jobs without a
+	// key are not listed.
+	FlowKeys(ctx context.Context, after string, limit int) ([]string, error)
+	// FlowRates returns the stored rate state of keys: the theoretical
+	// arrival time of the next start (GCRA), by key; a key without one is
+	// absent. "" is the bucket of jobs without a key.
+	FlowRates(ctx context.Context, keys []string) (map[string]time.Time, error)
+	// FlowTake claims jobs, as JobClaim would, from each FlowTake in turn.
+	FlowTake(ctx context.Context, takes []FlowTake) ([]*JobRow, error)
+	// FlowSaveRates stores rate states.
+	FlowSaveRates(ctx context.Context, tats map[string]time.Time) error
+}
+
+// FlowRunning is what runs in a queue, by flow key ("" for jobs without
+// one).
+type FlowRunning struct {
+	Now    time.Time // the store's clock
+	Paused bool
+	// Live counts running jobs whose lease has not ended: the slots in use.
+	// A job of a killed worker stops counting when its lease ends.
+	Live map[string]int
+	// All counts every running job, lease ended or not (an ordered key's
+	// job stays its head until rescue returns it).
+	All map[string]int
+}
+
+// FlowTake is one take of a flow-controlled claim.
+type FlowTake struct {
+	// Any takes due pending jobs of the queue whatever their key, in claim
+	// order (priority, run_at, id).
+	Any bool
+	// Key is the flow key to take from; "" with Any unset takes jobs
+	// without a key, from the first Window due pending jobs of the queue in
+	// claim order (jobs without a key have no index of their own).
+	Key    string
+	Window int
+	// Max is how many to take at most.
+	Max int
+	// Order, for a key (not for Any or jobs without a key): FlowOrderNone
+	// takes in claim order; FlowOrderBlock takes the key's oldest pending
+	// job (lowest id) if it is due, else nothing; FlowOrderStepAside takes
+	// the key's oldest due pending job. The caller checks that the key has
+	// no running job.
+	Order FlowOrder
+}
+
+// FlowKeyUse is one flow key's current use in a queue.
+type FlowKeyUse struct {
+	Key     string `json:"key"` // "" for jobs without a key
+	Running int    `json:"running"`
+	Pending int    `json:"pending"`
+	// RateTAT is the key's stored rate state (nil if none): its bucket is
+	// full again at this time (the store's clock).
+	RateTAT *time.Time `json:"rate_tat,omitempty"`
+}
+
+// QueueFlowUseParams asks for the current use of a queue's flow keys.
+type QueueFlowUseParams struct {
+	Queue string
+	Limit int // at most this many keys, busiest first; 0: DefaultListLimit
+}

@@ -1,0 +1,258 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// JobClaimFlow implements backend.Backend: one READ COMMITTED transaction
+// that first writes the queue's flow lock row (flow_lock.sql) and reads the
+// database's clock once, for every time the claim decides on and writes.
+// Lock conflicts retry the whole transaction, claim function included.
+func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
+	err := b.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, b.sql.flowLock, p.Queue); err != nil {
+			return fmt.Errorf("take the flow lock: %w", err)
+		}
+		return claim(&flowTx{b: b, tx: tx, p: p})
+	})
+	if err != nil {
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	return nil
+}
+
+// flowTx is a flow claim's transaction.
+type flowTx struct {
+	b   *Backend
+	tx  *sql.Tx
+	p   *backend.JobClaimFlowParams
+	now time.Time // the database's, read by FlowRunning
+}
+
+func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
+	r := &backend.FlowRunning{Live: map[string]int{}, All: map[string]int{}}
+	if err := f.tx.QueryRowContext(ctx, f.b.sql.flowState, f.p.Queue).Scan(&r.Now, &r.Paused); err != nil {
+		return nil, fmt.Errorf("read the clock: %w", err)
+	}
+	f.now = r.Now
+	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowRunning, sqlTime(f.now), f.p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("read running jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key       string
+			live, all int
+		)
+		if err := rows.Scan(&key, &live, &all); err != nil {
+			return nil, fmt.Errorf("read running jobs: %w", err)
+		}
+		r.Live[key], r.All[key] = live, all
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read running jobs: %w", err)
+	}
+	return r, nil
+}
+
+func (f *flowTx) FlowKeys(ctx context.Context, after string, limit int) ([]string, error) {
+	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowKeys, f.p.Queue, after, f.p.Queue, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list flow keys: %w", err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("list flow keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list flow keys: %w", err)
+	}
+	return keys, nil
+}
+
+func (f *flowTx) FlowRates(ctx context.Context, keys []string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	args := []any{f.p.Queue}
+	marks := make([]string, len(keys))
+	for i, k := range keys {
+		marks[i] = "?"
+		args = append(args, k)
+	}
+	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowRates+"("+strings.Join(marks, ",")+")", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read rate states: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k   string
+			tat time.Time
+		)
+		if err := rows.Scan(&k, &tat); err != nil {
+			return nil, fmt.Errorf("read rate states: %w", err)
+		}
+		out[k] = tat
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read rate states: %w", err)
+	}
+	return out, nil
+}
+
+func (f *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) error {
+	for k, t := range tats {
+		if _, err := f.tx.ExecContext(ctx, f.b.sql.flowSaveRate, f.p.Queue, k, sqlTime(t)); err != nil {
+			return fmt.Errorf("save rate state: %w", err)
+		}
+	}
+	return nil
+}
+
+func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake) ([]*backend.JobRow, error) {
+	q := &f.b.sql
+	now := sqlTime(f.now)
+	var picked []*backend.JobRow
+	for _, t := range takes {
+		var (
+			rows *sql.Rows
+			err  error
+		)
+		lock := "\nLIMIT " + strconv.Itoa(t.Max) + " FOR UPDATE SKIP LOCKED"
+		switch {
+		case t.Any:
+			rows, err = f.tx.QueryContext(ctx, q.flowTakeAny+lock, f.p.Queue, now)
+		case t.Key == "":
+			var ids []int64
+			if ids, err = f.keylessHead(ctx, t.Window); err != nil || len(ids) == 0 {
+				break
+			}
+			rows, err = f.tx.QueryContext(ctx, q.flowTakeIDs+inList(ids)+"\nORDER BY priority, run_at, id"+lock)
+		case t.Order == backend.FlowOrderBlock:
+			rows, err = f.tx.QueryContext(ctx, q.flowTakeBlock, f.p.Queue, t.Key)
+		case t.Order == backend.FlowOrderStepAside:
+			rows, err = f.tx.QueryContext(ctx, q.flowTakeStep, f.p.Queue, t.Key, now)
+		default:
+			rows, err = f.tx.QueryContext(ctx, q.flowTakeKey+lock, f.p.Queue, t.Key, now)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
+		}
+		if rows == nil {
+			continue
+		}
+		got, err := collectJobs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
+		}
+		for _, j := range got {
+			if !j.RunAt.After(f.now) { // the block take's head may not be due
+				picked = append(picked, j)
+			}
+		}
+	}
+	if len(picked) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(picked))
+	for i, j := range picked {
+		ids[i] = j.ID
+	}
+	res, err := f.tx.ExecContext(ctx, q.claimUpdate+inList(ids), now, micros(f.p.Lease), f.p.ClaimID, now)
+	if err != nil {
+		return nil, fmt.Errorf("take jobs: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
+		return nil, fmt.Errorf("take jobs: claimed %d of %d locked rows (%v)", n, len(ids), err)
+	}
+	cp := &backend.JobClaimParams{Queue: f.p.Queue, Lease: f.p.Lease, ClaimID: f.p.ClaimID}
+	for _, j := range picked {
+		markClaimed(j, f.now, cp)
+	}
+	slices.SortFunc(picked, claimOrder)
+	return picked, nil
+}
+
+// keylessHead returns the ids of jobs without a key among the first window
+// due pending jobs of the queue.
+func (f *flowTx) keylessHead(ctx context.Context, window int) ([]int64, error) {
+	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowHead+"\nLIMIT "+strconv.Itoa(window), f.p.Queue, sqlTime(f.now))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var (
+			id      int64
+			keyless bool
+		)
+		if err := rows.Scan(&id, &keyless); err != nil {
+			return nil, err
+		}
+		if keyless {
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
+}
+
+// QueueFlowUse implements backend.Backend.
+func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
+	use := map[string]*backend.FlowKeyUse{}
+	rows, err := b.db.QueryContext(ctx, b.sql.flowUse, p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		u := &backend.FlowKeyUse{}
+		if err := rows.Scan(&u.Key, &u.Running, &u.Pending); err != nil {
+			return nil, fmt.Errorf("queue flow use: %w", err)
+		}
+		use[u.Key] = u
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	rates, err := b.db.QueryContext(ctx, b.sql.flowUseRates, p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	defer rates.Close()
+	for rates.Next() {
+		var (
+			key string
+			tat time.Time
+		)
+		if err := rates.Scan(&key, &tat); err != nil {
+			return nil, fmt.Errorf("queue flow use: %w", err)
+		}
+		u, ok := use[key]
+		if !ok {
+			u = &backend.FlowKeyUse{Key: key}
+			use[key] = u
+		}
+		u.RateTAT = &tat
+	}
+	if err := rates.Err(); err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	return backend.SortFlowUse(use, p.Limit), nil
+}

@@ -1,0 +1,5 @@
+-- Flow take of jobs without a key: the given ones still pending, in claim
+-- order. The id list, then "ORDER BY … LIMIT n FOR UPDATE SKIP LOCKED", are
+-- appended.
+SELECT {{cols}} FROM {{db}}.spool_jobs
+WHERE pending = 1 AND id IN 

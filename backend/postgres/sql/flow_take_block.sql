@@ -1,0 +1,18 @@
+-- Flow take ($1 queue, $3 lease us, $4 claim id; $2 unused, always 1) of
+-- ordered key $5: its oldest pending job, if due (spool_jobs_flow_order).
+-- No SKIP LOCKED: a locked head must not let the next job pass it.
+WITH picked AS MATERIALIZED (
+  SELECT h.id FROM (
+    SELECT id, run_at FROM {{s}}.spool_jobs
+    WHERE state IN ('available', 'scheduled', 'retryable') AND flow_key IS NOT NULL AND queue = $1 AND flow_key = $5
+    ORDER BY id
+    LIMIT 1
+    FOR UPDATE
+  ) h
+  WHERE h.run_at <= now() AND $2::int > 0
+)
+UPDATE {{s}}.spool_jobs j
+SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,
+    leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
+FROM picked WHERE j.id = picked.id
+RETURNING {{jcols}}

@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// JobClaimFlow implements backend.Backend: the write transaction is the
+// flow lock (one writer at a time, in every process sharing the file), and
+// the claim's clock is read once, before it, so every time it decides on
+// and writes is the same instant.
+func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
+	b.st.noteLease(p.Lease)
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		return claim(&flowTx{tx: tx, p: p, now: nowMicros()})
+	})
+	if err != nil {
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	return nil
+}
+
+// flowTx is a flow claim's write transaction.
+type flowTx struct {
+	tx  *sql.Tx
+	p   *backend.JobClaimFlowParams
+	now int64 // microseconds
+}
+
+func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
+	r := &backend.FlowRunning{Now: fromMicros(f.now), Live: map[string]int{}, All: map[string]int{}}
+	if err := f.tx.QueryRowContext(ctx, stmt.flowPaused, f.p.Queue).Scan(&r.Paused); err != nil {
+		return nil, fmt.Errorf("read pause: %w", err)
+	}
+	rows, err := f.tx.QueryContext(ctx, stmt.flowRunning, f.p.Queue, f.now)
+	if err != nil {
+		return nil, fmt.Errorf("read running jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key       string
+			live, all int
+		)
+		if err := rows.Scan(&key, &live, &all); err != nil {
+			return nil, fmt.Errorf("read running jobs: %w", err)
+		}
+		r.Live[key], r.All[key] = live, all
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read running jobs: %w", err)
+	}
+	return r, nil
+}
+
+func (f *flowTx) FlowKeys(ctx context.Context, after string, limit int) ([]string, error) {
+	rows, err := f.tx.QueryContext(ctx, stmt.flowKeys, f.p.Queue, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list flow keys: %w", err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("list flow keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list flow keys: %w", err)
+	}
+	return keys, nil
+}
+
+func (f *flowTx) FlowRates(ctx context.Context, keys []string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	for _, k := range keys {
+		var tat int64
+		switch err := f.tx.QueryRowContext(ctx, stmt.flowRate, f.p.Queue, k).Scan(&tat); {
+		case err == sql.ErrNoRows:
+		case err != nil:
+			return nil, fmt.Errorf("read rate state: %w", err)
+		default:
+			out[k] = fromMicros(tat)
+		}
+	}
+	return out, nil
+}
+
+func (f *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) error {
+	for k, t := range tats {
+		if _, err := f.tx.ExecContext(ctx, stmt.flowSaveRate, f.p.Queue, k, t.UnixMicro()); err != nil {
+			return fmt.Errorf("save rate state: %w", err)
+		}
+	}
+	return nil
+}
+
+func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake) ([]*backend.JobRow, error) {
+	var jobs []*backend.JobRow
+	for _, t := range takes {
+		args := []any{f.now, f.p.Lease.Microseconds(), f.p.ClaimID, f.p.Queue, t.Max}
+		var query string
+		switch {
+		case t.Any:
+			query = stmt.flowTakeAny
+		case t.Key == "":
+			query, args = stmt.flowTakeKeyless, append(args, t.Window)
+		case t.Order == backend.FlowOrderBlock:
+			query, args = stmt.flowTakeBlock, append(args, t.Key)
+		case t.Order == backend.FlowOrderStepAside:
+			query, args = stmt.flowTakeStep, append(args, t.Key)
+		default:
+			query, args = stmt.flowTakeKey, append(args, t.Key)
+		}
+		rows, err := f.tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
+		}
+		raws, err := collectRawJobs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
+		}
+		got, err := decodeJobs(raws)
+		if err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
+		}
+		jobs = append(jobs, got...)
+	}
+	slices.SortFunc(jobs, func(a, b *backend.JobRow) int {
+		if a.Priority != b.Priority {
+			return int(a.Priority) - int(b.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	return jobs, nil
+}
+
+// QueueFlowUse implements backend.Backend.
+func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
+	now := nowMicros()
+	use := map[string]*backend.FlowKeyUse{}
+	rows, err := b.st.readers.QueryContext(ctx, stmt.flowUse, p.Queue, now)
+	if err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		u := &backend.FlowKeyUse{}
+		if err := rows.Scan(&u.Key, &u.Running, &u.Pending); err != nil {
+			return nil, fmt.Errorf("queue flow use: %w", err)
+		}
+		use[u.Key] = u
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	rates, err := b.st.readers.QueryContext(ctx, stmt.flowUseRates, p.Queue, now)
+	if err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	defer rates.Close()
+	for rates.Next() {
+		var (
+			key string
+			tat int64
+		)
+		if err := rates.Scan(&key, &tat); err != nil {
+			return nil, fmt.Errorf("queue flow use: %w", err)
+		}
+		u, ok := use[key]
+		if !ok {
+			u = &backend.FlowKeyUse{Key: key}
+			use[key] = u
+		}
+		at := fromMicros(tat)
+		u.RateTAT = &at
+	}
+	if err := rates.Err(); err != nil {
+		return nil, fmt.Errorf("queue flow use: %w", err)
+	}
+	return backend.SortFlowUse(use, p.Limit), nil
+}

@@ -1,0 +1,12 @@
+-- Flow take (?1 now, ?2 lease, ?3 claim id, ?4 queue, ?5 max, at most 1) of
+-- ordered key ?6 whose jobs step aside: its oldest due pending job.
+UPDATE spool_jobs
+SET state = 'running', attempt = attempt + 1, fence = fence + 1,
+    leased_until = ?1 + ?2, leased_by = ?3, attempted_at = ?1
+WHERE id IN (
+  SELECT id FROM spool_jobs INDEXED BY spool_jobs_flow_order
+  WHERE state IN ('available', 'scheduled', 'retryable') AND flow_key IS NOT NULL AND queue = ?4 AND flow_key = ?6 AND run_at <= ?1
+  ORDER BY id
+  LIMIT min(?5, 1)
+)
+RETURNING {{cols}}

@@ -1,0 +1,438 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/plot"
+)
+
+func init() {
+	registerBenchScenario("limits", "drains with no limit, with limits that do not bind and with a global, per-key and rate limit that do; rate and the concurrency the handlers saw",
+		func(m *cli.Env) cli.Command { return &BenchLimitsCommand{m: m} })
+}
+
+// BenchLimitsCommand measures flow control: what a limit costs a drain when
+// it does not bind, and that one that binds is never exceeded, counted by
+// the handlers themselves (concurrency) and by the store's start times
+// (rates).
+type BenchLimitsCommand struct{ m *cli.Env }
+
+// benchFlow is the args of flow benchmarks' jobs; its key is its flow key.
+type benchFlow struct {
+	Key string `json:"k,omitempty"`
+}
+
+// Kind implements spool.JobArgs.
+func (benchFlow) Kind() string { return "spool_bench_flow" }
+
+// FlowKey implements spool.JobArgsWithFlowKey.
+func (a benchFlow) FlowKey() string { return a.Key }
+
+// limitsPhase is one drain of bench limits.
+type limitsPhase struct {
+	Name  string `json:"name"`
+	Limit string `json:"limit"`
+	// Bound is the most the limit allows (jobs at once, or starts per
+	// window); 0 for none.
+	Bound                 int     `json:"bound"`
+	Binds                 bool    `json:"binds"`
+	Jobs                  int     `json:"jobs"`
+	Seconds               float64 `json:"seconds"`
+	JobsPerS              float64 `json:"jobs_per_s"`
+	JobsPerSRatio         float64 `json:"jobs_per_s_ratio"` // to the phase without limits
+	MaxConcurrentObserved int     `json:"max_concurrent_observed"`
+	MaxPerKeyObserved     int     `json:"max_concurrent_per_key_observed,omitempty"`
+	// MaxStartsPerWindow is the most starts (by the store's clock) in any
+	// window of the rate's length, for the rate phase.
+	MaxStartsPerWindow int  `json:"max_starts_per_window,omitempty"`
+	Exceeded           bool `json:"exceeded"`
+}
+
+// limitsResult is the outcome of bench limits, as printed with --json.
+type limitsResult struct {
+	Scenario    string        `json:"scenario"`
+	Backend     string        `json:"backend"`
+	Store       string        `json:"store"`
+	Kept        bool          `json:"kept"`
+	Clients     int           `json:"clients"`
+	Workers     int           `json:"workers"`
+	JobDuration string        `json:"job_duration"`
+	Phases      []limitsPhase `json:"phases"`
+	GOMAXPROCS  int           `json:"gomaxprocs"`
+}
+
+// limitsPlan is one phase to run.
+type limitsPlan struct {
+	name, limit string
+	flow        *spool.Flow
+	keys        int // flow keys the jobs spread over (0: none)
+	jobs        int
+	bound       int
+	binds       bool
+	rate        *spool.RateLimit
+}
+
+// Run implements cli.Command.
+func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
+	r := newScenarioRun(c.m, "limits")
+	jobs := r.fs.Int("jobs", 20_000, "jobs in each concurrency phase")
+	clients := r.fs.Int("clients", 2, "clients working the queue, sharing its limits")
+	workers := r.fs.Int("workers", 50, "MaxWorkers of each client")
+	jobDuration := r.fs.Duration("job-duration", time.Millisecond, "how long each handler holds its slot")
+	global := r.fs.Int("global-limit", 20, "the binding global limit")
+	keys := r.fs.Int("keys", 10, "flow keys of the per-key phases")
+	keyLimit := r.fs.Int("key-limit", 2, "the binding per-key limit")
+	rate := r.fs.Int("rate", 2000, "the binding rate limit, starts per --rate-per")
+	ratePer := r.fs.Duration("rate-per", time.Second, "the rate limit's window")
+	rateJobs := r.fs.Int("rate-jobs", 0, "jobs in the rate phase (default: 3 windows' worth)")
+	chunk := r.fs.Int("insert-chunk", 10000, "jobs per insert call")
+	if err := r.parse(args, c.Usage()); err != nil {
+		return err
+	}
+	if err := r.check(
+		want(*jobs >= 1, "--jobs must be at least 1"),
+		want(*clients >= 1 && *clients <= 64, "--clients must be between 1 and 64"),
+		want(*workers >= 1 && *workers <= 10000, "--workers must be between 1 and 10000"),
+		want(*jobDuration >= 0, "--job-duration must not be negative"),
+		want(*global >= 1 && *global < *clients**workers, "--global-limit must be at least 1 and below --clients × --workers, so that it binds"),
+		want(*keys >= 1 && *keys <= 10000, "--keys must be between 1 and 10000"),
+		want(*keyLimit >= 1 && *keyLimit**keys < *clients**workers, "--key-limit must be at least 1, and --key-limit × --keys below --clients × --workers, so that it binds"),
+		want(*rate >= 1 && *rate <= 1_000_000, "--rate must be between 1 and 1000000"),
+		want(*ratePer >= time.Millisecond, "--rate-per must be at least 1ms"),
+		want(*rateJobs >= 0, "--rate-jobs must not be negative"),
+		want(*chunk >= 1, "--insert-chunk must be at least 1"),
+	); err != nil {
+		return err
+	}
+	if *rateJobs == 0 {
+		*rateJobs = 3 * *rate
+	}
+	ctx = r.begin(ctx)
+	defer r.end()
+	store, err := r.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	capacity := *clients * *workers
+	rl := &spool.RateLimit{Limit: *rate, Per: *ratePer}
+	plans := []limitsPlan{
+		{name: "none", limit: "none", jobs: *jobs},
+		{name: "global, not binding", limit: fmt.Sprintf("global %d", capacity), flow: &spool.Flow{GlobalLimit: capacity}, jobs: *jobs, bound: capacity},
+		{name: "per key, not binding", limit: fmt.Sprintf("%d per key, %d keys", capacity, *keys), flow: &spool.Flow{KeyLimit: capacity}, keys: *keys, jobs: *jobs, bound: capacity},
+		{name: "global", limit: fmt.Sprintf("global %d", *global), flow: &spool.Flow{GlobalLimit: *global}, jobs: *jobs, bound: *global, binds: true},
+		{name: "per key", limit: fmt.Sprintf("%d per key, %d keys", *keyLimit, *keys), flow: &spool.Flow{KeyLimit: *keyLimit}, keys: *keys, jobs: *jobs, bound: *keyLimit, binds: true},
+		{name: "rate", limit: fmt.Sprintf("%d per %s", *rate, *ratePer), flow: &spool.Flow{Rate: rl}, jobs: *rateJobs, bound: *rate, binds: true, rate: rl},
+	}
+	res := limitsResult{Scenario: "limits", Backend: store.backend.Name(), Store: store.scratch.Name, Kept: store.keep,
+		Clients: *clients, Workers: *workers, JobDuration: jobDuration.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	if err := r.startProfile(); err != nil {
+		return err
+	}
+	for i, p := range plans {
+		queue := fmt.Sprintf("spool_bench_limits_%d", i)
+		ph, err := c.phase(ctx, r, store, queue, p, *clients, *workers, *jobDuration, *chunk)
+		if err != nil {
+			return err
+		}
+		if len(res.Phases) > 0 && res.Phases[0].JobsPerS > 0 {
+			ph.JobsPerSRatio = ph.JobsPerS / res.Phases[0].JobsPerS
+		} else {
+			ph.JobsPerSRatio = 1
+		}
+		res.Phases = append(res.Phases, ph)
+	}
+	for _, p := range res.Phases {
+		if p.Exceeded {
+			defer fmt.Fprintf(r.env.Stderr, "spool: bench limits: phase %q exceeded its limit\n", p.Name)
+		}
+	}
+	return r.finish(res, func(w io.Writer) error { return printLimitsResult(w, &res) },
+		func() *plot.Figure { return limitsFigure(&res) })
+}
+
+// limitsProbe counts, in the handlers, what runs at once: in all and per
+// key.
+type limitsProbe struct {
+	cur, peak atomic.Int64
+	mu        sync.Mutex
+	keyCur    map[string]int
+	keyPeak   int
+}
+
+func (p *limitsProbe) enter(key string) {
+	n := p.cur.Add(1)
+	for {
+		old := p.peak.Load()
+		if n <= old || p.peak.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	p.mu.Lock()
+	p.keyCur[key]++
+	p.keyPeak = max(p.keyPeak, p.keyCur[key])
+	p.mu.Unlock()
+}
+
+func (p *limitsProbe) leave(key string) {
+	p.mu.Lock()
+	p.keyCur[key]--
+	p.mu.Unlock()
+	p.cur.Add(-1)
+}
+
+// phase inserts the plan's jobs into queue, then times clients working them
+// all under the plan's flow.
+func (c *BenchLimitsCommand) phase(ctx context.Context, r *scenarioRun, store *benchStore, queue string, p limitsPlan,
+	clients, workers int, hold time.Duration, chunk int) (limitsPhase, error) {
+	be, counter := countCompletions(store.backend, int64(p.jobs))
+	probe := &limitsProbe{keyCur: map[string]int{}}
+	handled := &atomic.Int64{}
+	ws := spool.NewWorkers()
+	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[benchFlow]) error {
+		probe.enter(j.Args.Key)
+		defer probe.leave(j.Args.Key)
+		if hold > 0 {
+			time.Sleep(hold)
+		}
+		handled.Add(1)
+		return nil
+	})); err != nil {
+		return limitsPhase{}, err
+	}
+	cfg := func() *spool.Config {
+		return &spool.Config{
+			Workers: ws, Logger: r.logger(),
+			Queues: map[string]spool.QueueConfig{queue: {MaxWorkers: workers, Flow: p.flow}},
+		}
+	}
+	var cs []*spool.Client
+	for range clients {
+		cl, err := spool.NewClient(be, cfg())
+		if err != nil {
+			return limitsPhase{}, fmt.Errorf("%s: %w", r.name, err)
+		}
+		cs = append(cs, cl)
+	}
+	if err := insertFlowJobs(ctx, cs[0], queue, p.jobs, p.keys, chunk); err != nil {
+		return limitsPhase{}, withCause(ctx, err)
+	}
+	start := time.Now()
+	for _, cl := range cs {
+		if err := cl.Start(ctx); err != nil {
+			return limitsPhase{}, fmt.Errorf("%s: %w", r.name, err)
+		}
+	}
+	bar := r.progress(p.name, "jobs", int64(p.jobs), counter.Written)
+	err := waitDrainedQueue(ctx, cs[0], queue, counter, handled)
+	bar.Stop()
+	elapsed := counter.doneAt.Sub(start)
+	for _, cl := range cs {
+		stopClient(r.stderr, r.name, cl)
+	}
+	if err != nil {
+		return limitsPhase{}, withCause(ctx, err)
+	}
+	ph := limitsPhase{Name: p.name, Limit: p.limit, Bound: p.bound, Binds: p.binds, Jobs: p.jobs,
+		Seconds: elapsed.Seconds(), JobsPerS: cli.Rate(int64(p.jobs), elapsed),
+		MaxConcurrentObserved: int(probe.peak.Load())}
+	if p.keys > 0 {
+		ph.MaxPerKeyObserved = probe.keyPeak
+	}
+	switch {
+	case p.rate != nil:
+		starts, err := startTimes(ctx, store.backend, queue)
+		if err != nil {
+			return limitsPhase{}, withCause(ctx, err)
+		}
+		ph.MaxStartsPerWindow = maxInWindow(starts, p.rate.Per)
+		ph.Exceeded = ph.MaxStartsPerWindow > p.bound
+	case p.flow != nil && p.flow.KeyLimit > 0:
+		ph.Exceeded = ph.MaxPerKeyObserved > p.bound
+	case p.flow != nil:
+		ph.Exceeded = ph.MaxConcurrentObserved > p.bound
+	}
+	return ph, nil
+}
+
+// insertFlowJobs inserts n flow jobs into queue, spread round-robin over
+// keys flow keys (none when keys is 0).
+func insertFlowJobs(ctx context.Context, client *spool.Client, queue string, n, keys, chunk int) error {
+	opts := &spool.InsertOpts{Queue: queue}
+	for done := 0; done < n; {
+		k := min(chunk, n-done)
+		params := make([]spool.InsertManyParams, k)
+		for i := range params {
+			a := benchFlow{}
+			if keys > 0 {
+				a.Key = fmt.Sprintf("key-%d", (done+i)%keys)
+			}
+			params[i] = spool.InsertManyParams{Args: a, InsertOpts: opts}
+		}
+		if _, err := client.InsertManyFast(ctx, params); err != nil {
+			return fmt.Errorf("bench: insert jobs: %w", err)
+		}
+		done += k
+	}
+	return nil
+}
+
+// waitDrainedQueue waits until counter has seen every completion, and
+// fails when the drain stalls with nothing left to run in queue.
+func waitDrainedQueue(ctx context.Context, client *spool.Client, queue string, counter *completionCounter, handled *atomic.Int64) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastWritten, lastHandled, lastChange := int64(-1), int64(-1), time.Now()
+	for {
+		select {
+		case <-counter.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("bench: interrupted at %d of %d completions: %w", counter.Written(), counter.target, ctx.Err())
+		case now := <-tick.C:
+			w, h := counter.Written(), handled.Load()
+			if w != lastWritten || h != lastHandled {
+				lastWritten, lastHandled, lastChange = w, h, now
+				continue
+			}
+			if now.Sub(lastChange) < stallTimeout {
+				continue
+			}
+			lastChange = now
+			stats, err := queueStats(ctx, client, queue)
+			if err != nil {
+				continue
+			}
+			if pendingCount(stats) == 0 {
+				return fmt.Errorf("bench: stalled at %d of %d completions with nothing left to run: %s", w, counter.target, formatCounts(stats))
+			}
+		}
+	}
+}
+
+// startTimes reads the start (attempted_at, the store's clock) of every
+// job of queue.
+func startTimes(ctx context.Context, be backend.Backend, queue string) ([]time.Time, error) {
+	var (
+		out   []time.Time
+		after int64
+	)
+	for {
+		rows, err := be.JobList(ctx, &backend.JobListParams{Queue: queue, AfterID: after, Limit: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("bench: read start times: %w", err)
+		}
+		for _, j := range rows {
+			if j.AttemptedAt != nil {
+				out = append(out, *j.AttemptedAt)
+			}
+		}
+		if len(rows) < 1000 {
+			break
+		}
+		after = rows[len(rows)-1].ID
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out, nil
+}
+
+// maxInWindow returns the most of the sorted times in any half-open window
+// [t, t+per).
+func maxInWindow(ts []time.Time, per time.Duration) int {
+	best, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j].Sub(ts[i]) < per {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}
+
+// printLimitsResult prints the phases as a table.
+func printLimitsResult(w io.Writer, r *limitsResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "phase\tlimit\tjobs/s\t× none\tmax at once\tmax per key\tmax starts/window\texceeded")
+	for _, p := range r.Phases {
+		perKey, window := "-", "-"
+		if p.MaxPerKeyObserved > 0 {
+			perKey = fmt.Sprint(p.MaxPerKeyObserved)
+		}
+		if p.MaxStartsPerWindow > 0 {
+			window = fmt.Sprint(p.MaxStartsPerWindow)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%d\t%s\t%s\t%v\n", p.Name, p.Limit, cli.HumanInt(p.JobsPerS), p.JobsPerSRatio,
+			p.MaxConcurrentObserved, perKey, window, p.Exceeded)
+	}
+	fmt.Fprintf(tw, "clients\t%d × %d workers, jobs hold %s\n", r.Clients, r.Workers, r.JobDuration)
+	fmt.Fprintf(tw, "backend\t%s\nstore\t%s\n", r.Backend, r.Store)
+	return tw.Flush()
+}
+
+// limitsFigure draws each phase's rate.
+func limitsFigure(r *limitsResult) *plot.Figure {
+	rate := &plot.Chart{Title: "drain rate", YLabel: "jobs/s"}
+	for _, p := range r.Phases {
+		rate.Bars = append(rate.Bars, plot.Bar{Label: p.Name, Value: p.JobsPerS, Note: cli.HumanInt(p.JobsPerS)})
+	}
+	return &plot.Figure{Title: fmt.Sprintf("drains under flow limits (%s, %d clients)", r.Backend, r.Clients), Charts: []*plot.Chart{rate}}
+}
+
+// Usage implements cli.Command.
+func (c *BenchLimitsCommand) Usage() string {
+	return strings.TrimLeft(`
+Usage: spool bench limits [flags]
+
+Measures flow control (docs/flow.md). Each phase inserts jobs into a queue
+of its own and times --clients clients working them all, each handler
+holding its slot for --job-duration:
+
+	none                  no flow control, the baseline
+	global, not binding   a global limit of --clients × --workers
+	per key, not binding  that limit per key, jobs over --keys keys
+	global                a global limit of --global-limit
+	per key               --key-limit per key, jobs over --keys keys
+	rate                  --rate starts per --rate-per (jobs without keys)
+
+Prints each phase's rate, its ratio to the phase without limits, the most
+jobs the handlers saw running at once (in all and per key), and for the
+rate phase the most starts, by the store's clock, in any window of
+--rate-per. A phase whose limit was exceeded is reported on stderr.
+
+Flags:
+
+	--jobs N
+		jobs in each concurrency phase (default 20000)
+	--clients N
+		clients sharing the queue (default 2)
+	--workers N
+		MaxWorkers of each client (default 50)
+	--job-duration DURATION
+		how long each handler holds its slot (default 1ms)
+	--global-limit N
+		the binding global limit (default 20)
+	--keys N
+		flow keys of the per-key phases (default 10)
+	--key-limit N
+		the binding per-key limit (default 2)
+	--rate N
+		the binding rate limit (default 2000)
+	--rate-per DURATION
+		the rate limit's window (default 1s)
+	--rate-jobs N
+		jobs in the rate phase (default: 3 × --rate)
+	--insert-chunk N
+		jobs per insert call (default 10000)
+`+benchCommonUsage, "\n")
+}
