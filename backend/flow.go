@@ -34,6 +34,12 @@ type JobClaimFlowParams struct {
 	Queue   string
 	Lease   time.Duration // added to the store's clock
 	ClaimID string        // recorded as the lease holder, as in JobClaimParams
+	// KeysLimit > 0 says the claim will first list FlowKeys(KeysAfter,
+	// KeysLimit): a store may read that listing ahead, before it waits for
+	// the flow lock (the listing is a hint of where jobs are; the rules
+	// are decided on what is read under the lock).
+	KeysAfter string
+	KeysLimit int
 }
 
 // FlowTx is a flow-controlled claim in progress: one transaction that holds
@@ -53,7 +59,9 @@ type FlowTx interface {
 	// absent. "" is the bucket of jobs without a key.
 	FlowRates(ctx context.Context, keys []string) (map[string]time.Time, error)
 	// FlowTake claims jobs, as JobClaim would, from each FlowTake in turn.
-	FlowTake(ctx context.Context, takes []FlowTake) ([]*JobRow, error)
+	// final says the claim writes nothing after it: the store may commit
+	// the transaction with it (the claim function then only returns).
+	FlowTake(ctx context.Context, takes []FlowTake, final bool) ([]*JobRow, error)
 	// FlowSaveRates stores rate states.
 	FlowSaveRates(ctx context.Context, tats map[string]time.Time) error
 }

@@ -90,7 +90,7 @@ func (tx *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) 
 	return nil
 }
 
-func (tx *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake) ([]*backend.JobRow, error) {
+func (tx *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
 	if _, paused := tx.s.paused[tx.p.Queue]; paused {
 		return nil, nil
 	}

@@ -65,21 +65,17 @@ func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) 
 }
 
 func (f *flowTx) FlowKeys(ctx context.Context, after string, limit int) ([]string, error) {
-	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowKeys, f.p.Queue, after, f.p.Queue, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list flow keys: %w", err)
-	}
-	defer rows.Close()
 	var keys []string
-	for rows.Next() {
+	for len(keys) < limit {
 		var k string
-		if err := rows.Scan(&k); err != nil {
+		err := f.tx.QueryRowContext(ctx, f.b.sql.flowKeyNext, f.p.Queue, after).Scan(&k)
+		if err == sql.ErrNoRows {
+			break
+		}
+		if err != nil {
 			return nil, fmt.Errorf("list flow keys: %w", err)
 		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list flow keys: %w", err)
+		keys, after = append(keys, k), k
 	}
 	return keys, nil
 }
@@ -125,46 +121,66 @@ func (f *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) e
 	return nil
 }
 
-func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake) ([]*backend.JobRow, error) {
+// FlowTake takes jobs without a key, or of any key, with a statement each,
+// and the keys' takes of each order with one UNION ALL of locking reads.
+func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
 	q := &f.b.sql
 	now := sqlTime(f.now)
 	var picked []*backend.JobRow
-	for _, t := range takes {
-		var (
-			rows *sql.Rows
-			err  error
-		)
-		lock := "\nLIMIT " + strconv.Itoa(t.Max) + " FOR UPDATE SKIP LOCKED"
-		switch {
-		case t.Any:
-			rows, err = f.tx.QueryContext(ctx, q.flowTakeAny+lock, f.p.Queue, now)
-		case t.Key == "":
-			var ids []int64
-			if ids, err = f.keylessHead(ctx, t.Window); err != nil || len(ids) == 0 {
-				break
-			}
-			rows, err = f.tx.QueryContext(ctx, q.flowTakeIDs+inList(ids)+"\nORDER BY priority, run_at, id"+lock)
-		case t.Order == backend.FlowOrderBlock:
-			rows, err = f.tx.QueryContext(ctx, q.flowTakeBlock, f.p.Queue, t.Key)
-		case t.Order == backend.FlowOrderStepAside:
-			rows, err = f.tx.QueryContext(ctx, q.flowTakeStep, f.p.Queue, t.Key, now)
-		default:
-			rows, err = f.tx.QueryContext(ctx, q.flowTakeKey+lock, f.p.Queue, t.Key, now)
-		}
+	read := func(query string, args ...any) error {
+		rows, err := f.tx.QueryContext(ctx, query, args...)
 		if err != nil {
-			return nil, fmt.Errorf("take jobs: %w", err)
-		}
-		if rows == nil {
-			continue
+			return err
 		}
 		got, err := collectJobs(rows)
 		if err != nil {
-			return nil, fmt.Errorf("take jobs: %w", err)
+			return err
 		}
 		for _, j := range got {
-			if !j.RunAt.After(f.now) { // the block take's head may not be due
+			if !j.RunAt.After(f.now) { // a block take's head may not be due
 				picked = append(picked, j)
 			}
+		}
+		return nil
+	}
+	type union struct {
+		parts []string
+		args  []any
+	}
+	byOrder := map[backend.FlowOrder]*union{}
+	for _, t := range takes {
+		lock := "\nLIMIT " + strconv.Itoa(t.Max) + " FOR UPDATE SKIP LOCKED"
+		var err error
+		switch {
+		case t.Any:
+			err = read(q.flowTakeAny+lock, f.p.Queue, now)
+		case t.Key == "":
+			var ids []int64
+			if ids, err = f.keylessHead(ctx, t.Window); err == nil && len(ids) > 0 {
+				err = read(q.flowTakeIDs + inList(ids) + "\nORDER BY priority, run_at, id" + lock)
+			}
+		default:
+			u := byOrder[t.Order]
+			if u == nil {
+				u = &union{}
+				byOrder[t.Order] = u
+			}
+			switch t.Order {
+			case backend.FlowOrderBlock:
+				u.parts, u.args = append(u.parts, "("+q.flowTakeBlock+")"), append(u.args, f.p.Queue, t.Key)
+			case backend.FlowOrderStepAside:
+				u.parts, u.args = append(u.parts, "("+q.flowTakeStep+")"), append(u.args, f.p.Queue, t.Key, now)
+			default:
+				u.parts, u.args = append(u.parts, "("+q.flowTakeKey+lock+")"), append(u.args, f.p.Queue, t.Key, now)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
+		}
+	}
+	for _, u := range byOrder {
+		if err := read(strings.Join(u.parts, "\nUNION ALL\n"), u.args...); err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
 		}
 	}
 	if len(picked) == 0 {

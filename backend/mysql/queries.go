@@ -37,7 +37,7 @@ type queries struct {
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
 	flowLock, flowState, flowRunning         string
-	flowKeys, flowRates, flowSaveRate        string
+	flowKeyNext, flowRates, flowSaveRate     string
 	flowTakeAny, flowTakeKey, flowTakeBlock  string
 	flowTakeStep, flowHead, flowTakeIDs      string
 	flowUse, flowUseRates                    string
@@ -67,7 +67,7 @@ func buildQueries(db string) (queries, error) {
 		"flow_lock":            &q.flowLock,
 		"flow_state":           &q.flowState,
 		"flow_running":         &q.flowRunning,
-		"flow_keys":            &q.flowKeys,
+		"flow_key_next":        &q.flowKeyNext,
 		"flow_rates":           &q.flowRates,
 		"flow_save_rate":       &q.flowSaveRate,
 		"flow_take_any":        &q.flowTakeAny,

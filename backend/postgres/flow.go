@@ -8,48 +8,43 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spoolq/spool/backend"
 )
 
 // JobClaimFlow implements backend.Backend: one transaction, with the claim's
 // plan settings, that first takes the queue's flow lock (a transaction-scoped
 // advisory lock, so it needs no session state and works behind a
-// transaction pooler).
+// transaction pooler). The begin, the settings, the listing of keys the
+// claim will ask for (read before the lock, so the lock is not held for
+// it), the lock and the reads of FlowRunning go in one round trip: the
+// lock is held from then on, so what FlowRunning read is what the claim
+// decides on.
 func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
-	tx, err := b.pool.Begin(ctx)
+	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("claim jobs: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// A connection released inside a transaction (an error below) is
+	// closed by the pool, not reused.
+	defer conn.Release()
+	f := &flowTx{b: b, conn: conn, p: p, running: &backend.FlowRunning{Live: map[string]int{}, All: map[string]int{}}}
+	r := f.running
 	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
 	batch.Queue(claimSettings)
+	if p.KeysLimit > 0 {
+		f.listed = &listedKeys{after: p.KeysAfter, limit: p.KeysLimit}
+		batch.Queue(b.sql.flow.keys, p.Queue, p.KeysAfter, p.KeysLimit).Query(func(rows pgx.Rows) (err error) {
+			f.listed.keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+	}
 	batch.Queue(b.sql.flow.lock, p.Queue)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("claim jobs: take the flow lock: %w", err)
-	}
-	if err := claim(&flowTx{b: b, tx: tx, p: p}); err != nil {
-		return fmt.Errorf("claim jobs: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("claim jobs: %w", err)
-	}
-	return nil
-}
-
-// flowTx is a flow claim's transaction.
-type flowTx struct {
-	b  *Backend
-	tx pgx.Tx
-	p  *backend.JobClaimFlowParams
-}
-
-func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
-	r := &backend.FlowRunning{Live: map[string]int{}, All: map[string]int{}}
-	batch := &pgx.Batch{}
-	batch.Queue(f.b.sql.flow.state, f.p.Queue).QueryRow(func(row pgx.Row) error {
+	batch.Queue(b.sql.flow.state, p.Queue).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.Now, &r.Paused)
 	})
-	batch.Queue(f.b.sql.flow.running, f.p.Queue).Query(func(rows pgx.Rows) error {
+	batch.Queue(b.sql.flow.running, p.Queue).Query(func(rows pgx.Rows) error {
 		var (
 			key       string
 			live, all int
@@ -60,15 +55,54 @@ func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) 
 		})
 		return err
 	})
-	if err := f.tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("read running jobs: %w", err)
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("claim jobs: take the flow lock: %w", err)
 	}
 	r.Now = r.Now.UTC()
-	return r, nil
+	if err := claim(f); err != nil {
+		if !f.committed {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	if f.committed {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	return nil
+}
+
+// flowTx is a flow claim's transaction, on one connection.
+type flowTx struct {
+	b       *Backend
+	conn    *pgxpool.Conn
+	p       *backend.JobClaimFlowParams
+	running *backend.FlowRunning // read with the lock
+	listed  *listedKeys          // read ahead, before the lock
+	// committed is set once a final take sent COMMIT with it.
+	committed bool
+}
+
+// listedKeys is a FlowKeys listing read ahead.
+type listedKeys struct {
+	after string
+	limit int
+	keys  []string
+}
+
+// FlowRunning returns what the transaction read when it took the lock.
+func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
+	return f.running, nil
 }
 
 func (f *flowTx) FlowKeys(ctx context.Context, after string, limit int) ([]string, error) {
-	rows, err := f.tx.Query(ctx, f.b.sql.flow.keys, f.p.Queue, after, limit)
+	if l := f.listed; l != nil && l.after == after && l.limit == limit {
+		f.listed = nil
+		return l.keys, nil
+	}
+	rows, err := f.conn.Query(ctx, f.b.sql.flow.keys, f.p.Queue, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list flow keys: %w", err)
 	}
@@ -80,7 +114,7 @@ func (f *flowTx) FlowKeys(ctx context.Context, after string, limit int) ([]strin
 }
 
 func (f *flowTx) FlowRates(ctx context.Context, keys []string) (map[string]time.Time, error) {
-	rows, err := f.tx.Query(ctx, f.b.sql.flow.rates, f.p.Queue, keys)
+	rows, err := f.conn.Query(ctx, f.b.sql.flow.rates, f.p.Queue, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read rate states: %w", err)
 	}
@@ -104,14 +138,17 @@ func (f *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) e
 	for _, k := range slices.Sorted(maps.Keys(tats)) {
 		keys, times = append(keys, k), append(times, tats[k])
 	}
-	if _, err := f.tx.Exec(ctx, f.b.sql.flow.saveRates, f.p.Queue, keys, times); err != nil {
+	if _, err := f.conn.Exec(ctx, f.b.sql.flow.saveRates, f.p.Queue, keys, times); err != nil {
 		return fmt.Errorf("save rate states: %w", err)
 	}
 	return nil
 }
 
 // FlowTake sends every take in one round trip.
-func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake) ([]*backend.JobRow, error) {
+func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
+	if len(takes) == 1 && takes[0].Any && final {
+		return f.takeAnyFloored(ctx, takes[0].Max)
+	}
 	q := &f.b.sql.flow
 	lease := micros(f.p.Lease)
 	batch := &pgx.Batch{}
@@ -121,27 +158,79 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake) ([]*bac
 		jobs = append(jobs, got...)
 		return err
 	}
+	// Keys' takes go in one statement per order, over arrays.
+	type keyTakes struct {
+		keys  []string
+		maxes []int32
+	}
+	byOrder := map[backend.FlowOrder]*keyTakes{}
 	for _, t := range takes {
-		args := []any{f.p.Queue, t.Max, lease, f.p.ClaimID}
-		var query string
 		switch {
 		case t.Any:
-			query = q.takeAny
+			batch.Queue(q.takeAny, f.p.Queue, t.Max, lease, f.p.ClaimID).Query(collect)
 		case t.Key == "":
-			query, args = q.takeKeyless, append(args, t.Window)
-		case t.Order == backend.FlowOrderBlock:
-			query, args = q.takeBlock, append(args, t.Key)
-		case t.Order == backend.FlowOrderStepAside:
-			query, args = q.takeStep, append(args, t.Key)
+			batch.Queue(q.takeKeyless, f.p.Queue, t.Max, lease, f.p.ClaimID, t.Window).Query(collect)
 		default:
-			query, args = q.takeKey, append(args, t.Key)
+			a := byOrder[t.Order]
+			if a == nil {
+				a = &keyTakes{}
+				byOrder[t.Order] = a
+			}
+			a.keys, a.maxes = append(a.keys, t.Key), append(a.maxes, int32(t.Max))
 		}
-		batch.Queue(query, args...).Query(collect)
 	}
-	if err := f.tx.SendBatch(ctx, batch).Close(); err != nil {
+	for order, a := range byOrder {
+		query := q.takeKey
+		switch order {
+		case backend.FlowOrderBlock:
+			query = q.takeBlock
+		case backend.FlowOrderStepAside:
+			query = q.takeStep
+		}
+		batch.Queue(query, f.p.Queue, a.maxes, lease, f.p.ClaimID, a.keys).Query(collect)
+	}
+	if final {
+		// The lock is released with the takes' round trip.
+		batch.Queue("COMMIT")
+		f.committed = true
+	}
+	if err := f.conn.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("take jobs: %w", err)
 	}
 	slices.SortFunc(jobs, claimOrder)
+	return jobs, nil
+}
+
+// takeAnyFloored is a final take of any key: the claim statement of
+// JobClaim, with its claim floor (floor.go), committed in the same round
+// trip. Without the floor every claim would walk the index entries of the
+// jobs claimed since VACUUM last ran, from the head of the queue.
+func (f *flowTx) takeAnyFloored(ctx context.Context, n int) ([]*backend.JobRow, error) {
+	b := f.b
+	ticket := b.floors.begin(f.p.Queue, time.Now())
+	if ticket.probe {
+		b.startProbe(f.p.Queue, ticket.bound)
+	}
+	var jobs []*backend.JobRow
+	batch := &pgx.Batch{}
+	batch.Queue(b.sql.claim, f.p.Queue, n, micros(f.p.Lease), f.p.ClaimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id).
+		Query(func(rows pgx.Rows) (err error) {
+			jobs, err = collectJobs(rows)
+			return err
+		})
+	batch.Queue("COMMIT")
+	f.committed = true
+	if err := f.conn.SendBatch(ctx, batch).Close(); err != nil {
+		b.floors.end(ticket, nil, time.Now())
+		return nil, fmt.Errorf("take jobs: %w", err)
+	}
+	slices.SortFunc(jobs, claimOrder)
+	var last *claimKey
+	if len(jobs) > 0 {
+		j := jobs[len(jobs)-1]
+		last = &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
+	}
+	b.floors.end(ticket, last, time.Now())
 	return jobs, nil
 }
 

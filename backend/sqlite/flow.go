@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -102,36 +104,70 @@ func (f *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) e
 	return nil
 }
 
-func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake) ([]*backend.JobRow, error) {
+// maxUnionParts bounds the parts of one keys' take, well under SQLite's
+// limit of 500 terms in a compound SELECT.
+const maxUnionParts = 200
+
+// FlowTake takes jobs of any key, or without a key, with a statement each,
+// and the keys' takes with one statement whose parts are UNION ALL'ed: the
+// write lock is held for as few statements as it can be.
+func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
 	var jobs []*backend.JobRow
-	for _, t := range takes {
-		args := []any{f.now, f.p.Lease.Microseconds(), f.p.ClaimID, f.p.Queue, t.Max}
-		var query string
-		switch {
-		case t.Any:
-			query = stmt.flowTakeAny
-		case t.Key == "":
-			query, args = stmt.flowTakeKeyless, append(args, t.Window)
-		case t.Order == backend.FlowOrderBlock:
-			query, args = stmt.flowTakeBlock, append(args, t.Key)
-		case t.Order == backend.FlowOrderStepAside:
-			query, args = stmt.flowTakeStep, append(args, t.Key)
-		default:
-			query, args = stmt.flowTakeKey, append(args, t.Key)
-		}
+	run := func(query string, args ...any) error {
 		rows, err := f.tx.QueryContext(ctx, query, args...)
 		if err != nil {
-			return nil, fmt.Errorf("take jobs: %w", err)
+			return err
 		}
 		raws, err := collectRawJobs(rows)
 		if err != nil {
-			return nil, fmt.Errorf("take jobs: %w", err)
+			return err
 		}
 		got, err := decodeJobs(raws)
+		jobs = append(jobs, got...)
+		return err
+	}
+	base := []any{f.now, f.p.Lease.Microseconds(), f.p.ClaimID, f.p.Queue}
+	var (
+		parts []string
+		keyed = slices.Clone(base)
+	)
+	flush := func() error {
+		if len(parts) == 0 {
+			return nil
+		}
+		query := strings.Replace(stmt.flowTakeKeys, "{{picked}}", strings.Join(parts, "\nUNION ALL\n"), 1)
+		err := run(query, keyed...)
+		parts, keyed = parts[:0], slices.Clone(base)
+		return err
+	}
+	for _, t := range takes {
+		var err error
+		switch {
+		case t.Any:
+			err = run(stmt.flowTakeAny, append(slices.Clone(base), t.Max)...)
+		case t.Key == "":
+			err = run(stmt.flowTakeKeyless, append(slices.Clone(base), t.Max, t.Window)...)
+		default:
+			part := stmt.flowPartKey
+			switch t.Order {
+			case backend.FlowOrderBlock:
+				part = stmt.flowPartBlock
+			case backend.FlowOrderStepAside:
+				part = stmt.flowPartStep
+			}
+			n := len(keyed)
+			parts = append(parts, strings.NewReplacer("{{key}}", "?"+strconv.Itoa(n+1), "{{max}}", "?"+strconv.Itoa(n+2)).Replace(part))
+			keyed = append(keyed, t.Key, t.Max)
+			if len(parts) == maxUnionParts {
+				err = flush()
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("take jobs: %w", err)
 		}
-		jobs = append(jobs, got...)
+	}
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("take jobs: %w", err)
 	}
 	slices.SortFunc(jobs, func(a, b *backend.JobRow) int {
 		if a.Priority != b.Priority {

@@ -55,9 +55,10 @@ type statements struct {
 	flowRate              string
 	flowSaveRate          string
 	flowTakeAny           string
-	flowTakeKey           string
-	flowTakeBlock         string
-	flowTakeStep          string
+	flowTakeKeys          string
+	flowPartKey           string
+	flowPartBlock         string
+	flowPartStep          string
 	flowTakeKeyless       string
 	flowUse               string
 	flowUseRates          string
@@ -122,9 +123,10 @@ func mustLoadStatements() statements {
 		"flow_rate":               &s.flowRate,
 		"flow_save_rate":          &s.flowSaveRate,
 		"flow_take_any":           &s.flowTakeAny,
-		"flow_take_key":           &s.flowTakeKey,
-		"flow_take_block":         &s.flowTakeBlock,
-		"flow_take_step":          &s.flowTakeStep,
+		"flow_take_keys":          &s.flowTakeKeys,
+		"flow_part_key":           &s.flowPartKey,
+		"flow_part_block":         &s.flowPartBlock,
+		"flow_part_step":          &s.flowPartStep,
 		"flow_take_keyless":       &s.flowTakeKeyless,
 		"flow_use":                &s.flowUse,
 		"flow_use_rates":          &s.flowUseRates,

@@ -17,7 +17,7 @@ type Config struct {
 	LeaseDuration      time.Duration
 	PollInterval       time.Duration
 	FlowPollInterval   time.Duration // a flow-held queue's next look
-	PollOnly           bool // no wake-up subscription even if the backend offers one
+	PollOnly           bool          // no wake-up subscription even if the backend offers one
 	CompletionBatchMax int
 	CompletionDelay    time.Duration
 	// JobTimeout applies to handlers whose worker sets none; negative: none.

@@ -79,7 +79,7 @@ func New(be backend.Backend, cfg Config, logger *slog.Logger) *Engine {
 		hurry:     make(chan struct{}),
 		gaveUp:    make(chan struct{}),
 	}
-	e.out = newOutcomeWriter(be, &e.cfg, logger, e.running, e.wakeAt)
+	e.out = newOutcomeWriter(be, &e.cfg, logger, e.running, e.wakeAt, e.Wake)
 	e.beat = newHeartbeat(be, &e.cfg, logger, e.running)
 	e.exec = &executor{cfg: &e.cfg, logger: logger, failures: &failureLog{logger: logger}, running: e.running, out: e.out,
 		idleRunners: make(chan func()), gaveUp: e.gaveUp, stopped: e.stopped}

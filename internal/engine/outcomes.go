@@ -21,9 +21,12 @@ type outcomeWriter struct {
 	running *runningJobs
 	// due is told when a retry or snooze just written comes due, so its
 	// queue's producer can look for it then rather than at the next poll.
-	due  func(queue string, at time.Time)
-	in   chan pendingFinish
-	done chan struct{}
+	due func(queue string, at time.Time)
+	// freed wakes the producer of a flow-controlled queue at once: an
+	// outcome written frees a slot its rules count.
+	freed func(queue string)
+	in    chan pendingFinish
+	done  chan struct{}
 	// abandonCtx is cancelled when a stop runs out of time: writes still
 	// failing then are given up at once instead of retried.
 	abandonCtx context.Context
@@ -53,7 +56,7 @@ type pendingFinish struct {
 	rejectExpected bool
 }
 
-func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, running *runningJobs, due func(queue string, at time.Time)) *outcomeWriter {
+func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, running *runningJobs, due func(queue string, at time.Time), freed func(queue string)) *outcomeWriter {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &outcomeWriter{
 		be:         be,
@@ -61,6 +64,7 @@ func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, runn
 		logger:     logger,
 		running:    running,
 		due:        due,
+		freed:      freed,
 		in:         make(chan pendingFinish, 4*cfg.CompletionBatchMax),
 		done:       make(chan struct{}),
 		closing:    make(chan struct{}),
@@ -212,7 +216,7 @@ func (m *outcomeWriter) wakeForDue(batch []pendingFinish) {
 	woke := ""
 	for _, p := range batch {
 		if p.queue != "" && p.queue != woke && m.cfg.Queues[p.queue].Flow != nil {
-			m.due(p.queue, now)
+			m.freed(p.queue)
 			woke = p.queue
 		}
 		o := p.finish.Outcome

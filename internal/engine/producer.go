@@ -109,6 +109,8 @@ type fetchResult struct {
 	// retryIn, when positive, is when a rate-held key may start again.
 	held    bool
 	retryIn time.Duration
+	// more: a flow-controlled claim says jobs it may take remain.
+	more bool
 }
 
 type bufferedJob struct {
@@ -123,9 +125,6 @@ type bufferedJob struct {
 func newProducer(env *producerEnv, queue string, q Queue) *producer {
 	var ctl *flow.Controller
 	if q.Flow != nil {
-		// A prefetched job would hold one of the flow's slots while it
-		// waits for a worker: claim only for free workers.
-		q.Prefetch = 0
 		ctl = flow.NewController(*q.Flow)
 	}
 	return &producer{
@@ -347,7 +346,10 @@ func (p *producer) run() {
 		} else if !fetching && more && len(buffer) <= p.lowWater && !time.Now().Before(retryAt) {
 			if n := p.maxWorkers + p.prefetch - running - len(buffer); n > 0 {
 				fetching, wokeWhileFetching = true, false
-				go p.fetch(n, lostClaims, fetchCh)
+				// The part for free workers; the rest is prefetch, which a
+				// flow-controlled claim treats apart.
+				forWorkers := max(0, p.maxWorkers-running-len(buffer))
+				go p.fetch(n, forWorkers, lostClaims, fetchCh)
 			}
 		}
 
@@ -377,7 +379,7 @@ func (p *producer) run() {
 				continue
 			}
 			failures = 0
-			more = len(r.rows) == r.asked || wokeWhileFetching
+			more = len(r.rows) == r.asked || r.more || wokeWhileFetching
 			if r.held && len(r.rows) < r.asked {
 				wait := cfg.FlowPollInterval
 				if r.retryIn > 0 {
@@ -422,7 +424,7 @@ func (p *producer) run() {
 // lease holder: if the claim fails, its jobs may still have been claimed (the
 // reply was lost, not the commit), so the id is kept and released before the
 // next claim rather than leaving those jobs to wait out their lease.
-func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
+func (p *producer) fetch(n, forWorkers int, lostClaims []string, out chan<- fetchResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	unreleased, err := p.releaseClaimsCtx(ctx, lostClaims)
@@ -433,11 +435,11 @@ func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 	claimID := fmt.Sprintf("%s#%d", p.cfg.ClientID, p.claimSeq.Add(1))
 	sentAt := time.Now()
 	if p.flow != nil {
-		res, err := p.claimFlow(ctx, n, claimID)
+		res, err := p.claimFlow(ctx, forWorkers, n-forWorkers, claimID)
 		if err != nil {
 			unreleased = []string{claimID}
 		}
-		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn}
+		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
 		return
 	}
 	rows, err := p.be.JobClaim(ctx, &backend.JobClaimParams{
@@ -455,14 +457,18 @@ func (p *producer) fetch(n int, lostClaims []string, out chan<- fetchResult) {
 // claimFlow claims up to n jobs of a flow-controlled queue: the controller
 // decides inside the store's flow transaction, and keeps its new rotation
 // state only once that transaction has committed.
-func (p *producer) claimFlow(ctx context.Context, n int, claimID string) (flow.Result, error) {
+func (p *producer) claimFlow(ctx context.Context, want, extra int, claimID string) (flow.Result, error) {
 	var (
 		res    flow.Result
 		commit func()
 	)
-	err := p.be.JobClaimFlow(ctx, &backend.JobClaimFlowParams{Queue: p.queue, Lease: p.cfg.LeaseDuration, ClaimID: claimID},
+	params := &backend.JobClaimFlowParams{Queue: p.queue, Lease: p.cfg.LeaseDuration, ClaimID: claimID}
+	if after, limit, ok := p.flow.KeysHint(want, extra); ok {
+		params.KeysAfter, params.KeysLimit = after, limit
+	}
+	err := p.be.JobClaimFlow(ctx, params,
 		func(tx backend.FlowTx) (err error) {
-			res, commit, err = p.flow.Claim(ctx, tx, n)
+			res, commit, err = p.flow.Claim(ctx, tx, want, extra)
 			return err
 		})
 	if err != nil {

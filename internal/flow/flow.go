@@ -78,7 +78,21 @@ type Controller struct {
 	// claim lists the keys after it first.
 	after  string
 	credit map[string]int
+	// Jobs without a key have no index of their own, so looking for them
+	// reads the head of the queue's pending jobs. After a look finds none,
+	// the next is put off (keylessAt), longer after each empty one
+	// (keylessMisses), up to keylessMaxWait.
+	keylessAt     time.Time
+	keylessMisses int
 }
+
+// How long the look for jobs without a key is put off after empty ones:
+// keylessMinWait, doubling, up to keylessMaxWait. A job without a key in a
+// queue with per-key rules waits at most about keylessMaxWait more.
+const (
+	keylessMinWait = 10 * time.Millisecond
+	keylessMaxWait = time.Second
+)
 
 // NewController returns a controller for rules.
 func NewController(rules Rules) *Controller {
@@ -98,6 +112,9 @@ type Result struct {
 	// RetryIn, when positive, is when the earliest rate-held key may start
 	// again (by the store's clock).
 	RetryIn time.Duration
+	// More is set when keys that ran out of due jobs left units unused
+	// that keys with room may fill: the caller should claim again at once.
+	More bool
 }
 
 // Bounds of one claim's listing of keys: enough to give every unit of a
@@ -107,48 +124,100 @@ const (
 	maxGroups = 512
 )
 
-// Claim takes up to max jobs through tx. The controller's own state changes
+// Claim takes up to want jobs for free workers, and up to extra more for
+// the caller's prefetch buffer, through tx. Prefetched jobs count against
+// the limits like running ones but wait for a worker, so they are taken
+// only from the lower half of a limit's slots (near the limit every slot
+// goes to a worker that runs its job at once), and never under a rate limit
+// (their handlers would start later than their claims, bunched) or an
+// order (one job of a key at a time). The controller's own state changes
 // only through the returned commit, which the caller runs once the
 // transaction has committed (a backend may run its claim function again).
-func (c *Controller) Claim(ctx context.Context, tx backend.FlowTx, max int) (Result, func(), error) {
+func (c *Controller) Claim(ctx context.Context, tx backend.FlowTx, want, extra int) (Result, func(), error) {
 	var res Result
 	nop := func() {}
 	run, err := tx.FlowRunning(ctx)
-	if err != nil || run.Paused || max <= 0 {
+	if err != nil || run.Paused || want+extra <= 0 {
 		return res, nop, err
 	}
-	budget := max
-	if c.rules.GlobalLimit > 0 {
+	r := c.rules
+	extra = c.prefetchable(extra)
+	listLimit := groupLimit(want + extra)
+	budget, spare := max(want, 0), max(extra, 0)
+	if r.GlobalLimit > 0 {
 		live := 0
 		for _, n := range run.Live {
 			live += n
 		}
-		if free := c.rules.GlobalLimit - live; free < budget {
-			budget, res.Held = free, true
+		if free := r.GlobalLimit - live; free < budget {
+			budget, res.Held = max(free, 0), true
 		}
+		spare = min(spare, max(0, half(r.GlobalLimit)-live-budget))
 	}
-	if budget <= 0 {
+	if budget+spare <= 0 {
 		return res, nop, nil
 	}
-	if !c.rules.Keyed() {
-		res.Jobs, err = tx.FlowTake(ctx, []backend.FlowTake{{Any: true, Max: budget}})
+	if !r.Keyed() || c.keyLimitCannotBind(run, budget+spare) {
+		res.Jobs, err = tx.FlowTake(ctx, []backend.FlowTake{{Any: true, Max: budget + spare}}, true)
 		return res, nop, err
 	}
-	return c.claimKeyed(ctx, tx, run, budget, res)
+	return c.claimKeyed(ctx, tx, run, budget, spare, listLimit, res)
 }
+
+// keyLimitCannotBind reports whether the only per-key rule is KeyLimit and
+// no key can reach it in a claim of n jobs, even if all n were of the
+// busiest key: the claim then takes jobs in claim order whatever their key,
+// as a queue without per-key rules does, instead of key by key.
+func (c *Controller) keyLimitCannotBind(run *backend.FlowRunning, n int) bool {
+	r := c.rules
+	if r.KeyLimit == 0 || r.Order != backend.FlowOrderNone || r.Rate.Limit > 0 || r.FairShare {
+		return false
+	}
+	busiest := 0
+	for _, live := range run.Live {
+		busiest = max(busiest, live)
+	}
+	return busiest+n <= r.KeyLimit
+}
+
+// prefetchable is how much of extra the rules let a claim prefetch.
+func (c *Controller) prefetchable(extra int) int {
+	if c.rules.Rate.Limit > 0 || c.rules.Order != backend.FlowOrderNone {
+		return 0
+	}
+	return extra
+}
+
+// groupLimit is how many keys a claim of n jobs lists.
+func groupLimit(n int) int { return min(max(2*n, minGroups), maxGroups) }
+
+// KeysHint returns the listing of keys (FlowKeys(after, limit)) that a
+// claim of want jobs and extra prefetch will ask for first, so that the
+// store may read it ahead, before it waits for the flow lock; ok is false
+// when the rules do not look at keys.
+func (c *Controller) KeysHint(want, extra int) (after string, limit int, ok bool) {
+	if !c.rules.Keyed() {
+		return "", 0, false
+	}
+	return c.after, groupLimit(want + c.prefetchable(extra)), true
+}
+
+// half is the lower half of a limit's slots, rounded up.
+func half(limit int) int { return (limit + 1) / 2 }
 
 // group is one flow key (or, "", the jobs without one) in a claim.
 type group struct {
 	key    string
 	weight int
-	cap    int // the most the rules let it start now
+	rule   int // the most the rules let it start now
+	cap    int // the most allocate may give it in the current stage
 	quota  int // the units it is given
 	got    int
+	looked bool // a take asked it for jobs
 	tat    time.Time
 }
 
-func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *backend.FlowRunning, budget int, res Result) (Result, func(), error) {
-	limit := min(max(2*budget, minGroups), maxGroups)
+func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *backend.FlowRunning, budget, spare, limit int, res Result) (Result, func(), error) {
 	keys, cut, err := c.list(ctx, tx, limit)
 	if err != nil {
 		return res, nil, err
@@ -166,15 +235,15 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 	}
 	groups := make([]*group, 0, len(keys))
 	for _, k := range keys {
-		g := &group{key: k, weight: r.weight(k), cap: budget}
+		g := &group{key: k, weight: r.weight(k), rule: budget + spare}
 		if r.KeyLimit > 0 {
-			g.cap = min(g.cap, r.KeyLimit-run.Live[k])
+			g.rule = min(g.rule, r.KeyLimit-run.Live[k])
 		}
 		if r.Order != backend.FlowOrderNone && k != "" {
 			if run.All[k] > 0 {
-				g.cap = 0
+				g.rule = 0
 			} else {
-				g.cap = min(g.cap, 1)
+				g.rule = min(g.rule, 1)
 			}
 		}
 		if r.Rate.Limit > 0 {
@@ -186,47 +255,51 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 			// interval, and it may run at most Burst intervals ahead.
 			ahead := run.Now.Add(time.Duration(r.Rate.Burst) * interval).Sub(g.tat)
 			tokens := int(ahead / interval)
-			if tokens < g.cap {
-				g.cap = max(tokens, 0)
+			if tokens < g.rule {
+				g.rule = max(tokens, 0)
 				wait := g.tat.Add(-time.Duration(r.Rate.Burst-1) * interval).Sub(run.Now)
 				if wait > 0 && (res.RetryIn == 0 || wait < res.RetryIn) {
 					res.RetryIn = wait
 				}
 			}
 		}
-		if g.cap < budget {
+		if g.rule < budget {
 			res.Held = true
 		}
-		g.cap = max(g.cap, 0)
+		g.rule = max(g.rule, 0)
+		g.cap = min(g.rule, budget)
 		groups = append(groups, g)
 	}
 	credit := cloneCredit(c.credit)
+	// Workers first; then the prefetch, from the lower half of each key's
+	// slots.
 	allocate(groups, credit, budget)
-	jobs, err := c.take(ctx, tx, groups, budget)
+	if spare > 0 {
+		for _, g := range groups {
+			room := g.rule - g.quota
+			if r.KeyLimit > 0 {
+				room = min(room, half(r.KeyLimit)-run.Live[g.key]-g.quota)
+			}
+			g.cap = g.quota + max(room, 0)
+		}
+		allocate(groups, credit, spare)
+	}
+	// Without rates to store, the take is the claim's last write, which
+	// a store may commit with it.
+	jobs, err := c.take(ctx, tx, groups, budget+spare, r.Rate.Limit == 0)
 	if err != nil {
 		return res, nil, err
 	}
-	left := budget - len(jobs)
-	if left > 0 {
-		// Work-conserving: what groups that ran out of due jobs did not use
-		// goes to those that used all of theirs.
-		again := false
+	if len(jobs) < budget {
+		// Keys that ran out of due jobs lose their credit; if others used
+		// all of theirs with room left, the caller claims again at once
+		// for the units the empty ones did not use.
 		for _, g := range groups {
 			if g.got < g.quota {
-				g.cap, credit[g.key] = 0, 0
-			} else {
-				g.cap -= g.got
-				again = again || g.cap > 0
+				credit[g.key] = 0
+			} else if g.got < g.rule {
+				res.More = true
 			}
-			g.quota, g.got = 0, 0
-		}
-		if again {
-			allocate(groups, credit, left)
-			more, err := c.take(ctx, tx, groups, left)
-			if err != nil {
-				return res, nil, err
-			}
-			jobs = append(jobs, more...)
 		}
 	}
 	if r.Rate.Limit > 0 {
@@ -244,7 +317,21 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 		}
 	}
 	res.Jobs = jobs
+	keylessLooked, keylessFound := false, false
+	for _, g := range groups {
+		if g.key == "" {
+			keylessLooked, keylessFound = g.looked, g.got > 0
+		}
+	}
 	commit := func() {
+		switch {
+		case keylessFound:
+			c.keylessMisses, c.keylessAt = 0, time.Time{}
+		case keylessLooked:
+			wait := min(keylessMinWait<<min(c.keylessMisses, 10), keylessMaxWait)
+			c.keylessMisses++
+			c.keylessAt = time.Now().Add(wait)
+		}
 		if !cut {
 			// Every key was listed: credits of keys without work go.
 			for k := range credit {
@@ -276,7 +363,9 @@ func (c *Controller) list(ctx context.Context, tx backend.FlowTx, limit int) (ke
 	if len(keys) >= limit {
 		return keys, true, nil
 	}
-	keys = append(keys, "")
+	if !time.Now().Before(c.keylessAt) {
+		keys = append(keys, "")
+	}
 	if c.after == "" {
 		return keys, false, nil
 	}
@@ -321,12 +410,13 @@ func allocate(groups []*group, credit map[string]int, budget int) {
 }
 
 // take claims each group's quota in one FlowTake call.
-func (c *Controller) take(ctx context.Context, tx backend.FlowTx, groups []*group, budget int) ([]*backend.JobRow, error) {
+func (c *Controller) take(ctx context.Context, tx backend.FlowTx, groups []*group, budget int, final bool) ([]*backend.JobRow, error) {
 	var takes []backend.FlowTake
 	for _, g := range groups {
 		if g.quota == 0 {
 			continue
 		}
+		g.looked = true
 		t := backend.FlowTake{Key: g.key, Max: g.quota}
 		if g.key == "" {
 			t.Window = max(4*budget, 64)
@@ -338,7 +428,7 @@ func (c *Controller) take(ctx context.Context, tx backend.FlowTx, groups []*grou
 	if len(takes) == 0 {
 		return nil, nil
 	}
-	jobs, err := tx.FlowTake(ctx, takes)
+	jobs, err := tx.FlowTake(ctx, takes, final)
 	if err != nil {
 		return nil, err
 	}

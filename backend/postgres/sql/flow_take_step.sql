@@ -1,12 +1,15 @@
--- Flow take ($1 queue, $3 lease us, $4 claim id; $2 unused, always 1) of
--- ordered key $5 whose jobs step aside: its oldest due pending job
+-- Flow take ($1 queue, $3 lease us, $4 claim id; $2 unused, each 1) from
+-- ordered keys $5 whose jobs step aside: each key's oldest due pending job
 -- (spool_jobs_flow_order). No SKIP LOCKED, as in flow_take_block.sql.
 WITH picked AS MATERIALIZED (
-  SELECT id FROM {{s}}.spool_jobs
-  WHERE state IN ('available', 'scheduled', 'retryable') AND flow_key IS NOT NULL AND queue = $1 AND flow_key = $5 AND run_at <= now() AND $2::int > 0
-  ORDER BY id
-  LIMIT 1
-  FOR UPDATE
+  SELECT h.id FROM unnest($5::text[], $2::int[]) AS w(key, n)
+  CROSS JOIN LATERAL (
+    SELECT id FROM {{s}}.spool_jobs
+    WHERE state IN ('available', 'scheduled', 'retryable') AND flow_key IS NOT NULL AND queue = $1 AND flow_key = w.key AND run_at <= now() AND w.n > 0
+    ORDER BY id
+    LIMIT 1
+    FOR UPDATE
+  ) h
 )
 UPDATE {{s}}.spool_jobs j
 SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,

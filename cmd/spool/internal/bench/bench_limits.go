@@ -46,18 +46,25 @@ type limitsPhase struct {
 	Limit string `json:"limit"`
 	// Bound is the most the limit allows (jobs at once, or starts per
 	// window); 0 for none.
-	Bound                 int     `json:"bound"`
-	Binds                 bool    `json:"binds"`
-	Jobs                  int     `json:"jobs"`
-	Seconds               float64 `json:"seconds"`
-	JobsPerS              float64 `json:"jobs_per_s"`
-	JobsPerSRatio         float64 `json:"jobs_per_s_ratio"` // to the phase without limits
-	MaxConcurrentObserved int     `json:"max_concurrent_observed"`
-	MaxPerKeyObserved     int     `json:"max_concurrent_per_key_observed,omitempty"`
+	Bound    int     `json:"bound"`
+	Binds    bool    `json:"binds"`
+	Jobs     int     `json:"jobs"`
+	Seconds  float64 `json:"seconds"`
+	JobsPerS float64 `json:"jobs_per_s"`
+	// JobsPerSRatio is the rate's ratio to the baseline (the median of its
+	// rounds' ratios for the phases run in rounds).
+	JobsPerSRatio         float64   `json:"jobs_per_s_ratio"`
+	Rounds                int       `json:"rounds,omitempty"`
+	RoundRatios           []float64 `json:"round_ratios,omitempty"`
+	MaxConcurrentObserved int       `json:"max_concurrent_observed"`
+	MaxPerKeyObserved     int       `json:"max_concurrent_per_key_observed,omitempty"`
 	// MaxStartsPerWindow is the most starts (by the store's clock) in any
 	// window of the rate's length, for the rate phase.
 	MaxStartsPerWindow int  `json:"max_starts_per_window,omitempty"`
 	Exceeded           bool `json:"exceeded"`
+	// Claim is the claims' latency; JobsPerClaim their mean size.
+	Claim        latencyStats `json:"claim_latency"`
+	JobsPerClaim float64      `json:"jobs_per_claim"`
 }
 
 // limitsResult is the outcome of bench limits, as printed with --json.
@@ -68,6 +75,7 @@ type limitsResult struct {
 	Kept        bool          `json:"kept"`
 	Clients     int           `json:"clients"`
 	Workers     int           `json:"workers"`
+	Prefetch    int           `json:"prefetch"`
 	JobDuration string        `json:"job_duration"`
 	Phases      []limitsPhase `json:"phases"`
 	GOMAXPROCS  int           `json:"gomaxprocs"`
@@ -87,9 +95,10 @@ type limitsPlan struct {
 // Run implements cli.Command.
 func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
 	r := newScenarioRun(c.m, "limits")
-	jobs := r.fs.Int("jobs", 20_000, "jobs in each concurrency phase")
+	jobs := r.fs.Int("jobs", 50_000, "jobs in each concurrency phase")
 	clients := r.fs.Int("clients", 2, "clients working the queue, sharing its limits")
 	workers := r.fs.Int("workers", 50, "MaxWorkers of each client")
+	prefetch := r.fs.Int("prefetch", 50, "Prefetch of each client (0: none)")
 	jobDuration := r.fs.Duration("job-duration", time.Millisecond, "how long each handler holds its slot")
 	global := r.fs.Int("global-limit", 20, "the binding global limit")
 	keys := r.fs.Int("keys", 10, "flow keys of the per-key phases")
@@ -98,6 +107,7 @@ func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
 	ratePer := r.fs.Duration("rate-per", time.Second, "the rate limit's window")
 	rateJobs := r.fs.Int("rate-jobs", 0, "jobs in the rate phase (default: 3 windows' worth)")
 	chunk := r.fs.Int("insert-chunk", 10000, "jobs per insert call")
+	roundsFlag := r.fs.Int("rounds", 3, "rounds of the baseline and the limits that do not bind")
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}
@@ -105,6 +115,7 @@ func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
 		want(*jobs >= 1, "--jobs must be at least 1"),
 		want(*clients >= 1 && *clients <= 64, "--clients must be between 1 and 64"),
 		want(*workers >= 1 && *workers <= 10000, "--workers must be between 1 and 10000"),
+		want(*prefetch >= 0 && *prefetch <= 100000, "--prefetch must be between 0 and 100000"),
 		want(*jobDuration >= 0, "--job-duration must not be negative"),
 		want(*global >= 1 && *global < *clients**workers, "--global-limit must be at least 1 and below --clients × --workers, so that it binds"),
 		want(*keys >= 1 && *keys <= 10000, "--keys must be between 1 and 10000"),
@@ -113,6 +124,7 @@ func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
 		want(*ratePer >= time.Millisecond, "--rate-per must be at least 1ms"),
 		want(*rateJobs >= 0, "--rate-jobs must not be negative"),
 		want(*chunk >= 1, "--insert-chunk must be at least 1"),
+		want(*roundsFlag >= 1 && *roundsFlag <= 100, "--rounds must be between 1 and 100"),
 	); err != nil {
 		return err
 	}
@@ -125,7 +137,10 @@ func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	capacity := *clients * *workers
+	// A limit does not bind when it is at least twice what the clients
+	// hold (their workers and prefetch buffers): prefetch takes only the
+	// lower half of a limit's slots (docs/flow.md).
+	capacity := 2 * *clients * (*workers + *prefetch)
 	rl := &spool.RateLimit{Limit: *rate, Per: *ratePer}
 	plans := []limitsPlan{
 		{name: "none", limit: "none", jobs: *jobs},
@@ -136,21 +151,46 @@ func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
 		{name: "rate", limit: fmt.Sprintf("%d per %s", *rate, *ratePer), flow: &spool.Flow{Rate: rl}, jobs: *rateJobs, bound: *rate, binds: true, rate: rl},
 	}
 	res := limitsResult{Scenario: "limits", Backend: store.backend.Name(), Store: store.scratch.Name, Kept: store.keep,
-		Clients: *clients, Workers: *workers, JobDuration: jobDuration.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+		Clients: *clients, Workers: *workers, Prefetch: *prefetch, JobDuration: jobDuration.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	if err := r.startProfile(); err != nil {
 		return err
 	}
-	for i, p := range plans {
-		queue := fmt.Sprintf("spool_bench_limits_%d", i)
-		ph, err := c.phase(ctx, r, store, queue, p, *clients, *workers, *jobDuration, *chunk)
+	// The baseline and the limits that do not bind run in --rounds rounds,
+	// side by side, in a rotating order (the machine and the table change
+	// during a run); each one's ratio is the median of its ratios to its
+	// round's baseline. The binding phases run once, after.
+	seq := 0
+	run := func(p limitsPlan) (limitsPhase, error) {
+		seq++
+		return c.phase(ctx, r, store, fmt.Sprintf("spool_bench_limits_%d", seq), p, *clients, *workers, *prefetch, *jobDuration, *chunk)
+	}
+	paired := plans[:3]
+	rounds := make([][]limitsPhase, len(paired))
+	for round := range *roundsFlag {
+		got := make([]limitsPhase, len(paired))
+		for k := range paired {
+			i := (k + round) % len(paired)
+			ph, err := run(paired[i])
+			if err != nil {
+				return err
+			}
+			got[i] = ph
+		}
+		for i := range paired {
+			got[i].JobsPerSRatio = got[i].JobsPerS / got[0].JobsPerS
+			rounds[i] = append(rounds[i], got[i])
+		}
+	}
+	for _, rs := range rounds {
+		res.Phases = append(res.Phases, medianPhase(rs))
+	}
+	base := res.Phases[0].JobsPerS
+	for _, p := range plans[3:] {
+		ph, err := run(p)
 		if err != nil {
 			return err
 		}
-		if len(res.Phases) > 0 && res.Phases[0].JobsPerS > 0 {
-			ph.JobsPerSRatio = ph.JobsPerS / res.Phases[0].JobsPerS
-		} else {
-			ph.JobsPerSRatio = 1
-		}
+		ph.JobsPerSRatio = ph.JobsPerS / base
 		res.Phases = append(res.Phases, ph)
 	}
 	for _, p := range res.Phases {
@@ -160,6 +200,27 @@ func (c *BenchLimitsCommand) Run(ctx context.Context, args []string) error {
 	}
 	return r.finish(res, func(w io.Writer) error { return printLimitsResult(w, &res) },
 		func() *plot.Figure { return limitsFigure(&res) })
+}
+
+// medianPhase sums up one phase's rounds: the median rate and ratio, the
+// most ever seen at once, and exceeded if any round exceeded.
+func medianPhase(rs []limitsPhase) limitsPhase {
+	out := rs[0]
+	rates, ratios, claims := make([]float64, len(rs)), make([]float64, len(rs)), make([]float64, len(rs))
+	for i, p := range rs {
+		rates[i], ratios[i], claims[i] = p.JobsPerS, p.JobsPerSRatio, p.Claim.P50
+		out.MaxConcurrentObserved = max(out.MaxConcurrentObserved, p.MaxConcurrentObserved)
+		out.MaxPerKeyObserved = max(out.MaxPerKeyObserved, p.MaxPerKeyObserved)
+		out.Exceeded = out.Exceeded || p.Exceeded
+		out.RoundRatios = append(out.RoundRatios, p.JobsPerSRatio)
+	}
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	out.JobsPerS, out.JobsPerSRatio, out.Claim.P50 = median(rates), median(ratios), median(claims)
+	out.Rounds = len(rs)
+	return out
 }
 
 // limitsProbe counts, in the handlers, what runs at once: in all and per
@@ -195,8 +256,9 @@ func (p *limitsProbe) leave(key string) {
 // phase inserts the plan's jobs into queue, then times clients working them
 // all under the plan's flow.
 func (c *BenchLimitsCommand) phase(ctx context.Context, r *scenarioRun, store *benchStore, queue string, p limitsPlan,
-	clients, workers int, hold time.Duration, chunk int) (limitsPhase, error) {
-	be, counter := countCompletions(store.backend, int64(p.jobs))
+	clients, workers, prefetch int, hold time.Duration, chunk int) (limitsPhase, error) {
+	timed, timer := timeClaims(store.backend, time.Now())
+	be, counter := countCompletions(timed, int64(p.jobs))
 	probe := &limitsProbe{keyCur: map[string]int{}}
 	handled := &atomic.Int64{}
 	ws := spool.NewWorkers()
@@ -214,7 +276,7 @@ func (c *BenchLimitsCommand) phase(ctx context.Context, r *scenarioRun, store *b
 	cfg := func() *spool.Config {
 		return &spool.Config{
 			Workers: ws, Logger: r.logger(),
-			Queues: map[string]spool.QueueConfig{queue: {MaxWorkers: workers, Flow: p.flow}},
+			Queues: map[string]spool.QueueConfig{queue: {MaxWorkers: workers, Prefetch: queuePrefetch(prefetch), Flow: p.flow}},
 		}
 	}
 	var cs []*spool.Client
@@ -249,6 +311,19 @@ func (c *BenchLimitsCommand) phase(ctx context.Context, r *scenarioRun, store *b
 		MaxConcurrentObserved: int(probe.peak.Load())}
 	if p.keys > 0 {
 		ph.MaxPerKeyObserved = probe.keyPeak
+	}
+	var (
+		claims  []time.Duration
+		claimed int
+	)
+	for _, s := range timer.Samples() {
+		if !s.err {
+			claims, claimed = append(claims, s.d), claimed+s.jobs
+		}
+	}
+	ph.Claim = summarize(claims)
+	if len(claims) > 0 {
+		ph.JobsPerClaim = float64(claimed) / float64(len(claims))
 	}
 	switch {
 	case p.rate != nil:
@@ -363,7 +438,7 @@ func maxInWindow(ts []time.Time, per time.Duration) int {
 // printLimitsResult prints the phases as a table.
 func printLimitsResult(w io.Writer, r *limitsResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "phase\tlimit\tjobs/s\t× none\tmax at once\tmax per key\tmax starts/window\texceeded")
+	fmt.Fprintln(tw, "phase\tlimit\tjobs/s\t× none\tmax at once\tmax per key\tmax starts/window\texceeded\tclaim p50 ms\tjobs/claim")
 	for _, p := range r.Phases {
 		perKey, window := "-", "-"
 		if p.MaxPerKeyObserved > 0 {
@@ -372,10 +447,10 @@ func printLimitsResult(w io.Writer, r *limitsResult) error {
 		if p.MaxStartsPerWindow > 0 {
 			window = fmt.Sprint(p.MaxStartsPerWindow)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%d\t%s\t%s\t%v\n", p.Name, p.Limit, cli.HumanInt(p.JobsPerS), p.JobsPerSRatio,
-			p.MaxConcurrentObserved, perKey, window, p.Exceeded)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%d\t%s\t%s\t%v\t%s\t%.1f\n", p.Name, p.Limit, cli.HumanInt(p.JobsPerS), p.JobsPerSRatio,
+			p.MaxConcurrentObserved, perKey, window, p.Exceeded, fmtMS(p.Claim.P50), p.JobsPerClaim)
 	}
-	fmt.Fprintf(tw, "clients\t%d × %d workers, jobs hold %s\n", r.Clients, r.Workers, r.JobDuration)
+	fmt.Fprintf(tw, "clients\t%d × %d workers, prefetch %d, jobs hold %s\n", r.Clients, r.Workers, r.Prefetch, r.JobDuration)
 	fmt.Fprintf(tw, "backend\t%s\nstore\t%s\n", r.Backend, r.Store)
 	return tw.Flush()
 }
@@ -399,13 +474,18 @@ of its own and times --clients clients working them all, each handler
 holding its slot for --job-duration:
 
 	none                  no flow control, the baseline
-	global, not binding   a global limit of --clients × --workers
+	global, not binding   a global limit of 2 × --clients × (--workers +
+	                      --prefetch): twice what the clients hold, as
+	                      prefetch takes only a limit's lower half
 	per key, not binding  that limit per key, jobs over --keys keys
 	global                a global limit of --global-limit
 	per key               --key-limit per key, jobs over --keys keys
 	rate                  --rate starts per --rate-per (jobs without keys)
 
-Prints each phase's rate, its ratio to the phase without limits, the most
+The first three run --rounds times, side by side in a rotating order, each
+round's ratio taken to that round's baseline; the median is printed (the
+machine and the table change during a run). The binding phases run once,
+after. Prints each phase's rate and ratio, the most
 jobs the handlers saw running at once (in all and per key), and for the
 rate phase the most starts, by the store's clock, in any window of
 --rate-per. A phase whose limit was exceeded is reported on stderr.
@@ -413,11 +493,13 @@ rate phase the most starts, by the store's clock, in any window of
 Flags:
 
 	--jobs N
-		jobs in each concurrency phase (default 20000)
+		jobs in each concurrency phase (default 50000)
 	--clients N
 		clients sharing the queue (default 2)
 	--workers N
 		MaxWorkers of each client (default 50)
+	--prefetch N
+		Prefetch of each client; 0 disables prefetch (default 50)
 	--job-duration DURATION
 		how long each handler holds its slot (default 1ms)
 	--global-limit N
@@ -434,5 +516,7 @@ Flags:
 		jobs in the rate phase (default: 3 × --rate)
 	--insert-chunk N
 		jobs per insert call (default 10000)
+	--rounds N
+		rounds of the first three phases (default 3)
 `+benchCommonUsage, "\n")
 }

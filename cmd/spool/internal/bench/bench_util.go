@@ -255,6 +255,35 @@ func (t *claimTimer) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([
 	return rows, err
 }
 
+// JobClaimFlow implements backend.Backend, recording the flow claim's
+// duration and the jobs its takes claimed.
+func (t *claimTimer) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
+	begin := time.Now()
+	var jobs int
+	err := t.Backend.JobClaimFlow(ctx, p, func(tx backend.FlowTx) error {
+		jobs = 0
+		return claim(countingFlowTx{FlowTx: tx, jobs: &jobs})
+	})
+	d := time.Since(begin)
+	t.mu.Lock()
+	t.samples = append(t.samples, claimSample{at: begin.Sub(t.start), d: d, jobs: jobs, err: err != nil})
+	t.mu.Unlock()
+	return err
+}
+
+// countingFlowTx counts the jobs a flow claim's takes claimed.
+type countingFlowTx struct {
+	backend.FlowTx
+	jobs *int
+}
+
+// FlowTake implements backend.FlowTx.
+func (c countingFlowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
+	rows, err := c.FlowTx.FlowTake(ctx, takes, final)
+	*c.jobs += len(rows)
+	return rows, err
+}
+
 // Samples returns a copy of the claims timed so far.
 func (t *claimTimer) Samples() []claimSample {
 	t.mu.Lock()
