@@ -32,6 +32,7 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	var tags cli.StringList
 	fs.Var(&tags, "tag", "tag (repeatable)")
 	metadata := fs.String("metadata", "", "metadata as a JSON object")
+	flowKey := fs.String("flow-key", "", "the job's flow key, counted by its queue's flow rules")
 	uniqueKey := fs.String("unique-key", "", "insert only if no job of the kind holds this key")
 	uniqueArgs := fs.Bool("unique-args", false, "insert only if no job of the kind with equal args holds its key")
 	var uniqueFields, uniqueStates cli.StringList
@@ -94,6 +95,7 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 		}
 		opts.RunAt = t
 	}
+	opts.FlowKey = *flowKey
 	if opts.Unique, err = uniqueFlags(*uniqueKey, *uniqueArgs, uniqueFields, *uniqueQueue, *uniquePeriod, uniqueStates, set); err != nil {
 		return err
 	}
@@ -232,6 +234,9 @@ Flags:
 		tag the job; repeat for more tags
 	--metadata JSON
 		a JSON object stored with the job
+	--flow-key KEY
+		the job's flow key: the key its queue's flow rules (per-key
+		limits, rates, order, fair share; docs/flow.md) count it under
 	--unique-key KEY
 		insert only if no job of this kind holds KEY; otherwise print the
 		holder's id followed by "duplicate" and insert nothing

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -54,6 +55,7 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("queues", flag.ContinueOnError)
 	dbURL := cli.AddDatabaseFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array")
+	limit := fs.Int("limit", 100, "keys NAME: at most this many keys, busiest first")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
@@ -61,7 +63,7 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	var action string
 	switch {
 	case len(pos) == 0:
-	case pos[0] == "pause" || pos[0] == "resume":
+	case pos[0] == "pause" || pos[0] == "resume" || pos[0] == "keys":
 		if len(pos) != 2 {
 			return cli.Usagef("queues", "queues %s takes one queue name", pos[0])
 		}
@@ -70,7 +72,10 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 		}
 		action = pos[0]
 	default:
-		return cli.Usagef("queues", "unexpected argument %q (want pause NAME or resume NAME)", pos[0])
+		return cli.Usagef("queues", "unexpected argument %q (want pause NAME, resume NAME or keys NAME)", pos[0])
+	}
+	if *limit < 1 || *limit > 100000 {
+		return cli.Usagef("queues", "--limit must be between 1 and 100000")
 	}
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
@@ -90,6 +95,15 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(c.m.Stdout, "queue %s resumed\n", pos[1])
 		return nil
+	case "keys":
+		use, err := client.FlowKeys(ctx, pos[1], *limit)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return cli.WriteJSON(c.m.Stdout, use)
+		}
+		return printFlowKeys(c.m.Stdout, use)
 	}
 	stats, err := client.QueueStats(ctx)
 	if err != nil {
@@ -168,12 +182,38 @@ func printQueues(w io.Writer, queues []queueJSON) error {
 	return err
 }
 
+// printFlowKeys prints a queue's flow keys as a table: keys left-aligned,
+// counts right-aligned.
+func printFlowKeys(w io.Writer, use []spool.FlowKeyUse) error {
+	rows := [][]string{{"KEY", "RUNNING", "PENDING", "RATE BUCKET FULL AT"}}
+	for _, u := range use {
+		key, full := u.Key, "-"
+		if key == "" {
+			key = "(no key)"
+		}
+		if u.RateTAT != nil {
+			full = u.RateTAT.UTC().Format(time.RFC3339Nano)
+		}
+		rows = append(rows, []string{key, fmt.Sprint(u.Running), fmt.Sprint(u.Pending), full})
+	}
+	width := 0
+	for _, r := range rows {
+		width = max(width, len(r[0]))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t  %s\n", width, r[0], r[1], r[2], r[3])
+	}
+	return tw.Flush()
+}
+
 // Usage implements Command.
 func (c *QueuesCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool queues [flags]
        spool queues pause NAME [flags]
        spool queues resume NAME [flags]
+       spool queues keys NAME [flags]
 
 Counts the jobs of every queue by state, in lifecycle order: available,
 scheduled, retryable, running, completed, discarded, cancelled, and the
@@ -186,11 +226,19 @@ running finish. The pause is stored and survives restarts. resume NAME
 undoes it; workers that listen for wake-ups (PostgreSQL, SQLite) start the
 waiting jobs at once, others at their next poll. Both are idempotent.
 
+keys NAME shows the queue's flow keys (docs/flow.md), busiest first: the
+jobs of each key running (leases not ended) and pending, and, for a key a
+rate limit has started jobs of, when its bucket is full again. Jobs
+without a key show as "(no key)".
+
 Flags:
 
 	--json
 		print a JSON array of {"queue", "counts": {state: n}, "total",
-		"paused_since" (only while paused)}
+		"paused_since" (only while paused)}; with keys NAME, of {"key",
+		"running", "pending", "rate_tat" (only with a rate state)}
+	--limit N
+		keys NAME: at most N keys, busiest first (default 100)
 	--database-url URL
 		database (default $SPOOL_DATABASE_URL)
 `, "\n")

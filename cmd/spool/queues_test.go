@@ -50,6 +50,43 @@ func TestQueuesPauseResume(t *testing.T) {
 	}
 }
 
+// TestQueuesKeys: spool enqueue --flow-key stores the key, spool queues keys
+// lists the queue's keys busiest first with their pending jobs (jobs
+// without a key as their own key), and a bad key or limit writes nothing.
+func TestQueuesKeys(t *testing.T) {
+	db := sqliteStore(t)
+	for _, k := range []string{"acme", "acme", "beta"} {
+		mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail", "--flow-key", k)
+	}
+	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail")
+	var use []struct {
+		Key     string `json:"key"`
+		Running int    `json:"running"`
+		Pending int    `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(mustSpool(t, "queues", "keys", "mail", "--json", "--database-url", db).Stdout), &use); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(use); got != "[{acme 0 2} { 0 1} {beta 0 1}]" {
+		t.Fatalf("keys %s, want acme (2 pending) first, then the jobs without a key and beta", got)
+	}
+	if r := mustSpool(t, "queues", "keys", "mail", "--limit", "1", "--database-url", db); !strings.Contains(r.Stdout, "acme") || strings.Contains(r.Stdout, "beta") {
+		t.Fatalf("--limit 1 printed:\n%s", r.Stdout)
+	}
+	if r := runSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail", "--flow-key", "a\x01b"); r.Code == 0 || !strings.Contains(r.Stderr, "flow key") {
+		t.Fatalf("a key with a control character: exit %d, %q", r.Code, r.Stderr)
+	}
+	for _, args := range [][]string{{"queues", "keys"}, {"queues", "keys", "mail", "--limit", "0"}} {
+		if r := runSpool(t, append(args, "--database-url", db)...); r.Code != 2 {
+			t.Errorf("spool %v: exit %d, want 2", args, r.Code)
+		}
+	}
+	var qs []queueJSON
+	if err := json.Unmarshal([]byte(mustSpool(t, "queues", "--json", "--database-url", db).Stdout), &qs); err != nil || len(qs) != 1 || qs[0].Total != 4 {
+		t.Fatalf("queues after the refused insert: %+v, %v", qs, err)
+	}
+}
+
 // TestJobsPrune: spool jobs prune deletes only finished jobs of the named
 // states older than the age, and bad flags are usage errors that delete
 // nothing.

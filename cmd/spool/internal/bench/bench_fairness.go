@@ -35,6 +35,9 @@ type fairGroup struct {
 	Share         float64       `json:"share"`
 	Starts        int           `json:"starts"`
 	Pickup        *latencyStats `json:"pickup,omitempty"` // from its insert to its start, the small group only
+	// FirstStartMS is when the group's first job started, from the
+	// client's start: how long the other group's backlog held it back.
+	FirstStartMS float64 `json:"first_start_ms"`
 }
 
 // fairRun is one weighting of bench fairness.
@@ -69,7 +72,7 @@ func (c *BenchFairnessCommand) Run(ctx context.Context, args []string) error {
 	weights := r.fs.String("weights", "1:1,3:1", "runs, each the big and the small group's weights")
 	clients := r.fs.Int("clients", 1, "clients working the queue")
 	workers := r.fs.Int("workers", 100, "MaxWorkers of each client")
-	bucket := r.fs.Duration("bucket", 100*time.Millisecond, "width of the chart's time buckets")
+	bucket := r.fs.Duration("bucket", 10*time.Millisecond, "width of the chart's time buckets")
 	chunk := r.fs.Int("insert-chunk", 10000, "jobs per insert call")
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
@@ -200,10 +203,14 @@ func (c *BenchFairnessCommand) run(ctx context.Context, r *scenarioRun, store *b
 	run.JobsPerS = cli.Rate(int64(len(starts)), last.Sub(start))
 	var nSmall int
 	var pickups []time.Duration
+	first := map[bool]time.Duration{}
 	type cell struct{ big, small int }
 	cells := map[int]*cell{}
 	maxB := 0
 	for _, s := range starts {
+		if _, ok := first[s.small]; !ok {
+			first[s.small] = s.at.Sub(start)
+		}
 		b := int(s.at.Sub(start) / bucket)
 		if cells[b] == nil {
 			cells[b] = &cell{}
@@ -231,8 +238,10 @@ func (c *BenchFairnessCommand) run(ctx context.Context, r *scenarioRun, store *b
 	sum := float64(w[0] + w[1])
 	pick := summarize(pickups)
 	run.Groups = []fairGroup{
-		{Key: "big", Backlog: big, Weight: w[0], ExpectedShare: float64(w[0]) / sum, Share: float64(len(starts)-nSmall) / total, Starts: len(starts) - nSmall},
-		{Key: "small", Backlog: small, Weight: w[1], ExpectedShare: float64(w[1]) / sum, Share: float64(nSmall) / total, Starts: nSmall, Pickup: &pick},
+		{Key: "big", Backlog: big, Weight: w[0], ExpectedShare: float64(w[0]) / sum, Share: float64(len(starts)-nSmall) / total, Starts: len(starts) - nSmall,
+			FirstStartMS: ms(first[false])},
+		{Key: "small", Backlog: small, Weight: w[1], ExpectedShare: float64(w[1]) / sum, Share: float64(nSmall) / total, Starts: nSmall, Pickup: &pick,
+			FirstStartMS: ms(first[true])},
 	}
 	return run, nil
 }
@@ -260,16 +269,16 @@ func insertGroup(ctx context.Context, r *scenarioRun, client *spool.Client, queu
 // printFairResult prints each run's groups as a table.
 func printFairResult(w io.Writer, r *fairResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "weights\tgroup\tbacklog\tweight\tshare\texpected\tpickup p50 ms\tpickup p99 ms")
+	fmt.Fprintln(tw, "weights\tgroup\tbacklog\tweight\tshare\texpected\tfirst start ms\tpickup p50 ms\tpickup p99 ms")
 	for _, run := range r.Runs {
 		for _, g := range run.Groups {
 			p50, p99 := "-", "-"
 			if g.Pickup != nil {
 				p50, p99 = fmtMS(g.Pickup.P50), fmtMS(g.Pickup.P99)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t%.3f\t%s\t%s\n", run.Weights, g.Key, g.Backlog, g.Weight, g.Share, g.ExpectedShare, p50, p99)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t%.3f\t%s\t%s\t%s\n", run.Weights, g.Key, g.Backlog, g.Weight, g.Share, g.ExpectedShare, fmtMS(g.FirstStartMS), p50, p99)
 		}
-		fmt.Fprintf(tw, "%s\tboth had work for %.2f s, %s starts/s\t\t\t\t\t\t\n", run.Weights, run.Seconds, cli.HumanInt(run.JobsPerS))
+		fmt.Fprintf(tw, "%s\tboth had work for %.2f s, %s starts/s\t\t\t\t\t\t\t\n", run.Weights, run.Seconds, cli.HumanInt(run.JobsPerS))
 	}
 	fmt.Fprintf(tw, "clients\t%d × %d workers\n", r.Clients, r.Workers)
 	fmt.Fprintf(tw, "backend\t%s\nstore\t%s\n", r.Backend, r.Store)
@@ -300,9 +309,10 @@ of --weights it inserts a backlog of --big jobs of flow key "big" and then
 --small jobs of key "small" into a queue of its own, and works them with
 --clients clients until the small group has started every job. Prints each
 group's weight, its share of the starts while both groups had work beside
-the share its weight asks for, and the small group's pickup (from the end
-of the big backlog's insert to each start). Without fair share the small
-group's first job would wait for the whole big backlog.
+the share its weight asks for, when its first job started, and the small
+group's pickup (from the end of the big backlog's insert to each start).
+Without fair share the small group's first job would wait for the whole
+big backlog.
 
 Flags:
 
@@ -317,7 +327,7 @@ Flags:
 	--workers N
 		MaxWorkers of each client (default 100)
 	--bucket DURATION
-		width of the chart's time buckets (default 100ms)
+		width of the chart's time buckets (default 10ms)
 	--insert-chunk N
 		jobs per insert call (default 10000)
 `+benchCommonUsage, "\n")

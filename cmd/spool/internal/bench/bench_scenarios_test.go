@@ -404,3 +404,58 @@ func TestBenchPrune(t *testing.T) {
 	checkStoresDropped(t, res.Store)
 	checkPlot(t, plotFile)
 }
+
+// TestBenchLimits: bench limits runs every phase to the end, no phase's
+// limit is exceeded, and a binding limit shows in what the handlers saw.
+func TestBenchLimits(t *testing.T) {
+	plotFile := filepath.Join(t.TempDir(), "limits.svg")
+	var res limitsResult
+	benchJSON(t, &res, "limits", "--jobs", "600", "--rounds", "1", "--clients", "2", "--workers", "8", "--prefetch", "4",
+		"--global-limit", "3", "--keys", "3", "--key-limit", "1", "--rate", "200", "--rate-per", "200ms", "--rate-jobs", "120", "--plot", plotFile)
+	if len(res.Phases) != 6 {
+		t.Fatalf("%d phases, want 6", len(res.Phases))
+	}
+	for _, p := range res.Phases {
+		if p.Exceeded || p.JobsPerS <= 0 {
+			t.Errorf("phase %+v: exceeded, or nothing drained", p)
+		}
+	}
+	byName := map[string]limitsPhase{}
+	for _, p := range res.Phases {
+		byName[p.Name] = p
+	}
+	if p := byName["global"]; p.MaxConcurrentObserved != 3 {
+		t.Errorf("global limit 3: the handlers saw at most %d at once", p.MaxConcurrentObserved)
+	}
+	if p := byName["per key"]; p.MaxPerKeyObserved != 1 {
+		t.Errorf("per-key limit 1: the handlers saw %d of a key at once", p.MaxPerKeyObserved)
+	}
+	if p := byName["rate"]; p.MaxStartsPerWindow == 0 || p.MaxStartsPerWindow > 200 {
+		t.Errorf("rate 200 per 200ms: %d starts in a window", p.MaxStartsPerWindow)
+	}
+	checkStoresDropped(t, res.Store)
+	checkPlot(t, plotFile)
+}
+
+// TestBenchFairness: bench fairness measures each weighting's shares while
+// both groups had work, close to the weights.
+func TestBenchFairness(t *testing.T) {
+	plotFile := filepath.Join(t.TempDir(), "fairness.svg")
+	var res fairResult
+	benchJSON(t, &res, "fairness", "--big", "3000", "--small", "200", "--weights", "1:1,3:1", "--workers", "4", "--plot", plotFile)
+	if len(res.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(res.Runs))
+	}
+	for _, run := range res.Runs {
+		for _, g := range run.Groups {
+			if d := g.Share - g.ExpectedShare; d > 0.05 || d < -0.05 {
+				t.Errorf("weights %s, group %s: share %.3f, want %.3f", run.Weights, g.Key, g.Share, g.ExpectedShare)
+			}
+		}
+		if small := run.Groups[1]; small.Starts != 200 || small.Pickup == nil || small.Pickup.Count != 200 {
+			t.Errorf("weights %s: small group %+v, want 200 starts with their pickups", run.Weights, small)
+		}
+	}
+	checkStoresDropped(t, res.Store)
+	checkPlot(t, plotFile)
+}
