@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -423,7 +424,13 @@ func testFlowKeysAndInput(t *testing.T, h Harness) {
 	}
 	insert(t, c, NoteArgs{N: 9, Mode: "block"}, &spool.InsertOpts{Queue: "flow"})
 	// Bad keys are refused, and nothing is written.
-	for _, bad := range []string{"tab\there", string([]byte{0xff}), string(make([]byte, 256))} {
+	// The longest key is stored exactly, multi-byte characters and all.
+	long := strings.Repeat("é", 127) + "z"
+	id := insert(t, c, NoteArgs{N: 8}, &spool.InsertOpts{Queue: "other", FlowKey: long})
+	if got := getJob(t, be, id).FlowKey; got != long {
+		t.Fatalf("a 255-byte key came back as %q", got)
+	}
+	for _, bad := range []string{"tab\there", string([]byte{0xff}), strings.Repeat("a", 256), "nul\x00"} {
 		_, err := c.Insert(context.Background(), NoteArgs{}, &spool.InsertOpts{Queue: "flow", FlowKey: bad})
 		var inv *spool.InvalidJobError
 		if !errors.As(err, &inv) || inv.Field != "flow_key" {
