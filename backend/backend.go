@@ -358,7 +358,10 @@ type JobRescueResult struct {
 }
 
 // JobCleanupParams deletes finished jobs older than the given ages (measured
-// from finalization by the store's clock). A zero age keeps that state.
+// from finalization by the store's clock). A zero age keeps that state. A
+// call that deletes fewer than Max jobs (the last of a round) also deletes
+// the rate states (JobClaimFlow) whose time passed an hour ago: a past time
+// means the same as no state.
 type JobCleanupParams struct {
 	CompletedAge time.Duration
 	DiscardedAge time.Duration

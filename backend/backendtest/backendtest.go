@@ -122,6 +122,7 @@ func Run(t *testing.T, h Harness) {
 		{"FlowFairShare", testFlowFairShare},
 		{"FlowFairSmallNotStarved", testFlowFairSmallNotStarved},
 		{"FlowKeysAndInput", testFlowKeysAndInput},
+		{"FlowRateStatesPruned", testFlowRateStatesPruned},
 	}
 	tests = append(tests, inputEdgeTests()...)
 	for _, tc := range tests {

@@ -468,3 +468,34 @@ func testFlowKeysAndInput(t *testing.T, h Harness) {
 	}
 	close(release)
 }
+
+func testFlowRateStatesPruned(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	ctx := context.Background()
+	params := &backend.JobClaimFlowParams{Queue: "flow", Lease: time.Minute, ClaimID: "prune#1"}
+	err := be.JobClaimFlow(ctx, params, func(tx backend.FlowTx) error {
+		run, err := tx.FlowRunning(ctx)
+		if err != nil {
+			return err
+		}
+		return tx.FlowSaveRates(ctx, map[string]time.Time{
+			"stale": run.Now.Add(-2 * time.Hour), "recent": run.Now.Add(-time.Minute), "ahead": run.Now.Add(time.Minute)})
+	})
+	if err != nil {
+		t.Fatalf("save rate states: %v", err)
+	}
+	if _, err := be.JobCleanup(ctx, &backend.JobCleanupParams{CompletedAge: time.Hour}); err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	var left map[string]time.Time
+	err = be.JobClaimFlow(ctx, params, func(tx backend.FlowTx) (err error) {
+		left, err = tx.FlowRates(ctx, []string{"stale", "recent", "ahead"})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read rate states: %v", err)
+	}
+	if _, ok := left["stale"]; ok || len(left) != 2 {
+		t.Fatalf("rate states after cleanup %v: want the one that passed two hours ago gone, the other two kept", left)
+	}
+}

@@ -175,3 +175,15 @@ func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParam
 	}
 	return backend.SortFlowUse(use, p.Limit), nil
 }
+
+// pruneRates drops rate states whose time is before cutoff: a past time
+// means the same as no state.
+func (s *store) pruneRates(cutoff time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, tat := range s.rates {
+		if tat.Before(cutoff) {
+			delete(s.rates, k)
+		}
+	}
+}

@@ -252,6 +252,7 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 
 // JobCleanup implements backend.Backend.
 func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
+	b.s.pruneRates(now().Add(-time.Hour))
 	if err := b.check(); err != nil {
 		return 0, fmt.Errorf("clean up jobs: %w", err)
 	}

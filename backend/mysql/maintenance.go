@@ -60,6 +60,22 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 // JobCleanup implements backend.Backend.
 func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
 	max := p.MaxOrDefault()
+	n, err := b.cleanupJobs(ctx, p, max)
+	if err != nil || n >= max {
+		return n, err
+	}
+	err = b.retry(ctx, func() error {
+		_, err := b.db.ExecContext(ctx, b.sql.flowPruneRates)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("clean up rate states: %w", err)
+	}
+	return n, nil
+}
+
+// cleanupJobs deletes up to max finished jobs past their retention.
+func (b *Backend) cleanupJobs(ctx context.Context, p *backend.JobCleanupParams, max int) (int, error) {
 	ages := []int64{micros(p.CompletedAge), micros(p.DiscardedAge), micros(p.CancelledAge)}
 	var minAge int64
 	for _, a := range ages {

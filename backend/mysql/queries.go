@@ -40,7 +40,7 @@ type queries struct {
 	flowKeyNext, flowRates, flowSaveRate     string
 	flowTakeAny, flowTakeKey, flowTakeBlock  string
 	flowTakeStep, flowHead, flowTakeIDs      string
-	flowUse, flowUseRates                    string
+	flowUse, flowUseRates, flowPruneRates    string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
@@ -77,6 +77,7 @@ func buildQueries(db string) (queries, error) {
 		"flow_head":            &q.flowHead,
 		"flow_take_ids":        &q.flowTakeIDs,
 		"flow_use":             &q.flowUse,
+		"flow_prune_rates":     &q.flowPruneRates,
 		"flow_use_rates":       &q.flowUseRates,
 		"claim_update":         &q.claimUpdate,
 		"window":               &q.window,

@@ -43,7 +43,13 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 	if err != nil {
 		return 0, fmt.Errorf("clean up jobs: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	n := int(tag.RowsAffected())
+	if n < max {
+		if _, err := b.pool.Exec(ctx, b.sql.flow.pruneRates); err != nil {
+			return n, fmt.Errorf("clean up rate states: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // LeaderElect implements backend.Backend.

@@ -30,7 +30,7 @@ type queries struct {
 type flowQueries struct {
 	lock, state, running, keys, rates, saveRates       string
 	takeAny, takeKey, takeBlock, takeStep, takeKeyless string
-	use, useRates                                      string
+	use, useRates, pruneRates                          string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
@@ -94,6 +94,7 @@ func buildQueries(schema string) (queries, error) {
 		"flow_take_keyless": &q.flow.takeKeyless,
 		"flow_use":          &q.flow.use,
 		"flow_use_rates":    &q.flow.useRates,
+		"flow_prune_rates":  &q.flow.pruneRates,
 	})
 	return q, err
 }

@@ -55,8 +55,13 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil || int(n) >= max {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, stmt.flowPruneRates, nowMicros()-time.Hour.Microseconds()); err != nil {
+			return fmt.Errorf("clean up rate states: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("clean up jobs: %w", err)

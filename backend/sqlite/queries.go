@@ -62,6 +62,7 @@ type statements struct {
 	flowTakeKeyless       string
 	flowUse               string
 	flowUseRates          string
+	flowPruneRates        string
 }
 
 // finishInput is the JSON array of [id, fence, outcome, delay_us, error]
@@ -130,6 +131,7 @@ func mustLoadStatements() statements {
 		"flow_take_keyless":       &s.flowTakeKeyless,
 		"flow_use":                &s.flowUse,
 		"flow_use_rates":          &s.flowUseRates,
+		"flow_prune_rates":        &s.flowPruneRates,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("sqlite backend: %v", err))

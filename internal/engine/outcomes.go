@@ -25,8 +25,10 @@ type outcomeWriter struct {
 	// freed wakes the producer of a flow-controlled queue at once: an
 	// outcome written frees a slot its rules count.
 	freed func(queue string)
-	in    chan pendingFinish
-	done  chan struct{}
+	// anyFlow is set when some queue has a Flow.
+	anyFlow bool
+	in      chan pendingFinish
+	done    chan struct{}
 	// abandonCtx is cancelled when a stop runs out of time: writes still
 	// failing then are given up at once instead of retried.
 	abandonCtx context.Context
@@ -58,7 +60,12 @@ type pendingFinish struct {
 
 func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, running *runningJobs, due func(queue string, at time.Time), freed func(queue string)) *outcomeWriter {
 	ctx, cancel := context.WithCancel(context.Background())
+	anyFlow := false
+	for _, q := range cfg.Queues {
+		anyFlow = anyFlow || q.Flow != nil
+	}
 	return &outcomeWriter{
+		anyFlow:    anyFlow,
 		be:         be,
 		cfg:        cfg,
 		logger:     logger,
@@ -215,7 +222,7 @@ func (m *outcomeWriter) wakeForDue(batch []pendingFinish) {
 	now := time.Now()
 	woke := ""
 	for _, p := range batch {
-		if p.queue != "" && p.queue != woke && m.cfg.Queues[p.queue].Flow != nil {
+		if m.anyFlow && p.queue != "" && p.queue != woke && m.cfg.Queues[p.queue].Flow != nil {
 			m.freed(p.queue)
 			woke = p.queue
 		}
