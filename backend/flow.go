@@ -40,6 +40,26 @@ type JobClaimFlowParams struct {
 	// are decided on what is read under the lock).
 	KeysAfter string
 	KeysLimit int
+	// Quick, when set, says the queue's only rule is a global limit: a
+	// store may then decide the whole claim in its first round trip (as
+	// FlowQuick says) and report it in FlowRunning.Quick.
+	Quick *FlowQuick
+}
+
+// FlowQuick is a claim under a global limit alone: take Want jobs for
+// free workers, fewer if the limit leaves fewer slots (Limit minus the
+// jobs running with leases not ended), plus up to Extra for prefetch from
+// the lower half of the limit's slots only (while the running jobs, those
+// for workers and those for prefetch together stay at or below
+// (Limit+1)/2), in claim order whatever their key.
+type FlowQuick struct {
+	Want, Extra, Limit int
+}
+
+// FlowQuickResult is a FlowQuick claim a store decided itself: the jobs it
+// took, in claim order, already committed.
+type FlowQuickResult struct {
+	Jobs []*JobRow
 }
 
 // FlowTx is a flow-controlled claim in progress: one transaction that holds
@@ -77,6 +97,10 @@ type FlowRunning struct {
 	// All counts every running job, lease ended or not (an ordered key's
 	// job stays its head until rescue returns it).
 	All map[string]int
+	// Quick is the claim the store decided itself (JobClaimFlowParams.Quick),
+	// read with Live and All; nil when it did not. The transaction is then
+	// over: the claim function only returns.
+	Quick *FlowQuickResult
 }
 
 // FlowTake is one take of a flow-controlled claim.

@@ -39,28 +39,27 @@ type flowTx struct {
 
 func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
 	r := &backend.FlowRunning{Live: map[string]int{}, All: map[string]int{}}
-	if err := f.tx.QueryRowContext(ctx, f.b.sql.flowState, f.p.Queue).Scan(&r.Now, &r.Paused); err != nil {
-		return nil, fmt.Errorf("read the clock: %w", err)
-	}
-	f.now = r.Now
-	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowRunning, sqlTime(f.now), f.p.Queue)
+	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowRunning, f.p.Queue, f.p.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("read running jobs: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			key       string
+			key       sql.NullString
 			live, all int
 		)
-		if err := rows.Scan(&key, &live, &all); err != nil {
+		if err := rows.Scan(&r.Now, &r.Paused, &key, &live, &all); err != nil {
 			return nil, fmt.Errorf("read running jobs: %w", err)
 		}
-		r.Live[key], r.All[key] = live, all
+		if key.Valid {
+			r.Live[key.String], r.All[key.String] = live, all
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read running jobs: %w", err)
 	}
+	f.now = r.Now
 	return r, nil
 }
 

@@ -36,7 +36,7 @@ type queries struct {
 	stats, leaderUpdate, leaderInsert        string
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
-	flowLock, flowState, flowRunning         string
+	flowLock, flowRunning                    string
 	flowKeyNext, flowRates, flowSaveRate     string
 	flowTakeAny, flowTakeKey, flowTakeBlock  string
 	flowTakeStep, flowHead, flowTakeIDs      string
@@ -65,7 +65,6 @@ func buildQueries(db string) (queries, error) {
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim_select":         &q.claimSelect,
 		"flow_lock":            &q.flowLock,
-		"flow_state":           &q.flowState,
 		"flow_running":         &q.flowRunning,
 		"flow_key_next":        &q.flowKeyNext,
 		"flow_rates":           &q.flowRates,

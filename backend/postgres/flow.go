@@ -55,10 +55,32 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 		})
 		return err
 	})
+	var ticket claimTicket
+	if q := p.Quick; q != nil {
+		// The whole claim, with the claim floor, and its commit.
+		ticket = b.floors.begin(p.Queue, time.Now())
+		if ticket.probe {
+			b.startProbe(p.Queue, ticket.bound)
+		}
+		r.Quick = &backend.FlowQuickResult{}
+		batch.Queue(b.sql.flow.quick, p.Queue, q.Want, micros(p.Lease), p.ClaimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id,
+			q.Extra, q.Limit).Query(func(rows pgx.Rows) (err error) {
+			r.Quick.Jobs, err = collectJobs(rows)
+			return err
+		})
+		batch.Queue("COMMIT")
+		f.committed = true
+	}
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		if p.Quick != nil {
+			b.floors.end(ticket, nil, time.Now())
+		}
 		return fmt.Errorf("claim jobs: take the flow lock: %w", err)
 	}
 	r.Now = r.Now.UTC()
+	if p.Quick != nil {
+		b.floors.end(ticket, lastKey(r.Quick.Jobs), time.Now())
+	}
 	if err := claim(f); err != nil {
 		if !f.committed {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
@@ -224,14 +246,19 @@ func (f *flowTx) takeAnyFloored(ctx context.Context, n int) ([]*backend.JobRow, 
 		b.floors.end(ticket, nil, time.Now())
 		return nil, fmt.Errorf("take jobs: %w", err)
 	}
-	slices.SortFunc(jobs, claimOrder)
-	var last *claimKey
-	if len(jobs) > 0 {
-		j := jobs[len(jobs)-1]
-		last = &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
-	}
-	b.floors.end(ticket, last, time.Now())
+	b.floors.end(ticket, lastKey(jobs), time.Now())
 	return jobs, nil
+}
+
+// lastKey sorts jobs in claim order and returns the last one's key, for
+// the claim floor (nil for none).
+func lastKey(jobs []*backend.JobRow) *claimKey {
+	slices.SortFunc(jobs, claimOrder)
+	if len(jobs) == 0 {
+		return nil
+	}
+	j := jobs[len(jobs)-1]
+	return &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
 }
 
 // claimOrder orders jobs as claims take them: priority, run time, id.

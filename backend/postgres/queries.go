@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"embed"
+	"fmt"
 	"strings"
 
 	"github.com/spoolq/spool/internal/sqltext"
@@ -31,6 +32,8 @@ type flowQueries struct {
 	lock, state, running, keys, rates, saveRates       string
 	takeAny, takeKey, takeBlock, takeStep, takeKeyless string
 	use, useRates, pruneRates                          string
+	// quick is flow_quick.sql's head joined to claim.sql (buildQueries).
+	quick string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
@@ -95,6 +98,22 @@ func buildQueries(schema string) (queries, error) {
 		"flow_use":          &q.flow.use,
 		"flow_use_rates":    &q.flow.useRates,
 		"flow_prune_rates":  &q.flow.pruneRates,
+		"flow_quick":        &q.flow.quick,
 	})
+	if err == nil {
+		q.flow.quick, err = joinQuick(q.flow.quick, q.claim)
+	}
 	return q, err
+}
+
+// joinQuick puts the head of a quick flow claim (flow_quick.sql, its WITH
+// and CTEs) in front of the claim statement's own CTEs, and has the claim
+// take the quick head's allowed count instead of its $2 (which the head
+// then uses for the workers' part).
+func joinQuick(head, claim string) (string, error) {
+	rest, ok := strings.CutPrefix(claim, "WITH ")
+	if !ok || !strings.Contains(rest, "$2") || strings.Contains(rest, "$8") {
+		return "", fmt.Errorf("load SQL: claim.sql no longer fits flow_quick.sql (WITH first, $2 its count, no $8)")
+	}
+	return head + ",\n" + strings.ReplaceAll(rest, "$2", "(SELECT n FROM allowed)"), nil
 }

@@ -466,6 +466,7 @@ func (p *producer) claimFlow(ctx context.Context, want, extra int, claimID strin
 	if after, limit, ok := p.flow.KeysHint(want, extra); ok {
 		params.KeysAfter, params.KeysLimit = after, limit
 	}
+	params.Quick = p.flow.Quick(want, extra)
 	err := p.be.JobClaimFlow(ctx, params,
 		func(tx backend.FlowTx) (err error) {
 			res, commit, err = p.flow.Claim(ctx, tx, want, extra)

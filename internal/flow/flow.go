@@ -154,6 +154,10 @@ func (c *Controller) Claim(ctx context.Context, tx backend.FlowTx, want, extra i
 		}
 		spare = min(spare, max(0, half(r.GlobalLimit)-live-budget))
 	}
+	if run.Quick != nil {
+		res.Jobs = run.Quick.Jobs
+		return res, nop, nil
+	}
 	if budget+spare <= 0 {
 		return res, nop, nil
 	}
@@ -178,6 +182,16 @@ func (c *Controller) keyLimitCannotBind(run *backend.FlowRunning, n int) bool {
 		busiest = max(busiest, live)
 	}
 	return busiest+n <= r.KeyLimit
+}
+
+// Quick returns the claim of want jobs and extra prefetch as a FlowQuick,
+// which a store may decide in one round trip, when the queue's only rule is
+// a global limit; nil otherwise. Its rule is Claim's.
+func (c *Controller) Quick(want, extra int) *backend.FlowQuick {
+	if c.rules.Keyed() || c.rules.GlobalLimit == 0 {
+		return nil
+	}
+	return &backend.FlowQuick{Want: max(want, 0), Extra: max(extra, 0), Limit: c.rules.GlobalLimit}
 }
 
 // prefetchable is how much of extra the rules let a claim prefetch.
