@@ -277,6 +277,16 @@ type countingFlowTx struct {
 	jobs *int
 }
 
+// FlowRunning implements backend.FlowTx, counting the jobs of a claim the
+// store decided itself (FlowQuick).
+func (c countingFlowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
+	run, err := c.FlowTx.FlowRunning(ctx)
+	if err == nil && run.Quick != nil {
+		*c.jobs += len(run.Quick.Jobs)
+	}
+	return run, err
+}
+
 // FlowTake implements backend.FlowTx.
 func (c countingFlowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
 	rows, err := c.FlowTx.FlowTake(ctx, takes, final)
