@@ -216,3 +216,51 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+type startedArgs struct{}
+
+func (startedArgs) Kind() string { return "started_test" }
+
+// TestJobStartedAt: a handler's context carries when the engine started it
+// (after the job was claimed, before the handler's own first line), and
+// other contexts carry none.
+func TestJobStartedAt(t *testing.T) {
+	ctx := context.Background()
+	if _, ok := spool.JobStartedAt(ctx); ok {
+		t.Fatal("a start time outside a job")
+	}
+	be := memory.New()
+	defer be.Close()
+	type seen struct{ started, first time.Time }
+	got := make(chan seen, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[startedArgs]) error {
+		first := time.Now()
+		at, ok := spool.JobStartedAt(ctx)
+		if !ok {
+			t.Error("no start time in the handler's context")
+		}
+		got <- seen{at, first}
+		return nil
+	}))
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inserted := time.Now()
+	if _, err := c.Insert(ctx, startedArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	select {
+	case s := <-got:
+		if s.started.Before(inserted) || s.started.After(s.first) {
+			t.Fatalf("started at %s: want after the insert (%s) and not after the handler's first line (%s)", s.started, inserted, s.first)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not run")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spoolq/spool/internal/engine"
 )
@@ -40,6 +41,19 @@ func RecordOutput(ctx context.Context, v any) error {
 		return fmt.Errorf("record output of job %d: %w", run.ID(), invalid("output", nil, "output must not %s", why))
 	}
 	return run.Record(ctx, out, nil)
+}
+
+// JobStartedAt returns when this process started the handler whose context
+// ctx is (by the local clock): the moment just after its last check that at
+// least half the job's lease was left. A handler that reads the clock itself
+// may see a later time (a process paused in between); the lease guarantees
+// of docs/guarantees.md are about this one. ok is false outside a job.
+func JobStartedAt(ctx context.Context) (at time.Time, ok bool) {
+	run, ok := engine.RunFrom(ctx)
+	if !ok {
+		return time.Time{}, false
+	}
+	return run.StartedAt(), true
 }
 
 // UpdateMetadata merges patch into the metadata of the job whose handler's

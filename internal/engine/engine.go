@@ -420,7 +420,7 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 	}
 	row := rows[0]
 	began := time.Now()
-	f, rejectExpected := e.exec.executeIn(ctx, row)
+	f, rejectExpected := e.exec.executeIn(ctx, row, time.Now())
 	took := time.Since(began)
 	defer e.running.remove([]backend.LeaseRef{row.Lease()})
 	if !rejectExpected {

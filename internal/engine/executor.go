@@ -56,7 +56,7 @@ func (x *executor) start(row *backend.JobRow, claimedAt time.Time, done chan<- s
 			return
 		}
 		began := time.Now()
-		finish, rejectExpected := x.execute(row)
+		finish, rejectExpected := x.executeIn(x.jobsCtx, row, began)
 		took := time.Since(began)
 		if !rejectExpected {
 			x.failures.record(row, finish, took)
@@ -103,16 +103,12 @@ func (x *executor) runnerLoop(task func()) {
 	}
 }
 
-// execute runs one job and returns the outcome to write, and whether the
-// store is expected to reject it: the handler called CompleteTx (if that
-// transaction committed, the write is a fenced no-op; if it rolled back, the
-// outcome is what happened), or the job's lease was found lost.
-func (x *executor) execute(row *backend.JobRow) (f *backend.JobFinish, rejectExpected bool) {
-	return x.executeIn(x.jobsCtx, row)
-}
-
-// executeIn is execute with the job's context derived from parent.
-func (x *executor) executeIn(parent context.Context, row *backend.JobRow) (f *backend.JobFinish, rejectExpected bool) {
+// executeIn runs one job, started at startedAt, in a context derived from
+// parent, and returns the outcome to write, and whether the store is
+// expected to reject it: the handler called CompleteTx (if that transaction
+// committed, the write is a fenced no-op; if it rolled back, the outcome is
+// what happened), or the job's lease was found lost.
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow, startedAt time.Time) (f *backend.JobFinish, rejectExpected bool) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
@@ -132,7 +128,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow) (f *ba
 	}
 	started := time.Now()
 	x.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, attempt: int(row.Attempt), started: started, timeout: timeout, ctx: runCtx, cancel: cancel})
-	err := safeRun(withRun(runCtx, x.out.be, row), h.Run, row)
+	err := safeRun(withRun(runCtx, x.out.be, row, startedAt), h.Run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)

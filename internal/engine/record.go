@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -19,13 +20,16 @@ type Run struct {
 	// last one left it.
 	mu       sync.Mutex
 	metadata json.RawMessage
+	// startedAt is when the executor started the handler, just after its
+	// last check that at least half the lease was left.
+	startedAt time.Time
 }
 
 type runKey struct{}
 
-// withRun returns ctx carrying the run of row.
-func withRun(ctx context.Context, be backend.Backend, row *backend.JobRow) context.Context {
-	return context.WithValue(ctx, runKey{}, &Run{be: be, lease: row.Lease(), metadata: row.Metadata})
+// withRun returns ctx carrying the run of row, started at startedAt.
+func withRun(ctx context.Context, be backend.Backend, row *backend.JobRow, startedAt time.Time) context.Context {
+	return context.WithValue(ctx, runKey{}, &Run{be: be, lease: row.Lease(), metadata: row.Metadata, startedAt: startedAt})
 }
 
 // RunFrom returns the run a handler's context carries.
@@ -36,6 +40,10 @@ func RunFrom(ctx context.Context) (*Run, bool) {
 
 // ID is the running job's id.
 func (r *Run) ID() int64 { return r.lease.ID }
+
+// StartedAt is when the executor started the handler (the local clock),
+// just after its last check of the lease.
+func (r *Run) StartedAt() time.Time { return r.startedAt }
 
 // Record writes output (when not nil) and the metadata that update makes of
 // the current one (when update is not nil), under the job's lease. It

@@ -1091,7 +1091,8 @@ lose it) and the final rows, and counts breaches of docs/guarantees.md:
 	runs_after_committed_completion  a handler start after the job's completion committed
 	stale_completions_accepted       an effect row under a fence not the job's final one
 	overlapping_live_leases          two claims of one job live at once
-	late_starts                      a handler start at or after its claim's lease end
+	late_starts                      a start (spool.JobStartedAt: the engine's last lease
+	                                 check) at or after its claim's lease end
 	duplicate_effects                more than one effect row (CompleteTx) for a job
 	missing_effects                  a CompleteTx job completed without its effect row
 	slow_stops                       a worker sent SIGTERM still running 2 s after its Stop deadline

@@ -209,7 +209,14 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	}
 	ws := spool.NewWorkers()
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[chaosArgs]) error {
-		start := chaosStart{ID: j.ID, Fence: j.Fence, Attempt: j.Attempt, Proc: *proc, At: time.Now()}
+		// The start is the engine's (its last lease check), not this
+		// line's: a process paused between the two would otherwise show a
+		// start no code could have prevented.
+		at, ok := spool.JobStartedAt(ctx)
+		if !ok {
+			return errors.New("bench chaos worker: no start time in the job's context")
+		}
+		start := chaosStart{ID: j.ID, Fence: j.Fence, Attempt: j.Attempt, Proc: *proc, At: at}
 		if j.LeasedUntil != nil {
 			start.LeasedUntil = *j.LeasedUntil
 		}
