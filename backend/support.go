@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Migration is one schema migration file of a backend.
@@ -202,18 +203,47 @@ func NullText(b []byte) any {
 	return string(b)
 }
 
-// SortFlowUse returns the keys of use busiest first (running, then pending,
-// then key), at most limit of them (0: DefaultListLimit).
-func SortFlowUse(use map[string]*FlowKeyUse, limit int) []FlowKeyUse {
+// FlowUses collects a queue's flow use, by key, from what a store reads.
+type FlowUses map[string]*FlowKeyUse
+
+func (u FlowUses) key(k string) *FlowKeyUse {
+	x, ok := u[k]
+	if !ok {
+		x = &FlowKeyUse{Key: k}
+		u[k] = x
+	}
+	return x
+}
+
+// Add counts running and pending jobs of key k.
+func (u FlowUses) Add(k string, running, pending int) {
+	x := u.key(k)
+	x.Running += running
+	x.Pending += pending
+}
+
+// SetRate records key k's rate state.
+func (u FlowUses) SetRate(k string, tat time.Time) {
+	u.key(k).RateTAT = &tat
+}
+
+// Sorted returns the keys busiest first (running, then pending, then key),
+// at most limit of them (0: DefaultListLimit).
+func (u FlowUses) Sorted(limit int) []FlowKeyUse {
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
-	out := make([]FlowKeyUse, 0, len(use))
-	for _, u := range use {
-		out = append(out, *u)
+	out := make([]FlowKeyUse, 0, len(u))
+	for _, x := range u {
+		out = append(out, *x)
 	}
 	slices.SortFunc(out, func(a, b FlowKeyUse) int {
 		return cmp.Or(cmp.Compare(b.Running, a.Running), cmp.Compare(b.Pending, a.Pending), cmp.Compare(a.Key, b.Key))
 	})
 	return out[:min(len(out), limit)]
+}
+
+// ClaimOrder orders jobs as claims take them: priority, run time, id.
+func ClaimOrder(a, b *JobRow) int {
+	return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 }

@@ -102,7 +102,7 @@ func (tx *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final 
 				cand = append(cand, j)
 			}
 		}
-		order := claimOrder
+		order := backend.ClaimOrder
 		if !t.Any && t.Key != "" && t.Order != backend.FlowOrderNone {
 			order = func(a, b *backend.JobRow) int { return cmp.Compare(a.ID, b.ID) }
 		}
@@ -144,36 +144,26 @@ func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParam
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := now()
-	use := map[string]*backend.FlowKeyUse{}
-	get := func(k string) *backend.FlowKeyUse {
-		u, ok := use[k]
-		if !ok {
-			u = &backend.FlowKeyUse{Key: k}
-			use[k] = u
-		}
-		return u
-	}
+	use := backend.FlowUses{}
 	for _, j := range s.jobs {
 		if j.Queue != p.Queue {
 			continue
 		}
 		switch {
+		case j.State == backend.StateRunning && j.LeasedUntil.After(t):
+			use.Add(j.FlowKey, 1, 0)
 		case j.State == backend.StateRunning:
-			u := get(j.FlowKey)
-			if j.LeasedUntil.After(t) {
-				u.Running++
-			}
+			use.Add(j.FlowKey, 0, 0) // listed, as the SQL stores list it
 		case pending(j.State):
-			get(j.FlowKey).Pending++
+			use.Add(j.FlowKey, 0, 1)
 		}
 	}
 	for k, tat := range s.rates {
 		if k[0] == p.Queue && tat.After(t) {
-			at := tat
-			get(k[1]).RateTAT = &at
+			use.SetRate(k[1], tat)
 		}
 	}
-	return backend.SortFlowUse(use, p.Limit), nil
+	return use.Sorted(p.Limit), nil
 }
 
 // pruneRates drops rate states whose time is before cutoff: a past time

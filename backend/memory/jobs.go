@@ -104,7 +104,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 			due = append(due, j)
 		}
 	}
-	slices.SortFunc(due, claimOrder)
+	slices.SortFunc(due, backend.ClaimOrder)
 	if len(due) > p.Max {
 		due = due[:max(p.Max, 0)]
 	}

@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"encoding/json"
 	"slices"
 	"sync"
@@ -120,11 +119,6 @@ func (s *store) holder(key string) (*backend.JobRow, bool) {
 	}
 	delete(s.unique, key)
 	return nil, false
-}
-
-// claimOrder is the order claims take pending jobs in: priority, run time, id.
-func claimOrder(a, b *backend.JobRow) int {
-	return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 }
 
 // held reports whether l is the running lease of its job; s.mu is held.

@@ -36,24 +36,8 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	slices.SortFunc(jobs, claimOrder)
+	slices.SortFunc(jobs, backend.ClaimOrder)
 	return jobs, nil
-}
-
-func claimOrder(a, b *backend.JobRow) int {
-	if a.Priority != b.Priority {
-		return int(a.Priority) - int(b.Priority)
-	}
-	if c := a.RunAt.Compare(b.RunAt); c != 0 {
-		return c
-	}
-	switch {
-	case a.ID < b.ID:
-		return -1
-	case a.ID > b.ID:
-		return 1
-	}
-	return 0
 }
 
 // claimPessimistic locks a batch with SELECT … FOR UPDATE SKIP LOCKED and

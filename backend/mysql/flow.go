@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/sqlfilter"
 )
 
 // JobClaimFlow implements backend.Backend: one READ COMMITTED transaction
@@ -200,7 +201,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 	for _, j := range picked {
 		markClaimed(j, f.now, cp)
 	}
-	slices.SortFunc(picked, claimOrder)
+	slices.SortFunc(picked, backend.ClaimOrder)
 	return picked, nil
 }
 
@@ -230,44 +231,29 @@ func (f *flowTx) keylessHead(ctx context.Context, window int) ([]int64, error) {
 
 // QueueFlowUse implements backend.Backend.
 func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
-	use := map[string]*backend.FlowKeyUse{}
-	rows, err := b.db.QueryContext(ctx, b.sql.flowUse, p.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("queue flow use: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		u := &backend.FlowKeyUse{}
-		if err := rows.Scan(&u.Key, &u.Running, &u.Pending); err != nil {
-			return nil, fmt.Errorf("queue flow use: %w", err)
-		}
-		use[u.Key] = u
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("queue flow use: %w", err)
-	}
-	rates, err := b.db.QueryContext(ctx, b.sql.flowUseRates, p.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("queue flow use: %w", err)
-	}
-	defer rates.Close()
-	for rates.Next() {
+	use := backend.FlowUses{}
+	err := sqlfilter.ReadRows(ctx, b.db, func(rows *sql.Rows) error {
 		var (
-			key string
-			tat time.Time
+			key              string
+			running, pending int
 		)
-		if err := rates.Scan(&key, &tat); err != nil {
-			return nil, fmt.Errorf("queue flow use: %w", err)
-		}
-		u, ok := use[key]
-		if !ok {
-			u = &backend.FlowKeyUse{Key: key}
-			use[key] = u
-		}
-		u.RateTAT = &tat
+		err := rows.Scan(&key, &running, &pending)
+		use.Add(key, running, pending)
+		return err
+	}, b.sql.flowUse, p.Queue)
+	if err == nil {
+		err = sqlfilter.ReadRows(ctx, b.db, func(rows *sql.Rows) error {
+			var (
+				key string
+				tat time.Time
+			)
+			err := rows.Scan(&key, &tat)
+			use.SetRate(key, tat)
+			return err
+		}, b.sql.flowUseRates, p.Queue)
 	}
-	if err := rates.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("queue flow use: %w", err)
 	}
-	return backend.SortFlowUse(use, p.Limit), nil
+	return use.Sorted(p.Limit), nil
 }

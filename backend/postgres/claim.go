@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,22 +34,8 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		b.floors.end(ticket, nil, time.Now())
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	// UPDATE … RETURNING does not keep the CTE's order.
-	slices.SortFunc(jobs, func(a, b *backend.JobRow) int {
-		if a.Priority != b.Priority {
-			return int(a.Priority) - int(b.Priority)
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return int(a.ID - b.ID)
-	})
-	var last *claimKey
-	if len(jobs) > 0 {
-		j := jobs[len(jobs)-1]
-		last = &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
-	}
-	b.floors.end(ticket, last, time.Now())
+	// UPDATE … RETURNING does not keep the CTE's order: lastKey sorts.
+	b.floors.end(ticket, lastKey(jobs), time.Now())
 	return jobs, nil
 }
 

@@ -219,7 +219,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 	if err := f.conn.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("take jobs: %w", err)
 	}
-	slices.SortFunc(jobs, claimOrder)
+	slices.SortFunc(jobs, backend.ClaimOrder)
 	return jobs, nil
 }
 
@@ -253,7 +253,7 @@ func (f *flowTx) takeAnyFloored(ctx context.Context, n int) ([]*backend.JobRow, 
 // lastKey sorts jobs in claim order and returns the last one's key, for
 // the claim floor (nil for none).
 func lastKey(jobs []*backend.JobRow) *claimKey {
-	slices.SortFunc(jobs, claimOrder)
+	slices.SortFunc(jobs, backend.ClaimOrder)
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -261,20 +261,9 @@ func lastKey(jobs []*backend.JobRow) *claimKey {
 	return &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
 }
 
-// claimOrder orders jobs as claims take them: priority, run time, id.
-func claimOrder(a, b *backend.JobRow) int {
-	if a.Priority != b.Priority {
-		return int(a.Priority) - int(b.Priority)
-	}
-	if c := a.RunAt.Compare(b.RunAt); c != 0 {
-		return c
-	}
-	return int(a.ID - b.ID)
-}
-
 // QueueFlowUse implements backend.Backend.
 func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
-	use := map[string]*backend.FlowKeyUse{}
+	use := backend.FlowUses{}
 	batch := &pgx.Batch{}
 	batch.Queue(b.sql.flow.use, p.Queue).Query(func(rows pgx.Rows) error {
 		var (
@@ -282,7 +271,7 @@ func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParam
 			running, pending int
 		)
 		_, err := pgx.ForEachRow(rows, []any{&key, &running, &pending}, func() error {
-			use[key] = &backend.FlowKeyUse{Key: key, Running: running, Pending: pending}
+			use.Add(key, running, pending)
 			return nil
 		})
 		return err
@@ -293,13 +282,7 @@ func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParam
 			tat time.Time
 		)
 		_, err := pgx.ForEachRow(rows, []any{&key, &tat}, func() error {
-			u, ok := use[key]
-			if !ok {
-				u = &backend.FlowKeyUse{Key: key}
-				use[key] = u
-			}
-			at := tat.UTC()
-			u.RateTAT = &at
+			use.SetRate(key, tat.UTC())
 			return nil
 		})
 		return err
@@ -307,5 +290,5 @@ func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParam
 	if err := b.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("queue flow use: %w", err)
 	}
-	return backend.SortFlowUse(use, p.Limit), nil
+	return use.Sorted(p.Limit), nil
 }

@@ -42,15 +42,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	slices.SortFunc(jobs, func(a, b *backend.JobRow) int {
-		if a.Priority != b.Priority {
-			return int(a.Priority) - int(b.Priority)
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return int(a.ID - b.ID)
-	})
+	slices.SortFunc(jobs, backend.ClaimOrder)
 	return jobs, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/sqlfilter"
 )
 
 // JobClaimFlow implements backend.Backend: the write transaction is the
@@ -169,60 +170,36 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 	if err := flush(); err != nil {
 		return nil, fmt.Errorf("take jobs: %w", err)
 	}
-	slices.SortFunc(jobs, func(a, b *backend.JobRow) int {
-		if a.Priority != b.Priority {
-			return int(a.Priority) - int(b.Priority)
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return int(a.ID - b.ID)
-	})
+	slices.SortFunc(jobs, backend.ClaimOrder)
 	return jobs, nil
 }
 
 // QueueFlowUse implements backend.Backend.
 func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
 	now := nowMicros()
-	use := map[string]*backend.FlowKeyUse{}
-	rows, err := b.st.readers.QueryContext(ctx, stmt.flowUse, p.Queue, now)
-	if err != nil {
-		return nil, fmt.Errorf("queue flow use: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		u := &backend.FlowKeyUse{}
-		if err := rows.Scan(&u.Key, &u.Running, &u.Pending); err != nil {
-			return nil, fmt.Errorf("queue flow use: %w", err)
-		}
-		use[u.Key] = u
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("queue flow use: %w", err)
-	}
-	rates, err := b.st.readers.QueryContext(ctx, stmt.flowUseRates, p.Queue, now)
-	if err != nil {
-		return nil, fmt.Errorf("queue flow use: %w", err)
-	}
-	defer rates.Close()
-	for rates.Next() {
+	use := backend.FlowUses{}
+	err := sqlfilter.ReadRows(ctx, b.st.readers, func(rows *sql.Rows) error {
 		var (
-			key string
-			tat int64
+			key              string
+			running, pending int
 		)
-		if err := rates.Scan(&key, &tat); err != nil {
-			return nil, fmt.Errorf("queue flow use: %w", err)
-		}
-		u, ok := use[key]
-		if !ok {
-			u = &backend.FlowKeyUse{Key: key}
-			use[key] = u
-		}
-		at := fromMicros(tat)
-		u.RateTAT = &at
+		err := rows.Scan(&key, &running, &pending)
+		use.Add(key, running, pending)
+		return err
+	}, stmt.flowUse, p.Queue, now)
+	if err == nil {
+		err = sqlfilter.ReadRows(ctx, b.st.readers, func(rows *sql.Rows) error {
+			var (
+				key string
+				tat int64
+			)
+			err := rows.Scan(&key, &tat)
+			use.SetRate(key, fromMicros(tat))
+			return err
+		}, stmt.flowUseRates, p.Queue, now)
 	}
-	if err := rates.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("queue flow use: %w", err)
 	}
-	return backend.SortFlowUse(use, p.Limit), nil
+	return use.Sorted(p.Limit), nil
 }

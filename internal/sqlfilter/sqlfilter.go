@@ -1,11 +1,12 @@
 // Package sqlfilter builds what the SQL backends that bind with ? (SQLite,
 // MySQL/MariaDB) build alike: the filter conditions of job listings and bulk
-// actions, whose shape depends on which filters are given, and the reading
-// of a bulk batch. Every value is bound; only column names and placeholders
-// are written into the statement.
+// actions, whose shape depends on which filters are given, the reading of
+// a bulk batch, and row-by-row reads (ReadRows). Every value is bound; only
+// column names and placeholders are written into the statement.
 package sqlfilter
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 	"time"
@@ -119,3 +120,23 @@ func ReadBatch(rows *sql.Rows, action backend.BulkAction) (*Batch, error) {
 
 // IDList returns "(?, ?, …)" for n ids.
 func IDList(n int) string { return "(?" + strings.Repeat(", ?", n-1) + ")" }
+
+// Querier is what ReadRows queries: a *sql.DB, *sql.Tx or *sql.Conn.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// ReadRows runs query on q and calls scan for each row.
+func ReadRows(ctx context.Context, q Querier, scan func(*sql.Rows) error, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -142,39 +142,9 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		func() *plot.Figure { return drainFigure(&res, samples) })
 }
 
-// waitDrained waits until the counter has seen every completion written. If
-// nothing moves for stallTimeout and no job is left pending or running (some
-// failed instead of completing), it gives up with the queue's counts.
+// waitDrained is waitDrainedQueue on the default queue.
 func waitDrained(ctx context.Context, client *spool.Client, counter *completionCounter, handled *atomic.Int64) error {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	lastWritten, lastHandled, lastChange := int64(-1), int64(-1), time.Now()
-	for {
-		select {
-		case <-counter.done:
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("bench drain: interrupted at %d of %d completions: %w", counter.Written(), counter.target, ctx.Err())
-		case now := <-tick.C:
-			w, h := counter.Written(), handled.Load()
-			if w != lastWritten || h != lastHandled {
-				lastWritten, lastHandled, lastChange = w, h, now
-				continue
-			}
-			if now.Sub(lastChange) < stallTimeout {
-				continue
-			}
-			lastChange = now
-			stats, err := queueStats(ctx, client, spool.DefaultQueue)
-			if err != nil {
-				continue // a transient error; the wait goes on
-			}
-			if pendingCount(stats) == 0 {
-				return fmt.Errorf("bench drain: stalled at %d of %d completions with nothing left to run: %s",
-					w, counter.target, formatCounts(stats))
-			}
-		}
-	}
+	return waitDrainedQueue(ctx, client, spool.DefaultQueue, counter, handled)
 }
 
 // withCause prefers the context's cause (the --timeout message) when the
