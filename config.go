@@ -90,8 +90,9 @@ type QueueConfig struct {
 	// Prefetch is how many claimed jobs may wait locally for a free worker,
 	// so that workers rarely wait for the database. The producer refills when
 	// the local buffer falls to half of it. Negative disables prefetch.
-	// Defaults to MaxWorkers. A queue with Flow claims only for free
-	// workers: a prefetched job would hold one of the flow's slots idle.
+	// Defaults to MaxWorkers. Under a Flow, prefetched jobs count against
+	// the limits, so they are taken only from the lower half of a limit's
+	// slots, and not at all under a rate or an order (docs/flow.md).
 	Prefetch int
 	// Flow limits how many of the queue's jobs run and start across all
 	// processes, and shares claims among flow keys (nil: no flow control).
