@@ -264,3 +264,43 @@ func TestJobStartedAt(t *testing.T) {
 		t.Fatal("the job did not run")
 	}
 }
+
+// claimCounter counts flow claims.
+type claimCounter struct {
+	*memory.Backend
+	flowClaims atomic.Int64
+}
+
+func (c *claimCounter) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
+	c.flowClaims.Add(1)
+	return c.Backend.JobClaimFlow(ctx, p, claim)
+}
+
+// TestFlowIdleQueueIsNotPolledFast: a flow-held queue looks again every
+// FlowPollInterval, but an idle one (nothing held back: no jobs) only at
+// the ordinary poll.
+func TestFlowIdleQueueIsNotPolledFast(t *testing.T) {
+	ctx := context.Background()
+	be := &claimCounter{Backend: memory.New()}
+	defer be.Close()
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[startedArgs]) error { return nil }))
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers: ws,
+		Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 4, Flow: &spool.Flow{
+			GlobalLimit: 10, KeyLimit: 1, Rate: &spool.RateLimit{Limit: 2, Per: time.Second, Burst: 1}}}},
+		PollInterval:     500 * time.Millisecond,
+		FlowPollInterval: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	time.Sleep(time.Second)
+	if n := be.flowClaims.Load(); n > 5 {
+		t.Fatalf("%d flow claims in 1 s on an idle queue, want about 2 (the 500 ms poll), not one per 10 ms", n)
+	}
+}

@@ -84,6 +84,8 @@ type Controller struct {
 	// (keylessMisses), up to keylessMaxWait.
 	keylessAt     time.Time
 	keylessMisses int
+	// keylessSeen: the last look for jobs without a key found some.
+	keylessSeen bool
 }
 
 // How long the look for jobs without a key is put off after empty ones:
@@ -228,7 +230,11 @@ type group struct {
 	quota  int // the units it is given
 	got    int
 	looked bool // a take asked it for jobs
-	tat    time.Time
+	// limited: a rule let it start fewer than the workers wanted; wait is
+	// how long until its rate lets it start one, when positive.
+	limited bool
+	wait    time.Duration
+	tat     time.Time
 }
 
 func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *backend.FlowRunning, budget, spare, limit int, res Result) (Result, func(), error) {
@@ -271,15 +277,10 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 			tokens := int(ahead / interval)
 			if tokens < g.rule {
 				g.rule = max(tokens, 0)
-				wait := g.tat.Add(-time.Duration(r.Rate.Burst-1) * interval).Sub(run.Now)
-				if wait > 0 && (res.RetryIn == 0 || wait < res.RetryIn) {
-					res.RetryIn = wait
-				}
+				g.wait = g.tat.Add(-time.Duration(r.Rate.Burst-1) * interval).Sub(run.Now)
 			}
 		}
-		if g.rule < budget {
-			res.Held = true
-		}
+		g.limited = g.rule < budget
 		g.rule = max(g.rule, 0)
 		g.cap = min(g.rule, budget)
 		groups = append(groups, g)
@@ -303,6 +304,17 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 	jobs, err := c.take(ctx, tx, groups, budget+spare, r.Rate.Limit == 0)
 	if err != nil {
 		return res, nil, err
+	}
+	for _, g := range groups {
+		// A key listed has pending jobs; the jobs without a key are known
+		// to have some when the take filled their quota, or, when a rule
+		// left them none to take, if the last look found some.
+		if g.limited && (g.key != "" || g.got > 0 && g.got == g.quota || !g.looked && c.keylessSeen) {
+			res.Held = true
+			if g.wait > 0 && (res.RetryIn == 0 || g.wait < res.RetryIn) {
+				res.RetryIn = g.wait
+			}
+		}
 	}
 	if len(jobs) < budget {
 		// Keys that ran out of due jobs lose their credit; if others used
@@ -338,6 +350,9 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 		}
 	}
 	commit := func() {
+		if keylessLooked {
+			c.keylessSeen = keylessFound
+		}
 		switch {
 		case keylessFound:
 			c.keylessMisses, c.keylessAt = 0, time.Time{}
