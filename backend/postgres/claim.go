@@ -21,21 +21,19 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if b.strategy == StrategyOptimistic {
 		return b.claimOptimistic(ctx, p)
 	}
-	ticket := b.floors.begin(p.Queue, time.Now())
-	if ticket.probe {
-		b.startProbe(p.Queue, ticket.bound)
-	}
 	var jobs []*backend.JobRow
-	err := b.queryInTx(ctx, "BEGIN", func(rows pgx.Rows) (err error) {
-		jobs, err = collectJobs(rows)
-		return err
-	}, b.sql.claim, p.Queue, p.Max, micros(p.Lease), p.ClaimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id)
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	batch.Queue(claimSettings)
+	floored := b.queueFloored(batch, &jobs, b.sql.claim, p.Queue, p.Max, p.Lease, p.ClaimID)
+	batch.Queue("COMMIT")
+	// Close returns the first error, COMMIT's included: the floor moves
+	// only for a claim that committed.
+	err := b.pool.SendBatch(ctx, batch).Close()
+	floored(err)
 	if err != nil {
-		b.floors.end(ticket, nil, time.Now())
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	// UPDATE … RETURNING does not keep the CTE's order: lastKey sorts.
-	b.floors.end(ticket, lastKey(jobs), time.Now())
 	return jobs, nil
 }
 

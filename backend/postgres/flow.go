@@ -55,32 +55,20 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 		})
 		return err
 	})
-	var ticket claimTicket
+	floored := func(error) {}
 	if q := p.Quick; q != nil {
 		// The whole claim, with the claim floor, and its commit.
-		ticket = b.floors.begin(p.Queue, time.Now())
-		if ticket.probe {
-			b.startProbe(p.Queue, ticket.bound)
-		}
 		r.Quick = &backend.FlowQuickResult{}
-		batch.Queue(b.sql.flow.quick, p.Queue, q.Want, micros(p.Lease), p.ClaimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id,
-			q.Extra, q.Limit).Query(func(rows pgx.Rows) (err error) {
-			r.Quick.Jobs, err = collectJobs(rows)
-			return err
-		})
+		floored = b.queueFloored(batch, &r.Quick.Jobs, b.sql.flow.quick, p.Queue, q.Want, p.Lease, p.ClaimID, q.Extra, q.Limit)
 		batch.Queue("COMMIT")
 		f.committed = true
 	}
-	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
-		if p.Quick != nil {
-			b.floors.end(ticket, nil, time.Now())
-		}
+	err = conn.SendBatch(ctx, batch).Close()
+	floored(err)
+	if err != nil {
 		return fmt.Errorf("claim jobs: take the flow lock: %w", err)
 	}
 	r.Now = r.Now.UTC()
-	if p.Quick != nil {
-		b.floors.end(ticket, lastKey(r.Quick.Jobs), time.Now())
-	}
 	if err := claim(f); err != nil {
 		if !f.committed {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
@@ -167,10 +155,13 @@ func (f *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) e
 }
 
 // FlowTake sends every take in one round trip.
+//
+// A take of any key is JobClaim's own statement, from the claim floor
+// (floor.go): without the floor every claim would walk the index entries of
+// the jobs claimed since VACUUM last ran, from the head of the queue. The
+// floor moves once the round trip is back; the controller makes such a
+// take final, so its commit came with it.
 func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
-	if len(takes) == 1 && takes[0].Any && final {
-		return f.takeAnyFloored(ctx, takes[0].Max)
-	}
 	q := &f.b.sql.flow
 	lease := micros(f.p.Lease)
 	batch := &pgx.Batch{}
@@ -186,10 +177,16 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		maxes []int32
 	}
 	byOrder := map[backend.FlowOrder]*keyTakes{}
+	floored := []func(error){}
 	for _, t := range takes {
 		switch {
 		case t.Any:
-			batch.Queue(q.takeAny, f.p.Queue, t.Max, lease, f.p.ClaimID).Query(collect)
+			var got []*backend.JobRow
+			done := f.b.queueFloored(batch, &got, f.b.sql.claim, f.p.Queue, t.Max, f.p.Lease, f.p.ClaimID)
+			floored = append(floored, func(err error) {
+				jobs = append(jobs, got...)
+				done(err)
+			})
 		case t.Key == "":
 			batch.Queue(q.takeKeyless, f.p.Queue, t.Max, lease, f.p.ClaimID, t.Window).Query(collect)
 		default:
@@ -216,38 +213,40 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		batch.Queue("COMMIT")
 		f.committed = true
 	}
-	if err := f.conn.SendBatch(ctx, batch).Close(); err != nil {
+	err := f.conn.SendBatch(ctx, batch).Close()
+	for _, done := range floored {
+		done(err)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("take jobs: %w", err)
 	}
 	slices.SortFunc(jobs, backend.ClaimOrder)
 	return jobs, nil
 }
 
-// takeAnyFloored is a final take of any key: the claim statement of
-// JobClaim, with its claim floor (floor.go), committed in the same round
-// trip. Without the floor every claim would walk the index entries of the
-// jobs claimed since VACUUM last ran, from the head of the queue.
-func (f *flowTx) takeAnyFloored(ctx context.Context, n int) ([]*backend.JobRow, error) {
-	b := f.b
-	ticket := b.floors.begin(f.p.Queue, time.Now())
+// queueFloored queues on batch a claim statement that starts at queue's
+// claim floor (claim.sql, or flow_quick.sql built on it: queue, n, lease,
+// claim id, the floor's key, then extra), its rows read into jobs. The
+// returned function, called with the batch's error once it is back, sorts
+// jobs into claim order (UPDATE … RETURNING does not keep the CTE's) and
+// moves the floor past the last, or leaves the floor on an error.
+func (b *Backend) queueFloored(batch *pgx.Batch, jobs *[]*backend.JobRow, query, queue string, n int, lease time.Duration, claimID string, extra ...any) func(error) {
+	ticket := b.floors.begin(queue, time.Now())
 	if ticket.probe {
-		b.startProbe(f.p.Queue, ticket.bound)
+		b.startProbe(queue, ticket.bound)
 	}
-	var jobs []*backend.JobRow
-	batch := &pgx.Batch{}
-	batch.Queue(b.sql.claim, f.p.Queue, n, micros(f.p.Lease), f.p.ClaimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id).
-		Query(func(rows pgx.Rows) (err error) {
-			jobs, err = collectJobs(rows)
-			return err
-		})
-	batch.Queue("COMMIT")
-	f.committed = true
-	if err := f.conn.SendBatch(ctx, batch).Close(); err != nil {
-		b.floors.end(ticket, nil, time.Now())
-		return nil, fmt.Errorf("take jobs: %w", err)
+	args := append([]any{queue, n, micros(lease), claimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id}, extra...)
+	batch.Queue(query, args...).Query(func(rows pgx.Rows) (err error) {
+		*jobs, err = collectJobs(rows)
+		return err
+	})
+	return func(err error) {
+		if err != nil {
+			b.floors.end(ticket, nil, time.Now())
+			return
+		}
+		b.floors.end(ticket, lastKey(*jobs), time.Now())
 	}
-	b.floors.end(ticket, lastKey(jobs), time.Now())
-	return jobs, nil
 }
 
 // lastKey sorts jobs in claim order and returns the last one's key, for

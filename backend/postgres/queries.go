@@ -29,9 +29,9 @@ type queries struct {
 
 // flowQueries are the statements of flow-controlled claims (flow.go).
 type flowQueries struct {
-	lock, state, running, keys, rates, saveRates       string
-	takeAny, takeKey, takeBlock, takeStep, takeKeyless string
-	use, useRates, pruneRates                          string
+	lock, state, running, keys, rates, saveRates string
+	takeKey, takeBlock, takeStep, takeKeyless    string
+	use, useRates, pruneRates                    string
 	// quick is flow_quick.sql's head joined to claim.sql (buildQueries).
 	quick string
 }
@@ -90,7 +90,6 @@ func buildQueries(schema string) (queries, error) {
 		"flow_keys":         &q.flow.keys,
 		"flow_rates":        &q.flow.rates,
 		"flow_save_rates":   &q.flow.saveRates,
-		"flow_take_any":     &q.flow.takeAny,
 		"flow_take_key":     &q.flow.takeKey,
 		"flow_take_block":   &q.flow.takeBlock,
 		"flow_take_step":    &q.flow.takeStep,

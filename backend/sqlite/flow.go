@@ -145,7 +145,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		var err error
 		switch {
 		case t.Any:
-			err = run(stmt.flowTakeAny, append(slices.Clone(base), t.Max)...)
+			err = run(stmt.claim, append(slices.Clone(base), t.Max)...) // JobClaim's own statement
 		case t.Key == "":
 			err = run(stmt.flowTakeKeyless, append(slices.Clone(base), t.Max, t.Window)...)
 		default:

@@ -54,7 +54,6 @@ type statements struct {
 	flowKeys              string
 	flowRate              string
 	flowSaveRate          string
-	flowTakeAny           string
 	flowTakeKeys          string
 	flowPartKey           string
 	flowPartBlock         string
@@ -123,7 +122,6 @@ func mustLoadStatements() statements {
 		"flow_keys":               &s.flowKeys,
 		"flow_rate":               &s.flowRate,
 		"flow_save_rate":          &s.flowSaveRate,
-		"flow_take_any":           &s.flowTakeAny,
 		"flow_take_keys":          &s.flowTakeKeys,
 		"flow_part_key":           &s.flowPartKey,
 		"flow_part_block":         &s.flowPartBlock,

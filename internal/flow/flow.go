@@ -8,6 +8,7 @@ package flow
 
 import (
 	"context"
+	"maps"
 	"math"
 	"time"
 
@@ -331,9 +332,8 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 	if r.Rate.Limit > 0 {
 		saved := map[string]time.Time{}
 		for _, g := range groups {
-			n := countKey(jobs, g.key)
-			if n > 0 {
-				saved[g.key] = g.tat.Add(time.Duration(n) * interval)
+			if g.got > 0 {
+				saved[g.key] = g.tat.Add(time.Duration(g.got) * interval)
 			}
 		}
 		if len(saved) > 0 {
@@ -363,11 +363,11 @@ func (c *Controller) claimKeyed(ctx context.Context, tx backend.FlowTx, run *bac
 		}
 		if !cut {
 			// Every key was listed: credits of keys without work go.
-			for k := range credit {
-				if !contains(keys, k) {
-					delete(credit, k)
-				}
+			listed := make(map[string]bool, len(groups))
+			for _, g := range groups {
+				listed[g.key] = true
 			}
+			maps.DeleteFunc(credit, func(k string, _ int) bool { return !listed[k] })
 			c.after = "" // the listing wrapped: the first key leads next time
 		} else {
 			c.after = keys[len(keys)-1]
@@ -461,29 +461,14 @@ func (c *Controller) take(ctx context.Context, tx backend.FlowTx, groups []*grou
 	if err != nil {
 		return nil, err
 	}
+	got := make(map[string]int, len(takes))
+	for _, j := range jobs {
+		got[j.FlowKey]++
+	}
 	for _, g := range groups {
-		g.got += countKey(jobs, g.key)
+		g.got = got[g.key]
 	}
 	return jobs, nil
-}
-
-func countKey(jobs []*backend.JobRow, key string) int {
-	n := 0
-	for _, j := range jobs {
-		if j.FlowKey == key {
-			n++
-		}
-	}
-	return n
-}
-
-func contains(keys []string, k string) bool {
-	for _, x := range keys {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 func cloneCredit(m map[string]int) map[string]int {
