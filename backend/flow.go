@@ -40,20 +40,28 @@ type JobClaimFlowParams struct {
 	// are decided on what is read under the lock).
 	KeysAfter string
 	KeysLimit int
-	// Quick, when set, says the queue's only rule is a global limit: a
-	// store may then decide the whole claim in its first round trip (as
-	// FlowQuick says) and report it in FlowRunning.Quick.
+	// CountAll says the claim reads FlowRunning.All (its rules order keys):
+	// without it a store may leave All empty, and count only the jobs
+	// whose lease has not ended.
+	CountAll bool
+	// Quick, when set, offers the store the whole claim as one decision
+	// (FlowQuick): a store may then decide it in its first round trip and
+	// report it in FlowRunning.Quick.
 	Quick *FlowQuick
 }
 
-// FlowQuick is a claim under a global limit alone: take Want jobs for
-// free workers, fewer if the limit leaves fewer slots (Limit minus the
-// jobs running with leases not ended), plus up to Extra for prefetch from
-// the lower half of the limit's slots only (while the running jobs, those
-// for workers and those for prefetch together stay at or below
-// (Limit+1)/2), in claim order whatever their key.
+// FlowQuick is a claim under a global limit, a per-key limit alone, or
+// both: take Want jobs for free workers, fewer if the global limit leaves
+// fewer slots (Limit minus the jobs running with leases not ended), plus up
+// to Extra for prefetch from the lower half of the global limit's slots
+// only (while the running jobs, those for workers and those for prefetch
+// together stay at or below (Limit+1)/2), in claim order whatever their
+// key. Limit 0 is no global limit. With KeyLimit > 0 the store takes
+// nothing (it declines) when the busiest key's (or the jobs without a
+// key's) running jobs with leases not ended plus that claim's count would
+// pass KeyLimit: the claim cannot then ignore keys.
 type FlowQuick struct {
-	Want, Extra, Limit int
+	Want, Extra, Limit, KeyLimit int
 }
 
 // FlowQuickResult is a FlowQuick claim a store decided itself: the jobs it
@@ -97,9 +105,9 @@ type FlowRunning struct {
 	// All counts every running job, lease ended or not (an ordered key's
 	// job stays its head until rescue returns it).
 	All map[string]int
-	// Quick is the claim the store decided itself (JobClaimFlowParams.Quick),
-	// read with Live and All; nil when it did not. The transaction is then
-	// over: the claim function only returns.
+	// Quick is the claim the store decided itself (JobClaimFlowParams.Quick);
+	// nil when it did not. The transaction is then over: the claim function
+	// only returns. Live is then read only under a per-key limit.
 	Quick *FlowQuickResult
 }
 

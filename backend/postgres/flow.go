@@ -33,7 +33,9 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(claimSettings)
-	if p.KeysLimit > 0 {
+	if p.KeysLimit > 0 && p.Quick == nil {
+		// (A quick claim lists no keys; when it declines, the claim that
+		// follows is not quick.)
 		f.listed = &listedKeys{after: p.KeysAfter, limit: p.KeysLimit}
 		batch.Queue(b.sql.flow.keys, p.Queue, p.KeysAfter, p.KeysLimit).Query(func(rows pgx.Rows) (err error) {
 			f.listed.keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
@@ -44,22 +46,39 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 	batch.Queue(b.sql.flow.state, p.Queue).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.Now, &r.Paused)
 	})
-	batch.Queue(b.sql.flow.running, p.Queue).Query(func(rows pgx.Rows) error {
-		var (
-			key       string
-			live, all int
-		)
-		_, err := pgx.ForEachRow(rows, []any{&key, &live, &all}, func() error {
-			r.Live[key], r.All[key] = live, all
-			return nil
+	switch q := p.Quick; {
+	case q != nil && q.KeyLimit == 0:
+		// The quick claim counts what it needs itself.
+	case p.CountAll:
+		batch.Queue(b.sql.flow.running, p.Queue).Query(func(rows pgx.Rows) error {
+			var (
+				key       string
+				live, all int
+			)
+			_, err := pgx.ForEachRow(rows, []any{&key, &live, &all}, func() error {
+				r.Live[key], r.All[key] = live, all
+				return nil
+			})
+			return err
 		})
-		return err
-	})
+	default:
+		batch.Queue(b.sql.flow.live, p.Queue).Query(func(rows pgx.Rows) error {
+			var (
+				key  string
+				live int
+			)
+			_, err := pgx.ForEachRow(rows, []any{&key, &live}, func() error {
+				r.Live[key] = live
+				return nil
+			})
+			return err
+		})
+	}
 	floored := func(error) {}
 	if q := p.Quick; q != nil {
 		// The whole claim, with the claim floor, and its commit.
 		r.Quick = &backend.FlowQuickResult{}
-		floored = b.queueFloored(batch, &r.Quick.Jobs, b.sql.flow.quick, p.Queue, q.Want, p.Lease, p.ClaimID, q.Extra, q.Limit)
+		floored = b.queueFloored(batch, &r.Quick.Jobs, b.sql.flow.quick, p.Queue, q.Want, p.Lease, p.ClaimID, q.Extra, q.Limit, q.KeyLimit)
 		batch.Queue("COMMIT")
 		f.committed = true
 	}

@@ -29,7 +29,7 @@ type queries struct {
 
 // flowQueries are the statements of flow-controlled claims (flow.go).
 type flowQueries struct {
-	lock, state, running, keys, rates, saveRates string
+	lock, state, running, live, keys, rates, saveRates string
 	takeKey, takeBlock, takeStep, takeKeyless    string
 	use, useRates, pruneRates                    string
 	// quick is flow_quick.sql's head joined to claim.sql (buildQueries).
@@ -87,6 +87,7 @@ func buildQueries(schema string) (queries, error) {
 		"flow_lock":         &q.flow.lock,
 		"flow_state":        &q.flow.state,
 		"flow_running":      &q.flow.running,
+		"flow_live":         &q.flow.live,
 		"flow_keys":         &q.flow.keys,
 		"flow_rates":        &q.flow.rates,
 		"flow_save_rates":   &q.flow.saveRates,

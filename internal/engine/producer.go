@@ -467,6 +467,7 @@ func (p *producer) claimFlow(ctx context.Context, want, extra int, claimID strin
 		params.KeysAfter, params.KeysLimit = after, limit
 	}
 	params.Quick = p.flow.Quick(want, extra)
+	params.CountAll = p.flow.CountAll()
 	err := p.be.JobClaimFlow(ctx, params,
 		func(tx backend.FlowTx) (err error) {
 			res, commit, err = p.flow.Claim(ctx, tx, want, extra)
@@ -476,6 +477,11 @@ func (p *producer) claimFlow(ctx context.Context, want, extra int, claimID strin
 		return flow.Result{}, err
 	}
 	commit()
+	if res.Declined {
+		// The controller no longer offers a quick claim: this one goes
+		// key by key.
+		return p.claimFlow(ctx, want, extra, claimID)
+	}
 	return res, nil
 }
 

@@ -87,6 +87,10 @@ type Controller struct {
 	keylessMisses int
 	// keylessSeen: the last look for jobs without a key found some.
 	keylessSeen bool
+	// keyNear: the last claim under a KeyLimit alone found a key that a
+	// claim could take to its limit, so the next claims are not offered to
+	// the store as a FlowQuick (it would decline) until one finds none.
+	keyNear bool
 }
 
 // How long the look for jobs without a key is put off after empty ones:
@@ -118,6 +122,11 @@ type Result struct {
 	// More is set when keys that ran out of due jobs left units unused
 	// that keys with room may fill: the caller should claim again at once.
 	More bool
+	// Declined is set when the store declined the FlowQuick claim it was
+	// offered (a key could reach its KeyLimit) and took nothing: the
+	// transaction is over, and the caller should claim again at once, which
+	// the controller then decides key by key.
+	Declined bool
 }
 
 // Bounds of one claim's listing of keys: enough to give every unit of a
@@ -157,18 +166,34 @@ func (c *Controller) Claim(ctx context.Context, tx backend.FlowTx, want, extra i
 		}
 		spare = min(spare, max(0, half(r.GlobalLimit)-live-budget))
 	}
+	// A quick claim's test of the per-key limit uses the count asked for,
+	// before the global limit cuts it: the store's reads come a statement
+	// later and can only have fewer jobs running (the lock keeps other
+	// claims out), so where the store declined this test fails too.
+	asked := max(want, 0) + max(extra, 0)
+	near := c.rules.KeyLimit > 0 && !c.keyLimitCannotBind(run, asked)
+	keepNear := func() { c.keyNear = near }
 	if run.Quick != nil {
+		if near && len(run.Quick.Jobs) == 0 {
+			res.Declined = true
+			return res, keepNear, nil
+		}
 		res.Jobs = run.Quick.Jobs
 		return res, nop, nil
 	}
+	cannotBind := c.keyLimitCannotBind(run, budget+spare)
 	if budget+spare <= 0 {
 		return res, nop, nil
 	}
-	if !r.Keyed() || c.keyLimitCannotBind(run, budget+spare) {
+	if !r.Keyed() || cannotBind {
 		res.Jobs, err = tx.FlowTake(ctx, []backend.FlowTake{{Any: true, Max: budget + spare}}, true)
-		return res, nop, err
+		return res, keepNear, err
 	}
-	return c.claimKeyed(ctx, tx, run, budget, spare, listLimit, res)
+	res, commit, err := c.claimKeyed(ctx, tx, run, budget, spare, listLimit, res)
+	if err != nil {
+		return res, nil, err
+	}
+	return res, func() { keepNear(); commit() }, nil
 }
 
 // keyLimitCannotBind reports whether the only per-key rule is KeyLimit and
@@ -176,10 +201,10 @@ func (c *Controller) Claim(ctx context.Context, tx backend.FlowTx, want, extra i
 // busiest key: the claim then takes jobs in claim order whatever their key,
 // as a queue without per-key rules does, instead of key by key.
 func (c *Controller) keyLimitCannotBind(run *backend.FlowRunning, n int) bool {
-	r := c.rules
-	if r.KeyLimit == 0 || r.Order != backend.FlowOrderNone || r.Rate.Limit > 0 || r.FairShare {
+	if !c.keyLimitAlone() {
 		return false
 	}
+	r := c.rules
 	busiest := 0
 	for _, live := range run.Live {
 		busiest = max(busiest, live)
@@ -187,14 +212,30 @@ func (c *Controller) keyLimitCannotBind(run *backend.FlowRunning, n int) bool {
 	return busiest+n <= r.KeyLimit
 }
 
+// CountAll reports whether a claim reads FlowRunning.All: only ordered
+// keys look at jobs whose lease ended (JobClaimFlowParams.CountAll).
+func (c *Controller) CountAll() bool { return c.rules.Order != backend.FlowOrderNone }
+
+// keyLimitAlone reports whether KeyLimit is the only per-key rule.
+func (c *Controller) keyLimitAlone() bool {
+	r := c.rules
+	return r.KeyLimit > 0 && r.Order == backend.FlowOrderNone && r.Rate.Limit == 0 && !r.FairShare
+}
+
 // Quick returns the claim of want jobs and extra prefetch as a FlowQuick,
-// which a store may decide in one round trip, when the queue's only rule is
-// a global limit; nil otherwise. Its rule is Claim's.
+// which a store may decide in one round trip, when the queue's rules are a
+// global limit, a KeyLimit alone or both, and the last claim found no key
+// that a claim could take to its KeyLimit; nil otherwise. Its rule is
+// Claim's.
 func (c *Controller) Quick(want, extra int) *backend.FlowQuick {
-	if c.rules.Keyed() || c.rules.GlobalLimit == 0 {
+	r := c.rules
+	switch {
+	case r.Keyed() && (!c.keyLimitAlone() || c.keyNear):
+		return nil
+	case !r.Keyed() && r.GlobalLimit == 0:
 		return nil
 	}
-	return &backend.FlowQuick{Want: max(want, 0), Extra: max(extra, 0), Limit: c.rules.GlobalLimit}
+	return &backend.FlowQuick{Want: max(want, 0), Extra: max(extra, 0), Limit: r.GlobalLimit, KeyLimit: r.KeyLimit}
 }
 
 // prefetchable is how much of extra the rules let a claim prefetch.

@@ -1,8 +1,11 @@
 package flow
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/backend"
 )
 
 func TestAllocateWeights(t *testing.T) {
@@ -72,5 +75,69 @@ func TestRateInterval(t *testing.T) {
 		if got := c.r.interval(); got != c.want {
 			t.Fatalf("%+v: interval %s, want %s", c.r, got, c.want)
 		}
+	}
+}
+
+// fakeTx is a FlowTx over fixed reads that records takes.
+type fakeTx struct {
+	run   backend.FlowRunning
+	takes [][]backend.FlowTake
+}
+
+func (f *fakeTx) FlowRunning(context.Context) (*backend.FlowRunning, error) { return &f.run, nil }
+func (f *fakeTx) FlowKeys(context.Context, string, int) ([]string, error)     { return nil, nil }
+func (f *fakeTx) FlowRates(context.Context, []string) (map[string]time.Time, error) {
+	return nil, nil
+}
+func (f *fakeTx) FlowSaveRates(context.Context, map[string]time.Time) error { return nil }
+func (f *fakeTx) FlowTake(_ context.Context, takes []backend.FlowTake, _ bool) ([]*backend.JobRow, error) {
+	f.takes = append(f.takes, takes)
+	return nil, nil
+}
+
+// A quick claim under a per-key limit is declined while a key could reach
+// the limit with all that was asked for, and offered again once a claim
+// finds no such key.
+func TestQuickKeyLimit(t *testing.T) {
+	ctx := context.Background()
+	c := NewController(Rules{KeyLimit: 10})
+	q := c.Quick(4, 4)
+	if q == nil || q.KeyLimit != 10 || q.Limit != 0 || q.Want != 4 || q.Extra != 4 {
+		t.Fatalf("first offer %+v, want a quick claim of 4+4 under a key limit of 10", q)
+	}
+	claim := func(live map[string]int, quick *backend.FlowQuickResult) (Result, *fakeTx) {
+		t.Helper()
+		tx := &fakeTx{run: backend.FlowRunning{Live: live, All: live, Quick: quick}}
+		res, commit, err := c.Claim(ctx, tx, 4, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit()
+		return res, tx
+	}
+	// 3 running of key a, 8 asked: a could reach 11.
+	if res, _ := claim(map[string]int{"a": 3}, &backend.FlowQuickResult{}); !res.Declined {
+		t.Fatalf("quick claim with a key near its limit: %+v, want declined", res)
+	}
+	if q := c.Quick(4, 4); q != nil {
+		t.Fatalf("offered %+v after a decline", q)
+	}
+	// The store took jobs (it read fewer running): they are the claim's.
+	taken := &backend.FlowQuickResult{Jobs: []*backend.JobRow{{ID: 1}}}
+	if res, _ := claim(map[string]int{"a": 3}, taken); res.Declined || len(res.Jobs) != 1 {
+		t.Fatalf("quick claim that took a job: %+v, want the job", res)
+	}
+	// Key by key, with no key near: the take is in claim order, and quick
+	// claims are offered again.
+	res, tx := claim(map[string]int{"a": 2}, nil)
+	if res.Declined || len(tx.takes) != 1 || !tx.takes[0][0].Any || tx.takes[0][0].Max != 8 {
+		t.Fatalf("claim with no key near its limit took %+v (%+v), want one take of any 8", tx.takes, res)
+	}
+	if q := c.Quick(4, 4); q == nil {
+		t.Fatal("no quick claim offered once no key was near its limit")
+	}
+	// Rules beyond a key limit are never quick.
+	if q := NewController(Rules{KeyLimit: 10, FairShare: true}).Quick(4, 4); q != nil {
+		t.Fatalf("fair share offered %+v", q)
 	}
 }

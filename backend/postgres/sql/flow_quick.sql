@@ -1,15 +1,24 @@
--- The head of a flow claim under a global limit alone (FlowQuick): not a
--- statement of its own. buildQueries puts it in front of claim.sql's CTEs
--- and has that claim take (SELECT n FROM allowed) jobs instead of $2, so
--- the whole claim is one statement ($2 for workers, $8 for prefetch, $9
--- the limit), sent with the lock in one round trip. allowed is the rule of
--- internal/flow: the workers' part fits in the limit's free slots, the
--- prefetch only in the lower half of them.
+-- The head of a flow claim under a global limit, a per-key limit alone, or
+-- both (FlowQuick): not a statement of its own. buildQueries puts it in
+-- front of claim.sql's CTEs and has that claim take (SELECT n FROM allowed)
+-- jobs instead of $2, so the whole claim is one statement ($2 for workers,
+-- $8 for prefetch, $9 the global limit or 0, $10 the per-key limit or 0),
+-- sent with the lock in one round trip. allowed is the rule of
+-- internal/flow: the workers' part fits in the global limit's free slots,
+-- the prefetch only in the lower half of them; and nothing is taken when
+-- the busiest key (NULL, the jobs without a key, counting as one) could
+-- pass the per-key limit with all that was asked for.
 WITH live AS MATERIALIZED (
-  SELECT count(*)::int AS n FROM {{s}}.spool_jobs
-  WHERE leased_until IS NOT NULL AND state = 'running' AND queue = $1 AND leased_until > now()
+  SELECT coalesce(sum(c), 0)::int AS n, coalesce(max(c), 0)::int AS busiest FROM (
+    SELECT count(*) AS c FROM {{s}}.spool_jobs
+    WHERE leased_until IS NOT NULL AND state = 'running' AND queue = $1 AND leased_until > now()
+    GROUP BY flow_key
+  ) k
 ),
 allowed AS MATERIALIZED (
-  SELECT w + least($8::int, greatest(0, ($9::int + 1) / 2 - n - w)) AS n
-  FROM (SELECT greatest(least($2::int, $9::int - n), 0) AS w, n FROM live) b
+  SELECT CASE
+    WHEN $10::int > 0 AND busiest + $2::int + $8::int > $10::int THEN 0
+    WHEN $9::int = 0 THEN $2::int + $8::int
+    ELSE w + least($8::int, greatest(0, ($9::int + 1) / 2 - n - w)) END AS n
+  FROM (SELECT greatest(least($2::int, $9::int - n), 0) AS w, n, busiest FROM live) b
 )
