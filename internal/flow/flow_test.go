@@ -85,7 +85,7 @@ type fakeTx struct {
 }
 
 func (f *fakeTx) FlowRunning(context.Context) (*backend.FlowRunning, error) { return &f.run, nil }
-func (f *fakeTx) FlowKeys(context.Context, string, int) ([]string, error)     { return nil, nil }
+func (f *fakeTx) FlowKeys(context.Context, string, int) ([]string, error)   { return nil, nil }
 func (f *fakeTx) FlowRates(context.Context, []string) (map[string]time.Time, error) {
 	return nil, nil
 }
