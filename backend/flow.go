@@ -60,14 +60,30 @@ type JobClaimFlowParams struct {
 // nothing (it declines) when the busiest key's (or the jobs without a
 // key's) running jobs with leases not ended plus that claim's count would
 // pass KeyLimit: the claim cannot then ignore keys.
+//
+// Stripes > 0 lets the store hold only a stripe of the flow lock: one of
+// Stripes parts, exclusively, with the rest of the lock shared, so that up
+// to Stripes such claims of the queue run at once (a claim holding the
+// whole lock excludes them all). Each must then keep to the striped rule,
+// which holds the limits whatever the other stripes' claims in flight
+// take: with c = Limit/(2·Stripes) and k = KeyLimit/(2·Stripes) (integer
+// division; a limit of 0 sets none), it takes at most c and at most k jobs,
+// and nothing (it declines) unless Limit minus the running jobs is at least
+// Stripes·c and KeyLimit minus the busiest key's is at least Stripes·k.
+// The store need not read Live for such a claim: one that took nothing
+// is claimed again holding the whole lock.
 type FlowQuick struct {
 	Want, Extra, Limit, KeyLimit int
+	Stripes                      int
 }
 
 // FlowQuickResult is a FlowQuick claim a store decided itself: the jobs it
 // took, in claim order, already committed.
 type FlowQuickResult struct {
 	Jobs []*JobRow
+	// Striped is set when the store held a stripe of the lock
+	// (FlowQuick.Stripes).
+	Striped bool
 }
 
 // FlowTx is a flow-controlled claim in progress: one transaction that holds

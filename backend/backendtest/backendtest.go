@@ -114,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		{"TestHelpers", testHelpers},
 		{"OutputAndMetadata", testOutputAndMetadata},
 		{"FlowGlobalLimit", testFlowGlobalLimit},
+		{"FlowWideLimits", testFlowWideLimits},
 		{"FlowKilledWorkerSlotsReturn", testFlowKilledWorkerSlotsReturn},
 		{"FlowKeyLimit", testFlowKeyLimit},
 		{"FlowRateLimit", testFlowRateLimit},

@@ -174,6 +174,44 @@ func testFlowGlobalLimit(t *testing.T, h Harness) {
 	}
 }
 
+// Limits wide enough that a store may claim for several processes at once
+// (backend.FlowQuick's striped rule, far from the limit) are still reached
+// exactly and never passed once the claims near them.
+func testFlowWideLimits(t *testing.T, h Harness) {
+	for _, tc := range []struct {
+		name string
+		flow *spool.Flow
+		key  string
+	}{
+		{"global", &spool.Flow{GlobalLimit: 16}, ""},
+		{"per key", &spool.Flow{KeyLimit: 16}, "k"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := h.NewBackend(t)
+			const jobs = 300
+			rec := newFlowRecorder(jobs)
+			cfg := func() *spool.Config { return flowConfig(rec.workers(), 10, tc.flow) }
+			ins := newClient(t, be, cfg())
+			var batch []flowArgs
+			for i := range jobs {
+				batch = append(batch, flowArgs{Key: tc.key, N: i, Sleep: 20})
+			}
+			insertFlow(t, ins, batch...)
+			// Three processes of ten workers and their prefetch want 30 and
+			// more at once.
+			flowClients(t, h, be, 3, cfg)
+			rec.waitDone(t, jobs)
+			peak, keyPeak, _ := rec.snapshot()
+			if tc.key != "" {
+				peak = keyPeak[tc.key]
+			}
+			if peak != 16 {
+				t.Fatalf("%d jobs ran at once under a limit of 16 (30 workers): want exactly 16", peak)
+			}
+		})
+	}
+}
+
 func testFlowKilledWorkerSlotsReturn(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	rec := newFlowRecorder(10)
@@ -341,7 +379,11 @@ func testFlowOrdered(t *testing.T, h Harness, order spool.FlowOrder) {
 	// The other key was not held up by k's failed job.
 	for _, s := range starts {
 		if s.key == "other" && s.at.After(starts[0].at.Add(250*time.Millisecond)) {
-			t.Fatalf("key %q waited for key %q: started %s after the first job", s.key, "k", s.at.Sub(starts[0].at))
+			var seen []string
+			for _, s := range starts {
+				seen = append(seen, fmt.Sprintf("%s/%d/%d@%s", s.key, s.n, s.attempt, s.at.Sub(starts[0].at).Round(time.Millisecond)))
+			}
+			t.Fatalf("key %q waited for key %q: started %s after the first job (starts %v)", s.key, "k", s.at.Sub(starts[0].at), seen)
 		}
 	}
 }

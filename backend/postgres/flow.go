@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 // claim will ask for (read before the lock, so the lock is not held for
 // it), the lock and the reads of FlowRunning go in one round trip: the
 // lock is held from then on, so what FlowRunning read is what the claim
-// decides on.
+// decides on. A striped quick claim (backend.FlowQuick.Stripes) holds the
+// queue's lock shared and one stripe of it exclusively, a random one, so
+// that claims of several processes run side by side while the limits are
+// far; every other claim holds the whole lock.
 func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
@@ -42,13 +46,20 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 			return err
 		})
 	}
-	batch.Queue(b.sql.flow.lock, p.Queue)
+	striped := p.Quick != nil && p.Quick.Stripes > 0
+	if striped {
+		batch.Queue(b.sql.flow.lockShared, p.Queue)
+		batch.Queue(b.sql.flow.lockStripe, p.Queue, rand.IntN(p.Quick.Stripes))
+	} else {
+		batch.Queue(b.sql.flow.lock, p.Queue)
+	}
 	batch.Queue(b.sql.flow.state, p.Queue).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.Now, &r.Paused)
 	})
 	switch q := p.Quick; {
-	case q != nil && q.KeyLimit == 0:
-		// The quick claim counts what it needs itself.
+	case q != nil && (q.KeyLimit == 0 || q.Stripes > 0):
+		// The quick claim counts what it needs itself (and, striped,
+		// one that takes nothing is claimed again with the whole lock).
 	case p.CountAll:
 		batch.Queue(b.sql.flow.running, p.Queue).Query(func(rows pgx.Rows) error {
 			var (
@@ -77,8 +88,8 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 	floored := func(error) {}
 	if q := p.Quick; q != nil {
 		// The whole claim, with the claim floor, and its commit.
-		r.Quick = &backend.FlowQuickResult{}
-		floored = b.queueFloored(batch, &r.Quick.Jobs, b.sql.flow.quick, p.Queue, q.Want, p.Lease, p.ClaimID, q.Extra, q.Limit, q.KeyLimit)
+		r.Quick = &backend.FlowQuickResult{Striped: striped}
+		floored = b.queueFloored(batch, &r.Quick.Jobs, b.sql.flow.quick, p.Queue, q.Want, p.Lease, p.ClaimID, q.Extra, q.Limit, q.KeyLimit, q.Stripes)
 		batch.Queue("COMMIT")
 		f.committed = true
 	}

@@ -29,7 +29,7 @@ type queries struct {
 
 // flowQueries are the statements of flow-controlled claims (flow.go).
 type flowQueries struct {
-	lock, state, running, live, keys, rates, saveRates string
+	lock, lockShared, lockStripe, state, running, live, keys, rates, saveRates string
 	takeKey, takeBlock, takeStep, takeKeyless          string
 	use, useRates, pruneRates                          string
 	// quick is flow_quick.sql's head joined to claim.sql (buildQueries).
@@ -85,6 +85,8 @@ func buildQueries(schema string) (queries, error) {
 		"queue_resume":      &q.queueResume,
 		"queue_paused_all":  &q.queuePausedAll,
 		"flow_lock":         &q.flow.lock,
+		"flow_lock_shared":  &q.flow.lockShared,
+		"flow_lock_stripe":  &q.flow.lockStripe,
 		"flow_state":        &q.flow.state,
 		"flow_running":      &q.flow.running,
 		"flow_live":         &q.flow.live,

@@ -91,7 +91,20 @@ type Controller struct {
 	// claim could take to its limit, so the next claims are not offered to
 	// the store as a FlowQuick (it would decline) until one finds none.
 	keyNear bool
+	// stripesOffUntil: a striped claim was declined (the limits near), so
+	// claims hold the whole lock until then.
+	stripesOffUntil time.Time
 }
+
+// Striped quick claims (backend.FlowQuick.Stripes): the number of stripes,
+// and how long claims hold the whole lock after a striped one was declined.
+// With a limit far from binding, claims of a queue from several processes
+// then run side by side instead of one at a time; near it, each claim holds
+// the whole lock and sees every other's jobs.
+const (
+	stripes    = 4
+	stripeRest = 100 * time.Millisecond
+)
 
 // How long the look for jobs without a key is put off after empty ones:
 // keylessMinWait, doubling, up to keylessMaxWait. A job without a key in a
@@ -173,12 +186,21 @@ func (c *Controller) Claim(ctx context.Context, tx backend.FlowTx, want, extra i
 	asked := max(want, 0) + max(extra, 0)
 	near := c.rules.KeyLimit > 0 && !c.keyLimitCannotBind(run, asked)
 	keepNear := func() { c.keyNear = near }
-	if run.Quick != nil {
-		if near && len(run.Quick.Jobs) == 0 {
+	if q := run.Quick; q != nil {
+		switch {
+		case len(q.Jobs) > 0:
+		case q.Striped:
+			// Near a limit, or nothing due: the whole lock tells which.
+			res.Declined = true
+			return res, func() { c.stripesOffUntil = time.Now().Add(stripeRest) }, nil
+		case !q.Striped && near:
 			res.Declined = true
 			return res, keepNear, nil
 		}
-		res.Jobs = run.Quick.Jobs
+		res.Jobs = q.Jobs
+		// A striped claim takes at most the stripe's share: when it took
+		// that many, more may be due.
+		res.More = q.Striped && len(q.Jobs) >= c.stripeCap() && len(q.Jobs) < asked
 		return res, nop, nil
 	}
 	cannotBind := c.keyLimitCannotBind(run, budget+spare)
@@ -235,7 +257,24 @@ func (c *Controller) Quick(want, extra int) *backend.FlowQuick {
 	case !r.Keyed() && r.GlobalLimit == 0:
 		return nil
 	}
-	return &backend.FlowQuick{Want: max(want, 0), Extra: max(extra, 0), Limit: r.GlobalLimit, KeyLimit: r.KeyLimit}
+	q := &backend.FlowQuick{Want: max(want, 0), Extra: max(extra, 0), Limit: r.GlobalLimit, KeyLimit: r.KeyLimit}
+	if c.stripeCap() > 0 && !time.Now().Before(c.stripesOffUntil) {
+		q.Stripes = stripes
+	}
+	return q
+}
+
+// stripeCap is the most a striped claim may take: the stripes' share of
+// the lower half of each limit (0 when a limit is too small to share).
+func (c *Controller) stripeCap() int {
+	r := c.rules
+	n := -1
+	for _, limit := range []int{r.GlobalLimit, r.KeyLimit} {
+		if limit > 0 && (n < 0 || limit/(2*stripes) < n) {
+			n = limit / (2 * stripes)
+		}
+	}
+	return max(n, 0)
 }
 
 // prefetchable is how much of extra the rules let a claim prefetch.

@@ -141,3 +141,42 @@ func TestQuickKeyLimit(t *testing.T) {
 		t.Fatalf("fair share offered %+v", q)
 	}
 }
+
+// A striped quick claim that took nothing is declined, and claims hold the
+// whole lock for a while; one that took its full share says more may be
+// due.
+func TestQuickStriped(t *testing.T) {
+	ctx := context.Background()
+	c := NewController(Rules{GlobalLimit: 16})
+	q := c.Quick(5, 5)
+	if q == nil || q.Stripes != stripes {
+		t.Fatalf("offer %+v, want a striped quick claim", q)
+	}
+	claim := func(live int, quick *backend.FlowQuickResult) Result {
+		t.Helper()
+		tx := &fakeTx{run: backend.FlowRunning{Live: map[string]int{"": live}, Quick: quick}}
+		res, commit, err := c.Claim(ctx, tx, 5, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit()
+		return res
+	}
+	// Its share of 16 is 2: taking 2 of the 10 asked, more may be due.
+	two := []*backend.JobRow{{ID: 1}, {ID: 2}}
+	if res := claim(0, &backend.FlowQuickResult{Jobs: two, Striped: true}); res.Declined || !res.More || len(res.Jobs) != 2 {
+		t.Fatalf("striped claim of its share: %+v, want its 2 jobs and More", res)
+	}
+	// Nothing taken: near the limit, or nothing due; the whole lock will
+	// tell.
+	if res := claim(9, &backend.FlowQuickResult{Striped: true}); !res.Declined {
+		t.Fatalf("striped claim that took nothing: %+v, want declined", res)
+	}
+	if q := c.Quick(5, 5); q == nil || q.Stripes != 0 {
+		t.Fatalf("offer after a decline %+v, want the whole lock", q)
+	}
+	// A limit too small to share is never striped.
+	if q := NewController(Rules{GlobalLimit: 7}).Quick(5, 5); q == nil || q.Stripes != 0 {
+		t.Fatalf("limit 7 offered %+v, want the whole lock", q)
+	}
+}

@@ -1,13 +1,17 @@
 -- The head of a flow claim under a global limit, a per-key limit alone, or
--- both (FlowQuick): not a statement of its own. buildQueries puts it in
--- front of claim.sql's CTEs and has that claim take (SELECT n FROM allowed)
--- jobs instead of $2, so the whole claim is one statement ($2 for workers,
--- $8 for prefetch, $9 the global limit or 0, $10 the per-key limit or 0),
--- sent with the lock in one round trip. allowed is the rule of
--- internal/flow: the workers' part fits in the global limit's free slots,
--- the prefetch only in the lower half of them; and nothing is taken when
--- the busiest key (NULL, the jobs without a key, counting as one) could
--- pass the per-key limit with all that was asked for.
+-- both (backend.FlowQuick): not a statement of its own. buildQueries puts
+-- it in front of claim.sql's CTEs and has that claim take (SELECT n FROM
+-- allowed) jobs instead of $2, so the whole claim is one statement ($2 for
+-- workers, $8 for prefetch, $9 the global limit or 0, $10 the per-key limit
+-- or 0, $11 the stripes or 0), sent with the lock in one round trip.
+-- granted is the rule of internal/flow: the workers' part fits in the
+-- global limit's free slots, the prefetch only in the lower half of them;
+-- holding the whole lock, nothing is taken when the busiest key (NULL, the
+-- jobs without a key, counting as one) could pass the per-key limit with
+-- all that was asked for. allowed applies the striped rule when the claim
+-- holds a stripe: at most each limit's share of its lower half
+-- (limit / (2 * stripes)), and nothing unless the running jobs leave room
+-- for every stripe's share.
 WITH live AS MATERIALIZED (
   SELECT coalesce(sum(c), 0)::int AS n, coalesce(max(c), 0)::int AS busiest FROM (
     SELECT count(*) AS c FROM {{s}}.spool_jobs
@@ -15,10 +19,20 @@ WITH live AS MATERIALIZED (
     GROUP BY flow_key
   ) k
 ),
+granted AS MATERIALIZED (
+  SELECT CASE
+    WHEN $11::int = 0 AND $10::int > 0 AND busiest + $2::int + $8::int > $10::int THEN 0
+    WHEN $9::int = 0 THEN $2::int + $8::int
+    ELSE w + least($8::int, greatest(0, ($9::int + 1) / 2 - n - w)) END AS g, n, busiest
+  FROM (SELECT greatest(least($2::int, $9::int - n), 0) AS w, n, busiest FROM live) b
+),
 allowed AS MATERIALIZED (
   SELECT CASE
-    WHEN $10::int > 0 AND busiest + $2::int + $8::int > $10::int THEN 0
-    WHEN $9::int = 0 THEN $2::int + $8::int
-    ELSE w + least($8::int, greatest(0, ($9::int + 1) / 2 - n - w)) END AS n
-  FROM (SELECT greatest(least($2::int, $9::int - n), 0) AS w, n, busiest FROM live) b
+    WHEN $11::int = 0 THEN g
+    WHEN $9::int > 0 AND $9::int - n < $11::int * ($9::int / (2 * $11::int)) THEN 0
+    WHEN $10::int > 0 AND $10::int - busiest < $11::int * ($10::int / (2 * $11::int)) THEN 0
+    ELSE least(g,
+      CASE WHEN $9::int > 0 THEN $9::int / (2 * $11::int) ELSE g END,
+      CASE WHEN $10::int > 0 THEN $10::int / (2 * $11::int) ELSE g END) END AS n
+  FROM granted
 )
