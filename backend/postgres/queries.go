@@ -30,8 +30,8 @@ type queries struct {
 // flowQueries are the statements of flow-controlled claims (flow.go).
 type flowQueries struct {
 	lock, lockShared, lockStripe, state, running, live, keys, rates, saveRates string
-	takeKey, takeBlock, takeStep, takeKeyless          string
-	use, useRates, pruneRates                          string
+	takeKey, takeBlock, takeStep, takeKeyless                                  string
+	use, useRates, pruneRates                                                  string
 	// quick is flow_quick.sql's head joined to claim.sql (buildQueries).
 	quick string
 }
