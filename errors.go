@@ -61,9 +61,10 @@ type InvalidJobError struct {
 	Err    error
 }
 
-// Error implements error.
+// Error implements error. Every Reason names its field in its own words
+// ("priority -1 is out of range 0..100"), so the field is not repeated.
 func (e *InvalidJobError) Error() string {
-	return fmt.Sprintf("invalid job: %s: %s", e.Field, e.Reason)
+	return "invalid job: " + e.Reason
 }
 
 // Is makes every InvalidJobError match ErrInvalidJob.

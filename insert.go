@@ -345,7 +345,7 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 		}
 	}
 	if o.Delay < 0 {
-		return nil, invalid("run_at", nil, "delay %s is negative", o.Delay)
+		return nil, invalid("run_at", nil, "delay %s is negative: a job runs at the earliest now", o.Delay)
 	}
 	row := &backend.JobInsertParams{
 		Queue:       o.Queue,

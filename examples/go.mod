@@ -14,10 +14,12 @@ replace (
 )
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -27,7 +29,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect

@@ -2,8 +2,9 @@
 // database, enqueues jobs (one at a time, a batch in bulk, one delayed,
 // one that fails and retries), works them with typed workers, and prints what
 // happened. The database comes from $SPOOL_DATABASE_URL (sqlite://PATH,
-// postgres://…, mysql://…), else a fresh embedded SQLite file in a temporary
-// directory: nothing to install or set up.
+// postgres://…, mysql://…), else the embedded SQLite file ./spool.db, which
+// the spool CLI uses by default too: nothing to install or set up, and the
+// jobs stay there to look at with `spool jobs list` and `spool ui`.
 package main
 
 import (
@@ -12,7 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -52,15 +53,13 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dsn := os.Getenv("SPOOL_DATABASE_URL")
+	cliFlag := " --database-url '" + dsn + "'"
 	if dsn == "" {
-		dir, err := os.MkdirTemp("", "spool-quickstart-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		dsn = "sqlite://" + filepath.Join(dir, "spool.db")
+		dsn, cliFlag = "sqlite://spool.db", ""
+		fmt.Println("database: ./spool.db (embedded SQLite; it is kept: delete it to start afresh)")
+	} else {
+		fmt.Printf("database: %s\n", dsn)
 	}
-	fmt.Printf("database: %s\n", dsn)
 	be, err := backend.Open(ctx, dsn)
 	if err != nil {
 		return err
@@ -74,10 +73,13 @@ func run() error {
 	const total = 1 + 100 + 1 + 1
 	workers := spool.NewWorkers()
 	spool.AddWorker(workers, spool.WorkFunc(func(ctx context.Context, job *spool.Job[SendEmail]) error {
-		fmt.Printf("  job %d: email to %s (%q), attempt %d\n", job.ID, job.Args.To, job.Args.Subject, job.Attempt)
 		if job.Args.To == "flaky@example.com" && job.Attempt < 3 {
-			return errors.New("smtp: 421 try again later")
+			err := errors.New("smtp: 421 try again later")
+			fmt.Printf("  job %d: email to %s (%q), attempt %d failed: %v (it will be retried)\n",
+				job.ID, job.Args.To, job.Args.Subject, job.Attempt, err)
+			return err
 		}
+		fmt.Printf("  job %d: email to %s (%q), attempt %d\n", job.ID, job.Args.To, job.Args.Subject, job.Attempt)
 		done.Add(1)
 		return nil
 	}))
@@ -90,7 +92,9 @@ func run() error {
 		Workers:     workers,
 		Queues:      map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 20}},
 		RetryPolicy: spool.ConstantRetryPolicy{Delay: 200 * time.Millisecond},
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// Failures are logged at Warn, discards at Error (docs/logging.md);
+		// the handler above prints its own failures, so only worse is shown.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
 		return err
@@ -138,8 +142,28 @@ func run() error {
 		return err
 	}
 	fmt.Printf("all %d jobs worked in %s\n", total, time.Since(start).Round(time.Millisecond))
+	fmt.Println("the database now holds:")
 	for _, q := range stats {
-		fmt.Printf("queue %s: %v\n", q.Queue, q.Counts)
+		fmt.Printf("  queue %s: %s\n", q.Queue, countsText(q.Counts))
 	}
+	fmt.Println("next, look at them:")
+	fmt.Printf("  go run ./cmd/spool%s jobs list --state completed\n", cliFlag)
+	fmt.Printf("  go run ./cmd/spool%s jobs show %d\n", cliFlag, res.ID)
+	fmt.Printf("  go run ./cmd/spool%s ui\n", cliFlag)
 	return nil
+}
+
+// countsText writes job counts by state in the order a job passes through
+// them: "available 3, completed 100".
+func countsText(counts map[backend.State]int64) string {
+	var parts []string
+	for _, s := range backend.AllStates {
+		if n := counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no jobs"
+	}
+	return strings.Join(parts, ", ")
 }
