@@ -47,6 +47,29 @@ func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 	return c.backend.JobCancel(ctx, &backend.JobCancelParams{ID: id})
 }
 
+// JobDelete deletes a job that is not running (cancel a running job first)
+// and returns it as it was. Errors match ErrNotFound or ErrInvalidState.
+func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
+	return c.backend.JobDelete(ctx, &backend.JobDeleteParams{ID: id})
+}
+
+// ThroughputBucket counts the jobs that finished in one interval.
+type ThroughputBucket = backend.ThroughputBucket
+
+// JobThroughput counts the jobs of queue (every queue when empty) that
+// finished in each bucket-wide interval of the last window, by the state
+// they finished in, oldest first; intervals where none finished are left
+// out. Only jobs still stored are counted: retention and CompletedRetention
+// remove others. A window over 7 days or a bucket that is not a whole
+// number of seconds is refused with ErrInvalidConfig.
+func (c *Client) JobThroughput(ctx context.Context, queue string, window, bucket time.Duration) ([]ThroughputBucket, error) {
+	p := &backend.JobThroughputParams{Window: window, Bucket: bucket, Queue: queue}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w: %v", ErrInvalidConfig, err)
+	}
+	return c.backend.JobThroughput(ctx, p)
+}
+
 // QueueStats counts jobs by queue and state.
 func (c *Client) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
 	return c.backend.QueueStatsAll(ctx)

@@ -379,6 +379,38 @@ type JobListParams struct {
 	States  []State
 	AfterID int64 // paging: only ids greater than this
 	Limit   int   // 0: DefaultListLimit
+	// Newest lists in descending id order, newest first; BeforeID pages it.
+	Newest bool
+	// BeforeID, when not zero, keeps only ids smaller than it.
+	BeforeID int64
+	// CreatedAfter and CreatedBefore bound the jobs' insert time
+	// (exclusive); zero means no bound.
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+}
+
+// JobDeleteParams deletes a job that is not running.
+type JobDeleteParams struct{ ID int64 }
+
+// JobThroughputParams asks how many jobs finished in each interval of a
+// window that ends now, by the store's clock.
+type JobThroughputParams struct {
+	// Window is how far back to look; at most 7 days.
+	Window time.Duration
+	// Bucket is each interval's width, a whole number of seconds, at least
+	// one; buckets start at multiples of it since the Unix epoch.
+	Bucket time.Duration
+	// Queue keeps one queue's jobs; empty keeps every queue's.
+	Queue string
+}
+
+// ThroughputBucket counts the jobs that finished in one interval, by the
+// state they finished in. Intervals where none finished are left out.
+type ThroughputBucket struct {
+	Start     time.Time `json:"start"`
+	Completed int64     `json:"completed"`
+	Discarded int64     `json:"discarded"`
+	Cancelled int64     `json:"cancelled"`
 }
 
 // JobRetryParams makes a job pending again now, with a fresh set of attempts.
@@ -554,6 +586,12 @@ type Backend interface {
 	JobRetry(ctx context.Context, p *JobRetryParams) (*JobRow, error)
 	// JobCancel returns ErrNotFound or ErrInvalidState (already finished).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
+	// JobDelete deletes a job and returns it as it was; ErrNotFound, or
+	// ErrInvalidState for a running job (cancel it first).
+	JobDelete(ctx context.Context, p *JobDeleteParams) (*JobRow, error)
+	// JobThroughput counts finished jobs by interval (the dashboard's
+	// chart); it reads the index of finished jobs by finish time.
+	JobThroughput(ctx context.Context, p *JobThroughputParams) ([]ThroughputBucket, error)
 	// JobBulk applies a bulk action to one batch of jobs, in one short
 	// transaction. Cancelling running jobs wakes their holders as JobCancel
 	// does.

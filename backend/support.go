@@ -133,6 +133,23 @@ func (p *JobListParams) StateNames() []string {
 	return out
 }
 
+// MaxThroughputWindow is the longest window JobThroughput looks back.
+const MaxThroughputWindow = 7 * 24 * time.Hour
+
+// Check refuses a window or bucket the backends do not serve.
+func (p *JobThroughputParams) Check() error {
+	if p.Window <= 0 || p.Window > MaxThroughputWindow {
+		return fmt.Errorf("throughput window %s is out of range (0, %s]", p.Window, MaxThroughputWindow)
+	}
+	if p.Bucket < time.Second || p.Bucket%time.Second != 0 {
+		return fmt.Errorf("throughput bucket %s is not a whole number of seconds", p.Bucket)
+	}
+	return nil
+}
+
+// BucketSeconds is p.Bucket in whole seconds.
+func (p *JobThroughputParams) BucketSeconds() int64 { return int64(p.Bucket / time.Second) }
+
 func orDefault(v, def int) int {
 	if v <= 0 {
 		return def

@@ -62,3 +62,170 @@ func testRetryDiscarded(t *testing.T, h Harness) {
 		t.Fatalf("retry missing: %v", err)
 	}
 }
+
+// testListNewestAndBounds checks JobList's newest-first order, its paging
+// by BeforeID, and the insert-time bounds, against the same rows listed in
+// id order.
+func testListNewestAndBounds(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	var ids []int64
+	for i := range 7 {
+		queue := "lista"
+		if i%2 == 1 {
+			queue = "listb"
+		}
+		ids = append(ids, insert(t, c, NoteArgs{}, &spool.InsertOpts{Queue: queue}))
+	}
+	mid, err := c.JobGet(ctx, ids[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(p backend.JobListParams) []int64 {
+		t.Helper()
+		rows, err := c.JobList(ctx, &p)
+		if err != nil {
+			t.Fatalf("list %+v: %v", p, err)
+		}
+		var out []int64
+		for _, r := range rows {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	same := func(what string, got, want []int64) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %v, want %v", what, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: %v, want %v", what, got, want)
+			}
+		}
+	}
+	same("newest, two a page", list(backend.JobListParams{Newest: true, Limit: 2}), []int64{ids[6], ids[5]})
+	same("newest, next page", list(backend.JobListParams{Newest: true, Limit: 2, BeforeID: ids[5]}), []int64{ids[4], ids[3]})
+	same("newest of queue lista", list(backend.JobListParams{Newest: true, Queue: "lista"}), []int64{ids[6], ids[4], ids[2], ids[0]})
+	same("oldest first, bounded above", list(backend.JobListParams{BeforeID: ids[2]}), []int64{ids[0], ids[1]})
+	// Insert times are the store's; one microsecond either side of the
+	// middle job's keeps it in and every job of another time out.
+	var want []int64
+	for _, id := range ids {
+		j, err := c.JobGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.CreatedAt.Equal(mid.CreatedAt) {
+			want = append(want, id)
+		}
+	}
+	same("created around the middle job", list(backend.JobListParams{
+		CreatedAfter:  mid.CreatedAt.Add(-time.Microsecond),
+		CreatedBefore: mid.CreatedAt.Add(time.Microsecond),
+	}), want)
+	if got := list(backend.JobListParams{CreatedAfter: mid.CreatedAt.Add(time.Hour)}); len(got) != 0 {
+		t.Fatalf("created after an hour from now: %v", got)
+	}
+}
+
+// testDeleteJob deletes a pending and a finished job, and refuses a running
+// one and a missing one.
+func testDeleteJob(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	pending := insert(t, c, NoteArgs{}, nil)
+	j, err := c.JobDelete(ctx, pending)
+	if err != nil || j.ID != pending || j.State != backend.StateAvailable {
+		t.Fatalf("delete pending: %+v %v", j, err)
+	}
+	if _, err := c.JobGet(ctx, pending); !errors.Is(err, spool.ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if _, err := c.JobDelete(ctx, pending); !errors.Is(err, spool.ErrNotFound) {
+		t.Fatalf("delete twice: %v", err)
+	}
+	running := insert(t, c, NoteArgs{}, nil)
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Minute, ClaimID: "t"})
+	if err != nil || len(rows) != 1 || rows[0].ID != running {
+		t.Fatalf("claim: %v %v", rows, err)
+	}
+	if _, err := c.JobDelete(ctx, running); !errors.Is(err, spool.ErrInvalidState) {
+		t.Fatalf("delete running: %v", err)
+	}
+	if j, err := c.JobGet(ctx, running); err != nil || j.State != backend.StateRunning {
+		t.Fatalf("running job after a refused delete: %+v %v", j, err)
+	}
+	if _, err := c.JobCancel(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JobDelete(ctx, running); err != nil {
+		t.Fatalf("delete cancelled: %v", err)
+	}
+}
+
+// testThroughput finishes jobs three ways and counts them by bucket.
+func testThroughput(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	if _, err := c.JobThroughput(ctx, "", 8*24*time.Hour, time.Minute); !errors.Is(err, spool.ErrInvalidConfig) {
+		t.Fatalf("an 8-day window: %v", err)
+	}
+	if _, err := c.JobThroughput(ctx, "", time.Hour, 1500*time.Millisecond); !errors.Is(err, spool.ErrInvalidConfig) {
+		t.Fatalf("a bucket of 1.5 s: %v", err)
+	}
+	var ids []int64
+	for range 5 {
+		ids = append(ids, insert(t, c, NoteArgs{}, &spool.InsertOpts{Queue: "tput"}))
+	}
+	other := insert(t, c, NoteArgs{}, &spool.InsertOpts{Queue: "tputother"})
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "tput", Max: 5, Lease: time.Minute, ClaimID: "t"})
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("claim: %d %v", len(rows), err)
+	}
+	rowsOther, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "tputother", Max: 1, Lease: time.Minute, ClaimID: "t"})
+	if err != nil || len(rowsOther) != 1 || rowsOther[0].ID != other {
+		t.Fatalf("claim other: %v %v", rowsOther, err)
+	}
+	outcomes := []backend.Outcome{backend.OutcomeComplete, backend.OutcomeComplete, backend.OutcomeComplete, backend.OutcomeDiscard, backend.OutcomeCancel}
+	var fins []backend.JobFinish
+	for i, r := range rows {
+		f := backend.JobFinish{Lease: r.Lease(), Outcome: outcomes[i]}
+		if outcomes[i] != backend.OutcomeComplete {
+			f.Error = &backend.AttemptError{At: time.Now(), Attempt: 1, Error: "finished by the test"}
+		}
+		fins = append(fins, f)
+	}
+	fins = append(fins, backend.JobFinish{Lease: rowsOther[0].Lease(), Outcome: backend.OutcomeComplete})
+	if res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fins}); err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("finish: %v %v", res, err)
+	}
+	sum := func(queue string) (n backend.ThroughputBucket) {
+		t.Helper()
+		bs, err := c.JobThroughput(ctx, queue, time.Hour, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range bs {
+			if b.Start.Unix()%60 != 0 || b.Start.After(time.Now().Add(time.Minute)) || b.Start.Before(time.Now().Add(-2*time.Hour)) {
+				t.Fatalf("bucket start %s is not a minute of the last hour", b.Start)
+			}
+			if i > 0 && !bs[i-1].Start.Before(b.Start) {
+				t.Fatalf("buckets out of order: %v", bs)
+			}
+			n.Completed += b.Completed
+			n.Discarded += b.Discarded
+			n.Cancelled += b.Cancelled
+		}
+		return n
+	}
+	if n := sum("tput"); n.Completed != 3 || n.Discarded != 1 || n.Cancelled != 1 {
+		t.Fatalf("queue tput: %+v, want 3 completed, 1 discarded, 1 cancelled", n)
+	}
+	if n := sum(""); n.Completed != 4 {
+		t.Fatalf("every queue: %+v, want 4 completed", n)
+	}
+}

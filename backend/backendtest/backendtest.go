@@ -61,6 +61,9 @@ type Harness struct {
 func Run(t *testing.T, h Harness) {
 	tests := []namedTest{
 		{"InsertAndWork", testInsertAndWork},
+		{"ListNewestAndBounds", testListNewestAndBounds},
+		{"DeleteJob", testDeleteJob},
+		{"Throughput", testThroughput},
 		{"InsertOptions", testInsertOptions},
 		{"InsertBadInput", testInsertBadInput},
 		{"InsertManyAllOrNothing", testInsertManyAllOrNothing},

@@ -311,12 +311,20 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	defer b.s.mu.Unlock()
 	var out []*backend.JobRow
 	for _, j := range append(slices.Collect(maps.Values(b.s.jobs)), pending...) {
-		if j.ID > p.AfterID && (p.Queue == "" || j.Queue == p.Queue) && (p.Kind == "" || j.Kind == p.Kind) &&
-			(len(p.States) == 0 || slices.Contains(p.States, j.State)) {
+		if j.ID > p.AfterID && (p.BeforeID == 0 || j.ID < p.BeforeID) &&
+			(p.Queue == "" || j.Queue == p.Queue) && (p.Kind == "" || j.Kind == p.Kind) &&
+			(len(p.States) == 0 || slices.Contains(p.States, j.State)) &&
+			(p.CreatedAfter.IsZero() || j.CreatedAt.After(p.CreatedAfter)) &&
+			(p.CreatedBefore.IsZero() || j.CreatedAt.Before(p.CreatedBefore)) {
 			out = append(out, j)
 		}
 	}
-	slices.SortFunc(out, func(a, b *backend.JobRow) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b *backend.JobRow) int {
+		if p.Newest {
+			return cmp.Compare(b.ID, a.ID)
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
 	if limit := p.LimitOrDefault(); len(out) > limit {
 		out = out[:limit]
 	}
@@ -375,6 +383,60 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 		b.s.hub.publish([]backend.Wake{{CancelledID: j.ID}})
 	}
 	return j, nil
+}
+
+// JobDelete implements backend.Backend.
+func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
+	j, err := b.change(p.ID, func(j *backend.JobRow, t time.Time) bool {
+		if j.State == backend.StateRunning {
+			return false
+		}
+		delete(b.s.jobs, j.ID)
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete job %d: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// JobThroughput implements backend.Backend.
+func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputParams) ([]backend.ThroughputBucket, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	if err := b.check(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	since := now().Add(-p.Window)
+	buckets := map[int64]*backend.ThroughputBucket{}
+	b.s.mu.Lock()
+	for _, j := range b.s.jobs {
+		if j.FinalizedAt == nil || j.FinalizedAt.Before(since) || !finished(j.State) || (p.Queue != "" && j.Queue != p.Queue) {
+			continue
+		}
+		start := j.FinalizedAt.Unix() / p.BucketSeconds() * p.BucketSeconds()
+		bk := buckets[start]
+		if bk == nil {
+			bk = &backend.ThroughputBucket{Start: time.Unix(start, 0).UTC()}
+			buckets[start] = bk
+		}
+		switch j.State {
+		case backend.StateCompleted:
+			bk.Completed++
+		case backend.StateDiscarded:
+			bk.Discarded++
+		case backend.StateCancelled:
+			bk.Cancelled++
+		}
+	}
+	b.s.mu.Unlock()
+	out := make([]backend.ThroughputBucket, 0, len(buckets))
+	for _, bk := range buckets {
+		out = append(out, *bk)
+	}
+	slices.SortFunc(out, func(a, b backend.ThroughputBucket) int { return a.Start.Compare(b.Start) })
+	return out, nil
 }
 
 // change applies fn to job id; fn reports whether the change applies to the

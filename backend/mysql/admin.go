@@ -5,8 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/internal/sqlfilter"
@@ -26,20 +25,13 @@ func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 
 // JobList implements backend.Backend.
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
-	limit := p.LimitOrDefault()
-	var q strings.Builder
-	q.WriteString(b.sql.listHead)
 	for _, s := range p.States {
 		if !s.Valid() {
 			return nil, fmt.Errorf("list jobs: unknown state %q", s)
 		}
 	}
-	var conds sqlfilter.Conds
-	conds.Eq("queue", p.Queue)
-	conds.Eq("kind", p.Kind)
-	conds.States(p.States)
-	q.WriteString(conds.SQL())
-	q.WriteString(" ORDER BY id LIMIT " + strconv.Itoa(limit))
+	conds, tail := sqlfilter.List(p, func(t time.Time) any { return sqlTime(t) })
+	query := b.sql.listHead + conds.SQL() + tail
 	args := append([]any{p.AfterID}, conds.Args...)
 	var db DBTX = b.db
 	if p.Tx != nil {
@@ -49,7 +41,7 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 		}
 		db = tx
 	}
-	rows, err := db.QueryContext(ctx, q.String(), args...)
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -132,6 +124,61 @@ func (b *Backend) changeJobAfter(ctx context.Context, op, query string, id int64
 		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
 	}
 	return j, nil
+}
+
+// JobDelete implements backend.Backend.
+func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
+	var j *backend.JobRow
+	err := b.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if j, err = scanJob(tx.QueryRowContext(ctx, b.sql.getForUpdate, p.ID)); err != nil {
+			return err
+		}
+		if j.State == backend.StateRunning {
+			return &stateError{state: j.State}
+		}
+		_, err = tx.ExecContext(ctx, b.sql.deleteJob, p.ID)
+		return err
+	})
+	var se *stateError
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("delete job %d: %w", p.ID, backend.ErrNotFound)
+	case errors.As(err, &se):
+		return nil, fmt.Errorf("delete job %d (state %s): %w", p.ID, se.state, backend.ErrInvalidState)
+	case err != nil:
+		return nil, fmt.Errorf("delete job %d: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// JobThroughput implements backend.Backend.
+func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputParams) ([]backend.ThroughputBucket, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	bucket := p.BucketSeconds()
+	rows, err := b.db.QueryContext(ctx, b.sql.throughput, bucket, bucket, int64(p.Window/time.Second), p.Queue, p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	defer rows.Close()
+	var out []backend.ThroughputBucket
+	for rows.Next() {
+		var (
+			start int64
+			bk    backend.ThroughputBucket
+		)
+		if err := rows.Scan(&start, &bk.Completed, &bk.Discarded, &bk.Cancelled); err != nil {
+			return nil, fmt.Errorf("job throughput: %w", err)
+		}
+		bk.Start = time.Unix(start, 0).UTC()
+		out = append(out, bk)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	return out, nil
 }
 
 // QueueStatsAll implements backend.Backend.

@@ -23,6 +23,7 @@ import (
 // order. Every UPDATE below is written so both readings agree: a column is
 // never read after it is assigned, except by its own assignment.
 type queries struct {
+	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate                 string
 	window, optimisticUpdate, optimisticWon  string
 	lockForFinish, complete, deleteDone      string
@@ -102,6 +103,9 @@ func buildQueries(db string) (queries, error) {
 		"cancel_events_prune":  &q.cancelEventsPrune,
 		"cancel_events_recent": &q.cancelEventsRecent,
 		"get":                  &q.get,
+		"get_for_update":       &q.getForUpdate,
+		"delete":               &q.deleteJob,
+		"throughput":           &q.throughput,
 		"list_head":            &q.listHead,
 		"retry":                &q.retry,
 		"cancel":               &q.cancel,

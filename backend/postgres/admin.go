@@ -32,7 +32,12 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	rows, err := db.Query(ctx, b.sql.list, p.Queue, p.Kind, states, p.AfterID, limit)
+	query := b.sql.list
+	if p.Newest {
+		query = b.sql.listNewest
+	}
+	rows, err := db.Query(ctx, query, p.Queue, p.Kind, states, p.AfterID, limit,
+		optTime(p.CreatedAfter), optTime(p.CreatedBefore), p.BeforeID)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -41,6 +46,44 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return jobs, nil
+}
+
+// optTime is nil for the zero time (no bound), else the time.
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// JobDelete implements backend.Backend.
+func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
+	return b.changeJob(ctx, "delete", b.sql.deleteJob, p.ID)
+}
+
+// JobThroughput implements backend.Backend.
+func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputParams) ([]backend.ThroughputBucket, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	rows, err := b.pool.Query(ctx, b.sql.throughput, p.Window.Seconds(), p.BucketSeconds(), p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	var out []backend.ThroughputBucket
+	for rows.Next() {
+		var bk backend.ThroughputBucket
+		if err := rows.Scan(&bk.Start, &bk.Completed, &bk.Discarded, &bk.Cancelled); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("job throughput: %w", err)
+		}
+		bk.Start = bk.Start.UTC()
+		out = append(out, bk)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	return out, nil
 }
 
 // JobRetry implements backend.Backend.

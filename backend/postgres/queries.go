@@ -17,7 +17,8 @@ type queries struct {
 	claim, releaseClaim, finish, heartbeat, rescue, cleanup string
 	completeKeep, completeDelete, probeBelow                string
 	insert, insertUnique, now                               string
-	get, list, retry, cancel, stats                         string
+	get, list, listNewest, retry, cancel, stats             string
+	deleteJob, throughput                                   string
 	leaderElect, leaderResign                               string
 	schemaVersion                                           string
 	queuePause, queueResume, queuePausedAll                 string
@@ -73,6 +74,9 @@ func buildQueries(schema string) (queries, error) {
 		"now":               &q.now,
 		"get":               &q.get,
 		"list":              &q.list,
+		"list_newest":       &q.listNewest,
+		"delete":            &q.deleteJob,
+		"throughput":        &q.throughput,
 		"retry":             &q.retry,
 		"cancel":            &q.cancel,
 		"stats":             &q.stats,

@@ -3,13 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/sqlfilter"
 )
 
 // JobGet implements backend.Backend.
@@ -26,12 +26,6 @@ func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 
 // JobList implements backend.Backend.
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
-	limit := p.LimitOrDefault()
-	states := p.StateNames()
-	statesJSON, err := json.Marshal(states)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
 	tx, err := txOf(p.Tx)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -40,7 +34,8 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	if tx != nil {
 		query = tx.QueryContext
 	}
-	rows, err := query(ctx, stmt.list, p.Queue, p.Kind, string(statesJSON), p.AfterID, limit)
+	conds, tail := sqlfilter.List(p, func(t time.Time) any { return t.UnixMicro() })
+	rows, err := query(ctx, stmt.list+conds.SQL()+tail, append([]any{p.AfterID}, conds.Args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -96,6 +91,49 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 		b.st.hub.publish(backend.Wake{CancelledID: j.ID})
 	}
 	return j, nil
+}
+
+// JobDelete implements backend.Backend.
+func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
+	var j *backend.JobRow
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		j, err = changeJob(ctx, tx, p.ID, stmt.deleteJob)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete job %d: %w", p.ID, err)
+	}
+	return j, nil
+}
+
+// JobThroughput implements backend.Backend.
+func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputParams) ([]backend.ThroughputBucket, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	bucket := p.Bucket.Microseconds()
+	rows, err := b.st.readers.QueryContext(ctx, stmt.throughput, time.Now().Add(-p.Window).UnixMicro(), bucket, p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	defer rows.Close()
+	var out []backend.ThroughputBucket
+	for rows.Next() {
+		var (
+			start int64
+			bk    backend.ThroughputBucket
+		)
+		if err := rows.Scan(&start, &bk.Completed, &bk.Discarded, &bk.Cancelled); err != nil {
+			return nil, fmt.Errorf("job throughput: %w", err)
+		}
+		bk.Start = fromMicros(start)
+		out = append(out, bk)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job throughput: %w", err)
+	}
+	return out, nil
 }
 
 // changeJob runs a single-job state change (?1 now, ?2 id) and tells "no such

@@ -25,6 +25,7 @@ type statements struct {
 	heartbeat             string
 	insertHead            string
 	jobExists             string
+	deleteJob, throughput string
 	uniqueHolder          string
 	jobState              string
 	leaderElect           string
@@ -103,6 +104,8 @@ func mustLoadStatements() statements {
 		"leader_elect":            &s.leaderElect,
 		"leader_resign":           &s.leaderResign,
 		"list":                    &s.list,
+		"delete":                  &s.deleteJob,
+		"throughput":              &s.throughput,
 		"migrations_table_exists": &s.migrationsTableExists,
 		"record_migration":        &s.recordMigration,
 		"release_claim":           &s.releaseClaim,

@@ -8,6 +8,7 @@ package sqlfilter
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,30 @@ func Bulk(p *backend.JobBulkParams, timeArg func(time.Time) any) *Conds {
 		c.Cmp("created_at", "<", timeArg(p.CreatedBefore))
 	}
 	return c
+}
+
+// List returns the conditions of a job list after its "id > ?" (the
+// caller's first argument, p.AfterID), and the ORDER BY and LIMIT that
+// end the statement.
+func List(p *backend.JobListParams, timeArg func(time.Time) any) (c *Conds, tail string) {
+	c = &Conds{}
+	c.Eq("queue", p.Queue)
+	c.Eq("kind", p.Kind)
+	c.States(p.States)
+	if p.BeforeID != 0 {
+		c.Cmp("id", "<", p.BeforeID)
+	}
+	if !p.CreatedAfter.IsZero() {
+		c.Cmp("created_at", ">", timeArg(p.CreatedAfter))
+	}
+	if !p.CreatedBefore.IsZero() {
+		c.Cmp("created_at", "<", timeArg(p.CreatedBefore))
+	}
+	order := " ORDER BY id"
+	if p.Newest {
+		order = " ORDER BY id DESC"
+	}
+	return c, order + " LIMIT " + strconv.Itoa(p.LimitOrDefault())
 }
 
 // BulkColumns are the columns ReadBatch reads, in its order.
