@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/internal/engine"
@@ -126,6 +127,13 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	}
 	return err
 }
+
+// PeriodicJobs returns the periodic jobs of the client's config (for
+// dashboards); the slice is the client's own, not to be changed.
+func (c *Client) PeriodicJobs() []PeriodicJob { return c.config.PeriodicJobs }
+
+// QueueConfigs returns the queues the client works, by name, as configured.
+func (c *Client) QueueConfigs() map[string]QueueConfig { return maps.Clone(c.config.Queues) }
 
 // Stopped returns a channel closed when a stop has completed.
 func (c *Client) Stopped() <-chan struct{} { return c.engine.Stopped() }

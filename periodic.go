@@ -26,6 +26,9 @@ func Every(d time.Duration) Schedule { return every(d) }
 
 type every time.Duration
 
+// String names the interval: "every 5m0s".
+func (e every) String() string { return "every " + time.Duration(e).String() }
+
 func (e every) Next(t time.Time) time.Time {
 	d := int64(e)
 	if d <= 0 {

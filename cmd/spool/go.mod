@@ -11,6 +11,7 @@ replace (
 	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
 	github.com/spoolq/spool/examples => ../../examples
 	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
+	github.com/spoolq/spool/ui => ../../ui
 )
 
 require (
@@ -41,6 +42,7 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/spoolq/spool/ui v0.0.0-00010101000000-000000000000
 	golang.org/x/image v0.47.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -48,6 +48,7 @@ func (m *Main) commands() map[string]cli.Command {
 		"enqueue": &EnqueueCommand{m: m},
 		"jobs":    &JobsCommand{m: m},
 		"queues":  &QueuesCommand{m: m},
+		"ui":      &UICommand{m: m},
 		"bench":   bench.New(&m.Env),
 		"version": &VersionCommand{m: m},
 		"help":    &HelpCommand{m: m},
@@ -95,6 +96,7 @@ Commands:
 	enqueue    insert one job
 	jobs       list, show, retry and cancel jobs
 	queues     count jobs by queue and state
+	ui         serve the web dashboard
 	bench      measure throughput on a scratch schema
 	version    print the version
 	help       show help for a command

@@ -1,0 +1,546 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+)
+
+// pageSize is how many jobs a page of the job list shows.
+const pageSize = 50
+
+// page is what every template gets.
+type page struct {
+	Title    string
+	Nav      string // the menu entry to highlight
+	Prefix   string
+	CSRF     string
+	ReadOnly bool
+	Refresh  int // milliseconds; 0: no refresh
+	// Self is the page's own URL, which live refresh fetches again.
+	Self string
+	Data any
+}
+
+// parsePages parses each page template with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"time":     fmtTime,
+		"timeP":    func(t *time.Time) string { return fmtTimeP(t) },
+		"ago":      ago,
+		"states":   func() []backend.State { return backend.AllStates },
+		"count":    func(c map[backend.State]int64, s backend.State) int64 { return c[s] },
+		"finished": func(s backend.State) bool { return s == spool.JobStateCompleted || s == spool.JobStateDiscarded || s == spool.JobStateCancelled },
+		"json":     prettyJSON,
+		"query":    func(v url.Values) string { return v.Encode() },
+		"dict":     dict,
+	}
+	out := map[string]*template.Template{}
+	for _, name := range []string{"queues", "jobs", "job", "periodic", "limits"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("spool ui: parse %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// dict makes a map of key, value pairs, to hand several values to a
+// template.
+func dict(kv ...any) (map[string]any, error) {
+	if len(kv)%2 != 0 {
+		return nil, fmt.Errorf("dict: odd number of arguments")
+	}
+	m := make(map[string]any, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		k, ok := kv[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+		}
+		m[k] = kv[i+1]
+	}
+	return m, nil
+}
+
+// render writes a page: the whole document, or for a live refresh (htmx)
+// only the part that changes.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p *page) {
+	p.Prefix, p.ReadOnly, p.CSRF = h.opts.Prefix, h.opts.ReadOnly, h.csrfToken(w, r)
+	if h.opts.Refresh > 0 {
+		p.Refresh = int(h.opts.Refresh / time.Millisecond)
+	}
+	p.Self = r.URL.RequestURI()
+	var buf bytes.Buffer
+	tmpl := "layout.html"
+	if r.Header.Get("HX-Request") == "true" && r.Header.Get("HX-Target") == "live" {
+		tmpl = "live"
+	}
+	if err := h.pages[name].ExecuteTemplate(&buf, tmpl, p); err != nil {
+		h.fail(w, r, fmt.Errorf("render %s: %w", name, err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// queueRow is one line of the queues page.
+type queueRow struct {
+	Name   string
+	Counts map[backend.State]int64
+	Total  int64
+	Paused *time.Time
+}
+
+func (h *Handler) queuesPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	stats, err := h.client.QueueStats(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	paused, err := h.client.QueuesPaused(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rows := map[string]*queueRow{}
+	for _, s := range stats {
+		q := &queueRow{Name: s.Queue, Counts: s.Counts}
+		for _, n := range s.Counts {
+			q.Total += n
+		}
+		rows[s.Queue] = q
+	}
+	for _, p := range paused {
+		q := rows[p.Queue]
+		if q == nil {
+			q = &queueRow{Name: p.Queue, Counts: map[backend.State]int64{}}
+			rows[p.Queue] = q
+		}
+		since := p.Since
+		q.Paused = &since
+	}
+	for name := range h.client.QueueConfigs() {
+		if rows[name] == nil {
+			rows[name] = &queueRow{Name: name, Counts: map[backend.State]int64{}}
+		}
+	}
+	list := make([]*queueRow, 0, len(rows))
+	for _, q := range rows {
+		list = append(list, q)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	h.render(w, r, "queues", &page{Title: "Queues", Nav: "queues", Data: list})
+}
+
+// throughputAPI serves the chart's data: finished jobs per minute over the
+// last hour, as uPlot's columns (times in seconds, then one column per
+// state), every minute present.
+func (h *Handler) throughputAPI(w http.ResponseWriter, r *http.Request) {
+	queue := r.URL.Query().Get("queue")
+	buckets, err := h.client.JobThroughput(r.Context(), queue, time.Hour, time.Minute)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	end := time.Now().Truncate(time.Minute)
+	start := end.Add(-59 * time.Minute)
+	byStart := map[int64]backend.ThroughputBucket{}
+	for _, b := range buckets {
+		byStart[b.Start.Unix()] = b
+	}
+	cols := [4][]int64{}
+	for t := start; !t.After(end); t = t.Add(time.Minute) {
+		b := byStart[t.Unix()]
+		cols[0] = append(cols[0], t.Unix())
+		cols[1] = append(cols[1], b.Completed)
+		cols[2] = append(cols[2], b.Discarded)
+		cols[3] = append(cols[3], b.Cancelled)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"series": []string{"completed", "discarded", "cancelled"},
+		"data":   cols,
+	})
+}
+
+// jobsData is the job list page's data.
+type jobsData struct {
+	Filter       url.Values
+	Queue, Kind  string
+	State        string
+	Since, Until string // datetime-local values, UTC
+	Jobs         []*spool.JobRow
+	Older, Newer string // query strings of the next pages ("": none)
+	Error        string
+}
+
+// dateLayout is the format of an <input type="datetime-local">.
+const dateLayout = "2006-01-02T15:04"
+
+func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := &jobsData{Queue: q.Get("queue"), Kind: q.Get("kind"), State: q.Get("state"), Since: q.Get("since"), Until: q.Get("until")}
+	p := &spool.JobListParams{Queue: d.Queue, Kind: d.Kind, Limit: pageSize + 1, Newest: true}
+	var bad []string
+	if d.State != "" {
+		s := backend.State(d.State)
+		if !s.Valid() {
+			bad = append(bad, fmt.Sprintf("state %q is not a job state", d.State))
+		} else {
+			p.States = []backend.State{s}
+		}
+	}
+	if d.Queue != "" {
+		if err := spool.ValidateQueueName(d.Queue); err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
+	for _, tb := range []struct {
+		v   string
+		dst *time.Time
+	}{{d.Since, &p.CreatedAfter}, {d.Until, &p.CreatedBefore}} {
+		if tb.v == "" {
+			continue
+		}
+		t, err := time.Parse(dateLayout, tb.v)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("time %q is not YYYY-MM-DDTHH:MM", tb.v))
+			continue
+		}
+		*tb.dst = t
+	}
+	before, errB := cursor(q.Get("before"))
+	after, errA := cursor(q.Get("after"))
+	if errB != nil || errA != nil {
+		bad = append(bad, "the page cursor is not a job id")
+	}
+	d.Filter = url.Values{}
+	for _, k := range []string{"queue", "kind", "state", "since", "until"} {
+		if v := q.Get(k); v != "" {
+			d.Filter.Set(k, v)
+		}
+	}
+	if len(bad) > 0 {
+		d.Error = strings.Join(bad, "; ")
+		w.WriteHeader(http.StatusBadRequest)
+		h.render(w, r, "jobs", &page{Title: "Jobs", Nav: "jobs", Data: d})
+		return
+	}
+	if after > 0 {
+		// Newer page: the pageSize jobs just above after, read oldest
+		// first from the cursor and shown newest first.
+		p.Newest, p.AfterID = false, after
+	} else {
+		p.BeforeID = before
+	}
+	jobs, err := h.client.JobList(r.Context(), p)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	more := len(jobs) > pageSize
+	if more {
+		jobs = jobs[:pageSize]
+	}
+	if after > 0 {
+		slices.Reverse(jobs)
+	}
+	d.Jobs = jobs
+	if len(jobs) > 0 {
+		if more || after > 0 {
+			d.Older = withCursor(d.Filter, "before", jobs[len(jobs)-1].ID)
+		}
+		if before > 0 || (after > 0 && more) {
+			d.Newer = withCursor(d.Filter, "after", jobs[0].ID)
+		}
+	}
+	h.render(w, r, "jobs", &page{Title: "Jobs", Nav: "jobs", Data: d})
+}
+
+func cursor(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("bad cursor %q", s)
+	}
+	return n, nil
+}
+
+func withCursor(filter url.Values, key string, id int64) string {
+	v := url.Values{}
+	for k, vs := range filter {
+		v[k] = vs
+	}
+	v.Set(key, strconv.FormatInt(id, 10))
+	return v.Encode()
+}
+
+// event is one line of a job's timeline.
+type event struct {
+	At    time.Time
+	What  string
+	Error string
+	Trace string
+}
+
+// jobData is a job page's data.
+type jobData struct {
+	Job        *spool.JobRow
+	Args       string
+	Redacted   bool
+	Timeline   []event
+	CanRetry   bool
+	CanCancel  bool
+	CanDelete  bool
+	AttemptsOf string
+}
+
+func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		h.fail(w, r, &statusError{http.StatusNotFound, fmt.Sprintf("%q is not a job id", r.PathValue("id"))})
+		return
+	}
+	j, err := h.client.JobGet(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d := &jobData{Job: j, AttemptsOf: fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts)}
+	d.Args, d.Redacted = h.argsText(j)
+	running := j.State == spool.JobStateRunning
+	d.CanRetry = !running && j.State != spool.JobStateAvailable
+	d.CanCancel = j.State != spool.JobStateCompleted && j.State != spool.JobStateDiscarded && j.State != spool.JobStateCancelled
+	d.CanDelete = !running
+	d.Timeline = timeline(j)
+	h.render(w, r, "job", &page{Title: fmt.Sprintf("Job %d", j.ID), Nav: "jobs", Data: d})
+}
+
+// argsText is the job's args as shown: indented, or redacted.
+func (h *Handler) argsText(j *spool.JobRow) (string, bool) {
+	if h.redact[j.Kind] {
+		return "", true
+	}
+	args := j.Args
+	if h.opts.RedactArgs != nil {
+		if args = h.opts.RedactArgs(j.Kind, args); args == nil {
+			return "", true
+		}
+	}
+	return prettyJSON(args), false
+}
+
+// timeline lists what happened to a job, oldest first.
+func timeline(j *spool.JobRow) []event {
+	ev := []event{{At: j.CreatedAt, What: "inserted"}}
+	if j.RunAt.After(j.CreatedAt.Add(time.Second)) && j.Attempt == 0 {
+		ev = append(ev, event{At: j.RunAt, What: "due to run"})
+	}
+	for _, e := range j.Errors {
+		ev = append(ev, event{At: e.At, What: fmt.Sprintf("attempt %d failed", e.Attempt), Error: e.Error, Trace: e.Trace})
+	}
+	if j.AttemptedAt != nil {
+		ev = append(ev, event{At: *j.AttemptedAt, What: fmt.Sprintf("attempt %d started", j.Attempt)})
+	}
+	if j.State == spool.JobStateRetryable || j.State == spool.JobStateScheduled {
+		ev = append(ev, event{At: j.RunAt, What: "runs again"})
+	}
+	if j.FinalizedAt != nil {
+		ev = append(ev, event{At: *j.FinalizedAt, What: string(j.State)})
+	}
+	sort.SliceStable(ev, func(a, b int) bool { return ev[a].At.Before(ev[b].At) })
+	return ev
+}
+
+func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return &statusError{http.StatusNotFound, fmt.Sprintf("%q is not a job id", r.PathValue("id"))}
+	}
+	ctx := r.Context()
+	switch r.PathValue("action") {
+	case "retry":
+		_, err = h.client.JobRetry(ctx, id)
+	case "cancel":
+		_, err = h.client.JobCancel(ctx, id)
+	case "delete":
+		if _, err = h.client.JobDelete(ctx, id); err == nil {
+			h.back(w, r, h.opts.Prefix+"/jobs")
+			return nil
+		}
+	default:
+		return &statusError{http.StatusNotFound, fmt.Sprintf("no job action %q (retry, cancel, delete)", r.PathValue("action"))}
+	}
+	if err != nil {
+		return err
+	}
+	h.back(w, r, "")
+	return nil
+}
+
+func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) error {
+	queue := r.PostFormValue("queue")
+	var err error
+	switch r.PathValue("action") {
+	case "pause":
+		err = h.client.QueuePause(r.Context(), queue)
+	case "resume":
+		err = h.client.QueueResume(r.Context(), queue)
+	default:
+		return &statusError{http.StatusNotFound, fmt.Sprintf("no queue action %q (pause, resume)", r.PathValue("action"))}
+	}
+	if err != nil {
+		return err
+	}
+	h.back(w, r, "")
+	return nil
+}
+
+// periodicRow is one periodic job as the client that serves the dashboard
+// defines it.
+type periodicRow struct {
+	Name, Schedule, Kind, Queue string
+	Next                        time.Time
+	Recent                      []*spool.JobRow
+}
+
+func (h *Handler) periodicPage(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	var rows []periodicRow
+	for _, p := range h.client.PeriodicJobs() {
+		next := p.Schedule.Next(now)
+		row := periodicRow{Name: p.Name, Schedule: fmt.Sprint(p.Schedule), Next: next, Queue: spool.DefaultQueue}
+		if p.Opts != nil && p.Opts.Queue != "" {
+			row.Queue = p.Opts.Queue
+		}
+		if args := p.Args(next); args != nil {
+			row.Kind = args.Kind()
+			recent, err := h.client.JobList(r.Context(), &spool.JobListParams{Queue: row.Queue, Kind: row.Kind, Newest: true, Limit: 5})
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			row.Recent = recent
+		}
+		rows = append(rows, row)
+	}
+	h.render(w, r, "periodic", &page{Title: "Periodic jobs", Nav: "periodic", Data: rows})
+}
+
+// limitsRow is one queue's flow rules (when this client configures them)
+// and its keys' current use.
+type limitsRow struct {
+	Queue string
+	Flow  *spool.Flow
+	Keys  []spool.FlowKeyUse
+}
+
+func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	configs := h.client.QueueConfigs()
+	stats, err := h.client.QueueStats(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	queues := map[string]bool{}
+	for _, s := range stats {
+		queues[s.Queue] = true
+	}
+	for q := range configs {
+		queues[q] = true
+	}
+	var rows []limitsRow
+	for _, q := range slices.Sorted(mapsKeys(queues)) {
+		keys, err := h.client.FlowKeys(ctx, q, 20)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		flow := configs[q].Flow
+		if flow == nil && !hasKeys(keys) {
+			continue
+		}
+		rows = append(rows, limitsRow{Queue: q, Flow: flow, Keys: keys})
+	}
+	h.render(w, r, "limits", &page{Title: "Limits", Nav: "limits", Data: rows})
+}
+
+// hasKeys reports whether any job of the queue has a flow key.
+func hasKeys(keys []spool.FlowKeyUse) bool {
+	for _, k := range keys {
+		if k.Key != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") }
+
+func fmtTimeP(t *time.Time) string {
+	if t == nil {
+		return "–"
+	}
+	return fmtTime(*t)
+}
+
+// ago says how long ago (or in how long) t is, roughly.
+func ago(t time.Time) string {
+	d := time.Since(t)
+	suffix := " ago"
+	if d < 0 {
+		d, suffix = -d, " from now"
+	}
+	switch {
+	case d < time.Second:
+		return "now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds%s", int(d.Seconds()), suffix)
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%s", int(d.Minutes()), suffix)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%s", int(d.Hours()), suffix)
+	default:
+		return fmt.Sprintf("%dd%s", int(d.Hours()/24), suffix)
+	}
+}
+
+// prettyJSON indents a JSON document for display ("–" for none).
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "–"
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
