@@ -362,10 +362,12 @@ func timeline(j *spool.JobRow) []event {
 	if j.State == spool.JobStateRetryable || j.State == spool.JobStateScheduled {
 		ev = append(ev, event{At: j.RunAt, What: "runs again"})
 	}
+	sort.SliceStable(ev, func(a, b int) bool { return ev[a].At.Before(ev[b].At) })
 	if j.FinalizedAt != nil {
+		// Last whatever the clocks say: an attempt's error is stamped by
+		// the worker's clock, the finish by the store's.
 		ev = append(ev, event{At: *j.FinalizedAt, What: string(j.State)})
 	}
-	sort.SliceStable(ev, func(a, b int) bool { return ev[a].At.Before(ev[b].At) })
 	return ev
 }
 

@@ -1,0 +1,278 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/spoolq/spool"
+)
+
+// xssKind is a job kind that would run a script if a page did not escape it.
+const xssKind = "<script>alert(1)</script>"
+
+// chromiumPath finds Debian's chromium (.ci/run installs it); a machine
+// without it fails the test rather than skipping it.
+func chromiumPath(t *testing.T) string {
+	for _, p := range []string{os.Getenv("SPOOL_TEST_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium: install Debian's chromium (.ci/run does) or set SPOOL_TEST_CHROMIUM")
+	return ""
+}
+
+// artifactDir is where screenshots go: $SPOOL_TEST_ARTIFACTS, else
+// ui/artifacts in the working tree (ignored by git).
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("SPOOL_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = "artifacts"
+	}
+	dir = filepath.Join(dir, "ui")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	t.Logf("screenshots in %s", abs)
+	return abs
+}
+
+// browser is a headless Chromium; dialogs (the actions' confirmations)
+// are accepted and recorded, and so are script exceptions, console errors
+// and the browser's own error log (where CSP violations go).
+type browser struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	dialogs []string // "type: message"
+	errors  []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	b := &browser{}
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithListener(b.event))
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	b.ctx = ctx
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("enable the browser's log: %v", err)
+	}
+	return b
+}
+
+// event records what the page does; it runs on the tab's reader, so the
+// dialog is answered from a goroutine of its own.
+func (b *browser) event(ev any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch e := ev.(type) {
+	case *page.EventJavascriptDialogOpening:
+		b.dialogs = append(b.dialogs, string(e.Type)+": "+e.Message)
+		go func() {
+			_, _ = chromedp.Call(b.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}()
+	case *runtime.EventExceptionThrown:
+		b.errors = append(b.errors, fmt.Sprintf("exception: %s %+v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
+	case *runtime.EventConsoleAPICalled:
+		if e.Type == runtime.ConsoleAPICalledTypeError {
+			var parts []string
+			for _, a := range e.Args {
+				parts = append(parts, fmt.Sprintf("%s", a.Value))
+			}
+			b.errors = append(b.errors, "console: "+strings.Join(parts, " "))
+		}
+	case *log.EventEntryAdded:
+		if e.Entry.Level == log.EntryLevelError && !strings.Contains(e.Entry.URL, "favicon") {
+			b.errors = append(b.errors, fmt.Sprintf("log (%s): %s %s", e.Entry.Source, e.Entry.Text, e.Entry.URL))
+		}
+	}
+}
+
+// do runs steps within a minute.
+func (b *browser) do(t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// get runs one action that returns a value, within a minute.
+func get[T any](t *testing.T, b *browser, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+func (b *browser) screenshot(t *testing.T, dir, name string) {
+	t.Helper()
+	png := get(t, b, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *browser) seen() (dialogs, errs []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.dialogs...), append([]string(nil), b.errors...)
+}
+
+// TestBrowser drives the dashboard in headless Chromium: every page loads
+// (with a screenshot each), the chart draws, retry and cancel change a
+// job's state after their confirmation, an action without the CSRF token
+// gets 403 and changes nothing, a kind made of a script tag shows as text
+// and runs nothing, and a page refreshes itself when the store changes.
+func TestBrowser(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	discarded := f.discardedJob(t)
+	running := f.runningJob(t)
+	xss := f.insert(t, xssKind, "", nil)
+	srv := httptest.NewServer(f.handler)
+	t.Cleanup(srv.Close)
+	dir := artifactDir(t)
+	b := newBrowser(t)
+
+	// Every page, with a screenshot.
+	b.do(t, "queues page", chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="default"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.chart[data-ready="true"] canvas`)))
+	b.screenshot(t, dir, "queues")
+	b.do(t, "jobs page", chromedp.Navigate(srv.URL+"/jobs"), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-job="%d"]`, xss))))
+	b.screenshot(t, dir, "jobs")
+	b.do(t, "job page", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, discarded)), chromedp.WaitVisible(chromedp.CSS(`#job-state`)))
+	b.screenshot(t, dir, "job")
+	jobText := get(t, b, "job page text", chromedp.Text(chromedp.CSS(`main`)))
+	for _, want := range []string{"smtp: 550 <no such user>", "secret-note", "attempt 1 failed", "discarded"} {
+		if !strings.Contains(jobText, want) {
+			t.Errorf("job page lacks %q:\n%s", want, jobText)
+		}
+	}
+	b.do(t, "periodic page", chromedp.Navigate(srv.URL+"/periodic"), chromedp.WaitVisible(chromedp.CSS(`table.periodic`)))
+	b.screenshot(t, dir, "periodic")
+	if txt := get(t, b, "periodic text", chromedp.Text(chromedp.CSS(`table.periodic`))); !strings.Contains(txt, "nightly-report") || !strings.Contains(txt, "every 1h0m0s") {
+		t.Errorf("periodic page lacks the periodic job:\n%s", txt)
+	}
+	b.do(t, "limits page", chromedp.Navigate(srv.URL+"/limits"), chromedp.WaitVisible(chromedp.CSS(`section.limits[data-queue="flowq"]`)))
+	b.screenshot(t, dir, "limits")
+	if txt := get(t, b, "limits text", chromedp.Text(chromedp.CSS(`section.limits[data-queue="flowq"]`))); !strings.Contains(txt, "global limit 5") || !strings.Contains(txt, "tenant-a") {
+		t.Errorf("limits page lacks the queue's rule or its key:\n%s", txt)
+	}
+
+	// The script-tag kind is text on the list and on its page; no alert.
+	b.do(t, "xss on list", chromedp.Navigate(srv.URL+"/jobs"))
+	if got := get(t, b, "kind cell", chromedp.Text(chromedp.CSS(fmt.Sprintf(`tr[data-job="%d"] td.kind`, xss)))); got != xssKind {
+		t.Errorf("kind cell shows %q, want the kind as text %q", got, xssKind)
+	}
+	b.do(t, "xss on job page", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, xss)))
+	if got := get(t, b, "kind field", chromedp.Text(chromedp.CSS(`dd.kind`))); got != xssKind {
+		t.Errorf("job page shows kind %q, want %q", got, xssKind)
+	}
+
+	// Retry the discarded job: confirm, then the page shows it available.
+	b.do(t, "retry", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, discarded)),
+		chromedp.Click(chromedp.CSS(`button[data-action="retry"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#job-state.available`)))
+	if j, err := f.client.JobGet(ctx, discarded); err != nil || j.State != spool.JobStateAvailable {
+		t.Fatalf("after retry in the browser: %+v %v", j, err)
+	}
+	// Cancel the running job.
+	b.do(t, "cancel", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, running)),
+		chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#job-state.cancelled`)))
+	if j, err := f.client.JobGet(ctx, running); err != nil || j.State != spool.JobStateCancelled {
+		t.Fatalf("after cancel in the browser: %+v %v", j, err)
+	}
+	dialogs, _ := b.seen()
+	var confirms int
+	for _, d := range dialogs {
+		if strings.HasPrefix(d, "confirm: ") {
+			confirms++
+		} else {
+			t.Errorf("unexpected dialog %q", d)
+		}
+	}
+	if confirms != 2 {
+		t.Errorf("%d confirmations, want 2 (retry, cancel): %v", confirms, dialogs)
+	}
+
+	// An action from the page's own origin without the token, or with a
+	// wrong one: 403, and the job stays as it was.
+	target := f.insert(t, "note", "", nil)
+	b.do(t, "jobs page", chromedp.Navigate(srv.URL+"/jobs"))
+	status := get(t, b, "post without token", chromedp.Evaluate[int](
+		fmt.Sprintf(`fetch("/jobs/%d/cancel", {method: "POST"}).then(r => r.status)`, target), chromedp.EvalAwaitPromise))
+	if status != 403 {
+		t.Errorf("POST without a CSRF token: status %d, want 403", status)
+	}
+	status = get(t, b, "post with a wrong token", chromedp.Evaluate[int](fmt.Sprintf(
+		`fetch("/jobs/%d/cancel", {method: "POST", headers: {"X-CSRF-Token": "x".repeat(43)}}).then(r => r.status)`, target), chromedp.EvalAwaitPromise))
+	if status != 403 {
+		t.Errorf("POST with a wrong CSRF token: status %d, want 403", status)
+	}
+	if j, err := f.client.JobGet(ctx, target); err != nil || j.State != spool.JobStateAvailable {
+		t.Fatalf("job after refused actions: %+v %v", j, err)
+	}
+
+	// Live refresh: a job inserted elsewhere shows up without a reload
+	// (the marker set on the window survives).
+	b.do(t, "open queues", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="default"]`)))
+	get(t, b, "set marker", chromedp.Evaluate[bool](`window.spoolMarker = true`))
+	f.insert(t, "note", "fresh", nil)
+	b.do(t, "live refresh", chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="fresh"]`)))
+	if !get(t, b, "read marker", chromedp.Evaluate[bool](`window.spoolMarker === true`)) {
+		t.Error("the page reloaded instead of refreshing in place")
+	}
+
+	dialogs, errs := b.seen()
+	for _, d := range dialogs {
+		if strings.HasPrefix(d, "alert: ") {
+			t.Errorf("a script ran: dialog %q", d)
+		}
+	}
+	refused := fmt.Sprintf("403 (Forbidden) %s/jobs/%d/cancel", srv.URL, target)
+	for _, e := range errs {
+		if strings.HasPrefix(e, "log (network): ") && strings.HasSuffix(e, refused) {
+			continue // the two refused posts above
+		}
+		t.Errorf("browser error (a CSP violation or a script error): %s", e)
+	}
+}
+

@@ -1,0 +1,116 @@
+package ui_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/ui"
+)
+
+// fixture is a dashboard over a fresh SQLite store, served by a client that
+// defines a flow-limited queue and a periodic job.
+type fixture struct {
+	be      backend.Backend
+	client  *spool.Client
+	handler *ui.Handler
+}
+
+// rawArgs are args of any kind, for jobs inserted by kind name.
+type rawArgs struct {
+	kind string
+	Data string `json:"data"`
+}
+
+func (a rawArgs) Kind() string { return a.kind }
+
+// reportArgs are the periodic job's args.
+type reportArgs struct{}
+
+func (reportArgs) Kind() string { return "report" }
+
+func newFixture(t *testing.T, opts *ui.Options) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	be, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "ui.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client, err := spool.NewClient(be, &spool.Config{
+		AllowUnknownKinds: true,
+		Queues: map[string]spool.QueueConfig{
+			spool.DefaultQueue: {MaxWorkers: 1},
+			"flowq":            {MaxWorkers: 1, Flow: &spool.Flow{GlobalLimit: 5, KeyLimit: 2}},
+		},
+		PeriodicJobs: []spool.PeriodicJob{{
+			Name: "nightly-report", Schedule: spool.Every(time.Hour),
+			Args: func(time.Time) spool.JobArgs { return reportArgs{} },
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ui.New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{be: be, client: client, handler: h}
+	f.insert(t, "note", "flowq", &spool.InsertOpts{FlowKey: "tenant-a"})
+	return f
+}
+
+// insert adds a job of kind to queue ("" for the default queue).
+func (f *fixture) insert(t *testing.T, kind, queue string, opts *spool.InsertOpts) int64 {
+	t.Helper()
+	if opts == nil {
+		opts = &spool.InsertOpts{}
+	}
+	if queue != "" {
+		opts.Queue = queue
+	}
+	res, err := f.client.Insert(context.Background(), rawArgs{kind: kind, Data: "secret-" + kind}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.ID
+}
+
+// claim takes the next job of queue "claims", as a worker would.
+func (f *fixture) claim(t *testing.T, id int64) *backend.JobRow {
+	t.Helper()
+	rows, err := f.be.JobClaim(context.Background(), &backend.JobClaimParams{Queue: "claims", Max: 1, Lease: time.Hour, ClaimID: "ui-test"})
+	if err != nil || len(rows) != 1 || rows[0].ID != id {
+		t.Fatalf("claim job %d: %v %v", id, rows, err)
+	}
+	return rows[0]
+}
+
+// runningJob makes a job and claims it.
+func (f *fixture) runningJob(t *testing.T) int64 {
+	id := f.insert(t, "note", "claims", nil)
+	f.claim(t, id)
+	return id
+}
+
+// discardedJob makes a job whose only attempt failed with a stack trace.
+func (f *fixture) discardedJob(t *testing.T) int64 {
+	id := f.insert(t, "note", "claims", &spool.InsertOpts{MaxAttempts: 1})
+	row := f.claim(t, id)
+	res, err := f.be.JobFinishMany(context.Background(), &backend.JobFinishManyParams{Finishes: []backend.JobFinish{{
+		Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
+		Error: &backend.AttemptError{Attempt: 1, At: time.Now(), Error: "smtp: 550 <no such user>", Trace: "goroutine 1 [running]:\nmain.send()"},
+	}}})
+	if err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("discard job %d: %v %v", id, res, err)
+	}
+	return id
+}
+
