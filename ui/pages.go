@@ -36,15 +36,16 @@ type page struct {
 // parsePages parses each page template with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"time":     fmtTime,
-		"timeP":    func(t *time.Time) string { return fmtTimeP(t) },
-		"ago":      ago,
-		"states":   func() []backend.State { return backend.AllStates },
-		"count":    func(c map[backend.State]int64, s backend.State) int64 { return c[s] },
-		"finished": func(s backend.State) bool { return s == spool.JobStateCompleted || s == spool.JobStateDiscarded || s == spool.JobStateCancelled },
-		"json":     prettyJSON,
-		"query":    func(v url.Values) string { return v.Encode() },
-		"dict":     dict,
+		"time":   fmtTime,
+		"timeP":  func(t *time.Time) string { return fmtTimeP(t) },
+		"ago":    ago,
+		"states": func() []backend.State { return backend.AllStates },
+		"count":  func(c map[backend.State]int64, s backend.State) int64 { return c[s] },
+		"finished": func(s backend.State) bool {
+			return s == spool.JobStateCompleted || s == spool.JobStateDiscarded || s == spool.JobStateCancelled
+		},
+		"json": prettyJSON,
+		"dict": dict,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range []string{"queues", "jobs", "job", "periodic", "limits"} {
@@ -185,7 +186,9 @@ type jobsData struct {
 	State        string
 	Since, Until string // datetime-local values, UTC
 	Jobs         []*spool.JobRow
-	Older, Newer string // query strings of the next pages ("": none)
+	// Older and Newer link to the next pages ("": none); built from
+	// url.Values, so safe as URLs.
+	Older, Newer template.URL
 	Error        string
 }
 
@@ -263,10 +266,10 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 	d.Jobs = jobs
 	if len(jobs) > 0 {
 		if more || after > 0 {
-			d.Older = withCursor(d.Filter, "before", jobs[len(jobs)-1].ID)
+			d.Older = h.pageURL(d.Filter, "before", jobs[len(jobs)-1].ID)
 		}
 		if before > 0 || (after > 0 && more) {
-			d.Newer = withCursor(d.Filter, "after", jobs[0].ID)
+			d.Newer = h.pageURL(d.Filter, "after", jobs[0].ID)
 		}
 	}
 	h.render(w, r, "jobs", &page{Title: "Jobs", Nav: "jobs", Data: d})
@@ -283,13 +286,14 @@ func cursor(s string) (int64, error) {
 	return n, nil
 }
 
-func withCursor(filter url.Values, key string, id int64) string {
+// pageURL links to the job list with filter and a page cursor.
+func (h *Handler) pageURL(filter url.Values, key string, id int64) template.URL {
 	v := url.Values{}
 	for k, vs := range filter {
 		v[k] = vs
 	}
 	v.Set(key, strconv.FormatInt(id, 10))
-	return v.Encode()
+	return template.URL(h.opts.Prefix + "/jobs?" + v.Encode())
 }
 
 // event is one line of a job's timeline.
