@@ -275,4 +275,3 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("browser error (a CSP violation or a script error): %s", e)
 	}
 }
-

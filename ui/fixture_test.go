@@ -113,4 +113,3 @@ func (f *fixture) discardedJob(t *testing.T) int64 {
 	}
 	return id
 }
-

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
 )
 
 //go:generate sh assets/vendor.sh
@@ -69,6 +70,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// How old the shared counts may be before a request refreshes them.
+const (
+	statsTTL      = 3 * time.Second
+	throughputTTL = 10 * time.Second
+)
+
 // Handler is the dashboard; see New.
 type Handler struct {
 	client *spool.Client
@@ -77,6 +84,16 @@ type Handler struct {
 	mux    *http.ServeMux
 	origin *http.CrossOriginProtection
 	redact map[string]bool
+	// stats are the queues' counts by state; throughput the chart's
+	// buckets of every queue (cache.go).
+	stats      *cache[queueCounts]
+	throughput *cache[[]spool.ThroughputBucket]
+}
+
+// queueCounts are the counts and pauses the queues page shows.
+type queueCounts struct {
+	stats  []backend.QueueStats
+	paused []spool.PausedQueue
 }
 
 // New returns the dashboard of client's store. The client need not be
@@ -107,6 +124,17 @@ func New(client *spool.Client, opts *Options) (*Handler, error) {
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
+	h.stats = &cache[queueCounts]{ttl: statsTTL, compute: func(ctx context.Context) (queueCounts, error) {
+		stats, err := client.QueueStats(ctx)
+		if err != nil {
+			return queueCounts{}, err
+		}
+		paused, err := client.QueuesPaused(ctx)
+		return queueCounts{stats: stats, paused: paused}, err
+	}}
+	h.throughput = &cache[[]spool.ThroughputBucket]{ttl: throughputTTL, compute: func(ctx context.Context) ([]spool.ThroughputBucket, error) {
+		return client.JobThroughput(ctx, "", time.Hour, time.Minute)
+	}}
 	h.origin = http.NewCrossOriginProtection()
 	h.origin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)

@@ -17,7 +17,7 @@ type queries struct {
 	claim, releaseClaim, finish, heartbeat, rescue, cleanup string
 	completeKeep, completeDelete, probeBelow                string
 	insert, insertUnique, now                               string
-	get, list, listNewest, retry, cancel, stats             string
+	get, list, retry, cancel, stats                         string
 	deleteJob, throughput                                   string
 	leaderElect, leaderResign                               string
 	schemaVersion                                           string
@@ -74,7 +74,6 @@ func buildQueries(schema string) (queries, error) {
 		"now":               &q.now,
 		"get":               &q.get,
 		"list":              &q.list,
-		"list_newest":       &q.listNewest,
 		"delete":            &q.deleteJob,
 		"throughput":        &q.throughput,
 		"retry":             &q.retry,

@@ -1,7 +1,16 @@
--- The queue's running (lease not ended) and pending jobs by flow key.
-SELECT coalesce(flow_key, ''),
-  count(*) FILTER (WHERE state = 'running' AND leased_until > now()),
-  count(*) FILTER (WHERE state IN ('available', 'scheduled', 'retryable'))
-FROM {{s}}.spool_jobs
-WHERE queue = $1 AND state IN ('available', 'scheduled', 'retryable', 'running')
-GROUP BY 1
+-- The queue's running (lease not ended) and pending jobs by flow key: the
+-- running ones from spool_jobs_running, the pending ones from
+-- spool_jobs_pending (one condition on both sets of states read the whole
+-- table: 0.13 s against 0.02 s with 10^6 jobs).
+SELECT key, sum(running)::int, sum(pending)::int FROM (
+  SELECT coalesce(flow_key, '') AS key, count(*) FILTER (WHERE leased_until > now()) AS running, 0 AS pending
+  FROM {{s}}.spool_jobs
+  WHERE queue = $1 AND state = 'running'
+  GROUP BY 1
+  UNION ALL
+  SELECT coalesce(flow_key, ''), 0, count(*)
+  FROM {{s}}.spool_jobs
+  WHERE queue = $1 AND state IN ('available', 'scheduled', 'retryable')
+  GROUP BY 1
+) u
+GROUP BY key

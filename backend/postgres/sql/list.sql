@@ -1,10 +1,5 @@
--- List: jobs by id after $4 (keyset paging) and before $8 (0: no bound),
--- filtered by queue $1, kind $2, states $3 and insert time after $6 and
--- before $7 (NULL: no bound) when given, at most $5.
-SELECT {{cols}} FROM {{s}}.spool_jobs
-WHERE ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2)
-  AND (cardinality($3::text[]) = 0 OR state::text = ANY($3::text[]))
-  AND id > $4 AND ($8 = 0 OR id < $8)
-  AND ($6::timestamptz IS NULL OR created_at > $6) AND ($7::timestamptz IS NULL OR created_at < $7)
-ORDER BY id
-LIMIT $5
+-- List: the head of a job list; JobList appends the filters given, with
+-- the states written as literals (so that the planner can match the
+-- partial indexes: running jobs from spool_jobs_running, pending ones
+-- from spool_jobs_pending), the order and the limit.
+SELECT {{cols}} FROM {{s}}.spool_jobs WHERE true
