@@ -20,6 +20,8 @@ type Client struct {
 	config  Config
 	engine  *engine.Engine
 	events  subscriptions
+	// observers are cfg.Observers.
+	observers observers
 }
 
 // NewClient returns a client over a backend. A client with no Workers or
@@ -36,7 +38,8 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
-	c := &Client{backend: be, config: cfg}
+	c := &Client{backend: be, config: cfg, observers: observers(cfg.Observers)}
+	hooks := c.observers.engine()
 	logger := cfg.Logger.With("spool_client", cfg.ClientID)
 	c.events.logger = logger
 	keeper := maintenance.New(be, maintenance.Config{
@@ -47,10 +50,18 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		CompletedRetention: cfg.CompletedRetention,
 		DiscardedRetention: cfg.DiscardedRetention,
 		CancelledRetention: cfg.CancelledRetention,
+		Rescued:            hooks.RescuedFunc(),
 	}, logger)
 	services := []func(context.Context){keeper.Run}
 	if fire := c.periodicService(keeper.Leading); fire != nil {
 		services = append(services, fire)
+	}
+	outcome := c.events.outcome
+	if len(c.observers) > 0 {
+		outcome = func(o engine.Outcome) {
+			c.observers.finished(o)
+			c.events.outcome(o)
+		}
 	}
 	queues := make(map[string]engine.Queue, len(cfg.Queues))
 	for name, q := range cfg.Queues {
@@ -69,7 +80,8 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		DeleteCompleted:    cfg.CompletedRetention < 0,
 		Queues:             queues,
 		Handler:            c.handler,
-		Outcome:            c.events.outcome,
+		Outcome:            outcome,
+		Observer:           hooks,
 		NextRetry:          cfg.RetryPolicy.NextRetry,
 		Services:           services,
 		AfterStop:          keeper.Resign,

@@ -47,6 +47,10 @@ type Config struct {
 	LeaseDuration time.Duration
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observers receive the client's measurements (inserts, claims, starts,
+	// outcomes, lost leases, rescues, the notifier's state) as they are
+	// made: the hooks of the metrics and tracing modules (Observer).
+	Observers []Observer
 	// MaxArgsBytes limits a job's encoded args. Defaults to 1 MiB.
 	MaxArgsBytes int
 	// PollInterval is how often producers look for jobs without a wake-up
@@ -109,6 +113,11 @@ func (c Config) withDefaults() (Config, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
+		}
+	}
+	for i, o := range c.Observers {
+		if o == nil {
+			return bad("Observers[%d] is nil", i)
 		}
 	}
 	if err := checkPeriodic(c.PeriodicJobs); err != nil {

@@ -143,9 +143,20 @@ var eventKinds = map[engine.Result]EventKind{
 
 // outcome sends the event of a written outcome, if it is one.
 func (s *subscriptions) outcome(o engine.Outcome) {
-	kind, ok := eventKinds[o.Result]
-	if !ok || !s.active() {
+	if !s.active() {
 		return
+	}
+	if e, ok := eventOf(o); ok {
+		s.emit(e)
+	}
+}
+
+// eventOf is the event of an applied outcome; false for a result that has
+// none.
+func eventOf(o engine.Outcome) (*Event, bool) {
+	kind, ok := eventKinds[o.Result]
+	if !ok {
+		return nil, false
 	}
 	e := &Event{Kind: kind, JobID: o.Finish.Lease.ID, JobKind: o.Kind, Queue: o.Queue, Attempt: int(o.Attempt),
 		MaxAttempts: int(o.MaxAttempts), Duration: o.Duration, At: time.Now()}
@@ -155,7 +166,7 @@ func (s *subscriptions) outcome(o engine.Outcome) {
 	if kind == EventJobFailed || kind == EventJobSnoozed {
 		e.NextRunIn = o.Finish.Delay
 	}
-	s.emit(e)
+	return e, true
 }
 
 // retried reports an operator's retry of a job.

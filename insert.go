@@ -220,6 +220,7 @@ func (c *Client) writeRows(ctx context.Context, tx any, params []InsertManyParam
 	if tx == nil {
 		c.engine.WakeInserted(rows)
 	}
+	c.observers.inserted(send)
 	return rows, res, nil
 }
 

@@ -33,12 +33,57 @@ type Config struct {
 	// that the store applied, after the write: on the outcome writer's
 	// goroutine, so it must not block.
 	Outcome func(Outcome)
+	// Observer, when not nil, receives measurements (its funcs run on the
+	// goroutine that measured and must not block).
+	Observer *Observer
 	// Services run beside the engine from Start until the end of Stop (the
 	// maintenance loop); their context ends then.
 	Services []func(ctx context.Context)
 	// AfterStop runs at the end of a stop that still had time, before the
 	// stop reports done (the maintenance leader resigns there).
 	AfterStop func(ctx context.Context)
+}
+
+// Observer are the engine's measurement hooks; a nil *Observer measures
+// nothing.
+type Observer struct {
+	Claimed    func(queue string, jobs int, took time.Duration, err error)
+	Started    func(row *backend.JobRow, startedAt time.Time)
+	LeasesLost func(queue string, n int)
+	Rescued    func(retried, discarded int)
+	Notifier   func(up bool)
+}
+
+// RescuedFunc is o.Rescued, nil for a nil o (for the maintenance config).
+func (o *Observer) RescuedFunc() func(retried, discarded int) {
+	if o == nil {
+		return nil
+	}
+	return o.Rescued
+}
+
+func (o *Observer) claimed(queue string, jobs int, took time.Duration, err error) {
+	if o != nil {
+		o.Claimed(queue, jobs, took, err)
+	}
+}
+
+func (o *Observer) started(row *backend.JobRow, at time.Time) {
+	if o != nil {
+		o.Started(row, at)
+	}
+}
+
+func (o *Observer) leasesLost(queue string, n int) {
+	if o != nil && n > 0 {
+		o.LeasesLost(queue, n)
+	}
+}
+
+func (o *Observer) notifier(up bool) {
+	if o != nil {
+		o.Notifier(up)
+	}
 }
 
 // Queue is one queue's concurrency.

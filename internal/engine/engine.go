@@ -127,7 +127,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		// than listenStartWait, the client starts anyway and polls meanwhile.
 		listening := make(chan struct{})
 		var once sync.Once
-		l := &listener{n: n, logger: e.logger, wake: e.Wake, wakeAll: e.WakeAll, cancelled: func(id int64) {
+		l := &listener{n: n, observer: e.cfg.Observer, logger: e.logger, wake: e.Wake, wakeAll: e.WakeAll, cancelled: func(id int64) {
 			if e.running.holds(id) {
 				e.beat.now()
 			}

@@ -127,7 +127,8 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 		defer cancelTimeout()
 	}
 	started := time.Now()
-	x.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, attempt: int(row.Attempt), started: started, timeout: timeout, ctx: runCtx, cancel: cancel})
+	x.cfg.Observer.started(row, startedAt)
+	x.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, queue: row.Queue, attempt: int(row.Attempt), started: started, timeout: timeout, ctx: runCtx, cancel: cancel})
 	err := safeRun(withRun(runCtx, x.out.be, row, startedAt), h.Run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).

@@ -110,7 +110,10 @@ func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, tim
 		}
 		running = append(running, l)
 	}
-	n := h.running.cancelRunning(running, ErrLeaseLost)
+	n, byQueue := h.running.cancelRunning(running, ErrLeaseLost)
+	for q, k := range byQueue {
+		h.cfg.Observer.leasesLost(q, k)
+	}
 	if n == 0 {
 		return
 	}

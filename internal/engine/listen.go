@@ -18,6 +18,7 @@ const listenStartWait = 5 * time.Second
 // cancels the handler).
 type listener struct {
 	n         backend.Notifier
+	observer  *Observer
 	logger    *slog.Logger
 	wake      func(queue string)
 	wakeAll   func()
@@ -33,6 +34,7 @@ func (l *listener) run(ctx context.Context, settled func()) {
 	for ctx.Err() == nil {
 		started := time.Now()
 		err := l.n.Listen(ctx, func() {
+			l.observer.notifier(true)
 			settled()
 			// Anything inserted while we were not listening: look now.
 			l.wakeAll()
@@ -50,6 +52,7 @@ func (l *listener) run(ctx context.Context, settled func()) {
 		if ctx.Err() != nil {
 			return
 		}
+		l.observer.notifier(false)
 		if time.Since(started) > time.Minute {
 			backoff = 100 * time.Millisecond
 		}

@@ -439,6 +439,7 @@ func (p *producer) fetch(n, forWorkers int, lostClaims []string, out chan<- fetc
 		if err != nil {
 			unreleased = []string{claimID}
 		}
+		p.cfg.Observer.claimed(p.queue, len(res.Jobs), time.Since(sentAt), err)
 		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
 		return
 	}
@@ -451,6 +452,7 @@ func (p *producer) fetch(n, forWorkers int, lostClaims []string, out chan<- fetc
 	if err != nil {
 		unreleased = []string{claimID}
 	}
+	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
 	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, err: err, unreleased: unreleased}
 }
 

@@ -14,6 +14,7 @@ import (
 type runningJob struct {
 	lease         backend.LeaseRef
 	kind          string
+	queue         string
 	attempt       int
 	started       time.Time
 	timeout       time.Duration // 0: none
@@ -175,15 +176,18 @@ func (r *runningJobs) sortLost(leases []backend.LeaseRef) (running, inTx []backe
 // and returns how many it cancelled. A lost lease of a job whose handler has
 // returned needs nothing: usually its outcome was just written (the row is
 // no longer running), otherwise the outcome writer reports the rejected write.
-func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) int {
+func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) (n int, byQueue map[string]int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
 	for _, l := range leases {
 		if j := r.jobs[l.ID]; j != nil && j.lease == l && !j.handlerDone {
 			j.cancel(cause)
 			n++
+			if byQueue == nil {
+				byQueue = map[string]int{}
+			}
+			byQueue[j.queue]++
 		}
 	}
-	return n
+	return n, byQueue
 }

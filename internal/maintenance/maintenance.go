@@ -26,6 +26,8 @@ type Config struct {
 	// negative CompletedRetention means completed jobs are deleted as they
 	// complete, so cleanup has none to delete).
 	CompletedRetention, DiscardedRetention, CancelledRetention time.Duration
+	// Rescued, when not nil, is told of every rescue batch that found jobs.
+	Rescued func(retried, discarded int)
 }
 
 // Maintainer runs maintenance for one client.
@@ -118,6 +120,9 @@ func (m *Maintainer) rescue(ctx context.Context) {
 		}
 		if n := res.Retried + res.Discarded; n > 0 {
 			m.logger.Info("spool: rescued jobs whose lease ended", "retried", res.Retried, "discarded", res.Discarded)
+			if m.cfg.Rescued != nil {
+				m.cfg.Rescued(res.Retried, res.Discarded)
+			}
 		}
 		if res.Retried+res.Discarded < batch {
 			return
