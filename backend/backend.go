@@ -627,6 +627,13 @@ type Wake struct {
 	CancelledID int64
 }
 
+// DeadlockCounter is an optional capability: a backend that retries
+// transactions the server aborted for a deadlock or a lock wait timeout
+// (MySQL) says how many it retried since it was opened.
+type DeadlockCounter interface {
+	DeadlockRetries() uint64
+}
+
 // Notifier is an optional capability: push wake-ups when jobs become runnable
 // and when running jobs are cancelled.
 type Notifier interface {

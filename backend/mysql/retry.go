@@ -46,6 +46,12 @@ type metrics struct {
 	deadlocks, lockWaits, exhausted, conflicts, rounds atomic.Uint64
 }
 
+// DeadlockRetries implements backend.DeadlockCounter: transactions retried
+// after a deadlock or a lock wait timeout.
+func (b *Backend) DeadlockRetries() uint64 {
+	return b.metrics.deadlocks.Load() + b.metrics.lockWaits.Load()
+}
+
 // Metrics returns the backend's counters.
 func (b *Backend) Metrics() Metrics {
 	return Metrics{

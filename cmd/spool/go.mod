@@ -11,18 +11,30 @@ replace (
 	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
 	github.com/spoolq/spool/examples => ../../examples
 	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
+	github.com/spoolq/spool/prometheus => ../../prometheus
 	github.com/spoolq/spool/ui => ../../ui
 )
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/prometheus/client_golang v1.25.0
 	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
 	gonum.org/v1/plot v0.17.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
@@ -42,6 +54,7 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/spoolq/spool/prometheus v0.0.0-00010101000000-000000000000
 	github.com/spoolq/spool/ui v0.0.0-00010101000000-000000000000
 	golang.org/x/image v0.47.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

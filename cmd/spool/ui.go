@@ -14,7 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	spoolprom "github.com/spoolq/spool/prometheus"
 	"github.com/spoolq/spool/ui"
 )
 
@@ -87,7 +93,7 @@ func (c *UICommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("spool ui: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withMetrics(h, client, *prefix, opts.Authorize), ReadHeaderTimeout: 10 * time.Second}
 	u := url.URL{Scheme: "http", Host: ln.Addr().String(), Path: strings.TrimRight(*prefix, "/") + "/"}
 	if *token != "" {
 		u.RawQuery = url.Values{"token": {*token}}.Encode()
@@ -111,6 +117,27 @@ func (c *UICommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// withMetrics serves Prometheus metrics at PREFIX/metrics beside the
+// dashboard, behind the same authorization: the store's jobs by queue and
+// state and the oldest jobs' ages (this process runs no jobs, so the
+// counters of work stay at zero here), and the process's own.
+func withMetrics(dashboard http.Handler, client *spool.Client, prefix string, authorize func(http.ResponseWriter, *http.Request) bool) http.Handler {
+	m := spoolprom.New(nil)
+	m.WatchStore(client)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.Handle("GET "+strings.TrimRight(prefix, "/")+"/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if authorize != nil && !authorize(w, r) {
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	}))
+	mux.Handle("/", dashboard)
+	return mux
+}
+
 // loopback reports whether host names only this machine.
 func loopback(host string) bool {
 	if host == "localhost" {
@@ -129,7 +156,9 @@ Serves the web dashboard and prints its URL: queues (counts by state,
 finished jobs per minute over the last hour, pause and resume), jobs (filter
 by queue, kind, state and insert time; newest first), each job (args,
 metadata, output, errors with stack traces, timeline; retry, cancel,
-delete), and flow keys' use. Pages refresh in place. Every action asks for
+delete), and flow keys' use. Pages refresh in place. Prometheus metrics of
+the store (jobs by queue and state, the oldest jobs' ages) are served at
+/metrics, behind the same authentication. Every action asks for
 confirmation and carries a CSRF token.
 
 It listens on 127.0.0.1:8080 unless --addr says otherwise; an address that

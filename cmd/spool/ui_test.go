@@ -88,6 +88,24 @@ func TestUIServes(t *testing.T) {
 	if resp.Request.URL.RawQuery != "" {
 		t.Errorf("the token stayed in the address: %s", resp.Request.URL)
 	}
+	// Metrics, behind the same token.
+	resp, err = http.Get(base + "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("metrics without the token: %d, want 401", resp.StatusCode)
+	}
+	resp, err = c.Get(base + "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `spool_queue_jobs{queue="mail",state="available"} 1`) {
+		t.Errorf("metrics: %d\n%s", resp.StatusCode, body)
+	}
 	cancel()
 	select {
 	case code := <-done:
