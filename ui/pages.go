@@ -106,12 +106,17 @@ type queueRow struct {
 }
 
 func (h *Handler) queuesPage(w http.ResponseWriter, r *http.Request) {
-	counts, at, err := h.stats.get(r.Context())
+	counts, at, err := h.stats.get(r.Context(), firstWait)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	stats, paused := counts.stats, counts.paused
+	if at.IsZero() {
+		// Not counted yet: show nothing rather than zeros.
+		h.render(w, r, "queues", &page{Title: "Queues", Nav: "queues", Data: queuesData{}})
+		return
+	}
 	rows := map[string]*queueRow{}
 	for _, s := range stats {
 		q := &queueRow{Name: s.Queue, Counts: s.Counts}
@@ -153,7 +158,7 @@ type queuesData struct {
 // last hour, as uPlot's columns (times in seconds, then one column per
 // state), every minute present.
 func (h *Handler) throughputAPI(w http.ResponseWriter, r *http.Request) {
-	buckets, _, err := h.throughput.get(r.Context())
+	buckets, _, err := h.throughput.get(r.Context(), computeTimeout)
 	if err != nil {
 		h.fail(w, r, err)
 		return

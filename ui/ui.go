@@ -74,6 +74,9 @@ type Options struct {
 const (
 	statsTTL      = 3 * time.Second
 	throughputTTL = 10 * time.Second
+	// firstWait is how long a page waits for a first count before it is
+	// shown without it (it then arrives with a live refresh).
+	firstWait = 150 * time.Millisecond
 )
 
 // Handler is the dashboard; see New.
@@ -135,6 +138,7 @@ func New(client *spool.Client, opts *Options) (*Handler, error) {
 	h.throughput = &cache[[]spool.ThroughputBucket]{ttl: throughputTTL, compute: func(ctx context.Context) ([]spool.ThroughputBucket, error) {
 		return client.JobThroughput(ctx, "", time.Hour, time.Minute)
 	}}
+	h.stats.warm()
 	h.origin = http.NewCrossOriginProtection()
 	h.origin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)

@@ -25,12 +25,10 @@ func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 
 // JobList implements backend.Backend.
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
-	for _, s := range p.States {
-		if !s.Valid() {
-			return nil, fmt.Errorf("list jobs: unknown state %q", s)
-		}
+	conds, tail, err := sqlfilter.List(p, func(t time.Time) any { return sqlTime(t) })
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	conds, tail := sqlfilter.List(p, func(t time.Time) any { return sqlTime(t) })
 	query := b.sql.listHead + conds.SQL() + tail
 	args := append([]any{p.AfterID}, conds.Args...)
 	var db DBTX = b.db

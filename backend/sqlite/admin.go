@@ -34,7 +34,10 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	if tx != nil {
 		query = tx.QueryContext
 	}
-	conds, tail := sqlfilter.List(p, func(t time.Time) any { return t.UnixMicro() })
+	conds, tail, err := sqlfilter.List(p, func(t time.Time) any { return t.UnixMicro() })
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
 	rows, err := query(ctx, stmt.list+conds.SQL()+tail, append([]any{p.AfterID}, conds.Args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)

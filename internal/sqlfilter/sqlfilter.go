@@ -8,6 +8,7 @@ package sqlfilter
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -73,12 +74,38 @@ func Bulk(p *backend.JobBulkParams, timeArg func(time.Time) any) *Conds {
 
 // List returns the conditions of a job list after its "id > ?" (the
 // caller's first argument, p.AfterID), and the ORDER BY and LIMIT that
-// end the statement.
-func List(p *backend.JobListParams, timeArg func(time.Time) any) (c *Conds, tail string) {
+// end the statement. An unknown state is an error.
+func List(p *backend.JobListParams, timeArg func(time.Time) any) (c *Conds, tail string, err error) {
+	for _, s := range p.States {
+		if !s.Valid() {
+			return nil, "", fmt.Errorf("unknown state %q", s)
+		}
+	}
 	c = &Conds{}
 	c.Eq("queue", p.Queue)
 	c.Eq("kind", p.Kind)
-	c.States(p.States)
+	if len(p.States) > 0 {
+		// States as literals (each a known state, so safe to write): a
+		// partial index's condition can be matched against literals, not
+		// against bound values.
+		names := make([]string, len(p.States))
+		for i, s := range p.States {
+			names[i] = "'" + string(s) + "'"
+		}
+		if len(names) == 1 {
+			// "=", not "IN" of one: SQLite matches a partial index's
+			// "state = 'running'" only to an equality.
+			c.sql.WriteString(" AND state = " + names[0])
+		} else {
+			c.sql.WriteString(" AND state IN (" + strings.Join(names, ", ") + ")")
+		}
+	}
+	if len(p.States) == 1 && p.States[0] == backend.StateRunning {
+		// Every running job holds a lease; saying so lets the store read
+		// its (small) index of leases instead of the whole table: 0.7 s
+		// to a few ms for a queue's running jobs among 10^6 on MariaDB.
+		c.sql.WriteString(" AND leased_until IS NOT NULL")
+	}
 	if p.BeforeID != 0 {
 		c.Cmp("id", "<", p.BeforeID)
 	}
@@ -92,7 +119,7 @@ func List(p *backend.JobListParams, timeArg func(time.Time) any) (c *Conds, tail
 	if p.Newest {
 		order = " ORDER BY id DESC"
 	}
-	return c, order + " LIMIT " + strconv.Itoa(p.LimitOrDefault())
+	return c, order + " LIMIT " + strconv.Itoa(p.LimitOrDefault()), nil
 }
 
 // BulkColumns are the columns ReadBatch reads, in its order.
