@@ -19,7 +19,7 @@ import (
 type Metrics struct {
 	spool.NopObserver
 	inserted, started, finished, claims, leasesLost, rescued metric.Int64Counter
-	claimDuration, pickup, runDuration                        metric.Float64Histogram
+	claimDuration, pickup, runDuration                       metric.Float64Histogram
 
 	client  atomic.Pointer[spool.Client]
 	storeMu sync.Mutex
