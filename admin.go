@@ -31,8 +31,10 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) ([]*JobRow, erro
 func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.backend.JobRetry(ctx, &backend.JobRetryParams{ID: id})
 	if err == nil {
-		c.engine.Wake(row.Queue)
+		// The event first: woken, a worker may run the job and report its
+		// outcome before the retry's event otherwise.
 		c.events.retried(row)
+		c.engine.Wake(row.Queue)
 	}
 	return row, err
 }

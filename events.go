@@ -32,7 +32,9 @@ const (
 	// using an attempt.
 	EventJobSnoozed EventKind = "job_snoozed"
 	// EventJobRetried: an operator's JobRetry made a job available again
-	// (JobsRetry reports a count instead of an event per job).
+	// (JobsRetry reports a count instead of an event per job). It is sent
+	// once the retry has committed, so the outcome of the job's next run,
+	// in a worker quick enough, may be reported before it.
 	EventJobRetried EventKind = "job_retried"
 )
 
