@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -196,6 +197,8 @@ type jobsData struct {
 	// url.Values, so safe as URLs.
 	Older, Newer template.URL
 	Error        string
+	// Searched, when set, says which ids a page filtered by kind read.
+	Searched string
 }
 
 // dateLayout is the format of an <input type="datetime-local">.
@@ -257,7 +260,16 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 	} else {
 		p.BeforeID = before
 	}
-	jobs, err := h.client.JobList(r.Context(), p)
+	ctx := r.Context()
+	var win window
+	if !p.CreatedAfter.IsZero() || !p.CreatedBefore.IsZero() || d.Kind != "" {
+		var err error
+		if win, err = h.narrow(ctx, p, d.Kind != ""); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	jobs, err := h.client.JobList(ctx, p)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -278,7 +290,115 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 			d.Newer = h.pageURL(d.Filter, "after", jobs[0].ID)
 		}
 	}
+	if win.limited && !more {
+		// The page is not full because only a window of ids was read:
+		// the next page reads on from the window's edge.
+		d.Searched = fmt.Sprintf("jobs %d to %d", win.from, win.to)
+		if after > 0 {
+			if win.to < win.newest {
+				d.Newer = h.pageURL(d.Filter, "after", win.to)
+			}
+		} else if win.from > win.oldest {
+			d.Older = h.pageURL(d.Filter, "before", win.from)
+		}
+	}
 	h.render(w, r, "jobs", &page{Title: "Jobs", Nav: "jobs", Data: d})
+}
+
+// scanWindow is how many ids one page of a list filtered by kind reads at
+// most: no index leads with kind, so such a list reads the primary key,
+// and a kind that is rare among 10^6 jobs was looked for in all of them
+// (0.7 s on MariaDB); 100,000 ids take 70 ms there.
+var scanWindow int64 = 100000 // a variable for the tests
+
+// timeSlack widens the id range a time filter reads: ids grow with insert
+// order, insert times with each transaction's start (PostgreSQL), so near a
+// bound they may disagree by as long as a transaction inserting jobs lasts.
+const timeSlack = time.Minute
+
+// window is the id range a list was narrowed to.
+type window struct {
+	limited        bool  // a kind filter limited the ids read to [from, to]
+	from, to       int64 // the range read
+	oldest, newest int64 // the store's lowest and highest ids
+}
+
+// narrow turns a list's time bounds into id bounds, found by binary search
+// over ids (a time filter alone read the table from the newest job down
+// until the page was full: 0.2 s on PostgreSQL, 1.4–1.8 s on MariaDB with
+// 10^6 jobs when few matched), and with a kind filter limits the ids read
+// to scanWindow. The insert-time conditions stay in the list: the bounds
+// only say where to read.
+func (h *Handler) narrow(ctx context.Context, p *spool.JobListParams, byKind bool) (window, error) {
+	var win window
+	oldest, err := h.client.JobList(ctx, &spool.JobListParams{Limit: 1})
+	if err != nil || len(oldest) == 0 {
+		return win, err
+	}
+	newest, err := h.client.JobList(ctx, &spool.JobListParams{Limit: 1, Newest: true})
+	if err != nil || len(newest) == 0 {
+		return win, err
+	}
+	win.oldest, win.newest = oldest[0].ID, newest[0].ID
+	if !p.CreatedAfter.IsZero() {
+		id, err := h.firstInsertedFrom(ctx, p.CreatedAfter.Add(-timeSlack), win.oldest, win.newest)
+		if err != nil {
+			return win, err
+		}
+		p.AfterID = max(p.AfterID, id-1)
+	}
+	if !p.CreatedBefore.IsZero() {
+		id, err := h.firstInsertedFrom(ctx, p.CreatedBefore.Add(timeSlack), win.oldest, win.newest)
+		if err != nil {
+			return win, err
+		}
+		if id <= win.newest && (p.BeforeID == 0 || id < p.BeforeID) {
+			p.BeforeID = id
+		}
+	}
+	if !byKind {
+		return win, nil
+	}
+	if p.Newest {
+		top := win.newest + 1
+		if p.BeforeID != 0 {
+			top = p.BeforeID
+		}
+		if floor := top - scanWindow; floor-1 > p.AfterID {
+			p.AfterID = floor - 1
+			win.limited, win.from, win.to = true, floor, top-1
+		}
+	} else if edge := p.AfterID + scanWindow + 1; p.BeforeID == 0 || edge < p.BeforeID {
+		p.BeforeID = edge
+		win.limited, win.from, win.to = true, p.AfterID+1, edge-1
+	}
+	return win, nil
+}
+
+// firstInsertedFrom returns the boundary id in [lo, hi+1] between the jobs
+// inserted before t and those inserted at or after it (as ids grow with
+// insert times): each step reads one job by primary key.
+func (h *Handler) firstInsertedFrom(ctx context.Context, t time.Time, lo, hi int64) (int64, error) {
+	hi++
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		rows, err := h.client.JobList(ctx, &spool.JobListParams{AfterID: mid - 1, BeforeID: hi, Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case len(rows) == 0:
+			hi = mid // no job between mid and hi
+		case rows[0].CreatedAt.Before(t):
+			lo = rows[0].ID + 1
+		default:
+			hi = min(hi, rows[0].ID)
+			if rows[0].ID == mid {
+				hi = mid
+			}
+		}
+	}
+	return lo, nil
 }
 
 func cursor(s string) (int64, error) {
