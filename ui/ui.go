@@ -27,6 +27,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -239,8 +240,14 @@ func (h *Handler) back(w http.ResponseWriter, r *http.Request, target string) {
 	}
 	if target == "" {
 		target = h.opts.Prefix + "/"
-		if ref := r.Header.Get("Referer"); ref != "" {
-			target = ref
+		// Back to the page the form was on: its path only, and only a
+		// page of the dashboard (never a redirect to another site).
+		if ref, err := url.Parse(r.Header.Get("Referer")); err == nil && ref.Host == r.Host &&
+			(ref.Path == h.opts.Prefix+"/" || strings.HasPrefix(ref.Path, h.opts.Prefix+"/")) {
+			target = ref.Path
+			if ref.RawQuery != "" {
+				target += "?" + ref.RawQuery
+			}
 		}
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)

@@ -133,9 +133,18 @@ func TestActionsNeedToken(t *testing.T) {
 	if j, err := f.client.JobGet(ctx, id); err != nil || j.State != spool.JobStateAvailable {
 		t.Fatalf("job after refused posts: %+v %v", j, err)
 	}
-	code, h := s.post(page+"/cancel", url.Values{"csrf": {tok}})
-	if code != http.StatusSeeOther {
-		t.Fatalf("post with the token: status %d, want 303", code)
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+page+"/cancel", strings.NewReader(url.Values{"csrf": {tok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Referer", "https://evil.example/phish")
+	resp, err = s.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	code, h := resp.StatusCode, resp.Header
+	if code != http.StatusSeeOther || h.Get("Location") != "/" {
+		t.Fatalf("post with the token and a foreign referer: status %d to %q, want 303 to the dashboard", code, h.Get("Location"))
 	}
 	if j, err := f.client.JobGet(ctx, id); err != nil || j.State != spool.JobStateCancelled {
 		t.Fatalf("job after cancel: %+v %v (redirect %s)", j, err, h.Get("Location"))
