@@ -61,6 +61,7 @@ type Harness struct {
 func Run(t *testing.T, h Harness) {
 	tests := []namedTest{
 		{"InsertAndWork", testInsertAndWork},
+		{"CrossProcessWake", testCrossProcessWake},
 		{"ListNewestAndBounds", testListNewestAndBounds},
 		{"DeleteJob", testDeleteJob},
 		{"Throughput", testThroughput},

@@ -51,3 +51,31 @@ func testLocalWake(t *testing.T, h Harness) {
 	}
 	waitState(t, be, later, backend.StateCompleted)
 }
+
+// testCrossProcessWake: a job inserted through another handle on the store
+// (another process) runs at once in a client that polls only hourly: the
+// backend's notifier wakes it (LISTEN/NOTIFY on PostgreSQL, the data
+// version watch on SQLite, the new-jobs read on MySQL).
+func testCrossProcessWake(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	if _, ok := be.(backend.Notifier); !ok {
+		t.Fatalf("backend %s is not a backend.Notifier: other processes' jobs would wait for a poll", be.Name())
+	}
+	ran := make(chan NoteArgs, 4)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		ran <- j.Args
+		return nil
+	}))
+	cfg := fastConfig(ws, 2)
+	cfg.PollInterval = time.Hour
+	worker := newClient(t, be, cfg)
+	start(t, worker)
+	other := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
+	for n := range 3 {
+		insert(t, other, NoteArgs{N: n}, nil)
+		if a := recv(t, ran, "a job inserted by another process"); a.N != n {
+			t.Fatalf("ran %+v, want job %d", a, n)
+		}
+	}
+}

@@ -131,6 +131,7 @@ type Backend struct {
 var (
 	_ backend.Backend       = (*Backend)(nil)
 	_ backend.CancelWatcher = (*Backend)(nil)
+	_ backend.Notifier      = (*Backend)(nil)
 )
 
 // Open connects to the database at a mysql:// URL,

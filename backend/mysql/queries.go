@@ -23,6 +23,7 @@ import (
 // order. Every UPDATE below is written so both readings agree: a column is
 // never read after it is assigned, except by its own assignment.
 type queries struct {
+	maxJobID, newJobs                        string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate                 string
 	window, optimisticUpdate, optimisticWon  string
@@ -103,6 +104,8 @@ func buildQueries(db string) (queries, error) {
 		"cancel_events_prune":  &q.cancelEventsPrune,
 		"cancel_events_recent": &q.cancelEventsRecent,
 		"get":                  &q.get,
+		"max_job_id":           &q.maxJobID,
+		"new_jobs":             &q.newJobs,
 		"get_for_update":       &q.getForUpdate,
 		"delete":               &q.deleteJob,
 		"throughput":           &q.throughput,
