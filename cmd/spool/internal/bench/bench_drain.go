@@ -51,6 +51,13 @@ type drainResult struct {
 	InsertChunk       int     `json:"insert_chunk"`
 	InsertFast        bool    `json:"insert_fast"`
 	GOMAXPROCS        int     `json:"gomaxprocs"`
+	// ClientCPUPerJobUS is this process's CPU time (user and system)
+	// during the drain per job, in microseconds; ServerCPUPerJobUS that of
+	// the database server processes on this machine (PostgreSQL's,
+	// MariaDB's; absent for SQLite, which runs in the client, and for a
+	// remote server), which on a shared machine includes other sessions'.
+	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us,omitempty"`
+	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us,omitempty"`
 }
 
 // Run implements cli.Command.
@@ -89,6 +96,8 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	if err := r.startProfile(); err != nil {
 		return err
 	}
+	cpu0, cpuOK := processCPU()
+	server0, serverOK := serverCPU()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("bench drain: %w", err)
@@ -103,6 +112,8 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return withCause(ctx, err)
 	}
 	elapsed := counter.doneAt.Sub(start)
+	cpu1, _ := processCPU()
+	server1, _ := serverCPU()
 
 	// Every completion is written; check the store agrees before reporting.
 	stats, err := queueStats(ctx, client, spool.DefaultQueue)
@@ -138,6 +149,12 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		InsertFast:        *fast,
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
+	if cpuOK {
+		res.ClientCPUPerJobUS = perJobUS(cpu1-cpu0, *jobs)
+	}
+	if serverOK && store.backend.Name() != "sqlite" {
+		res.ServerCPUPerJobUS = perJobUS(server1-server0, *jobs)
+	}
 	return r.finish(res, func(w io.Writer) error { return printDrainResult(w, &res) },
 		func() *plot.Figure { return drainFigure(&res, samples) })
 }
@@ -156,6 +173,19 @@ func withCause(ctx context.Context, err error) error {
 	return err
 }
 
+// perJobUS is d per job in microseconds.
+func perJobUS(d time.Duration, jobs int) float64 {
+	return float64(d.Microseconds()) / float64(jobs)
+}
+
+// usText writes a per-job CPU time, "" when it was not measured.
+func usText(us float64) string {
+	if us == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f µs", us)
+}
+
 // printDrainResult prints the result as a small table.
 func printDrainResult(w io.Writer, r *drainResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -165,6 +195,8 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 		{"seconds", fmt.Sprintf("%.3f", r.Seconds)},
 		{"jobs/s", cli.HumanInt(r.JobsPerS)},
 		{"insert jobs/s", cli.HumanInt(r.InsertJobsPerS)},
+		{"client CPU per job", usText(r.ClientCPUPerJobUS)},
+		{"server CPU per job", usText(r.ServerCPUPerJobUS)},
 		{"workers", fmt.Sprint(r.Workers)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"batch", fmt.Sprint(r.Batch)},

@@ -274,6 +274,31 @@ func TestBenchDrainPlot(t *testing.T) {
 	checkPlot(t, plotFile)
 }
 
+// TestBenchDrainCPU: bench drain reports the CPU time per job of the
+// client and, for a server on this machine, of the server; none of the
+// server for SQLite, which runs in the client.
+func TestBenchDrainCPU(t *testing.T) {
+	var res struct {
+		Client float64 `json:"client_cpu_per_job_us"`
+		Server float64 `json:"server_cpu_per_job_us"`
+	}
+	r := mustSpool(t, "bench", "drain", "--jobs", "2000", "--json", "--database-url", testdb.PostgresURL())
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
+	}
+	if res.Client <= 0 || res.Server <= 0 {
+		t.Errorf("PostgreSQL drain: client %.1f µs, server %.1f µs a job; want both measured", res.Client, res.Server)
+	}
+	res.Client, res.Server = 0, 0
+	r = mustSpool(t, "bench", "drain", "--jobs", "2000", "--json", "--database-url", "sqlite://"+filepath.Join(t.TempDir(), "cpu.db"))
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
+	}
+	if res.Client <= 0 || res.Server != 0 {
+		t.Errorf("SQLite drain: client %.1f µs, server %.1f µs a job; want the client's only", res.Client, res.Server)
+	}
+}
+
 // TestBenchBadInput checks that bad flags fail at once with a usage error
 // and leave no file behind.
 func TestBenchBadInput(t *testing.T) {

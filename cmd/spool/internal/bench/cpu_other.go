@@ -1,0 +1,11 @@
+//go:build !linux
+
+package bench
+
+import "time"
+
+// processCPU is not measured here.
+func processCPU() (time.Duration, bool) { return 0, false }
+
+// serverCPU is not measured here.
+func serverCPU() (time.Duration, bool) { return 0, false }
