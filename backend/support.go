@@ -124,15 +124,6 @@ func (p *JobCleanupParams) MaxOrDefault() int { return orDefault(p.Max, DefaultC
 // LimitOrDefault returns p.Limit, or DefaultListLimit when it is not positive.
 func (p *JobListParams) LimitOrDefault() int { return orDefault(p.Limit, DefaultListLimit) }
 
-// StateNames returns p.States as strings, for a query parameter.
-func (p *JobListParams) StateNames() []string {
-	out := make([]string, len(p.States))
-	for i, s := range p.States {
-		out[i] = string(s)
-	}
-	return out
-}
-
 // MaxThroughputWindow is the longest window JobThroughput looks back.
 const MaxThroughputWindow = 7 * 24 * time.Hour
 

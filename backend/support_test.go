@@ -77,8 +77,4 @@ func TestParamDefaults(t *testing.T) {
 	if got := (&backend.JobListParams{}).LimitOrDefault(); got != backend.DefaultListLimit {
 		t.Errorf("list limit %d", got)
 	}
-	p := &backend.JobListParams{States: []backend.State{backend.StateRunning, backend.StateDiscarded}}
-	if got := p.StateNames(); len(got) != 2 || got[0] != "running" || got[1] != "discarded" {
-		t.Errorf("state names %v", got)
-	}
 }

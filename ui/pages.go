@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -616,7 +617,7 @@ func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		queues[d.Queue] = true
 	}
-	for _, q := range slices.Sorted(mapsKeys(queues)) {
+	for _, q := range slices.Sorted(maps.Keys(queues)) {
 		keys, err := h.client.FlowKeys(ctx, q, 20)
 		if err != nil {
 			h.fail(w, r, err)
@@ -625,16 +626,6 @@ func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request) {
 		d.Rows = append(d.Rows, limitsRow{Queue: q, Flow: configs[q].Flow, Keys: keys})
 	}
 	h.render(w, r, "limits", &page{Title: "Limits", Nav: "limits", Data: d})
-}
-
-func mapsKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") }

@@ -156,24 +156,9 @@ func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputPar
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
 	bucket := p.BucketSeconds()
-	rows, err := b.db.QueryContext(ctx, b.sql.throughput, bucket, bucket, int64(p.Window/time.Second), p.Queue, p.Queue)
+	out, err := sqlfilter.ReadThroughput(ctx, b.db, func(s int64) time.Time { return time.Unix(s, 0).UTC() },
+		b.sql.throughput, bucket, bucket, int64(p.Window/time.Second), p.Queue, p.Queue)
 	if err != nil {
-		return nil, fmt.Errorf("job throughput: %w", err)
-	}
-	defer rows.Close()
-	var out []backend.ThroughputBucket
-	for rows.Next() {
-		var (
-			start int64
-			bk    backend.ThroughputBucket
-		)
-		if err := rows.Scan(&start, &bk.Completed, &bk.Discarded, &bk.Cancelled); err != nil {
-			return nil, fmt.Errorf("job throughput: %w", err)
-		}
-		bk.Start = time.Unix(start, 0).UTC()
-		out = append(out, bk)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
 	return out, nil

@@ -114,24 +114,13 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 
 // pausedQueues reads the names of the paused queues.
 func (b *Backend) pausedQueues(ctx context.Context) (map[string]bool, error) {
-	rows, err := b.db.QueryContext(ctx, b.sql.queuePausedAll)
+	all, err := b.QueuePausedAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read paused queues: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var (
-			name  string
-			since time.Time
-		)
-		if err := rows.Scan(&name, &since); err != nil {
-			return nil, fmt.Errorf("read paused queues: %w", err)
-		}
-		out[name] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read paused queues: %w", err)
+	out := make(map[string]bool, len(all))
+	for _, q := range all {
+		out[q.Queue] = true
 	}
 	return out, nil
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/internal/sqlfilter"
 )
 
 // JobGet implements backend.Backend.
@@ -34,50 +34,11 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	var (
-		q    strings.Builder
-		args []any
-	)
-	q.WriteString(b.sql.list)
-	cond := func(sql string, v any) {
-		args = append(args, v)
-		q.WriteString(" AND " + strings.ReplaceAll(sql, "$?", "$"+strconv.Itoa(len(args))))
+	conds, tail, err := sqlfilter.List(p, func(t time.Time) any { return t })
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	if p.Queue != "" {
-		cond("queue = $?", p.Queue)
-	}
-	if p.Kind != "" {
-		cond("kind = $?", p.Kind)
-	}
-	if len(p.States) > 0 {
-		names := make([]string, len(p.States))
-		for i, s := range p.States {
-			if !s.Valid() {
-				return nil, fmt.Errorf("list jobs: unknown state %q", s)
-			}
-			names[i] = "'" + string(s) + "'" // a known state: safe as a literal
-		}
-		q.WriteString(" AND state IN (" + strings.Join(names, ", ") + ")")
-	}
-	if p.AfterID > 0 {
-		cond("id > $?", p.AfterID)
-	}
-	if p.BeforeID > 0 {
-		cond("id < $?", p.BeforeID)
-	}
-	if !p.CreatedAfter.IsZero() {
-		cond("created_at > $?", p.CreatedAfter)
-	}
-	if !p.CreatedBefore.IsZero() {
-		cond("created_at < $?", p.CreatedBefore)
-	}
-	if p.Newest {
-		q.WriteString(" ORDER BY id DESC")
-	} else {
-		q.WriteString(" ORDER BY id")
-	}
-	q.WriteString(" LIMIT " + strconv.Itoa(p.LimitOrDefault()))
-	rows, err := db.Query(ctx, q.String(), args...)
+	rows, err := db.Query(ctx, b.sql.list+conds.Numbered(2)+tail, append([]any{p.AfterID}, conds.Args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

@@ -115,25 +115,9 @@ func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputPar
 	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
-	bucket := p.Bucket.Microseconds()
-	rows, err := b.st.readers.QueryContext(ctx, stmt.throughput, time.Now().Add(-p.Window).UnixMicro(), bucket, p.Queue)
+	out, err := sqlfilter.ReadThroughput(ctx, b.st.readers, fromMicros,
+		stmt.throughput, time.Now().Add(-p.Window).UnixMicro(), p.Bucket.Microseconds(), p.Queue)
 	if err != nil {
-		return nil, fmt.Errorf("job throughput: %w", err)
-	}
-	defer rows.Close()
-	var out []backend.ThroughputBucket
-	for rows.Next() {
-		var (
-			start int64
-			bk    backend.ThroughputBucket
-		)
-		if err := rows.Scan(&start, &bk.Completed, &bk.Discarded, &bk.Cancelled); err != nil {
-			return nil, fmt.Errorf("job throughput: %w", err)
-		}
-		bk.Start = fromMicros(start)
-		out = append(out, bk)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
 	return out, nil

@@ -1,8 +1,9 @@
-// Package sqlfilter builds what the SQL backends that bind with ? (SQLite,
-// MySQL/MariaDB) build alike: the filter conditions of job listings and bulk
-// actions, whose shape depends on which filters are given, the reading of
-// a bulk batch, and row-by-row reads (ReadRows). Every value is bound; only
-// column names and placeholders are written into the statement.
+// Package sqlfilter builds what the SQL backends build alike: the filter
+// conditions of job listings and bulk actions, whose shape depends on which
+// filters are given (with ? placeholders, or numbered ones for PostgreSQL:
+// Conds.Numbered), the reading of a bulk batch, and row-by-row reads
+// (ReadRows, ReadThroughput). Every value is bound; only column names, known
+// states and placeholders are written into the statement.
 package sqlfilter
 
 import (
@@ -24,6 +25,24 @@ type Conds struct {
 
 // SQL returns the conditions, each preceded by " AND ".
 func (c *Conds) SQL() string { return c.sql.String() }
+
+// Numbered returns the conditions with PostgreSQL's numbered placeholders,
+// $first for the first argument: no ? is written but as a placeholder
+// (values are bound, states are known words).
+func (c *Conds) Numbered(first int) string {
+	sql := c.sql.String()
+	var b strings.Builder
+	n := first
+	for {
+		i := strings.IndexByte(sql, '?')
+		if i < 0 {
+			b.WriteString(sql)
+			return b.String()
+		}
+		b.WriteString(sql[:i] + "$" + strconv.Itoa(n))
+		sql, n = sql[i+1:], n+1
+	}
+}
 
 // Eq adds col = v, unless v is empty.
 func (c *Conds) Eq(col, v string) {
@@ -176,6 +195,26 @@ func IDList(n int) string { return "(?" + strings.Repeat(", ?", n-1) + ")" }
 // Querier is what ReadRows queries: a *sql.DB, *sql.Tx or *sql.Conn.
 type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// ReadThroughput reads the rows of a throughput statement (bucket start,
+// completed, discarded, cancelled), the start as the store writes it and
+// start turns into a time.
+func ReadThroughput(ctx context.Context, q Querier, start func(int64) time.Time, query string, args ...any) ([]backend.ThroughputBucket, error) {
+	var out []backend.ThroughputBucket
+	err := ReadRows(ctx, q, func(rows *sql.Rows) error {
+		var (
+			at int64
+			bk backend.ThroughputBucket
+		)
+		if err := rows.Scan(&at, &bk.Completed, &bk.Discarded, &bk.Cancelled); err != nil {
+			return err
+		}
+		bk.Start = start(at)
+		out = append(out, bk)
+		return nil
+	}, query, args...)
+	return out, err
 }
 
 // ReadRows runs query on q and calls scan for each row.

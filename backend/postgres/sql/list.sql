@@ -1,5 +1,5 @@
--- List: the head of a job list; JobList appends the filters given, with
--- the states written as literals (so that the planner can match the
--- partial indexes: running jobs from spool_jobs_running, pending ones
--- from spool_jobs_pending), the order and the limit.
-SELECT {{cols}} FROM {{s}}.spool_jobs WHERE true
+-- List: the head of a job list, jobs by id after $1 (keyset paging);
+-- JobList appends the filters given (sqlfilter.List: the states as
+-- literals, so that the planner can match the partial indexes), the order
+-- and the limit.
+SELECT {{cols}} FROM {{s}}.spool_jobs WHERE id > $1
