@@ -77,6 +77,39 @@ type FlowQuick struct {
 	Stripes                      int
 }
 
+// Allowed is how many jobs the claim takes by its rule, given live, the
+// queue's running jobs with leases not ended, and busiest, the busiest
+// key's (the jobs without a key counting as one key); striped says the
+// claim holds one stripe of the lock. 0 is a decline when the jobs asked
+// for would let a key pass KeyLimit (whole lock) or the limits are too
+// near for every stripe's share (striped), and otherwise means no free
+// slot. A store that decides the rule in SQL (PostgreSQL) must agree.
+func (q *FlowQuick) Allowed(live, busiest int, striped bool) int {
+	if !striped && q.KeyLimit > 0 && busiest+q.Want+q.Extra > q.KeyLimit {
+		return 0
+	}
+	g := q.Want + q.Extra
+	if q.Limit > 0 {
+		w := max(min(q.Want, q.Limit-live), 0)
+		g = w + min(q.Extra, max(0, (q.Limit+1)/2-live-w))
+	}
+	if !striped {
+		return g
+	}
+	s := q.Stripes
+	for _, lim := range []struct{ limit, used int }{{q.Limit, live}, {q.KeyLimit, busiest}} {
+		if lim.limit == 0 {
+			continue
+		}
+		share := lim.limit / (2 * s)
+		if lim.limit-lim.used < s*share {
+			return 0
+		}
+		g = min(g, share)
+	}
+	return g
+}
+
 // FlowQuickResult is a FlowQuick claim a store decided itself: the jobs it
 // took, in claim order, already committed.
 type FlowQuickResult struct {

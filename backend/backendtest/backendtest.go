@@ -119,6 +119,7 @@ func Run(t *testing.T, h Harness) {
 		{"OutputAndMetadata", testOutputAndMetadata},
 		{"FlowGlobalLimit", testFlowGlobalLimit},
 		{"FlowWideLimits", testFlowWideLimits},
+		{"FlowQuickClaim", testFlowQuickClaim},
 		{"FlowKilledWorkerSlotsReturn", testFlowKilledWorkerSlotsReturn},
 		{"FlowKeyLimit", testFlowKeyLimit},
 		{"FlowRateLimit", testFlowRateLimit},

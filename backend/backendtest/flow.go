@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -235,6 +236,77 @@ func testFlowWideLimits(t *testing.T, h Harness) {
 				t.Fatalf("%d jobs ran at once under a limit of 16 (30 workers, the first handlers waiting up to %s for a sixteenth): want exactly 16", peak, holdMax)
 			}
 		})
+	}
+}
+
+// A store that decides quick claims itself (backend.FlowQuick) keeps their
+// rule exactly: a striped claim takes at most its stripe's share of a
+// limit's lower half, and nothing once the running jobs leave no room for
+// every stripe's share; a claim holding the whole lock then takes up to the
+// limit. A store that does not decide them leaves FlowRunning.Quick nil and
+// reads what the controller needs instead.
+func testFlowQuickClaim(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	ctx := context.Background()
+	jobs := make([]*backend.JobInsertParams, 40)
+	for i := range jobs {
+		jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3}
+	}
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(q backend.FlowQuick) *backend.FlowQuickResult {
+		t.Helper()
+		var got *backend.FlowQuickResult
+		err := be.JobClaimFlow(ctx, &backend.JobClaimFlowParams{Queue: "q", Lease: time.Minute, ClaimID: "test", Quick: &q},
+			func(tx backend.FlowTx) error {
+				run, err := tx.FlowRunning(ctx)
+				if err == nil && run.Quick == nil && run.Live == nil {
+					err = fmt.Errorf("a claim the store did not decide read no running jobs")
+				}
+				if err == nil {
+					got = run.Quick
+				}
+				return err
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// The queue's first claim, of nothing (a store may create the queue's
+	// lock then, holding it whole).
+	if got := claim(backend.FlowQuick{Limit: 16}); got == nil {
+		t.Logf("the store does not decide quick claims: the controller decides them (the flow tests cover that)")
+		return
+	} else if len(got.Jobs) != 0 {
+		t.Fatalf("a claim of nothing took %d jobs", len(got.Jobs))
+	}
+	// Limit 16, 4 stripes: a share of 16/8 = 2, while at most 16 - 4*2 = 8
+	// run.
+	for i, want := range []int{2, 2, 2, 2, 2, 0} {
+		got := claim(backend.FlowQuick{Want: 5, Extra: 5, Limit: 16, Stripes: 4})
+		if len(got.Jobs) != want || (want > 0 && !got.Striped) {
+			t.Fatalf("striped claim %d took %d jobs (striped %v), want %d", i+1, len(got.Jobs), got.Striped, want)
+		}
+	}
+	// 10 running: no room for every stripe's share. The whole lock lets the
+	// workers' 5 run and no prefetch (the lower half, 8, is full).
+	if got := claim(backend.FlowQuick{Want: 5, Extra: 5, Limit: 16}); got.Striped || len(got.Jobs) != 5 {
+		t.Fatalf("whole-lock claim took %d jobs (striped %v), want 5", len(got.Jobs), got.Striped)
+	}
+	// A per-key limit counts the busiest key (here the jobs without one,
+	// 15 running): 24/8 = 3 a stripe, room needed 12, there is 9.
+	if got := claim(backend.FlowQuick{Want: 5, Extra: 5, KeyLimit: 24, Stripes: 4}); len(got.Jobs) != 0 {
+		t.Fatalf("striped claim under a key limit took %d jobs with 15 running of 24", len(got.Jobs))
+	}
+	if got := claim(backend.FlowQuick{Want: 5, Extra: 5, KeyLimit: 40, Stripes: 4}); len(got.Jobs) != 5 {
+		t.Fatalf("striped claim under a key limit of 40 took %d jobs with 15 running, want its share 5", len(got.Jobs))
+	}
+	// Without stripes, under a per-key limit the busiest key could pass
+	// with all that is asked: the store declines.
+	if got := claim(backend.FlowQuick{Want: 5, Extra: 5, KeyLimit: 24}); got.Striped || len(got.Jobs) != 0 {
+		t.Fatalf("whole-lock claim under a key limit of 24 with 20 running took %d jobs, want a decline", len(got.Jobs))
 	}
 }
 

@@ -47,35 +47,39 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 // transaction holds.
 func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	var jobs []*backend.JobRow
-	err := b.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(p.Max)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
-		if err != nil {
-			return err
-		}
-		heads, now, err := collectHeads(rows)
-		if err != nil || len(heads) == 0 {
-			jobs = nil
-			return err
-		}
-		ids := make([]int64, len(heads))
-		for i, j := range heads {
-			ids[i] = j.ID
-		}
-		at := sqlTime(now)
-		res, err := tx.ExecContext(ctx, b.sql.claimUpdate+inList(ids), at, micros(p.Lease), p.ClaimID, at)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
-			return fmt.Errorf("claimed %d of %d locked rows (%v)", n, len(ids), err)
-		}
-		jobs = heads
-		for _, j := range jobs {
-			markClaimed(j, now, p)
-		}
-		return nil
+	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
+		jobs, err = b.claimIn(ctx, tx, p)
+		return err
 	})
 	return jobs, err
+}
+
+// claimIn is the pessimistic claim's SELECT and UPDATE in transaction tx.
+func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(p.Max)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	jobs, now, err := collectHeads(rows)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	at := sqlTime(now)
+	res, err := tx.ExecContext(ctx, b.sql.claimUpdate+inList(ids), at, micros(p.Lease), p.ClaimID, at)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
+		return nil, fmt.Errorf("claimed %d of %d locked rows (%v)", n, len(ids), err)
+	}
+	for _, j := range jobs {
+		markClaimed(j, now, p)
+	}
+	return jobs, nil
 }
 
 // markClaimed applies a claim's changes to a row as read before the claim.

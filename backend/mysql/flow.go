@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +17,24 @@ import (
 // JobClaimFlow implements backend.Backend: one READ COMMITTED transaction
 // that first writes the queue's flow lock row (flow_lock.sql) and reads the
 // database's clock once, for every time the claim decides on and writes.
-// Lock conflicts retry the whole transaction, claim function included.
+// A quick claim (backend.FlowQuick) is decided here, in its own
+// transaction, before the claim function runs. Lock conflicts retry the
+// whole transaction, claim function included.
 func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
+	if p.Quick != nil {
+		var run *backend.FlowRunning
+		err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
+			run, err = b.claimQuick(ctx, tx, p)
+			return err
+		})
+		if err == nil {
+			err = claim(&flowTx{b: b, p: p, decided: run})
+		}
+		if err != nil {
+			return fmt.Errorf("claim jobs: %w", err)
+		}
+		return nil
+	}
 	err := b.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, b.sql.flowLock, p.Queue); err != nil {
 			return fmt.Errorf("take the flow lock: %w", err)
@@ -30,15 +47,70 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 	return nil
 }
 
+// claimQuick decides a quick claim (backend.FlowQuick) in tx and takes its
+// jobs. Offered stripes, it holds the flow lock row shared and a random
+// stripe row exclusively, so such claims of several processes overlap;
+// otherwise, or when the lock row does not exist yet, it writes the lock
+// row as every other flow claim does.
+func (b *Backend) claimQuick(ctx context.Context, tx *sql.Tx, p *backend.JobClaimFlowParams) (*backend.FlowRunning, error) {
+	q := p.Quick
+	striped := false
+	if q.Stripes > 0 {
+		var one int
+		switch err := tx.QueryRowContext(ctx, b.sql.flowLockShared, p.Queue).Scan(&one); err {
+		case nil:
+			if _, err := tx.ExecContext(ctx, b.sql.flowLockStripe, p.Queue, rand.IntN(q.Stripes)); err != nil {
+				return nil, fmt.Errorf("take a stripe of the flow lock: %w", err)
+			}
+			striped = true
+		case sql.ErrNoRows:
+		default:
+			return nil, fmt.Errorf("take the flow lock shared: %w", err)
+		}
+	}
+	if !striped {
+		if _, err := tx.ExecContext(ctx, b.sql.flowLock, p.Queue); err != nil {
+			return nil, fmt.Errorf("take the flow lock: %w", err)
+		}
+	}
+	f := &flowTx{b: b, tx: tx, p: p}
+	run, err := f.FlowRunning(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run.Quick = &backend.FlowQuickResult{Striped: striped}
+	if run.Paused {
+		return run, nil
+	}
+	live, busiest := 0, 0
+	for _, n := range run.Live {
+		live, busiest = live+n, max(busiest, n)
+	}
+	if n := q.Allowed(live, busiest, striped); n > 0 {
+		cp := &backend.JobClaimParams{Queue: p.Queue, Max: n, Lease: p.Lease, ClaimID: p.ClaimID}
+		if run.Quick.Jobs, err = b.claimIn(ctx, tx, cp); err != nil {
+			return nil, fmt.Errorf("take jobs: %w", err)
+		}
+		slices.SortFunc(run.Quick.Jobs, backend.ClaimOrder)
+	}
+	return run, nil
+}
+
 // flowTx is a flow claim's transaction.
 type flowTx struct {
 	b   *Backend
 	tx  *sql.Tx
 	p   *backend.JobClaimFlowParams
 	now time.Time // the database's, read by FlowRunning
+	// decided is a quick claim's outcome, already committed: FlowRunning
+	// returns it, and nothing else is called.
+	decided *backend.FlowRunning
 }
 
 func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
+	if f.decided != nil {
+		return f.decided, nil
+	}
 	r := &backend.FlowRunning{Live: map[string]int{}, All: map[string]int{}}
 	rows, err := f.tx.QueryContext(ctx, f.b.sql.flowRunning, f.p.Queue, f.p.Queue)
 	if err != nil {

@@ -39,6 +39,7 @@ type queries struct {
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
 	flowLock, flowRunning                    string
+	flowLockShared, flowLockStripe           string
 	flowKeyNext, flowRates, flowSaveRate     string
 	flowTakeAny, flowTakeKey, flowTakeBlock  string
 	flowTakeStep, flowHead, flowTakeIDs      string
@@ -67,6 +68,8 @@ func buildQueries(db string) (queries, error) {
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim_select":         &q.claimSelect,
 		"flow_lock":            &q.flowLock,
+		"flow_lock_shared":     &q.flowLockShared,
+		"flow_lock_stripe":     &q.flowLockStripe,
 		"flow_running":         &q.flowRunning,
 		"flow_key_next":        &q.flowKeyNext,
 		"flow_rates":           &q.flowRates,

@@ -99,8 +99,9 @@ type Controller struct {
 // Striped quick claims (backend.FlowQuick.Stripes): the number of stripes,
 // and how long claims hold the whole lock after a striped one was declined.
 // With a limit far from binding, claims of a queue from several processes
-// then run side by side instead of one at a time; near it, each claim holds
-// the whole lock and sees every other's jobs.
+// then run side by side instead of one at a time; near it, or when a
+// stripe's share is less than the free workers want, each claim holds the
+// whole lock and sees every other's jobs.
 const (
 	stripes    = 4
 	stripeRest = 100 * time.Millisecond
@@ -258,7 +259,10 @@ func (c *Controller) Quick(want, extra int) *backend.FlowQuick {
 		return nil
 	}
 	q := &backend.FlowQuick{Want: max(want, 0), Extra: max(extra, 0), Limit: r.GlobalLimit, KeyLimit: r.KeyLimit}
-	if c.stripeCap() > 0 && !time.Now().Before(c.stripesOffUntil) {
+	// A striped claim takes at most stripeCap: one that would cut what the
+	// free workers ask for holds the whole lock instead (with a small limit
+	// a claim of a few jobs at a time cannot keep up with short jobs).
+	if share := c.stripeCap(); share > 0 && share >= want && !time.Now().Before(c.stripesOffUntil) {
 		q.Stripes = stripes
 	}
 	return q

@@ -148,21 +148,26 @@ func TestQuickKeyLimit(t *testing.T) {
 func TestQuickStriped(t *testing.T) {
 	ctx := context.Background()
 	c := NewController(Rules{GlobalLimit: 16})
-	q := c.Quick(5, 5)
+	// Its share of 16 is 2: a claim for 5 free workers holds the whole
+	// lock, one for 2 (and prefetch) is striped.
+	if q := c.Quick(5, 5); q == nil || q.Stripes != 0 {
+		t.Fatalf("offer for 5 workers %+v, want the whole lock (a stripe's share is 2)", q)
+	}
+	q := c.Quick(2, 5)
 	if q == nil || q.Stripes != stripes {
 		t.Fatalf("offer %+v, want a striped quick claim", q)
 	}
 	claim := func(live int, quick *backend.FlowQuickResult) Result {
 		t.Helper()
 		tx := &fakeTx{run: backend.FlowRunning{Live: map[string]int{"": live}, Quick: quick}}
-		res, commit, err := c.Claim(ctx, tx, 5, 5)
+		res, commit, err := c.Claim(ctx, tx, 2, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
 		commit()
 		return res
 	}
-	// Its share of 16 is 2: taking 2 of the 10 asked, more may be due.
+	// Taking its share, 2 of the 7 asked, more may be due.
 	two := []*backend.JobRow{{ID: 1}, {ID: 2}}
 	if res := claim(0, &backend.FlowQuickResult{Jobs: two, Striped: true}); res.Declined || !res.More || len(res.Jobs) != 2 {
 		t.Fatalf("striped claim of its share: %+v, want its 2 jobs and More", res)
@@ -172,11 +177,11 @@ func TestQuickStriped(t *testing.T) {
 	if res := claim(9, &backend.FlowQuickResult{Striped: true}); !res.Declined {
 		t.Fatalf("striped claim that took nothing: %+v, want declined", res)
 	}
-	if q := c.Quick(5, 5); q == nil || q.Stripes != 0 {
+	if q := c.Quick(2, 5); q == nil || q.Stripes != 0 {
 		t.Fatalf("offer after a decline %+v, want the whole lock", q)
 	}
 	// A limit too small to share is never striped.
-	if q := NewController(Rules{GlobalLimit: 7}).Quick(5, 5); q == nil || q.Stripes != 0 {
+	if q := NewController(Rules{GlobalLimit: 7}).Quick(0, 5); q == nil || q.Stripes != 0 {
 		t.Fatalf("limit 7 offered %+v, want the whole lock", q)
 	}
 }
