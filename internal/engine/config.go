@@ -116,8 +116,17 @@ var (
 	ErrClientStopping = errors.New("client stopping")
 )
 
-// errJobTimeout is the context cause when a job runs past its timeout.
-var errJobTimeout = errors.New("job timed out")
+// errJobTimeout is the context cause when a job runs past its timeout; it
+// matches context.DeadlineExceeded.
+var errJobTimeout error = jobTimeoutError{}
+
+type jobTimeoutError struct{}
+
+func (jobTimeoutError) Error() string { return "job timed out" }
+
+// Is makes the cause match context.DeadlineExceeded, as a context's own
+// deadline would.
+func (jobTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // OutcomeError, returned by a handler, asks for an outcome other than
 // success or retry: snooze, cancel or discard.

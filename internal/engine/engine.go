@@ -108,7 +108,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	e.servicesCtx, e.servicesCancel = context.WithCancel(context.WithoutCancel(ctx))
-	e.exec.jobsCtx, e.exec.jobsCancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	e.exec.jobsBase = context.WithoutCancel(ctx)
 	e.state = stateStarted
 
 	e.goService(e.out.run)
@@ -179,7 +179,7 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	case stateStopping, stateStopped:
 		e.mu.Unlock()
 		if hard {
-			e.exec.jobsCancel(ErrClientStopping)
+			e.running.stopAll(ErrClientStopping)
 		}
 		select {
 		case <-e.stopped:
@@ -212,7 +212,7 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 		if ctxErr == nil {
 			ctxErr = context.Canceled // hurried by a later stop's context
 		}
-		e.exec.jobsCancel(ErrClientStopping)
+		e.running.stopAll(ErrClientStopping)
 		timer = time.NewTimer(stopGrace)
 		giveUpAt = timer.C
 	}
@@ -260,7 +260,7 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 		for _, p := range e.producers {
 			wait(p.claimsOver)
 		}
-		e.exec.jobsCancel(ErrClientStopping)
+		e.running.stopAll(ErrClientStopping)
 	}
 	var stopErr error
 	for _, p := range e.producers {
@@ -280,7 +280,7 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	e.out.abandon()
 	e.servicesCancel()
 	e.services.Wait()
-	e.exec.jobsCancel(ErrClientStopping)
+	e.running.stopAll(ErrClientStopping)
 
 	// A stop already out of time skips the hand-over (leadership, say): it
 	// ends by itself.

@@ -22,9 +22,11 @@ type executor struct {
 	out      *outcomeWriter
 	// idleRunners hands a job to a goroutine waiting for one (run).
 	idleRunners chan func()
-	// jobsCtx is the parent of every job context; a hard stop cancels it.
-	jobsCtx    context.Context
-	jobsCancel context.CancelCauseFunc
+	// jobsBase is the parent of every job context: the values of the
+	// context Start was given, never cancelled (a hard stop cancels each
+	// running job through the running set), so a job's context registers
+	// with no parent.
+	jobsBase context.Context
 	// gaveUp is closed when a stop gives up on handlers that ignore their
 	// context; stopped when the stop has finished.
 	gaveUp, stopped <-chan struct{}
@@ -56,7 +58,7 @@ func (x *executor) start(row *backend.JobRow, claimedAt time.Time, done chan<- s
 			return
 		}
 		began := time.Now()
-		finish, rejectExpected := x.executeIn(x.jobsCtx, row, began)
+		finish, rejectExpected := x.executeIn(x.jobsBase, row, began)
 		took := time.Since(began)
 		if !rejectExpected {
 			x.failures.record(row, finish, took)
@@ -118,18 +120,12 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 	if timeout == 0 {
 		timeout = x.cfg.JobTimeout
 	}
-	ctx, cancel := context.WithCancelCause(parent)
+	runCtx, cancel := newJobContext(parent, x.out.be, row, startedAt, timeout)
 	defer cancel(nil)
-	runCtx := ctx
-	if timeout > 0 {
-		var cancelTimeout context.CancelFunc
-		runCtx, cancelTimeout = context.WithTimeoutCause(ctx, timeout, errJobTimeout)
-		defer cancelTimeout()
-	}
 	started := time.Now()
 	x.cfg.Observer.started(row, startedAt)
 	x.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, queue: row.Queue, attempt: int(row.Attempt), started: started, timeout: timeout, ctx: runCtx, cancel: cancel})
-	err := safeRun(withRun(runCtx, x.out.be, row, startedAt), h.Run, row)
+	err := safeRun(runCtx, h.Run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)

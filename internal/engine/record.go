@@ -27,10 +27,6 @@ type Run struct {
 
 type runKey struct{}
 
-// withRun returns ctx carrying the run of row, started at startedAt.
-func withRun(ctx context.Context, be backend.Backend, row *backend.JobRow, startedAt time.Time) context.Context {
-	return context.WithValue(ctx, runKey{}, &Run{be: be, lease: row.Lease(), metadata: row.Metadata, startedAt: startedAt})
-}
 
 // RunFrom returns the run a handler's context carries.
 func RunFrom(ctx context.Context) (*Run, bool) {

@@ -34,12 +34,32 @@ type runningJob struct {
 type runningJobs struct {
 	mu   sync.Mutex
 	jobs map[int64]*runningJob
+	// stopCause, once a hard stop began, cancels every job added after it.
+	stopCause error
 }
 
+// add records a job whose handler is about to start; after a hard stop
+// (stopAll) its context is cancelled at once.
 func (r *runningJobs) add(j *runningJob) {
 	r.mu.Lock()
 	r.jobs[j.lease.ID] = j
+	if r.stopCause != nil {
+		j.cancel(r.stopCause)
+	}
 	r.mu.Unlock()
+}
+
+// stopAll cancels the context of every job held, and of every job added
+// from now on, with cause: a hard stop.
+func (r *runningJobs) stopAll(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopCause == nil {
+		r.stopCause = cause
+	}
+	for _, j := range r.jobs {
+		j.cancel(cause)
+	}
 }
 
 // handlerDone records that a job's handler returned, and reports whether

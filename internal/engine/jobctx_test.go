@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+type ctxKey struct{}
+
+// A job's one context: its deadline, its Run, the parent's values, and each
+// cause of its end seen by the handler's context and by contexts derived
+// from it.
+func TestJobContext(t *testing.T) {
+	parent := context.WithValue(context.Background(), ctxKey{}, "v")
+	row := &backend.JobRow{ID: 7, Fence: 3}
+
+	ctx, cancel := newJobContext(parent, nil, row, time.Now(), 30*time.Millisecond)
+	defer cancel(nil)
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > 30*time.Millisecond {
+		t.Fatalf("deadline %v %v, want within the 30 ms timeout", d, ok)
+	}
+	if r, ok := RunFrom(ctx); !ok || r.ID() != 7 {
+		t.Fatalf("RunFrom: %v %v, want the job's run", r, ok)
+	}
+	if ctx.Value(ctxKey{}) != "v" {
+		t.Fatal("the parent's value is lost")
+	}
+	derived, stop := context.WithCancel(ctx)
+	defer stop()
+	if d1, _ := derived.Deadline(); d1.IsZero() {
+		t.Fatal("a derived context does not see the job's deadline")
+	}
+	select {
+	case <-derived.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the timeout did not end the run")
+	}
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("Err after the timeout = %v, want context.DeadlineExceeded", ctx.Err())
+	}
+	for name, c := range map[string]context.Context{"job": ctx, "derived": derived} {
+		if cause := context.Cause(c); cause != errJobTimeout || !errors.Is(cause, context.DeadlineExceeded) {
+			t.Fatalf("%s context's cause %v, want errJobTimeout matching context.DeadlineExceeded", name, cause)
+		}
+	}
+
+	// A lost lease: the cause reaches the handler's context, whose Err is
+	// context.Canceled; no deadline without a timeout.
+	ctx, cancel = newJobContext(parent, nil, row, time.Now(), 0)
+	if _, ok := ctx.Deadline(); ok {
+		t.Fatal("a job without a timeout reports a deadline")
+	}
+	cancel(ErrLeaseLost)
+	if !errors.Is(ctx.Err(), context.Canceled) || context.Cause(ctx) != ErrLeaseLost {
+		t.Fatalf("after a lost lease: Err %v, cause %v", ctx.Err(), context.Cause(ctx))
+	}
+}
+
+// A hard stop cancels the jobs held and every job added after it.
+func TestRunningStopAll(t *testing.T) {
+	r := &runningJobs{jobs: map[int64]*runningJob{}}
+	add := func(id int64) *jobContext {
+		ctx, cancel := newJobContext(context.Background(), nil, &backend.JobRow{ID: id}, time.Now(), time.Minute)
+		t.Cleanup(func() { cancel(nil) })
+		r.add(&runningJob{lease: backend.LeaseRef{ID: id}, ctx: ctx, cancel: cancel})
+		return ctx
+	}
+	before := add(1)
+	if before.Err() != nil {
+		t.Fatal("a job is cancelled before any stop")
+	}
+	r.stopAll(ErrClientStopping)
+	after := add(2)
+	for name, c := range map[string]context.Context{"held": before, "added after": after} {
+		if context.Cause(c) != ErrClientStopping {
+			t.Fatalf("%s job: cause %v, want ErrClientStopping", name, context.Cause(c))
+		}
+	}
+}
