@@ -27,7 +27,6 @@ type Run struct {
 
 type runKey struct{}
 
-
 // RunFrom returns the run a handler's context carries.
 func RunFrom(ctx context.Context) (*Run, bool) {
 	r, ok := ctx.Value(runKey{}).(*Run)
