@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	l := &launcher{dir: dir, tmp: tmp, stderr: stderr}
-	maker := &storeMaker{pgURL: opts.pgURL, sqliteDir: sqliteDir}
+	maker := &storeMaker{pgURL: opts.pgURL, sqliteDir: sqliteDir, redisAddr: opts.redisAddr}
 	progress := stderr
 	if opts.quiet {
 		progress = io.Discard
@@ -103,6 +103,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 type options struct {
 	*config
 	pgURL     string
+	redisAddr string
 	sqliteDir string
 	dir       string
 	asJSON    bool
@@ -132,6 +133,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	o := &options{config: &config{}}
 	fs.StringVar(&o.pgURL, "database-url", os.Getenv("SPOOL_DATABASE_URL"), "PostgreSQL `URL` whose server gets the fresh databases (default $SPOOL_DATABASE_URL)")
+	fs.StringVar(&o.redisAddr, "redis-addr", "127.0.0.1:6379", "the shared Redis (`host:port`) of the asynq runs; they use its database 13, which must hold nothing but asynq's keys")
 	systems := fs.String("systems", "", "comma-separated `systems` to run (default: every available one)")
 	scenarios := fs.String("scenarios", "drain,insert,steady", "comma-separated `scenarios`")
 	fs.IntVar(&o.reps, "reps", 3, "repetitions of each run")
@@ -143,6 +145,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 30*time.Second, "steady measured duration")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "steady warm-up, inserted but not measured")
 	fs.IntVar(&o.inflight, "inflight", 16, "steady: at most this many insert transactions at once")
+	fs.IntVar(&o.graphileProcesses, "graphile-processes", runtime.NumCPU(), "Graphile Worker's worker processes, each with --workers concurrency (default: one per core, its documented way to use several cores)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 10*time.Minute, "give up on a run after this long")
 	quick := fs.Bool("quick", false, "a quick check: 2,000 jobs, 1 rep, steady 2 s (overrides those flags)")
 	fs.StringVar(&o.sqliteDir, "sqlite-dir", "", "`directory` for the SQLite files (default: a temporary directory)")
@@ -167,8 +170,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	switch {
-	case o.reps < 1, o.jobs < 1, o.insertJobs < 1, o.chunk < 1, o.workers < 1, o.inflight < 1:
-		return nil, errors.New("--reps, --jobs, --insert-jobs, --chunk, --workers and --inflight must be at least 1")
+	case o.reps < 1, o.jobs < 1, o.insertJobs < 1, o.chunk < 1, o.workers < 1, o.inflight < 1, o.graphileProcesses < 1:
+		return nil, errors.New("--reps, --jobs, --insert-jobs, --chunk, --workers, --inflight and --graphile-processes must be at least 1")
 	case o.rate <= 0 || o.duration <= 0 || o.warmup < 0 || o.runTimeout <= 0:
 		return nil, errors.New("--rate, --duration and --run-timeout must be positive, --warmup not negative")
 	}
@@ -227,7 +230,7 @@ func configJSON(c *config) map[string]any {
 	return map[string]any{
 		"systems": names, "scenarios": c.scenarios, "reps": c.reps, "jobs": c.jobs, "insert_jobs": c.insertJobs,
 		"chunk": c.chunk, "workers": c.workers, "rate": c.rate, "duration": c.duration.String(),
-		"warmup": c.warmup.String(), "inflight": c.inflight,
+		"warmup": c.warmup.String(), "inflight": c.inflight, "graphile_processes": c.graphileProcesses,
 	}
 }
 

@@ -22,6 +22,8 @@ type config struct {
 	warmup     time.Duration
 	inflight   int
 	runTimeout time.Duration
+	// graphileProcesses is how many worker processes Graphile Worker runs.
+	graphileProcesses int
 }
 
 // entry is one contestant of a scenario: a system, and for insert a method.
@@ -56,6 +58,9 @@ func (c *config) spec(scenario string, e entry, st *freshStore) *runSpec {
 	}
 	if e.sys.workers > 0 {
 		s.Workers = e.sys.workers
+	}
+	if e.sys.exec == execNode {
+		s.Processes = c.graphileProcesses
 	}
 	switch scenario {
 	case scenarioDrain:
@@ -161,6 +166,8 @@ func methodName(sys *system, method string) string {
 	switch {
 	case sys.exec == execNode:
 		return "addJobs"
+	case method == methodOne:
+		return "Enqueue"
 	case method == methodFast:
 		return "InsertManyFast"
 	}

@@ -123,6 +123,11 @@ func summarizeRuns(cfg *config, records []runRecord) []*summaryRow {
 			if base == nil && r.Method != "" {
 				base = byKey[r.sys.spool+"/"+methodMany]
 			}
+			if base == nil && r.Method != "" {
+				// A Spool variant without inserts of its own (spool-delete
+				// inserts as spool does).
+				base = byKey["spool/"+methodMany]
+			}
 			if base == nil {
 				continue
 			}

@@ -18,7 +18,11 @@ const (
 const (
 	methodMany = "many" // the bulk insert that returns ids (Spool/River InsertMany, Graphile addJobs)
 	methodFast = "fast" // the bulk insert that returns a count only (COPY: InsertManyFast)
+	methodOne  = "one"  // one job a call, asyncInserts calls at once (asynq: no bulk insert)
 )
+
+// asyncInserts is how many single-job insert calls methodOne makes at once.
+const asyncInserts = 64
 
 // jobKind is the kind (River, Spool) or task identifier (Graphile) of the
 // benchmark's no-op jobs. Their args are {"seq": n}, the job's number, so
@@ -54,6 +58,9 @@ type runSpec struct {
 	WarmupMS int64 `json:"warmup_ms,omitempty"`
 	// Inflight bounds the steady inserter's concurrent insert transactions.
 	Inflight int `json:"inflight,omitempty"`
+	// Processes is how many worker processes the system runs (Graphile
+	// Worker: one per core, each with Workers); 0 or 1: one.
+	Processes int `json:"processes,omitempty"`
 }
 
 func (s *runSpec) duration() time.Duration { return time.Duration(s.DurationMS) * time.Millisecond }
@@ -82,8 +89,8 @@ func (s *runSpec) validate() error {
 			return fmt.Errorf("run spec: drain needs jobs and chunk ≥ 1")
 		}
 	case scenarioInsert:
-		if s.Jobs < 1 || s.Chunk < 1 || (s.Method != methodMany && s.Method != methodFast) {
-			return fmt.Errorf("run spec: insert needs jobs, chunk ≥ 1 and method many or fast")
+		if s.Jobs < 1 || s.Chunk < 1 || (s.Method != methodMany && s.Method != methodFast && s.Method != methodOne) {
+			return fmt.Errorf("run spec: insert needs jobs, chunk ≥ 1 and method many, fast or one")
 		}
 	case scenarioSteady:
 		if total, _ := s.steadyJobs(); s.Rate <= 0 || total < 1 || s.Inflight < 1 {

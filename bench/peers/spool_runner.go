@@ -25,6 +25,7 @@ const (
 
 func init() {
 	registerRunner("spool", runSpool)
+	registerRunner("spool-delete", runSpool)
 	registerRunner("spool-sqlite", runSpool)
 }
 
@@ -73,8 +74,15 @@ func spoolConfig(spec *runSpec) spool.Config {
 	if spec.Path != "" {
 		cfg.PollInterval = spoolSQLitePoll
 	}
+	if spoolDeletes(spec) {
+		cfg.CompletedRetention = -1
+	}
 	return cfg
 }
+
+// spoolDeletes reports whether the run deletes completed jobs (the work
+// Graphile Worker does) instead of keeping their rows.
+func spoolDeletes(spec *runSpec) bool { return spec.System == "spool-delete" }
 
 func spoolSettings(cfg spool.Config, spec *runSpec) map[string]string {
 	q := cfg.Queues[spool.DefaultQueue]
@@ -84,6 +92,9 @@ func spoolSettings(cfg spool.Config, spec *runSpec) map[string]string {
 		"CompletionBatchMax": strconv.Itoa(cfg.CompletionBatchMax),
 		"CompletionDelay":    "0",
 		"CompletedRetention": "default (24h: rows kept)",
+	}
+	if spoolDeletes(spec) {
+		s["CompletedRetention"] = "negative: completed jobs deleted as their completion is written"
 	}
 	if cfg.PollInterval != 0 {
 		s["PollInterval"] = cfg.PollInterval.String()
@@ -150,7 +161,7 @@ func spoolDrain(ctx context.Context, spec *runSpec, be backend.Backend, cfg spoo
 	elapsed := counter.doneAt.Sub(start)
 	res.Jobs, res.Seconds, res.JobsPerS = spec.Jobs, elapsed.Seconds(), rate(spec.Jobs, elapsed)
 	res.Duplicates, res.Expected = h.duplicates(), int64(spec.Jobs)
-	res.Completed, err = spoolCompleted(ctx, client)
+	res.Completed, err = spoolDone(ctx, client, spec, int64(spec.Jobs))
 	return err
 }
 
@@ -218,8 +229,18 @@ func spoolSteady(ctx context.Context, spec *runSpec, be backend.Backend, cfg spo
 	if err != nil {
 		return err
 	}
-	res.Completed, err = spoolCompleted(ctx, worker)
+	res.Completed, err = spoolDone(ctx, worker, spec, int64(total))
 	return err
+}
+
+// spoolDone counts the run's jobs done: completed rows, or when completed
+// jobs are deleted, the jobs of the n inserted that are gone.
+func spoolDone(ctx context.Context, c *spool.Client, spec *runSpec, n int64) (int64, error) {
+	if !spoolDeletes(spec) {
+		return spoolCompleted(ctx, c)
+	}
+	left, err := spoolCount(ctx, c)
+	return n - left, err
 }
 
 // stopSpool stops a client softly, writing every outcome.

@@ -40,9 +40,16 @@ type storeMaker struct {
 	// pgURL is the database the CREATE DATABASE statements run in; fresh
 	// databases get its other settings (host, user, parameters).
 	pgURL string
-	// sqliteDir holds a fresh directory per SQLite run.
+	// sqliteDir holds a fresh directory per SQLite run (and per durable
+	// Redis run).
 	sqliteDir string
+	// redisAddr is the shared Redis (host:port) of the asynq runs.
+	redisAddr string
 }
+
+// moreStores makes the stores of kinds whose code is not in every build
+// (Redis, only in the main build), by kind.
+var moreStores = map[storeKind]func(m *storeMaker, ctx context.Context, name string) (*freshStore, error){}
 
 // newStore creates an empty store of the given kind, named for the system.
 func (m *storeMaker) newStore(ctx context.Context, kind storeKind, system string) (*freshStore, error) {
@@ -56,6 +63,9 @@ func (m *storeMaker) newStore(ctx context.Context, kind storeKind, system string
 		return m.newPostgres(ctx, name)
 	case storeSQLite:
 		return m.newSQLite(name)
+	}
+	if f := moreStores[kind]; f != nil {
+		return f(m, ctx, name)
 	}
 	return nil, fmt.Errorf("unknown store kind %q", kind)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -14,6 +15,11 @@ type storeKind string
 const (
 	storePostgres storeKind = "postgres"
 	storeSQLite   storeKind = "sqlite"
+	// storeRedis is the shared Redis as this machine runs it (no
+	// persistence); storeRedisDurable a Redis started for the run that
+	// appends every write to its log and fsyncs it before replying.
+	storeRedis        storeKind = "redis"
+	storeRedisDurable storeKind = "redis-durable"
 )
 
 // execKind says how the orchestrator starts a system's runner.
@@ -42,23 +48,39 @@ type system struct {
 	about string
 }
 
+// asynqConcurrency is asynq's Concurrency, about 500, its best setting for
+// throughput (default 2 × CPUs). asynq dequeues one task per Redis call on
+// one goroutine whatever the concurrency, which bounds only how many
+// handlers run at once.
+const asynqConcurrency = 500
+
 // allSystems lists every system, in the order runs alternate.
 var allSystems = []*system{
 	{name: "spool", store: storePostgres, exec: execSelf, methods: []string{methodMany, methodFast}, steady: true,
 		about: "Spool on PostgreSQL (this tree), backend.Open (pgx pool of 16); per queue MaxWorkers = --workers, " +
 			"Prefetch 1000, CompletionBatchMax 2000, CompletionDelay 0 (the defaults of 'spool bench drain'); completed rows kept"},
+	{name: "spool-delete", store: storePostgres, exec: execSelf, steady: true,
+		about: "spool with completed jobs deleted as their completion is written (CompletedRetention < 0): the work Graphile Worker " +
+			"and asynq do; their rows are compared with it"},
 	{name: "river", store: storePostgres, exec: execSelf, spool: "spool", methods: []string{methodMany, methodFast}, steady: true,
 		about: "River with riverpgxv5; MaxWorkers = --workers; FetchCooldown 2ms and FetchPollInterval 20ms " +
 			"(River's own benchmark settings, 'to maximize job throughput'; defaults 100ms/1s); pgx pool of 16 (as Spool's); completed rows kept (default)"},
 	{name: "river-2000", store: storePostgres, exec: execSelf, spool: "spool", workers: 2000,
 		about: "River as above with MaxWorkers 2000, the concurrency River's own benchmark uses (it found ~1-2k best); " +
 			"drain only, beside the equal-concurrency run"},
-	{name: "graphile", store: storePostgres, exec: execNode, spool: "spool", methods: []string{methodMany}, steady: true,
-		about: "Graphile Worker, no batching: concurrentJobs = --workers, maxPoolSize = min(concurrentJobs+2, 40) " +
+	{name: "graphile", store: storePostgres, exec: execNode, spool: "spool-delete", methods: []string{methodMany}, steady: true,
+		about: "Graphile Worker, no batching, --graphile-processes worker processes (default one per core, its documented way to use several cores), " +
+			"each with concurrentJobs = --workers, maxPoolSize = min(concurrentJobs+2, 60/processes) " +
 			"(docs: 10 or concurrentJobs+2; capped to stay inside max_connections), prepared statements on (default); insert with addJobs (add_jobs)"},
-	{name: "graphile-batched", store: storePostgres, exec: execNode, spool: "spool", steady: true,
-		about: "Graphile Worker with its batching, as its performance page's configuration: localQueue {size: 500}, " +
-			"completeJobBatchDelay 0, failJobBatchDelay 0; concurrentJobs = --workers, maxPoolSize as above"},
+	{name: "graphile-batched", store: storePostgres, exec: execNode, spool: "spool-delete", workers: 24, steady: true,
+		about: "Graphile Worker in its performance page's configuration, per process: concurrentJobs 24, maxPoolSize 25, localQueue {size: 500}, " +
+			"completeJobBatchDelay 0, failJobBatchDelay 0; --graphile-processes processes as above"},
+	{name: "asynq", store: storeRedis, exec: execSelf, spool: "spool-delete", workers: asynqConcurrency, methods: []string{methodOne}, steady: true,
+		about: "asynq v0.26.0 on the shared Redis (no persistence: a crash loses every queued job): Concurrency 500 and TaskCheckInterval 1ms " +
+			"(its best settings for throughput and latency; defaults 2×CPUs and 1s); tasks deleted on success (no Retention, its default); " +
+			"insert with Client.Enqueue, one task a call, 64 at once (asynq has no bulk insert)"},
+	{name: "asynq-durable", store: storeRedisDurable, exec: execSelf, spool: "spool-delete", workers: asynqConcurrency, methods: []string{methodOne}, steady: true,
+		about: "asynq as above on a Redis of its own as durable as PostgreSQL: --appendonly yes --appendfsync always (every write fsynced before its reply)"},
 	{name: "spool-sqlite", store: storeSQLite, exec: execSelf, methods: []string{methodMany, methodFast}, steady: true,
 		about: "Spool on SQLite (backend registered for sqlite:// URLs), settings as spool; PollInterval 20ms " +
 			"(SQLite has no push wake-ups between clients; the same interval as River's FetchPollInterval)"},
@@ -88,6 +110,11 @@ func findSystem(name string) (*system, error) {
 func (s *system) available() (bool, string) {
 	if s.name == "spool-sqlite" && !slices.Contains(backend.Schemes(), "sqlite") {
 		return false, "no Spool backend is registered for sqlite:// URLs in this build"
+	}
+	if s.store == storeRedisDurable {
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			return false, "needs redis-server on PATH (Debian's redis-server)"
+		}
 	}
 	if s.name == "river-sqlite-cgo" && !cgoEnabled() {
 		return false, "needs cgo (CGO_ENABLED=1 and a C compiler) for mattn/go-sqlite3"

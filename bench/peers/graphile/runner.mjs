@@ -4,7 +4,9 @@
 // stdin, runs the scenario (drain, insert or steady) on the fresh database
 // the spec names, and writes the result as JSON on stdout, with the same
 // field names as the Go runners. Errors go to stderr with a non-zero exit.
+import { fork } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 
 // Graphile Worker logs every successful job unless this is set (it reads it
@@ -16,7 +18,8 @@ const { run, runMigrations, makeWorkerUtils, Logger } = await import("graphile-w
 const TASK = "peer_noop"; // the Go side's jobKind
 const STALL_LIMIT_MS = 30_000;
 const LOCAL_QUEUE_SIZE = 500; // the performance page's configuration
-const MAX_POOL = 40; // keeps every run inside the server's max_connections
+const PROGRESS_MS = 20; // how often a worker process reports its handler calls
+const MAX_POOL = 60; // connections of all worker processes: keeps every run inside the server's max_connections
 
 // Warnings and errors only, to stderr.
 const logger = new Logger(() => (level, message) => {
@@ -39,7 +42,11 @@ function settings(spec) {
   const worker = {
     connectionString: spec.url,
     concurrentJobs: spec.workers,
-    maxPoolSize: Math.min(spec.workers + 2, MAX_POOL),
+    // The pool cap is shared by the processes, so that a run stays inside
+    // the server's max_connections however many there are.
+    // The performance page's configuration runs concurrentJobs 24 with a
+    // pool of 25; the docs otherwise advise concurrentJobs + 2.
+    maxPoolSize: Math.min(batched ? spec.workers + 1 : spec.workers + 2, Math.max(2, Math.floor(MAX_POOL / processes(spec)))),
     preparedStatements: true,
     logger,
   };
@@ -49,6 +56,7 @@ function settings(spec) {
     worker.failJobBatchDelay = 0;
   }
   const account = {
+    processes: processes(spec) === 1 ? "1" : `${processes(spec)} (Graphile Worker's way to use several cores: a process each; each with the settings below)`,
     concurrentJobs: String(worker.concurrentJobs),
     maxPoolSize: String(worker.maxPoolSize),
     preparedStatements: "true",
@@ -60,6 +68,9 @@ function settings(spec) {
   };
   return { preset: { worker }, account };
 }
+
+// processes is how many worker processes a run uses: the spec's, or one.
+const processes = (spec) => Math.max(1, spec.processes ?? 1);
 
 // Handled records which jobs ran, and when each first started.
 class Handled {
@@ -80,6 +91,98 @@ class Handled {
   get duplicates() {
     return this.total - this.distinct;
   }
+  // merge adds the calls and first starts another process recorded.
+  merge(calls, startNS) {
+    for (let seq = 0; seq < calls.length; seq++) {
+      const n = calls[seq];
+      if (n === 0) continue;
+      this.total += n;
+      if (this.calls[seq] === 0 || startNS[seq] < this.startNS[seq]) this.startNS[seq] = startNS[seq];
+      if (this.calls[seq] === 0 && ++this.distinct === this.calls.length) this.resolveAll();
+      this.calls[seq] += n;
+    }
+  }
+}
+
+// startWorkers starts the workers of a run on the jobs 0..total-1 and
+// returns { stop }, whose promise resolves once every worker has stopped
+// and h holds every process's calls. With one process the worker runs
+// here; with more, each is a child process running this file with
+// --worker, started and loaded before the clock starts (start is called
+// just before they begin), and each reports its calls when stopped.
+async function startWorkers(spec, preset, h, total, start) {
+  const n = processes(spec);
+  if (n === 1) {
+    const taskList = { [TASK]: async (payload) => h.mark(payload.seq) };
+    start();
+    const runner = await run({ taskList, noHandleSignals: true, preset });
+    return { total: () => h.total, stop: () => runner.stop() };
+  }
+  const children = [];
+  for (let i = 0; i < n; i++) {
+    const child = fork(fileURLToPath(import.meta.url), ["--worker"], { serialization: "advanced", stdio: ["ignore", "ignore", "inherit", "ipc"] });
+    const exited = new Promise((resolve, reject) => {
+      child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`worker process exited with ${code}`))));
+    });
+    // A child reports its handler calls so far every PROGRESS_MS (c.total);
+    // next is its next other message; a child that exits first fails it.
+    const c = { child, exited, total: 0, waiter: null };
+    child.on("message", (m) => {
+      if (m?.progress !== undefined) c.total = m.progress;
+      else if (c.waiter) [c.waiter, c.waiter = null][0](m);
+    });
+    c.next = () => new Promise((resolve, reject) => {
+      c.waiter = resolve;
+      exited.then(() => reject(new Error("worker process exited without reporting")), reject);
+    });
+    children.push(c);
+  }
+  await Promise.all(children.map(async (c) => {
+    const loaded = c.next();
+    c.child.send({ spec, total });
+    await loaded;
+  }));
+  start();
+  await Promise.all(children.map(async (c) => {
+    const running = c.next();
+    c.child.send("go");
+    await running;
+  }));
+  return {
+    total: () => children.reduce((n, c) => n + c.total, 0),
+    stop: async () => {
+      await Promise.all(children.map(async (c) => {
+        const report = c.next();
+        c.child.send("stop");
+        const { calls, startNS } = await report;
+        h.merge(calls, startNS);
+        await c.exited;
+      }));
+    },
+  };
+}
+
+// workerProcess is a child of startWorkers: it loads, runs the worker when
+// told to go, and on stop reports the calls and first starts it saw.
+async function workerProcess() {
+  const { spec, total } = await new Promise((resolve) => process.once("message", resolve));
+  const { preset } = settings(spec);
+  const h = new Handled(total);
+  const taskList = { [TASK]: async (payload) => h.mark(payload.seq) };
+  const go = new Promise((resolve) => process.once("message", resolve));
+  process.send("loaded");
+  await go;
+  const runner = await run({ taskList, noHandleSignals: true, preset });
+  const stop = new Promise((resolve) => process.once("message", resolve));
+  process.send("running");
+  const progress = setInterval(() => process.send({ progress: h.total }), PROGRESS_MS);
+  await stop;
+  clearInterval(progress);
+  await runner.stop();
+  // Disconnect only once the report is sent: disconnecting at once can
+  // drop it.
+  await new Promise((resolve, reject) => process.send({ calls: h.calls, startNS: h.startNS }, (err) => (err ? reject(err) : resolve())));
+  process.disconnect();
 }
 
 // waitProgress resolves when done resolves; it rejects when progress() has
@@ -143,24 +246,40 @@ async function waitTableEmpty(utils) {
   }
 }
 
+// waitCalls resolves once the workers' handlers were called n times; it
+// rejects when the count has not moved for STALL_LIMIT_MS.
+async function waitCalls(workers, n) {
+  let done;
+  const all = new Promise((resolve) => (done = resolve));
+  const tick = setInterval(() => workers.total() >= n && done(), 1);
+  try {
+    await waitProgress(all, workers.total, () => `${workers.total()} of ${n} handler calls`);
+  } finally {
+    clearInterval(tick);
+  }
+}
+
 async function drain(spec, res, preset, utils) {
   const insertSeconds = await insertAll(utils, spec);
   res.insert_jobs_per_s = spec.jobs / insertSeconds;
   const h = new Handled(spec.jobs);
-  const taskList = { [TASK]: async (payload) => h.mark(payload.seq) };
-  const t0 = nowNS();
-  const runner = await run({ taskList, noHandleSignals: true, preset });
+  let t0;
+  const workers = await startWorkers(spec, preset, h, spec.jobs, () => (t0 = nowNS()));
   let t1;
   try {
-    await waitProgress(h.all, () => h.total, () => `${h.distinct} of ${spec.jobs} jobs run`);
+    // Once the handlers have run every job (with several processes, as
+    // many calls as jobs), the table empties when every completion is
+    // written: it is counted only then, not to load the server meanwhile.
+    await waitCalls(workers, spec.jobs);
     await waitTableEmpty(utils);
     t1 = nowNS();
   } finally {
-    await runner.stop();
+    await workers.stop();
   }
   const seconds = Number(t1 - t0) / 1e9;
   Object.assign(res, { jobs: spec.jobs, seconds, jobs_per_s: spec.jobs / seconds, duplicates: h.duplicates, expected: spec.jobs });
   res.completed = spec.jobs - (await countJobs(utils));
+  if (h.distinct !== spec.jobs) throw new Error(`${spec.jobs - h.distinct} jobs were deleted but no handler ran them`);
 }
 
 async function insert(spec, res, utils) {
@@ -181,8 +300,7 @@ async function steady(spec, res, preset, utils) {
   const warm = Math.floor(spec.rate * (spec.warmup_ms / 1000));
   const total = warm + Math.floor(spec.rate * (spec.duration_ms / 1000));
   const h = new Handled(total);
-  const taskList = { [TASK]: async (payload) => h.mark(payload.seq) };
-  const runner = await run({ taskList, noHandleSignals: true, preset });
+  const workers = await startWorkers(spec, preset, h, total, () => {});
   let achieved;
   const commits = new BigInt64Array(new SharedArrayBuffer(8 * total));
   try {
@@ -194,10 +312,10 @@ async function steady(spec, res, preset, utils) {
       w.once("error", reject);
       w.once("exit", (code) => code !== 0 && reject(new Error(`inserter exited with ${code}`)));
     });
-    await waitProgress(h.all, () => h.distinct, () => `${h.distinct} of ${total} jobs started`);
+    await waitCalls(workers, total);
     await waitTableEmpty(utils);
   } finally {
-    await runner.stop();
+    await workers.stop();
   }
   const lat = [];
   for (let i = warm; i < total; i++) {
@@ -278,7 +396,12 @@ async function main() {
   process.stdout.write(JSON.stringify(res) + "\n");
 }
 
-if (isMainThread) {
+if (isMainThread && process.argv.includes("--worker")) {
+  workerProcess().catch((e) => {
+    console.error(`graphile worker process: ${e?.stack ?? e}`);
+    process.exit(1);
+  });
+} else if (isMainThread) {
   main().catch((e) => {
     console.error(`graphile runner: ${e?.stack ?? e}`);
     process.exit(1);
