@@ -36,6 +36,7 @@ func scratchBackend(t *testing.T) (*Backend, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		b.Close() // ends its background work; the pool is the test's
 		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
 			t.Errorf("drop test schema %s: %v", schema, err)
 		}

@@ -55,37 +55,66 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		uKeys[i], uStates[i] = j.UniqueKey, int16(j.UniqueStates)
 		flowKeys[i] = j.FlowKey
 	}
-	var rows pgx.Rows
+	query, qargs := b.sql.insert, []any{queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, flowKeys}
 	if backend.AnyUnique(p.Jobs) {
-		rows, err = db.Query(ctx, b.sql.insertUnique, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates, flowKeys)
-	} else {
-		rows, err = db.Query(ctx, b.sql.insert, queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, flowKeys)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
+		query, qargs = b.sql.insertUnique, []any{queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates, flowKeys}
 	}
 	res := &backend.JobInsertManyResult{IDs: make([]int64, 0, n)}
 	var (
-		id  int64
-		dup bool
+		id    int64
+		dup   bool
+		runAt time.Time
+		due   bool
+		wake  map[string]claimKey // the lowest key of the due jobs by queue
+		// announce: the waker announces this insert after its commit.
+		announce = p.Tx == nil && b.waker != nil
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &dup}, func() error {
-		if dup {
-			if res.Duplicates == nil {
-				res.Duplicates = make([]bool, n)
+	scan := func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&id, &dup, &runAt, &due}, func() error {
+			i := len(res.IDs)
+			if dup {
+				if res.Duplicates == nil {
+					res.Duplicates = make([]bool, n)
+				}
+				res.Duplicates[i] = true
+			} else {
+				res.Count++
+				if due && announce {
+					k := claimKey{priority: prios[i], runAt: runAt, id: id}
+					if cur, ok := wake[queues[i]]; !ok || k.less(cur) {
+						if wake == nil {
+							wake = map[string]claimKey{}
+						}
+						wake[queues[i]] = k
+					}
+				}
 			}
-			res.Duplicates[len(res.IDs)] = true
+			res.IDs = append(res.IDs, id)
+			return nil
+		})
+		return err
+	}
+	if p.Tx == nil && b.wake != WakeAtCommit {
+		// The statement tells the trigger to skip its NOTIFY; the waker
+		// announces the jobs after the commit (wake.go).
+		if backend.AnyUnique(p.Jobs) {
+			query = b.sql.insertUniqueWake[b.wake]
 		} else {
-			res.Count++
+			query = b.sql.insertWake[b.wake]
 		}
-		res.IDs = append(res.IDs, id)
-		return nil
-	})
+	}
+	var rows pgx.Rows
+	if rows, err = db.Query(ctx, query, qargs...); err == nil {
+		err = scan(rows)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
 	}
 	if len(res.IDs) != n {
 		return nil, fmt.Errorf("insert jobs: inserted %d of %d rows", len(res.IDs), n)
+	}
+	if announce {
+		b.waker.add(wake)
 	}
 	return res, nil
 }

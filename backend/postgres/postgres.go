@@ -95,6 +95,9 @@ type Options struct {
 	// ClaimWindow is how many candidates beyond the batch the optimistic
 	// strategy reads. Defaults to DefaultClaimWindow.
 	ClaimWindow int
+	// Wake is how inserts outside a caller's transaction wake workers:
+	// WakeAfterCommit (the default), WakeAtCommit or WakeOff.
+	Wake string
 }
 
 // Backend is the PostgreSQL implementation of backend.Backend.
@@ -108,6 +111,8 @@ type Backend struct {
 	strategy      string
 	window        int
 	floors        claimFloors
+	wake          string
+	waker         *waker             // WakeAfterCommit's sender
 	probes        sync.WaitGroup     // probes below claim floors in flight
 	ctx           context.Context    // ends at Close
 	cancel        context.CancelFunc // ends ctx
@@ -149,6 +154,13 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	if o.ClaimWindow == 0 {
 		o.ClaimWindow = DefaultClaimWindow
 	}
+	switch o.Wake {
+	case "":
+		o.Wake = WakeAfterCommit
+	case WakeAfterCommit, WakeAtCommit, WakeOff:
+	default:
+		return nil, fmt.Errorf("postgres backend: wake %q (want after, commit or off)", o.Wake)
+	}
 	b := &Backend{
 		pool:          pool,
 		schema:        o.Schema,
@@ -156,6 +168,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		copyThreshold: o.CopyThreshold,
 		strategy:      o.ClaimStrategy,
 		window:        o.ClaimWindow,
+		wake:          o.Wake,
 	}
 	sql, err := buildQueries(pgx.Identifier{o.Schema}.Sanitize())
 	if err != nil {
@@ -163,6 +176,10 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	}
 	b.sql = sql
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if b.wake == WakeAfterCommit {
+		b.waker = newWaker(b)
+		go b.waker.run(b.ctx)
+	}
 	return b, nil
 }
 
@@ -170,7 +187,8 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // settings fit for a queue's own sessions: TCP keepalives, a TCP user timeout,
 // statement and idle-in-transaction timeouts. The spool_schema query
 // parameter selects the schema, spool_claim and spool_claim_window the claim
-// strategy. The backend owns the pool and closes it.
+// strategy, spool_wake the wake-up mode. The backend owns the pool and
+// closes it.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
 	schema, dsn, err := extractParam(dsn, SchemaParam)
 	if err != nil {
@@ -181,6 +199,10 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	windowParam, dsn, err := extractParam(dsn, WindowParam)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	wake, dsn, err := extractParam(dsn, WakeParam)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -223,7 +245,7 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	b, err := New(pool, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window})
+	b, err := New(pool, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window, Wake: wake})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -272,6 +294,9 @@ func (b *Backend) Name() string { return "postgres" }
 // Close closes the pool if Open created it.
 func (b *Backend) Close() error {
 	b.cancel()
+	if b.waker != nil {
+		<-b.waker.done // sends the wake-ups still pending
+	}
 	b.probes.Wait()
 	if b.ownsPool {
 		b.pool.Close()

@@ -17,6 +17,9 @@ type queries struct {
 	claim, releaseClaim, finish, heartbeat, rescue, cleanup string
 	completeKeep, completeDelete, probeBelow                string
 	insert, insertUnique, now                               string
+	// insertWake and insertUniqueWake are insert.sql and insert_unique.sql
+	// setting spool.wake for their transaction, by mode (deferWake).
+	insertWake, insertUniqueWake map[string]string
 	get, list, retry, cancel, stats                         string
 	deleteJob, throughput                                   string
 	leaderElect, leaderResign                               string
@@ -108,7 +111,29 @@ func buildQueries(schema string) (queries, error) {
 	if err == nil {
 		q.flow.quick, err = joinQuick(q.flow.quick, q.claim)
 	}
+	q.insertWake, q.insertUniqueWake = map[string]string{}, map[string]string{}
+	for _, mode := range []string{WakeAfterCommit, WakeOff} {
+		if err == nil {
+			q.insertWake[mode], err = deferWake(q.insert, mode)
+		}
+		if err == nil {
+			q.insertUniqueWake[mode], err = deferWake(q.insertUnique, mode)
+		}
+	}
 	return q, err
+}
+
+// deferWake makes an insert statement set spool.wake to mode for its
+// transaction, so that the insert trigger sends no notification (schema
+// 10): set_config runs once, in a materialized CTE the insert's rows are
+// joined with, before the statement's trigger fires.
+func deferWake(insert, mode string) (string, error) {
+	const tail = "\n) t\nORDER BY t.ord"
+	if strings.Count(insert, tail) != 1 {
+		return "", fmt.Errorf("load SQL: an insert statement no longer ends its rows with %q", tail)
+	}
+	head := "WITH spool_wake AS MATERIALIZED (SELECT set_config('spool.wake', '" + mode + "', true))\n"
+	return head + strings.Replace(insert, tail, "\n) t CROSS JOIN spool_wake\nORDER BY t.ord", 1), nil
 }
 
 // joinQuick puts the head of a quick flow claim (flow_quick.sql, its WITH

@@ -11,4 +11,4 @@ FROM (
     WITH ORDINALITY AS u(queue, kind, args, priority, run_at, delay_us, max_attempts, tags, metadata, flow_key, ord)
 ) t
 ORDER BY t.ord
-RETURNING id, false -- never a duplicate: the second column of insert_unique.sql
+RETURNING id, false, run_at, state = 'available' -- never a duplicate: the second column of insert_unique.sql; the last two tell a wake-up after commit what to announce

@@ -22,4 +22,4 @@ FROM (
 ORDER BY t.ord
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND {{s}}.spool_holds_key(unique_states, state)
   DO UPDATE SET unique_key = EXCLUDED.unique_key
-RETURNING id, xmax <> 0
+RETURNING id, xmax <> 0, run_at, state = 'available'

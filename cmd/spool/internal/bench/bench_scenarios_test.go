@@ -119,6 +119,23 @@ func TestBenchInsert(t *testing.T) {
 	checkPlot(t, plotFile)
 }
 
+func TestBenchWakeups(t *testing.T) {
+	var res wakeupsResult
+	benchJSON(t, &res, "wakeups", "--clients", "4", "--duration", "200ms", "--rounds", "2")
+	if len(res.Modes) != 3 {
+		t.Fatalf("want 3 modes, got %+v", res.Modes)
+	}
+	for _, m := range res.Modes {
+		if m.JobsPerS <= 0 || len(m.Runs) != 2 || m.Ratio <= 0 {
+			t.Errorf("mode %s: %v jobs/s over runs %v, ratio %v", m.Mode, m.JobsPerS, m.Runs, m.Ratio)
+		}
+	}
+	if res.Inserted == 0 || res.Woken == 0 {
+		t.Errorf("inserted %d, wake-ups heard %d: want both", res.Inserted, res.Woken)
+	}
+	checkStoresDropped(t, res.Store)
+}
+
 func TestBenchSteady(t *testing.T) {
 	plotFile := filepath.Join(t.TempDir(), "steady.png")
 	var res steadyResult

@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// Each wake-up mode sends what it says, and only that: after commit one
+// notification per insert from the waker and none from the inserting
+// transaction; at commit the trigger's; off nothing. A marker notification
+// sent after each insert's wake-up tells that nothing else came: the
+// notifications of one channel arrive in commit order.
+func TestWakeModes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	after, pool := scratchBackend(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{after.channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	next := func() string {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("wait for a notification: %v", err)
+		}
+		return n.Payload
+	}
+	marker := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, after.channel); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(); got != "marker" {
+			t.Fatalf("after the wake-up came %q, want only the marker", got)
+		}
+	}
+	insert := func(b *Backend, queue string, prio int16) {
+		t.Helper()
+		_, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+			{Queue: queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1, Priority: prio},
+			{Queue: queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1, Priority: prio + 1},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(mode string) *Backend {
+		b, err := New(pool, &Options{Schema: after.schema, Wake: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+
+	insert(after, "qa", 2)
+	got := next()
+	if q, k, ok := parseInsertNotice(got); !ok || q != "qa" || k.priority != 2 {
+		t.Fatalf("after commit: notification %q, want queue qa at priority 2", got)
+	}
+	marker()
+
+	insert(open(WakeAtCommit), "qc", 3)
+	if q, k, ok := parseInsertNotice(next()); !ok || q != "qc" || k.priority != 3 {
+		t.Fatalf("at commit: notification of %q priority %d, want qc at 3", q, k.priority)
+	}
+	marker()
+
+	insert(open(WakeOff), "qo", 1)
+	marker()
+
+	// A caller's transaction notifies at its commit whatever the mode.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := after.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: []*backend.JobInsertParams{
+		{Queue: "qt", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q, _, ok := parseInsertNotice(next()); !ok || q != "qt" {
+		t.Fatalf("a caller's transaction: notification of %q, want qt", q)
+	}
+	marker()
+
+	if _, err := New(pool, &Options{Schema: after.schema, Wake: "sometimes"}); err == nil {
+		t.Fatal("wake mode 'sometimes' accepted")
+	}
+}
