@@ -19,16 +19,16 @@ type queries struct {
 	insert, insertUnique, now                               string
 	// insertWake and insertUniqueWake are insert.sql and insert_unique.sql
 	// setting spool.wake for their transaction, by mode (deferWake).
-	insertWake, insertUniqueWake map[string]string
-	get, list, retry, cancel, stats                         string
-	deleteJob, throughput                                   string
-	leaderElect, leaderResign                               string
-	schemaVersion                                           string
-	queuePause, queueResume, queuePausedAll                 string
-	optimisticWindow, optimisticClaim                       string
-	bulkRetry, bulkCancel, bulkDelete                       string
-	record                                                  string
-	flow                                                    flowQueries
+	insertWake, insertUniqueWake            map[string]string
+	get, list, retry, cancel, stats         string
+	deleteJob, throughput                   string
+	leaderElect, leaderResign               string
+	schemaVersion                           string
+	queuePause, queueResume, queuePausedAll string
+	optimisticWindow, optimisticClaim       string
+	bulkRetry, bulkCancel, bulkDelete       string
+	record                                  string
+	flow                                    flowQueries
 }
 
 // flowQueries are the statements of flow-controlled claims (flow.go).
