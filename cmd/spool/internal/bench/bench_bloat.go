@@ -116,7 +116,7 @@ func (c *BenchBloatCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench bloat: holding a snapshot open is %w (%s)", errNotSupported, store.backend.Name())
 	}
 	stderr := r.stderr
-	producer, closeProducer, err := openSteadyProducer(ctx, store)
+	producer, closeProducer, err := openSteadyProducer(ctx, store, "")
 	if err != nil {
 		return fmt.Errorf("bench bloat: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -104,9 +105,24 @@ type steadyLoad struct {
 }
 
 // openSteadyProducer opens a second backend on the store, as another
-// process inserting jobs would, and an insert-only client over it.
-func openSteadyProducer(ctx context.Context, store *benchStore) (*spool.Client, func(), error) {
-	be, err := backend.Open(ctx, store.scratch.URL)
+// process inserting jobs would, and an insert-only client over it; wake,
+// when set, is the PostgreSQL wake-up mode of its inserts (spool_wake).
+func openSteadyProducer(ctx context.Context, store *benchStore, wake string) (*spool.Client, func(), error) {
+	dsn := store.scratch.URL
+	if wake != "" {
+		if store.backend.Name() != "postgres" {
+			return nil, nil, fmt.Errorf("--wake: wake-up modes are PostgreSQL's, not %s's", store.backend.Name())
+		}
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open producer: %w", err)
+		}
+		q := u.Query()
+		q.Set("spool_wake", wake)
+		u.RawQuery = q.Encode()
+		dsn = u.String()
+	}
+	be, err := backend.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open producer: %w", err)
 	}
@@ -305,6 +321,7 @@ type steadyResult struct {
 	Workers         int             `json:"workers"`
 	Prefetch        int             `json:"prefetch"`
 	Producers       int             `json:"producers"`
+	Wake            string          `json:"wake,omitempty"`
 	PollInterval    string          `json:"poll_interval"`
 	CompletionDelay string          `json:"completion_delay"`
 	DeleteCompleted bool            `json:"delete_completed"`
@@ -316,10 +333,14 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 	r := newScenarioRun(c.m, "steady")
 	cfg := addSteadyWorkerFlags(r.fs)
 	duration := r.fs.Duration("duration", 60*time.Second, "how long to insert")
+	wake := r.fs.String("wake", "", "PostgreSQL: the inserting client's wake-up mode, after, commit or off (default: the backend's, after)")
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}
-	if err := r.check(append([]check{want(*duration > 0, "--duration must be positive")}, cfg.checks()...)...); err != nil {
+	if err := r.check(append([]check{
+		want(*duration > 0, "--duration must be positive"),
+		want(*wake == "" || *wake == "after" || *wake == "commit" || *wake == "off", "--wake must be after, commit or off"),
+	}, cfg.checks()...)...); err != nil {
 		return err
 	}
 	total := cfg.jobsFor(*duration)
@@ -333,7 +354,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	stderr := r.stderr
-	producer, closeProducer, err := openSteadyProducer(ctx, store)
+	producer, closeProducer, err := openSteadyProducer(ctx, store, *wake)
 	if err != nil {
 		return fmt.Errorf("bench steady: %w", err)
 	}
@@ -384,6 +405,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		Workers:         *cfg.workers,
 		Prefetch:        *cfg.prefetch,
 		Producers:       *cfg.producers,
+		Wake:            *wake,
 		PollInterval:    cfg.pollInterval.String(),
 		CompletionDelay: cfg.completionDelay.String(),
 		DeleteCompleted: *cfg.deleteCompleted,
@@ -484,5 +506,9 @@ Flags:
 
 	--duration DURATION
 		how long to insert (default 1m0s)
+	--wake MODE
+		PostgreSQL: the inserting client's wake-up mode (spool_wake):
+		after (the default), commit (NOTIFY in each insert's
+		transaction) or off (the worker polls)
 `+steadyWorkerUsage+plotUsage+benchCommonUsage, "\n")
 }
