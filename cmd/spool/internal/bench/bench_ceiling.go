@@ -466,6 +466,12 @@ Variants:
 	cte-delete    (PostgreSQL) the same claim, then DELETE by id array.
 	claim-delete  (PostgreSQL) one statement per batch: the CTE feeding a
 	              DELETE.
+	lease-delete  (PostgreSQL) a lease row per batch: the claim moves the
+	              batch out of the jobs table into one row of a lease
+	              table; completing deletes that row (one row write per
+	              job instead of two).
+	lease-keep    (PostgreSQL) as lease-delete; completing moves the jobs
+	              into an insert-only table of finished jobs.
 The PostgreSQL sessions plan their claims as Spool does (enable_sort and
 enable_bitmapscan off).
 

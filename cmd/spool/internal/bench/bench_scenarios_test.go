@@ -256,7 +256,7 @@ func TestBenchCeiling(t *testing.T) {
 			t.Errorf("variant %+v", v)
 		}
 	}
-	if got := strings.Join(names, ","); got != "spool-keep,spool-delete,cte-keep,cte-delete,claim-delete" {
+	if got := strings.Join(names, ","); got != "spool-keep,spool-delete,cte-keep,cte-delete,claim-delete,lease-delete,lease-keep" {
 		t.Errorf("variants %s", got)
 	}
 	if len(res.Drains) != 2 {
