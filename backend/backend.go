@@ -28,6 +28,11 @@ var (
 	ErrSchemaTooNew = errors.New("schema is newer than this version of spool")
 	// ErrSchemaNotMigrated means the store has not been migrated yet.
 	ErrSchemaNotMigrated = errors.New("schema is not migrated (run spool migrate)")
+	// ErrNoWakeUps, from Notifier.Listen, means the store cannot deliver
+	// wake-ups on this connection at all (a LISTEN through a transaction
+	// pooler succeeds and then hears nothing): trying again cannot help,
+	// and the client polls instead.
+	ErrNoWakeUps = errors.New("wake-ups cannot reach this client")
 	// ErrTxType means a transaction of a type the backend cannot use was passed.
 	ErrTxType = errors.New("unsupported transaction type for this backend")
 	// ErrInvalidState means the operation does not apply to the job's current state.
@@ -641,7 +646,8 @@ type Notifier interface {
 	// the connection fails; the error says why it stopped. It calls ready once
 	// the subscription is in place: no notification after ready is missed.
 	// Notifications are hints: a missed one delays work by at most a poll or
-	// a heartbeat, and never changes an outcome.
+	// a heartbeat, and never changes an outcome. An error matching
+	// ErrNoWakeUps means no later attempt can do better.
 	Listen(ctx context.Context, ready func(), onWake func(Wake)) error
 }
 

@@ -2,26 +2,41 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spoolq/spool/backend"
 )
 
-// Listen implements backend.Notifier on a dedicated connection from the pool.
-// The connection is closed, not returned, when Listen ends: it may still be
+// probeWait is how long Listen waits for its own probe notification before
+// it concludes that its subscription hears nothing.
+const probeWait = 3 * time.Second
+
+// Listen implements backend.Notifier on a connection of its own: a direct
+// one to Options.ListenURL when set, else one taken from the pool. The
+// connection is closed, not returned, when Listen ends: it may still be
 // subscribed or mid-wait.
+//
+// Before it reports ready, Listen sends a probe notification through the
+// pool and waits for it on its subscription: through a transaction pooler
+// a LISTEN succeeds on whichever server connection ran it and then hears
+// nothing, and the probe turns that silence into ErrNoWakeUps.
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
-	pc, err := b.pool.Acquire(ctx)
+	conn, err := b.listenConn(ctx)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	conn := pc.Hijack()
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if err := b.probe(ctx, conn, onWake); err != nil {
+		return err
 	}
 	// Claim floors rely on seeing every insert notification from here on.
 	b.floors.listen(+1)
@@ -35,21 +50,79 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			}
 			return fmt.Errorf("listen: %w", err)
 		}
-		if id, ok := strings.CutPrefix(n.Payload, cancelPrefix); ok {
-			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
-				onWake(backend.Wake{CancelledID: n})
-			}
-			continue
-		}
-		queue, key, ok := parseInsertNotice(n.Payload)
-		if ok {
-			b.floors.lower(queue, key)
-		} else {
-			b.floors.reset(queue)
-		}
-		onWake(backend.Wake{Queue: queue})
+		b.deliver(n.Payload, onWake)
 	}
 }
 
-// cancelPrefix marks a cancel notification; queue names cannot contain ':'.
-const cancelPrefix = "cancel:"
+// listenConn opens Listen's connection.
+func (b *Backend) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	if b.listenURL != "" {
+		cfg, err := pgx.ParseConfig(b.listenURL)
+		if err != nil {
+			return nil, fmt.Errorf("%s does not parse: %w", ListenURLParam, err)
+		}
+		return pgx.ConnectConfig(ctx, cfg)
+	}
+	pc, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pc.Hijack(), nil
+}
+
+// probe sends a notification of its own through the pool and waits for it
+// on conn, delivering whatever else arrives meanwhile.
+func (b *Backend) probe(ctx context.Context, conn *pgx.Conn, onWake func(backend.Wake)) error {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	payload := probePrefix + hex.EncodeToString(nonce[:])
+	if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, payload); err != nil {
+		return fmt.Errorf("listen: send a probe notification: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(wctx)
+		switch {
+		case err == nil && n.Payload == payload:
+			return nil
+		case err == nil:
+			b.deliver(n.Payload, onWake)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case wctx.Err() != nil:
+			return fmt.Errorf("listen: %w: the subscription did not hear its own probe notification within %s "+
+				"(a LISTEN through a transaction pooler succeeds and hears nothing: give a direct connection with %s)",
+				backend.ErrNoWakeUps, probeWait, ListenURLParam)
+		default:
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+}
+
+// deliver turns a notification's payload into a wake-up.
+func (b *Backend) deliver(payload string, onWake func(backend.Wake)) {
+	if strings.HasPrefix(payload, probePrefix) {
+		return // another Listen's probe
+	}
+	if id, ok := strings.CutPrefix(payload, cancelPrefix); ok {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+			onWake(backend.Wake{CancelledID: n})
+		}
+		return
+	}
+	queue, key, ok := parseInsertNotice(payload)
+	if ok {
+		b.floors.lower(queue, key)
+	} else {
+		b.floors.reset(queue)
+	}
+	onWake(backend.Wake{Queue: queue})
+}
+
+// cancelPrefix marks a cancel notification, probePrefix Listen's probe;
+// queue names cannot contain ':'.
+const (
+	cancelPrefix = "cancel:"
+	probePrefix  = "probe:"
+)

@@ -48,6 +48,21 @@ const (
 	StrategyOptimistic = "optimistic"
 )
 
+// URL query parameters for connection poolers in Open.
+const (
+	// PoolerParam, set to "transaction", opens the backend through a pooler
+	// in transaction mode (PgBouncer's pool_mode = transaction): no session
+	// settings at connect, statements without named prepared statements,
+	// and the server's own timeouts checked (see Open).
+	PoolerParam = "spool_pooler"
+	// ListenURLParam sets Options.ListenURL.
+	ListenURLParam = "spool_listen_url"
+)
+
+// ErrPoolerTimeouts is returned by Open through a transaction pooler when
+// the server does not apply the timeouts Spool relies on to every session.
+var ErrPoolerTimeouts = errors.New("the server's own timeouts are off")
+
 // URL query parameters that select the claim strategy in Open.
 const (
 	// ClaimParam sets Options.ClaimStrategy.
@@ -98,6 +113,10 @@ type Options struct {
 	// Wake is how inserts outside a caller's transaction wake workers:
 	// WakeAfterCommit (the default), WakeAtCommit or WakeOff.
 	Wake string
+	// ListenURL, when set, is a postgres:// URL of a direct connection to
+	// the same database for Listen (a transaction pooler cannot carry a
+	// LISTEN). Without it Listen uses a connection of the pool.
+	ListenURL string
 }
 
 // Backend is the PostgreSQL implementation of backend.Backend.
@@ -112,7 +131,8 @@ type Backend struct {
 	window        int
 	floors        claimFloors
 	wake          string
-	waker         *waker             // WakeAfterCommit's sender
+	waker         *waker // WakeAfterCommit's sender
+	listenURL     string
 	probes        sync.WaitGroup     // probes below claim floors in flight
 	ctx           context.Context    // ends at Close
 	cancel        context.CancelFunc // ends ctx
@@ -169,6 +189,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		strategy:      o.ClaimStrategy,
 		window:        o.ClaimWindow,
 		wake:          o.Wake,
+		listenURL:     o.ListenURL,
 	}
 	sql, err := buildQueries(pgx.Identifier{o.Schema}.Sanitize())
 	if err != nil {
@@ -187,8 +208,9 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // settings fit for a queue's own sessions: TCP keepalives, a TCP user timeout,
 // statement and idle-in-transaction timeouts. The spool_schema query
 // parameter selects the schema, spool_claim and spool_claim_window the claim
-// strategy, spool_wake the wake-up mode. The backend owns the pool and
-// closes it.
+// strategy, spool_wake the wake-up mode, spool_pooler=transaction a
+// connection through a transaction pooler and spool_listen_url a direct
+// connection for Listen. The backend owns the pool and closes it.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
 	schema, dsn, err := extractParam(dsn, SchemaParam)
 	if err != nil {
@@ -206,6 +228,17 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	pooler, dsn, err := extractParam(dsn, PoolerParam)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if pooler != "" && pooler != "transaction" {
+		return nil, fmt.Errorf("open postgres: %s=%q: want transaction (or leave it out for a direct connection)", PoolerParam, pooler)
+	}
+	listenURL, dsn, err := extractParam(dsn, ListenURLParam)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
 	window := 0
 	if windowParam != "" {
 		if window, err = strconv.Atoi(windowParam); err != nil || window < 1 {
@@ -219,8 +252,26 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = 16
 	}
+	// Detect a peer gone silent on the client's side too.
+	dialer := &net.Dialer{KeepAlive: 15 * time.Second, Timeout: 10 * time.Second}
+	cfg.ConnConfig.DialFunc = dialer.DialContext
 	rp := cfg.ConnConfig.RuntimeParams
 	setDefault(rp, "application_name", "spool")
+	if pooler != "" {
+		// A transaction pooler refuses startup parameters it does not
+		// track, and gives each transaction whichever server connection
+		// is free: session settings cannot travel with the client, and a
+		// statement parsed on one server connection can be bound on
+		// another (pgx's describe modes send the two in separate round
+		// trips; through PgBouncer 1.18 that failed with "bind message
+		// supplies 2 parameters, but prepared statement "" requires 0").
+		// The simple protocol sends each statement whole. The server's
+		// own timeouts are checked instead of set (openPooled).
+		if !strings.Contains(dsn, "default_query_exec_mode") {
+			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		}
+		return openPooled(ctx, cfg, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window, Wake: wake, ListenURL: listenURL})
+	}
 	// A session of Spool's own never holds a transaction open while it thinks,
 	// so a long one is a half-dead client: let the server end it and free its
 	// locks. Statements are short, except large COPYs.
@@ -235,8 +286,6 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 	setDefault(rp, "tcp_keepalives_interval", "10")
 	setDefault(rp, "tcp_keepalives_count", "3")
 	setDefault(rp, "tcp_user_timeout", "60000")
-	dialer := &net.Dialer{KeepAlive: 15 * time.Second, Timeout: 10 * time.Second}
-	cfg.ConnConfig.DialFunc = dialer.DialContext
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -245,7 +294,38 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	b, err := New(pool, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window, Wake: wake})
+	b, err := New(pool, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window, Wake: wake, ListenURL: listenURL})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	b.ownsPool = true
+	return b, nil
+}
+
+// openPooled opens the backend through a transaction pooler: cfg sends no
+// session settings, and the server must apply the timeouts Spool would
+// have set per session to every session itself (for the role or the
+// database), or Open refuses with ErrPoolerTimeouts: a session left idle in
+// a transaction by a dead client would otherwise hold its locks forever.
+func openPooled(ctx context.Context, cfg *pgxpool.Config, o *Options) (*Backend, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	var idle, stmt string
+	err = pool.QueryRow(ctx, `SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout')`).Scan(&idle, &stmt)
+	if err == nil && (idle == "0" || stmt == "0") {
+		err = fmt.Errorf("%w: idle_in_transaction_session_timeout is %s and statement_timeout %s; through a transaction pooler "+
+			"Spool cannot set them per session, so set them for the role it connects as, e.g. "+
+			"ALTER ROLE name SET idle_in_transaction_session_timeout = '60s'; ALTER ROLE name SET statement_timeout = '5min'",
+			ErrPoolerTimeouts, idle, stmt)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres through a transaction pooler: %w", err)
+	}
+	b, err := New(pool, o)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)

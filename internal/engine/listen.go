@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -53,6 +54,10 @@ func (l *listener) run(ctx context.Context, settled func()) {
 			return
 		}
 		l.observer.notifier(false)
+		if errors.Is(err, backend.ErrNoWakeUps) {
+			l.logger.Warn("spool: no wake-ups can reach this client; it finds new jobs by polling every PollInterval", "error", err)
+			return
+		}
 		if time.Since(started) > time.Minute {
 			backoff = 100 * time.Millisecond
 		}

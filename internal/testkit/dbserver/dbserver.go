@@ -302,3 +302,106 @@ func (s *MariaDB) signalAndWait(sig syscall.Signal, wait time.Duration) error {
 
 // Stop implements Server.
 func (s *MariaDB) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time.Second) }
+
+// PgBouncer is a pgbouncer of the caller's own in transaction mode, a child
+// process of this one, in front of one upstream database.
+type PgBouncer struct {
+	port   int
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// StartPgBouncer starts pgbouncer (pool_mode = transaction, trust
+// authentication for users) on a free loopback port, with its files under
+// dir, in front of database db at upstream (host:port); clients connect to
+// database db on Port. A missing binary is an error, never a skip.
+func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...string) (*PgBouncer, error) {
+	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		return nil, fmt.Errorf("start PgBouncer: pgbouncer not found (install Debian's pgbouncer; .ci/run does): %w", err)
+	}
+	host, upPort, err := net.SplitHostPort(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("start PgBouncer: upstream %q: %w", upstream, err)
+	}
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	var auth strings.Builder
+	for _, u := range users {
+		fmt.Fprintf(&auth, "%q \"\"\n", u)
+	}
+	ini := fmt.Sprintf("[databases]\n%s = host=%s port=%s dbname=%s\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = %d\n"+
+		"unix_socket_dir =\nauth_type = trust\nauth_file = %s\npool_mode = transaction\nmax_client_conn = 500\n"+
+		"default_pool_size = 20\nlogfile = %s\n",
+		db, host, upPort, db, port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"))
+	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(auth.String()), 0o644); err != nil {
+		return nil, fmt.Errorf("start PgBouncer: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(ini), 0o644); err != nil {
+		return nil, fmt.Errorf("start PgBouncer: %w", err)
+	}
+	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+	if os.Geteuid() == 0 {
+		// pgbouncer refuses to run as root; -u switches to the postgres
+		// user, which must be able to write its log.
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("start PgBouncer: running as root needs the postgres OS user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		for _, f := range []string{dir, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.ini")} {
+			if err := os.Chown(f, uid, gid); err != nil {
+				return nil, fmt.Errorf("start PgBouncer: %w", err)
+			}
+		}
+		args = append([]string{"-u", "postgres"}, args...)
+	}
+	s := &PgBouncer{port: port, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start PgBouncer: %w", err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			c.Close()
+			return s, nil
+		}
+		select {
+		case <-s.exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+			return nil, fmt.Errorf("start PgBouncer: it exited: %s", strings.TrimSpace(string(log)))
+		case <-ctx.Done():
+			_ = s.Stop()
+			return nil, ctx.Err()
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = s.Stop()
+			return nil, fmt.Errorf("start PgBouncer: port %d did not open: %w", port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Port is the port clients connect to.
+func (s *PgBouncer) Port() int { return s.port }
+
+// Stop stops pgbouncer by its PID (SIGINT: shut down at once).
+func (s *PgBouncer) Stop() error {
+	if s.cmd.Process == nil {
+		return nil
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	return nil
+}
