@@ -254,6 +254,12 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 // through a proxy the test can cut.
 func proxiedBackend(t *testing.T, be *postgres.Backend) (*postgres.Backend, *testdb.Proxy) {
 	t.Helper()
+	return proxiedBackendWith(t, be, postgres.Options{})
+}
+
+// proxiedBackendWith is proxiedBackend with options (the schema is be's).
+func proxiedBackendWith(t *testing.T, be *postgres.Backend, opts postgres.Options) (*postgres.Backend, *testdb.Proxy) {
+	t.Helper()
 	proxy := testdb.NewProxy(t)
 	cfg, err := pgxpool.ParseConfig(proxy.URL())
 	if err != nil {
@@ -265,10 +271,12 @@ func proxiedBackend(t *testing.T, be *postgres.Backend) (*postgres.Backend, *tes
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	pbe, err := postgres.New(pool, &postgres.Options{Schema: be.Schema()})
+	opts.Schema = be.Schema()
+	pbe, err := postgres.New(pool, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { pbe.Close() }) // before the pool closes
 	return pbe, proxy
 }
 

@@ -35,7 +35,12 @@ func insertClient(t *testing.T, be *postgres.Backend) *spool.Client {
 func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	be := testdb.Postgres(t)
-	pbe, proxy := proxiedBackend(t, be)
+	// The second insert must reuse the first one's connection, sent before
+	// the proxy drops replies: the waker of wake-ups after commit would
+	// take that connection for the first insert's notification meanwhile,
+	// and the insert would need a new one, whose connect fails (not
+	// written). Notifying in the insert keeps the pool to the inserts.
+	pbe, proxy := proxiedBackendWith(t, be, postgres.Options{Wake: postgres.WakeAtCommit})
 	c := insertClient(t, pbe)
 	ctx := context.Background()
 	if _, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil); err != nil {
