@@ -147,7 +147,7 @@ func TestManyProcesses(t *testing.T) {
 		mu      sync.Mutex
 		runs    = make(map[int][]run, jobs)
 		metrics [3]int64
-		stderr  syncBuffer
+		stderr  testdb.LogBuffer
 		readers sync.WaitGroup
 		kids    []*exec.Cmd
 	)

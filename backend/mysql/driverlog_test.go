@@ -21,7 +21,7 @@ func TestDriverMessagesGoToLogger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testdb.LogBuffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	be, err := mysql.OpenConfig(ctx, cfg, opts)
 	if err != nil {

@@ -64,7 +64,7 @@ func TestLockWaitTimeoutRetriedInside(t *testing.T) {
 	if err := be.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testdb.LogBuffer
 	var runs atomic.Int32
 	started := make(chan int64, 1)
 	proceed := make(chan struct{})

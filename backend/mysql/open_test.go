@@ -1,7 +1,6 @@
 package mysql_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -140,7 +139,7 @@ func TestNoSkipLockedFallback(t *testing.T) {
 	t.Parallel()
 	db := testdb.NewMySQLDatabase(t)
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs testdb.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	be, err := mysql.OpenWithVersion(ctx, testdb.MySQLDatabaseURL(db, nil), "10.5.23-MariaDB", logger)
 	if err != nil {
@@ -199,24 +198,6 @@ func TestNoSkipLockedFallback(t *testing.T) {
 	if err != nil || j.Attempt != 2 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "dead") {
 		t.Fatalf("rescued job: %+v %v", j, err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestMigrateConcurrently starts many migrations of one database at once:

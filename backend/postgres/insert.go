@@ -55,9 +55,16 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		uKeys[i], uStates[i] = j.UniqueKey, int16(j.UniqueStates)
 		flowKeys[i] = j.FlowKey
 	}
-	query, qargs := b.sql.insert, []any{queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, flowKeys}
+	query, wakeQuery := b.sql.insert, b.sql.insertWake
+	qargs := []any{queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, flowKeys}
 	if backend.AnyUnique(p.Jobs) {
-		query, qargs = b.sql.insertUnique, []any{queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates, flowKeys}
+		query, wakeQuery = b.sql.insertUnique, b.sql.insertUniqueWake
+		qargs = []any{queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates, flowKeys}
+	}
+	if p.Tx == nil && b.wake != WakeAtCommit {
+		// The statement tells the trigger to skip its NOTIFY; the waker
+		// announces the jobs after the commit (wake.go), or nobody does.
+		query = wakeQuery[b.wake]
 	}
 	res := &backend.JobInsertManyResult{IDs: make([]int64, 0, n)}
 	var (
@@ -69,8 +76,9 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		// announce: the waker announces this insert after its commit.
 		announce = p.Tx == nil && b.waker != nil
 	)
-	scan := func(rows pgx.Rows) error {
-		_, err := pgx.ForEachRow(rows, []any{&id, &dup, &runAt, &due}, func() error {
+	rows, err := db.Query(ctx, query, qargs...)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&id, &dup, &runAt, &due}, func() error {
 			i := len(res.IDs)
 			if dup {
 				if res.Duplicates == nil {
@@ -92,20 +100,6 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 			res.IDs = append(res.IDs, id)
 			return nil
 		})
-		return err
-	}
-	if p.Tx == nil && b.wake != WakeAtCommit {
-		// The statement tells the trigger to skip its NOTIFY; the waker
-		// announces the jobs after the commit (wake.go).
-		if backend.AnyUnique(p.Jobs) {
-			query = b.sql.insertUniqueWake[b.wake]
-		} else {
-			query = b.sql.insertWake[b.wake]
-		}
-	}
-	var rows pgx.Rows
-	if rows, err = db.Query(ctx, query, qargs...); err == nil {
-		err = scan(rows)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))

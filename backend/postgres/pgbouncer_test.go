@@ -1,17 +1,13 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,27 +17,10 @@ import (
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 type pooledArgs struct{ N int }
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func (pooledArgs) Kind() string { return "pooled" }
 
@@ -54,10 +33,7 @@ func (pooledArgs) Kind() string { return "pooled" }
 func TestThroughPgBouncer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	direct := os.Getenv("SPOOL_TEST_POSTGRES_URL")
-	if direct == "" {
-		direct = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	direct := testdb.PostgresURL()
 	du, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +42,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	role := "spool_pooled_" + hex.EncodeToString(b[:])
+	role := testdb.NewSchemaName() // a role and schema of the test's own
 	schema := role
 	db := du.Path[1:]
 	for _, q := range []string{
@@ -146,7 +120,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 		return nil
 	}))
-	logs := &syncBuffer{}
+	logs := &testdb.LogBuffer{}
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 10}},
 		PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

@@ -212,37 +212,18 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // connection through a transaction pooler and spool_listen_url a direct
 // connection for Listen. The backend owns the pool and closes it.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
-	schema, dsn, err := extractParam(dsn, SchemaParam)
+	params, dsn, err := extractParams(dsn, SchemaParam, ClaimParam, WindowParam, WakeParam, PoolerParam, ListenURLParam)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	strategy, dsn, err := extractParam(dsn, ClaimParam)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	windowParam, dsn, err := extractParam(dsn, WindowParam)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	wake, dsn, err := extractParam(dsn, WakeParam)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	pooler, dsn, err := extractParam(dsn, PoolerParam)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
+	pooler := params[PoolerParam]
 	if pooler != "" && pooler != "transaction" {
 		return nil, fmt.Errorf("open postgres: %s=%q: want transaction (or leave it out for a direct connection)", PoolerParam, pooler)
 	}
-	listenURL, dsn, err := extractParam(dsn, ListenURLParam)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
 	window := 0
-	if windowParam != "" {
-		if window, err = strconv.Atoi(windowParam); err != nil || window < 1 {
-			return nil, fmt.Errorf("open postgres: %s=%q: want a positive integer", WindowParam, windowParam)
+	if w := params[WindowParam]; w != "" {
+		if window, err = strconv.Atoi(w); err != nil || window < 1 {
+			return nil, fmt.Errorf("open postgres: %s=%q: want a positive integer", WindowParam, w)
 		}
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -266,35 +247,42 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		// trips; through PgBouncer 1.18 that failed with "bind message
 		// supplies 2 parameters, but prepared statement "" requires 0").
 		// The simple protocol sends each statement whole. The server's
-		// own timeouts are checked instead of set (openPooled).
+		// own timeouts are checked instead of set (checkServerTimeouts).
 		if !strings.Contains(dsn, "default_query_exec_mode") {
 			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 		}
-		return openPooled(ctx, cfg, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window, Wake: wake, ListenURL: listenURL})
+	} else {
+		// A session of Spool's own never holds a transaction open while it
+		// thinks, so a long one is a half-dead client: let the server end
+		// it and free its locks. Statements are short, except large COPYs.
+		setDefault(rp, "idle_in_transaction_session_timeout", "60000")
+		setDefault(rp, "statement_timeout", "300000")
+		// Spool's statements are short; compiling one with JIT takes longer
+		// than running it (see claimSettings).
+		setDefault(rp, "jit", "off")
+		// Detect a peer gone silent: keepalives on an idle socket, and a
+		// bound on unacknowledged writes (server side: tcp_user_timeout,
+		// milliseconds).
+		setDefault(rp, "tcp_keepalives_idle", "30")
+		setDefault(rp, "tcp_keepalives_interval", "10")
+		setDefault(rp, "tcp_keepalives_count", "3")
+		setDefault(rp, "tcp_user_timeout", "60000")
 	}
-	// A session of Spool's own never holds a transaction open while it thinks,
-	// so a long one is a half-dead client: let the server end it and free its
-	// locks. Statements are short, except large COPYs.
-	setDefault(rp, "idle_in_transaction_session_timeout", "60000")
-	setDefault(rp, "statement_timeout", "300000")
-	// Spool's statements are short; compiling one with JIT takes longer than
-	// running it (see claimSettings).
-	setDefault(rp, "jit", "off")
-	// Detect a peer gone silent: keepalives on an idle socket, and a bound on
-	// unacknowledged writes (server side: tcp_user_timeout, milliseconds).
-	setDefault(rp, "tcp_keepalives_idle", "30")
-	setDefault(rp, "tcp_keepalives_interval", "10")
-	setDefault(rp, "tcp_keepalives_count", "3")
-	setDefault(rp, "tcp_user_timeout", "60000")
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	if pooler != "" {
+		err = checkServerTimeouts(ctx, pool)
+	} else {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	b, err := New(pool, &Options{Schema: schema, ClaimStrategy: strategy, ClaimWindow: window, Wake: wake, ListenURL: listenURL})
+	b, err := New(pool, &Options{Schema: params[SchemaParam], ClaimStrategy: params[ClaimParam], ClaimWindow: window,
+		Wake: params[WakeParam], ListenURL: params[ListenURLParam]})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -303,18 +291,14 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 	return b, nil
 }
 
-// openPooled opens the backend through a transaction pooler: cfg sends no
-// session settings, and the server must apply the timeouts Spool would
-// have set per session to every session itself (for the role or the
-// database), or Open refuses with ErrPoolerTimeouts: a session left idle in
-// a transaction by a dead client would otherwise hold its locks forever.
-func openPooled(ctx context.Context, cfg *pgxpool.Config, o *Options) (*Backend, error) {
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
+// checkServerTimeouts is Open's check through a transaction pooler: Spool
+// cannot set its timeouts per session there, so the server must apply them
+// to every session itself (for the role or the database), or Open refuses
+// with ErrPoolerTimeouts: a session a dead client left idle in a
+// transaction would otherwise hold its locks forever.
+func checkServerTimeouts(ctx context.Context, pool *pgxpool.Pool) error {
 	var idle, stmt string
-	err = pool.QueryRow(ctx, `SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout')`).Scan(&idle, &stmt)
+	err := pool.QueryRow(ctx, `SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout')`).Scan(&idle, &stmt)
 	if err == nil && (idle == "0" || stmt == "0") {
 		err = fmt.Errorf("%w: idle_in_transaction_session_timeout is %s and statement_timeout %s; through a transaction pooler "+
 			"Spool cannot set them per session, so set them for the role it connects as, e.g. "+
@@ -322,16 +306,9 @@ func openPooled(ctx context.Context, cfg *pgxpool.Config, o *Options) (*Backend,
 			ErrPoolerTimeouts, idle, stmt)
 	}
 	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open postgres through a transaction pooler: %w", err)
+		return fmt.Errorf("through a transaction pooler: %w", err)
 	}
-	b, err := New(pool, o)
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	b.ownsPool = true
-	return b, nil
+	return nil
 }
 
 func init() {
@@ -346,17 +323,21 @@ func setDefault(m map[string]string, k, v string) {
 	}
 }
 
-// extractParam removes a query parameter from a URL DSN and returns its value.
-func extractParam(dsn, name string) (string, string, error) {
+// extractParams removes query parameters from a URL DSN and returns their
+// values by name ("" for one not given).
+func extractParams(dsn string, names ...string) (map[string]string, string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", "", errors.New("database URL does not parse")
+		return nil, "", errors.New("database URL does not parse")
 	}
 	q := u.Query()
-	v := q.Get(name)
-	q.Del(name)
+	out := make(map[string]string, len(names))
+	for _, name := range names {
+		out[name] = q.Get(name)
+		q.Del(name)
+	}
 	u.RawQuery = q.Encode()
-	return v, u.String(), nil
+	return out, u.String(), nil
 }
 
 // Pool returns the pool the backend uses.

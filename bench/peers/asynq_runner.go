@@ -128,12 +128,18 @@ func asynqDone(inspector *asynq.Inspector) (done, pending, active int64, err err
 	return int64(qi.ProcessedTotal - qi.FailedTotal), int64(qi.Pending), int64(qi.Active), nil
 }
 
-func asynqDrain(ctx context.Context, spec *runSpec, conn asynq.RedisClientOpt, inspector *asynq.Inspector, res *runResult) error {
+// enqueueAll inserts the spec's jobs, chunk by chunk, and returns the time
+// spent in the calls.
+func enqueueAll(ctx context.Context, spec *runSpec, conn asynq.RedisClientOpt) (time.Duration, error) {
 	client := asynq.NewClient(conn)
 	defer client.Close()
-	insertTime, err := insertInChunks(ctx, spec.Jobs, spec.Chunk, func(ctx context.Context, from, to int) error {
+	return insertInChunks(ctx, spec.Jobs, spec.Chunk, func(ctx context.Context, from, to int) error {
 		return enqueueRange(ctx, client, from, to)
 	})
+}
+
+func asynqDrain(ctx context.Context, spec *runSpec, conn asynq.RedisClientOpt, inspector *asynq.Inspector, res *runResult) error {
+	insertTime, err := enqueueAll(ctx, spec, conn)
 	if err != nil {
 		return err
 	}
@@ -174,11 +180,7 @@ func asynqDrain(ctx context.Context, spec *runSpec, conn asynq.RedisClientOpt, i
 }
 
 func asynqInsert(ctx context.Context, spec *runSpec, conn asynq.RedisClientOpt, inspector *asynq.Inspector, res *runResult) error {
-	client := asynq.NewClient(conn)
-	defer client.Close()
-	elapsed, err := insertInChunks(ctx, spec.Jobs, spec.Chunk, func(ctx context.Context, from, to int) error {
-		return enqueueRange(ctx, client, from, to)
-	})
+	elapsed, err := enqueueAll(ctx, spec, conn)
 	if err != nil {
 		return err
 	}

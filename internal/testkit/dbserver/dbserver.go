@@ -58,6 +58,23 @@ func runLogged(ctx context.Context, timeout time.Duration, name string, args ...
 	return nil
 }
 
+// chownToPostgres gives paths to the postgres OS user, which PostgreSQL's
+// and PgBouncer's binaries switch to when this process is root.
+func chownToPostgres(paths ...string) error {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("running as root needs the postgres OS user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for _, p := range paths {
+		if err := os.Chown(p, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Postgres is a PostgreSQL cluster of the caller's own.
 type Postgres struct {
 	dir, data string
@@ -77,13 +94,7 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	s := &Postgres{dir: dir, data: filepath.Join(dir, "pgdata")}
 	s.asUser = func(bin string, args ...string) (string, []string) { return bin, args }
 	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("start PostgreSQL: running as root needs the postgres OS user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
+		if err := chownToPostgres(dir); err != nil {
 			return nil, fmt.Errorf("start PostgreSQL: %w", err)
 		}
 		runuser, err := exec.LookPath("runuser")
@@ -346,16 +357,8 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 	if os.Geteuid() == 0 {
 		// pgbouncer refuses to run as root; -u switches to the postgres
 		// user, which must be able to write its log.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("start PgBouncer: running as root needs the postgres OS user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		for _, f := range []string{dir, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.ini")} {
-			if err := os.Chown(f, uid, gid); err != nil {
-				return nil, fmt.Errorf("start PgBouncer: %w", err)
-			}
+		if err := chownToPostgres(dir, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.ini")); err != nil {
+			return nil, fmt.Errorf("start PgBouncer: %w", err)
 		}
 		args = append([]string{"-u", "postgres"}, args...)
 	}

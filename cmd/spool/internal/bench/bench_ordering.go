@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -52,14 +51,7 @@ func withClaimStrategy(dsn, strategy string) (string, error) {
 	default:
 		return "", fmt.Errorf("--strategy applies to MySQL and PostgreSQL, not to %q URLs", stores.Scheme(dsn))
 	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", fmt.Errorf("parse database URL: %w", err)
-	}
-	q := u.Query()
-	q.Set(claimStrategyParam, strategy)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return setURLParam(dsn, claimStrategyParam, strategy)
 }
 
 // applyStrategyFlag points the --database-url flag value at the given claim

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
@@ -113,14 +113,10 @@ func openSteadyProducer(ctx context.Context, store *benchStore, wake string) (*s
 		if store.backend.Name() != "postgres" {
 			return nil, nil, fmt.Errorf("--wake: wake-up modes are PostgreSQL's, not %s's", store.backend.Name())
 		}
-		u, err := url.Parse(dsn)
-		if err != nil {
+		var err error
+		if dsn, err = setURLParam(dsn, postgres.WakeParam, wake); err != nil {
 			return nil, nil, fmt.Errorf("open producer: %w", err)
 		}
-		q := u.Query()
-		q.Set("spool_wake", wake)
-		u.RawQuery = q.Encode()
-		dsn = u.String()
 	}
 	be, err := backend.Open(ctx, dsn)
 	if err != nil {

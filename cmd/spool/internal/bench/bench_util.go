@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -526,4 +527,16 @@ func writeResult(m *cli.Env, cmd string, asJSON bool, res any, table func(io.Wri
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	return nil
+}
+
+// setURLParam returns dsn with the query parameter name set to value.
+func setURLParam(dsn, name, value string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("parse database URL: %w", err)
+	}
+	q := u.Query()
+	q.Set(name, value)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/plot"
 )
@@ -104,14 +104,11 @@ func (c *BenchWakeupsCommand) Run(ctx context.Context, args []string) error {
 	}
 	clientsByMode := map[string]*spool.Client{}
 	for _, m := range modes {
-		u, err := url.Parse(store.scratch.URL)
+		dsn, err := setURLParam(store.scratch.URL, postgres.WakeParam, m)
 		if err != nil {
 			return err
 		}
-		q := u.Query()
-		q.Set("spool_wake", m)
-		u.RawQuery = q.Encode()
-		be, err := backend.Open(ctx, u.String())
+		be, err := backend.Open(ctx, dsn)
 		if err != nil {
 			return fmt.Errorf("bench wakeups: open with spool_wake=%s: %w", m, err)
 		}
