@@ -84,9 +84,26 @@ type Postgres struct {
 	asUser func(bin string, args ...string) (string, []string)
 }
 
+// Options change how a server is configured.
+type Options struct {
+	// Listen is one more address for the server to listen on, besides
+	// 127.0.0.1 (where its port was found free); clients from TrustNet, a
+	// network in CIDR notation, are let in without a password.
+	Listen, TrustNet string
+	// Durable keeps the durability of a default installation (PostgreSQL's
+	// fsync, InnoDB's flush at every commit) instead of trading it for
+	// speed: for benchmarks, whose figures should hold for a real server.
+	Durable bool
+}
+
 // StartPostgres creates a cluster under dir with initdb and starts it with
 // pg_ctl on a free port. Missing binaries are an error, never a skip.
 func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
+	return StartPostgresWith(ctx, dir, Options{})
+}
+
+// StartPostgresWith is StartPostgres with options.
+func StartPostgresWith(ctx context.Context, dir string, o Options) (*Postgres, error) {
 	initdb := filepath.Join(PGBinDir, "initdb")
 	if _, err := os.Stat(initdb); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %s not found (install postgresql-15): %w", initdb, err)
@@ -114,15 +131,18 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	if err := runLogged(ctx, 2*time.Minute, name, args...); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
-	conf := fmt.Sprintf("\n# dbserver\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
-		"fsync = off\nmax_connections = 200\nlog_min_messages = warning\n", port, dir)
-	f, err := os.OpenFile(filepath.Join(s.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	listen, fsync := "127.0.0.1", "off"
+	if o.Listen != "" {
+		listen += "," + o.Listen
 	}
-	_, err = f.WriteString(conf)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if o.Durable {
+		fsync = "on"
+	}
+	conf := fmt.Sprintf("\n# dbserver\nport = %d\nlisten_addresses = '%s'\nunix_socket_directories = '%s'\n"+
+		"fsync = %s\nmax_connections = 200\nlog_min_messages = warning\n", port, listen, dir, fsync)
+	err = appendFile(filepath.Join(s.data, "postgresql.conf"), conf)
+	if err == nil && o.TrustNet != "" {
+		err = appendFile(filepath.Join(s.data, "pg_hba.conf"), "host all all "+o.TrustNet+" trust\n")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: configure: %w", err)
@@ -132,6 +152,19 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	return s, nil
+}
+
+// appendFile appends text to the file at path.
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (s *Postgres) pgCtl(ctx context.Context, args ...string) error {
@@ -163,6 +196,10 @@ func (s *Postgres) pid() int {
 	pid, _ := strconv.Atoi(strings.TrimSpace(first))
 	return pid
 }
+
+// PID is the postmaster's process ID (0 once it is gone); its children are
+// the server's other processes.
+func (s *Postgres) PID() int { return s.pid() }
 
 // Stop implements Server: SIGQUIT (immediate shutdown) to the
 // postmaster's PID, then SIGKILL if it is still there after 30 s.
@@ -199,6 +236,7 @@ func stopPID(pid int, sig syscall.Signal, wait time.Duration) error {
 type MariaDB struct {
 	dir, data string
 	port      int
+	opts      Options
 	cmd       *exec.Cmd
 	exited    chan struct{}
 }
@@ -206,12 +244,18 @@ type MariaDB struct {
 // StartMariaDB creates a datadir under dir with mariadb-install-db and
 // starts mariadbd on it, on a free port and a socket of its own.
 func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
+	return StartMariaDBWith(ctx, dir, Options{})
+}
+
+// StartMariaDBWith is StartMariaDB with options. The server starts with
+// --skip-grant-tables, so TrustNet changes nothing: every client is let in.
+func StartMariaDBWith(ctx context.Context, dir string, o Options) (*MariaDB, error) {
 	for _, bin := range []string{"mariadb-install-db", "mariadbd"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("start MariaDB: %s not found (install mariadb-server): %w", bin, err)
 		}
 	}
-	s := &MariaDB{dir: dir, data: filepath.Join(dir, "mariadb")}
+	s := &MariaDB{dir: dir, data: filepath.Join(dir, "mariadb"), opts: o}
 	port, err := freeLoopbackPort()
 	if err != nil {
 		return nil, err
@@ -231,11 +275,18 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 // start launches mariadbd and waits until it answers.
 func (s *MariaDB) start(ctx context.Context) error {
 	bin, _ := exec.LookPath("mariadbd")
+	bind, flush := "127.0.0.1", "2"
+	if s.opts.Listen != "" {
+		bind += "," + s.opts.Listen
+	}
+	if s.opts.Durable {
+		flush = "1"
+	}
 	cmd := exec.Command(bin, "--no-defaults", "--datadir="+s.data, "--user=root",
-		"--port="+strconv.Itoa(s.port), "--bind-address=127.0.0.1",
+		"--port="+strconv.Itoa(s.port), "--bind-address="+bind,
 		"--socket="+filepath.Join(s.dir, "mariadb.sock"), "--pid-file="+filepath.Join(s.dir, "mariadb.pid"),
 		"--log-error="+filepath.Join(s.dir, "mariadb.err"), "--skip-grant-tables", "--skip-log-bin",
-		"--innodb-buffer-pool-size=128M", "--innodb-flush-log-at-trx-commit=2", "--max-connections=300")
+		"--innodb-buffer-pool-size=128M", "--innodb-flush-log-at-trx-commit="+flush, "--max-connections=300")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("mariadbd: %w", err)
@@ -276,6 +327,14 @@ func (s *MariaDB) start(ctx context.Context) error {
 
 // URL implements Server; the database is mysql.
 func (s *MariaDB) URL() string { return fmt.Sprintf("mysql://root@127.0.0.1:%d/mysql", s.port) }
+
+// PID is mariadbd's process ID.
+func (s *MariaDB) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
 
 // Restart implements Server: "clean" is SIGTERM and a wait for the
 // shutdown, "kill" is kill -9; either way mariadbd starts again on the same

@@ -60,11 +60,15 @@ func (r *pickupRecorder) committed(seq int64) {
 }
 
 // handlerStarted records that job seq's handler started.
-func (r *pickupRecorder) handlerStarted(seq int64) {
+func (r *pickupRecorder) handlerStarted(seq int64) { r.handlerStartedAt(seq, time.Now()) }
+
+// handlerStartedAt records that job seq's handler started at t (in another
+// process of this machine: the wall clocks agree).
+func (r *pickupRecorder) handlerStartedAt(seq int64, t time.Time) {
 	if seq < 0 || seq >= int64(len(r.start)) {
 		return
 	}
-	if r.start[seq].CompareAndSwap(0, int64(time.Since(r.base))+1) {
+	if r.start[seq].CompareAndSwap(0, int64(t.Sub(r.base))+1) {
 		r.started.Add(1)
 	} else {
 		r.duplicates.Add(1)

@@ -19,7 +19,7 @@ const asCLIEnv = "SPOOL_TEST_AS_CLI"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asCLIEnv) == "1" {
-		os.Exit(runAsCLI(context.Background(), &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:]))
+		os.Exit(runAsCLI(context.Background(), &cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,586 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/internal/plot"
+	"github.com/spoolq/spool/cmd/spool/internal/stores"
+	"github.com/spoolq/spool/internal/testkit/dbserver"
+	"github.com/spoolq/spool/internal/testkit/netns"
+)
+
+func init() {
+	registerBenchScenario("hosts", "worker processes on 1, 2, 4 and 8 simulated hosts against one server: drain, pickup, connections, server CPU",
+		func(m *cli.Env) cli.Command { return &BenchHostsCommand{m: m} })
+}
+
+// BenchHostsCommand runs worker processes, each in a network namespace of
+// its own joined to a database server of the bench's own by veth (a host
+// simulated on this machine), and measures, for each number of processes,
+// the drain rate, pickup latency, the connections each process holds and
+// the server's CPU per job.
+type BenchHostsCommand struct{ m *cli.Env }
+
+// hostsResult is the outcome of bench hosts, as printed with --json.
+type hostsResult struct {
+	Scenario        string      `json:"scenario"`
+	Server          string      `json:"server"`
+	Durable         bool        `json:"durable"`
+	CPUs            int         `json:"cpus"`
+	Jobs            int         `json:"jobs"`
+	Workers         int         `json:"workers_per_process"`
+	Prefetch        int         `json:"prefetch"`
+	Batch           int         `json:"batch"`
+	DeleteCompleted bool        `json:"delete_completed"`
+	Rate            float64     `json:"pickup_rate"`
+	PickupSeconds   float64     `json:"pickup_seconds"`
+	Steps           []hostsStep `json:"steps"`
+}
+
+// hostsStep is one number of worker processes.
+type hostsStep struct {
+	Processes     int     `json:"processes"`
+	DrainSeconds  float64 `json:"drain_seconds"`
+	DrainJobsPerS float64 `json:"drain_jobs_per_s"`
+	// ClientCPUPerJobUS is the worker processes' CPU time during the drain
+	// per job; ServerCPUPerJobUS the server's (its processes only).
+	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us"`
+	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us"`
+	// ServerCPUShare is the server's CPU time over the drain's wall time
+	// and the machine's CPUs: near 1, the server is what limits the drain.
+	ServerCPUShare float64 `json:"server_cpu_share"`
+	// Connections is the most connections the server saw at once from each
+	// process's host during the drain, by host.
+	Connections []int        `json:"connections_per_process"`
+	Pickup      latencyStats `json:"pickup_latency"`
+	PickupJobs  int64        `json:"pickup_jobs"`
+	Duplicates  int64        `json:"pickup_duplicate_starts"`
+}
+
+// Run implements cli.Command.
+func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
+	r := newScenarioRun(c.m, "hosts")
+	worker := r.fs.Bool("worker", false, "run as one worker process (started by bench hosts itself)")
+	server := r.fs.String("server", "postgres", "server to start: postgres or mariadb")
+	hostList := r.fs.String("hosts", "1,2,4,8", "numbers of worker processes, one host each")
+	jobs := r.fs.Int("jobs", 100000, "jobs drained at each number of processes")
+	rate := r.fs.Float64("rate", 1000, "jobs inserted per second in the pickup phase")
+	pickupFor := r.fs.Duration("pickup-duration", 10*time.Second, "length of the pickup phase")
+	producers := r.fs.Int("producers", 4, "inserting goroutines of the pickup phase")
+	q := r.addQueueFlags()
+	if err := r.parse(args, c.Usage()); err != nil {
+		return err
+	}
+	if *worker {
+		if err := r.check(q.checks()...); err != nil {
+			return err
+		}
+		return runHostsWorker(ctx, c.m.Stdin, c.m.Stdout, *r.common.dbURL, q)
+	}
+	counts, listErr := parseCountList(*hostList)
+	checks := []check{
+		want(*server == "postgres" || *server == "mariadb", "--server must be postgres or mariadb"),
+		want(listErr == nil, "--hosts: %v", listErr),
+		want(listErr != nil || slices.Max(counts) <= 64, "--hosts: at most 64 processes"),
+		want(*jobs >= 1, "--jobs must be at least 1"),
+		want(*rate > 0 && *rate <= 1e6, "--rate must be above 0 and at most 1000000"),
+		want(*pickupFor >= 0, "--pickup-duration must not be negative"),
+		want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
+		want(*r.common.dbURL == "", "--database-url is not used: bench hosts starts a server of its own"),
+		want(*r.common.cpuProf == "", "--cpuprofile is not offered: the work runs in the worker processes"),
+		want(os.Geteuid() == 0, "bench hosts needs root (it creates network namespaces)"),
+	}
+	if err := r.check(append(checks, q.checks()...)...); err != nil {
+		return err
+	}
+	ctx = r.begin(ctx)
+	defer r.end()
+
+	res := hostsResult{Scenario: "hosts", Server: *server, Durable: true, CPUs: runtime.NumCPU(), Jobs: *jobs,
+		Workers: *q.workers, Prefetch: *q.prefetch, Batch: *q.batch, DeleteCompleted: *q.deleteCompleted,
+		Rate: *rate, PickupSeconds: pickupFor.Seconds()}
+	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.stderr, *r.common.keep)
+	if err != nil {
+		return fmt.Errorf("bench hosts: %w", err)
+	}
+	r.atEnd(func() {
+		if err := env.close(); err != nil {
+			fmt.Fprintf(r.env.Stderr, "spool: bench hosts: %v\n", err)
+		}
+	})
+	workerArgs := []string{"bench", "hosts", "--worker", "--workers", strconv.Itoa(*q.workers),
+		"--prefetch", strconv.Itoa(*q.prefetch), "--batch", strconv.Itoa(*q.batch),
+		"--completion-delay", q.delay.String(), "--delete-completed=" + strconv.FormatBool(*q.deleteCompleted)}
+	for _, n := range counts {
+		fmt.Fprintf(r.common.progressWriter(r.stderr), "bench hosts: %s, %d worker processes\n", *server, n)
+		step, err := env.runStep(ctx, r, int(n), workerArgs, *jobs, *q.chunk, *q.deleteCompleted,
+			hostsPickup{rate: *rate, producers: *producers, d: *pickupFor})
+		if err != nil {
+			return fmt.Errorf("bench hosts: %d processes: %w", n, withCause(ctx, err))
+		}
+		res.Steps = append(res.Steps, *step)
+	}
+	return r.finish(res, func(w io.Writer) error { return printHosts(w, &res) }, func() *plot.Figure { return hostsFigure(&res) })
+}
+
+// hostsEnv is the simulated hosts and the server they reach.
+type hostsEnv struct {
+	hosts   *netns.Hosts
+	server  interface{ PID() int }
+	stop    func() error
+	baseURL string // the server's URL on 127.0.0.1
+	port    int
+	dir     string
+	keepDir bool
+	self    string
+	stderr  io.Writer
+}
+
+// startHostsEnv creates the hosts and starts the server, durable as a
+// default installation, listening on the bridge.
+func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool) (e *hostsEnv, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "spool-hosts-")
+	if err != nil {
+		return nil, err
+	}
+	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.close())
+		}
+	}()
+	if e.hosts, err = netns.Create(ctx, hosts); err != nil {
+		return nil, err
+	}
+	opts := dbserver.Options{Listen: e.hosts.ServerAddr(), TrustNet: e.hosts.Network(), Durable: true}
+	switch server {
+	case "postgres":
+		s, err := dbserver.StartPostgresWith(ctx, dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		e.server, e.stop, e.baseURL = s, s.Stop, s.URL()
+	default:
+		s, err := dbserver.StartMariaDBWith(ctx, dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		e.server, e.stop, e.baseURL = s, s.Stop, s.URL()
+	}
+	u, err := url.Parse(e.baseURL)
+	if err != nil {
+		return nil, err
+	}
+	if e.port, err = strconv.Atoi(u.Port()); err != nil {
+		return nil, fmt.Errorf("server URL %s: %w", e.baseURL, err)
+	}
+	return e, nil
+}
+
+// close stops the server and removes the hosts and the directory.
+func (e *hostsEnv) close() error {
+	var errs []error
+	if e.stop != nil {
+		errs = append(errs, e.stop())
+	}
+	if e.hosts != nil {
+		errs = append(errs, e.hosts.Close())
+	}
+	if e.keepDir {
+		fmt.Fprintf(e.stderr, "bench hosts: kept %s\n", e.dir)
+	} else {
+		errs = append(errs, os.RemoveAll(e.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// serverCPU is the server's CPU time so far.
+func (e *hostsEnv) serverCPU() time.Duration {
+	d, _ := treeCPU(e.server.PID())
+	return d
+}
+
+// onBridge returns dsn with its host replaced by the server's bridge
+// address, as the hosts reach it.
+func (e *hostsEnv) onBridge(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	u.Host = e.hosts.ServerAddr() + ":" + u.Port()
+	return u.String(), nil
+}
+
+// runStep drains jobs with n worker processes, then runs the pickup phase
+// with them, on a fresh store.
+func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArgs []string, jobs, chunk int, deleteCompleted bool,
+	pickup hostsPickup) (step *hostsStep, err error) {
+	scratch, err := stores.For(e.baseURL).NewScratch(e.baseURL)
+	if err != nil {
+		return nil, err
+	}
+	be, err := backend.Open(ctx, scratch.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		dropCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = errors.Join(err, be.Close(), scratch.Drop(dropCtx))
+	}()
+	if err := be.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	client, err := spool.NewClient(be, &spool.Config{})
+	if err != nil {
+		return nil, err
+	}
+	var inserted atomic.Int64
+	if _, err := insertBenchJobs(ctx, client, spool.DefaultQueue, jobs, chunk, false, &inserted); err != nil {
+		return nil, err
+	}
+	workerURL, err := e.onBridge(scratch.URL)
+	if err != nil {
+		return nil, err
+	}
+
+	// The pickup phase's recorder is made before the workers start, since
+	// their reports feed it; its base and size are set when the phase
+	// begins.
+	var rec atomic.Pointer[pickupRecorder]
+	onStart := func(seq int64, at time.Time) {
+		if p := rec.Load(); p != nil {
+			p.handlerStartedAt(seq, at)
+		}
+	}
+	workers := make([]*hostsWorker, 0, n)
+	defer func() {
+		for _, w := range workers {
+			if serr := w.stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}
+	}()
+	args := append(slices.Clone(workerArgs), "--database-url", workerURL)
+	for i := range n {
+		w, err := startHostsWorker(e.hosts, i, e.self, args, r.stderr, onStart)
+		if err != nil {
+			return nil, err
+		}
+		workers = append(workers, w)
+	}
+	for _, w := range workers {
+		if err := w.waitReady(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	step = &hostsStep{Processes: n}
+	conns := startConnectionSampler(e.hosts, e.port)
+	cpu0 := make([]time.Duration, n)
+	for i, w := range workers {
+		if cpu0[i], err = w.askCPU(ctx); err != nil {
+			return nil, err
+		}
+	}
+	server0 := e.serverCPU()
+	start := time.Now()
+	for _, w := range workers {
+		if err := w.send("go"); err != nil {
+			return nil, err
+		}
+	}
+	written := func() int64 {
+		var sum int64
+		for _, w := range workers {
+			sum += w.done.Load()
+		}
+		return sum
+	}
+	bar := r.progress("drain", "jobs", int64(jobs), written)
+	err = waitWritten(ctx, workers, written, int64(jobs))
+	bar.Stop()
+	elapsed := time.Since(start)
+	server1 := e.serverCPU()
+	step.Connections = conns.stop(n)
+	if err != nil {
+		return nil, err
+	}
+	var clientCPU time.Duration
+	for i, w := range workers {
+		d, err := w.askCPU(ctx)
+		if err != nil {
+			return nil, err
+		}
+		clientCPU += d - cpu0[i]
+	}
+	stats, err := queueStats(ctx, client, spool.DefaultQueue)
+	if err != nil {
+		return nil, fmt.Errorf("check the drain: %w", err)
+	}
+	wantCompleted := int64(jobs)
+	if deleteCompleted {
+		wantCompleted = 0
+	}
+	if pendingCount(stats) != 0 || stats.Counts[backend.StateCompleted] != wantCompleted {
+		return nil, fmt.Errorf("%d completions written but the queue holds %s", written(), formatCounts(stats))
+	}
+	step.DrainSeconds = elapsed.Seconds()
+	step.DrainJobsPerS = cli.Rate(int64(jobs), elapsed)
+	step.ClientCPUPerJobUS = perJobUS(clientCPU, jobs)
+	step.ServerCPUPerJobUS = perJobUS(server1-server0, jobs)
+	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(runtime.NumCPU()))
+
+	if pickup.d > 0 {
+		total := max(1, int64(pickup.rate*pickup.d.Seconds()))
+		p := newPickupRecorder(time.Now(), total)
+		rec.Store(p)
+		producer := &steadyLoad{client: client, rate: pickup.rate, producers: pickup.producers, rec: p}
+		bar := r.progress("pickup", "jobs", total, producer.inserted.Load)
+		err := producer.run(ctx, p.base, total, p.base.Add(pickup.d))
+		if err == nil {
+			err = waitStarted(ctx, p, producer.inserted.Load())
+		}
+		bar.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("pickup phase: %w", err)
+		}
+		lat, _ := p.latencies(producer.inserted.Load())
+		step.Pickup = summarize(durations(lat))
+		step.PickupJobs = producer.inserted.Load()
+		step.Duplicates = p.duplicates.Load()
+	}
+	return step, nil
+}
+
+// hostsPickup is the pickup phase's load: rate jobs a second, inserted by
+// producers goroutines, for d.
+type hostsPickup struct {
+	rate      float64
+	producers int
+	d         time.Duration
+}
+
+// waitWritten waits until the workers have written want completions. It
+// fails when a worker ends, or when nothing moves for stallTimeout.
+func waitWritten(ctx context.Context, workers []*hostsWorker, written func() int64, want int64) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	last, lastChange := int64(-1), time.Now()
+	for {
+		n := written()
+		if n >= want {
+			return nil
+		}
+		for _, w := range workers {
+			select {
+			case <-w.exited:
+				return fmt.Errorf("worker on host %d ended during the drain: %v", w.host, w.err)
+			default:
+			}
+		}
+		if n != last {
+			last, lastChange = n, time.Now()
+		} else if time.Since(lastChange) > stallTimeout {
+			return fmt.Errorf("only %d of %d completions written, none in the last %s", n, want, stallTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d completions written: %w", n, want, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// connectionSampler samples, every 100 ms, the server's established TCP
+// connections by client address, keeping each host's most. It reads them
+// from the kernel (/proc/net/tcp of this namespace, where the server
+// runs), which counts the same way for every server.
+type connectionSampler struct {
+	hosts *netns.Hosts
+	done  chan struct{}
+	most  chan map[string]int
+}
+
+func startConnectionSampler(hosts *netns.Hosts, port int) *connectionSampler {
+	s := &connectionSampler{hosts: hosts, done: make(chan struct{}), most: make(chan map[string]int, 1)}
+	go func() {
+		most := map[string]int{}
+		defer func() { s.most <- most }()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if m, err := tcpPeers(hosts.ServerAddr(), port); err == nil {
+				for addr, c := range m {
+					most[addr] = max(most[addr], c)
+				}
+			}
+			select {
+			case <-s.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// tcpPeers counts the established connections to addr:port by remote
+// address, from /proc/net/tcp (addresses there are hexadecimal, in the
+// machine's byte order).
+func tcpPeers(addr string, port int) (map[string]int, error) {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return nil, err
+	}
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		return nil, fmt.Errorf("%q is not an IPv4 address", addr)
+	}
+	local := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip), port)
+	m := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[1] != local || f[3] != "01" { // 01: ESTABLISHED
+			continue
+		}
+		hexIP, _, _ := strings.Cut(f[2], ":")
+		v, err := strconv.ParseUint(hexIP, 16, 32)
+		if err != nil {
+			continue
+		}
+		var peer [4]byte
+		binary.NativeEndian.PutUint32(peer[:], uint32(v))
+		m[net.IP(peer[:]).String()]++
+	}
+	return m, nil
+}
+
+// stop ends the sampling and returns the most connections seen from each
+// of the first n hosts.
+func (s *connectionSampler) stop(n int) []int {
+	close(s.done)
+	most := <-s.most
+	out := make([]int, n)
+	for i := range out {
+		out[i] = most[s.hosts.Addr(i)]
+	}
+	return out
+}
+
+// hostsFigure draws the drain rate, the server's CPU share and the pickup
+// latency against the number of processes.
+func hostsFigure(r *hostsResult) *plot.Figure {
+	var rate, share, p50, p99 []plot.Point
+	for _, s := range r.Steps {
+		x := float64(s.Processes)
+		rate = append(rate, plot.Point{X: x, Y: s.DrainJobsPerS})
+		share = append(share, plot.Point{X: x, Y: s.ServerCPUShare})
+		p50 = append(p50, plot.Point{X: x, Y: s.Pickup.P50})
+		p99 = append(p99, plot.Point{X: x, Y: s.Pickup.P99})
+	}
+	return &plot.Figure{
+		Title: fmt.Sprintf("hosts: %s, worker processes on simulated hosts (%d CPUs)", r.Server, r.CPUs),
+		Charts: []*plot.Chart{
+			{Title: fmt.Sprintf("Drain of %d jobs", r.Jobs), XLabel: "worker processes", YLabel: "jobs/s", XFromZero: true,
+				Lines: []plot.Line{{Name: "drain", Points: rate, Markers: true}}},
+			{Title: "Server CPU time over wall time × CPUs, during the drain", XLabel: "worker processes", YLabel: "share", XFromZero: true,
+				Lines: []plot.Line{{Name: "server", Points: share, Markers: true}}},
+			{Title: fmt.Sprintf("Pickup latency at %s jobs/s", cli.HumanInt(r.Rate)), XLabel: "worker processes", YLabel: "ms", XFromZero: true,
+				Lines: []plot.Line{{Name: "p50", Points: p50, Markers: true}, {Name: "p99", Points: p99, Markers: true}}},
+		},
+	}
+}
+
+// printHosts prints one row per number of processes.
+func printHosts(w io.Writer, r *hostsResult) error {
+	fmt.Fprintf(w, "bench hosts: %s (durable), %d CPUs; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
+		r.Server, r.CPUs, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver CPU share\tconnections each\tpickup p50 ms\tpickup p99 ms\t")
+	for _, s := range r.Steps {
+		conns := make([]string, len(s.Connections))
+		for i, c := range s.Connections {
+			conns[i] = strconv.Itoa(c)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%s\t%.2f\t%.2f\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
+			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerCPUShare, strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99)
+	}
+	return tw.Flush()
+}
+
+// Usage implements cli.Command.
+func (c *BenchHostsCommand) Usage() string {
+	return `usage: spool bench hosts [flags]
+
+Runs worker processes on simulated hosts: each process in a network
+namespace of its own, joined by a veth pair to a bridge on which a database
+server started by the bench listens (PostgreSQL 15 or MariaDB, in a
+temporary directory, durable as a default installation: fsync on, InnoDB
+flushing at every commit). For each number of processes it inserts --jobs
+no-op jobs, times the processes draining them together (to the last
+completion written), then inserts --rate jobs a second for
+--pickup-duration and measures pickup latency (insert commit to handler
+start, across processes). It reports the connections the server saw from
+each host, the workers' and the server's CPU time per job, and the server's
+share of the machine's CPUs: near 1, the database is the limit. Needs root
+and iproute2.
+
+	--server postgres|mariadb
+		the server to start (default postgres)
+	--hosts LIST
+		numbers of worker processes, comma-separated (default 1,2,4,8)
+	--jobs N
+		jobs drained at each number of processes (default 100000)
+	--rate N
+		jobs inserted per second in the pickup phase (default 1000)
+	--pickup-duration DURATION
+		length of the pickup phase; 0 skips it (default 10s)
+	--producers N
+		inserting goroutines of the pickup phase (default 4)
+	--workers N
+		MaxWorkers of each process (default 100)
+	--prefetch N
+		Prefetch of each process (default 1000)
+	--batch N
+		CompletionBatchMax (default 2000)
+	--completion-delay DURATION
+		CompletionDelay (default 0s)
+	--delete-completed
+		delete jobs as they complete
+	--insert-chunk N
+		jobs per insert call of the drain's backlog (default 10000)
+	--plot FILE
+		draw the drain rate, the server's CPU share and pickup latency
+		against the number of processes into FILE (.png or .svg)
+	--json
+		print only a JSON object with the results and settings on stdout
+	--keep
+		keep the server's temporary directory
+	--quiet
+		draw no progress on stderr
+	--timeout DURATION
+		give up after this long (default 0: no limit)
+`
+}
