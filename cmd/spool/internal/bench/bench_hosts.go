@@ -9,11 +9,14 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -40,38 +43,60 @@ type BenchHostsCommand struct{ m *cli.Env }
 
 // hostsResult is the outcome of bench hosts, as printed with --json.
 type hostsResult struct {
-	Scenario        string      `json:"scenario"`
-	Server          string      `json:"server"`
-	Durable         bool        `json:"durable"`
-	CPUs            int         `json:"cpus"`
-	Jobs            int         `json:"jobs"`
-	Workers         int         `json:"workers_per_process"`
-	Prefetch        int         `json:"prefetch"`
-	Batch           int         `json:"batch"`
-	DeleteCompleted bool        `json:"delete_completed"`
-	Rate            float64     `json:"pickup_rate"`
-	PickupSeconds   float64     `json:"pickup_seconds"`
-	Steps           []hostsStep `json:"steps"`
+	Scenario        string `json:"scenario"`
+	Server          string `json:"server"`
+	Durable         bool   `json:"durable"`
+	CPUs            int    `json:"cpus"`
+	Jobs            int    `json:"jobs"`
+	Workers         int    `json:"workers_per_process"`
+	Prefetch        int    `json:"prefetch"`
+	Batch           int    `json:"batch"`
+	DeleteCompleted bool   `json:"delete_completed"`
+	Strategy        string `json:"strategy,omitempty"`
+	// ServerCPUs and WorkerCPUs are the CPUs the server and the worker
+	// processes were pinned to (--pin), empty when they shared them all.
+	ServerCPUs    string      `json:"server_cpus,omitempty"`
+	WorkerCPUs    string      `json:"worker_cpus,omitempty"`
+	Rounds        int         `json:"rounds"`
+	Rate          float64     `json:"pickup_rate"`
+	PickupSeconds float64     `json:"pickup_seconds"`
+	Steps         []hostsStep `json:"steps"`
 }
 
-// hostsStep is one number of worker processes.
+// hostsStep is one number of worker processes: over several rounds, each
+// figure is the median of the rounds' (the connections, the most; pickup
+// jobs, duplicate starts and claims, the sums).
 type hostsStep struct {
-	Processes     int     `json:"processes"`
-	DrainSeconds  float64 `json:"drain_seconds"`
-	DrainJobsPerS float64 `json:"drain_jobs_per_s"`
+	Processes int `json:"processes"`
+	// DrainRuns are the rounds' drain rates, in the order they ran.
+	DrainRuns     []float64 `json:"drain_runs_jobs_per_s"`
+	DrainSeconds  float64   `json:"drain_seconds"`
+	DrainJobsPerS float64   `json:"drain_jobs_per_s"`
 	// ClientCPUPerJobUS is the worker processes' CPU time during the drain
 	// per job; ServerCPUPerJobUS the server's (its processes only).
 	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us"`
 	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us"`
 	// ServerCPUShare is the server's CPU time over the drain's wall time
-	// and the machine's CPUs: near 1, the server is what limits the drain.
+	// and the CPUs it may use (all, or the one it is pinned to): near 1, the
+	// server is what limits the drain.
 	ServerCPUShare float64 `json:"server_cpu_share"`
 	// Connections is the most connections the server saw at once from each
 	// process's host during the drain, by host.
 	Connections []int        `json:"connections_per_process"`
 	Pickup      latencyStats `json:"pickup_latency"`
-	PickupJobs  int64        `json:"pickup_jobs"`
-	Duplicates  int64        `json:"pickup_duplicate_starts"`
+	// PickupServerCPUPerJobUS is the server's CPU time during the pickup
+	// phase per job inserted: at a modest rate, mostly what idle processes
+	// cost it (their polls and wake-up claims).
+	PickupServerCPUPerJobUS float64 `json:"pickup_server_cpu_per_job_us"`
+	// DrainClaims and PickupClaims count the workers' claim calls in each
+	// phase; the Empty ones found no job (a wake-up another process
+	// answered first, or a poll).
+	DrainClaims       int64 `json:"drain_claims"`
+	DrainEmptyClaims  int64 `json:"drain_empty_claims"`
+	PickupClaims      int64 `json:"pickup_claims"`
+	PickupEmptyClaims int64 `json:"pickup_empty_claims"`
+	PickupJobs        int64 `json:"pickup_jobs"`
+	Duplicates        int64 `json:"pickup_duplicate_starts"`
 }
 
 // Run implements cli.Command.
@@ -84,6 +109,9 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	rate := r.fs.Float64("rate", 1000, "jobs inserted per second in the pickup phase")
 	pickupFor := r.fs.Duration("pickup-duration", 10*time.Second, "length of the pickup phase")
 	producers := r.fs.Int("producers", 4, "inserting goroutines of the pickup phase")
+	rounds := r.fs.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
+	pin := r.fs.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
+	strategy := r.fs.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
 	q := r.addQueueFlags()
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
@@ -103,9 +131,12 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		want(*rate > 0 && *rate <= 1e6, "--rate must be above 0 and at most 1000000"),
 		want(*pickupFor >= 0, "--pickup-duration must not be negative"),
 		want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
+		want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
+		want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
 		want(*r.common.dbURL == "", "--database-url is not used: bench hosts starts a server of its own"),
 		want(*r.common.cpuProf == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		want(os.Geteuid() == 0, "bench hosts needs root (it creates network namespaces)"),
+		want(!*pin || runtime.NumCPU() >= 2, "--pin needs at least 2 CPUs"),
 	}
 	if err := r.check(append(checks, q.checks()...)...); err != nil {
 		return err
@@ -115,8 +146,14 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 
 	res := hostsResult{Scenario: "hosts", Server: *server, Durable: true, CPUs: runtime.NumCPU(), Jobs: *jobs,
 		Workers: *q.workers, Prefetch: *q.prefetch, Batch: *q.batch, DeleteCompleted: *q.deleteCompleted,
-		Rate: *rate, PickupSeconds: pickupFor.Seconds()}
-	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.stderr, *r.common.keep)
+		Strategy: *strategy, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
+	if *pin {
+		res.ServerCPUs, res.WorkerCPUs = "0", "1"
+		if n := runtime.NumCPU(); n > 2 {
+			res.WorkerCPUs = "1-" + strconv.Itoa(n-1)
+		}
+	}
+	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.stderr, *r.common.keep, res.ServerCPUs, res.WorkerCPUs)
 	if err != nil {
 		return fmt.Errorf("bench hosts: %w", err)
 	}
@@ -128,14 +165,27 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	workerArgs := []string{"bench", "hosts", "--worker", "--workers", strconv.Itoa(*q.workers),
 		"--prefetch", strconv.Itoa(*q.prefetch), "--batch", strconv.Itoa(*q.batch),
 		"--completion-delay", q.delay.String(), "--delete-completed=" + strconv.FormatBool(*q.deleteCompleted)}
-	for _, n := range counts {
-		fmt.Fprintf(r.common.progressWriter(r.stderr), "bench hosts: %s, %d worker processes\n", *server, n)
-		step, err := env.runStep(ctx, r, int(n), workerArgs, *jobs, *q.chunk, *q.deleteCompleted,
-			hostsPickup{rate: *rate, producers: *producers, d: *pickupFor})
-		if err != nil {
-			return fmt.Errorf("bench hosts: %d processes: %w", n, withCause(ctx, err))
+	runs := map[int][]hostsStep{}
+	for round := range *rounds {
+		order := slices.Clone(counts)
+		if round%2 == 1 {
+			slices.Reverse(order)
 		}
-		res.Steps = append(res.Steps, *step)
+		for _, n := range order {
+			fmt.Fprintf(r.common.progressWriter(r.stderr), "bench hosts: %s, round %d of %d, %d worker processes\n", *server, round+1, *rounds, n)
+			step, err := env.runStep(ctx, r, int(n), workerArgs, *strategy, *jobs, *q.chunk, *q.deleteCompleted,
+				hostsPickup{rate: *rate, producers: *producers, d: *pickupFor})
+			if err != nil {
+				return fmt.Errorf("bench hosts: %d processes: %w", n, withCause(ctx, err))
+			}
+			runs[int(n)] = append(runs[int(n)], *step)
+		}
+	}
+	for _, n := range counts {
+		if steps := runs[int(n)]; steps != nil {
+			res.Steps = append(res.Steps, medianStep(steps))
+			delete(runs, int(n)) // a count listed twice is reported once
+		}
 	}
 	return r.finish(res, func(w io.Writer) error { return printHosts(w, &res) }, func() *plot.Figure { return hostsFigure(&res) })
 }
@@ -150,12 +200,15 @@ type hostsEnv struct {
 	dir     string
 	keepDir bool
 	self    string
-	stderr  io.Writer
+	// workerCPUs, when set, is the CPU list the workers run on (taskset).
+	workerCPUs string
+	serverCPUs int // the CPUs the server may use
+	stderr     io.Writer
 }
 
 // startHostsEnv creates the hosts and starts the server, durable as a
 // default installation, listening on the bridge.
-func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool) (e *hostsEnv, err error) {
+func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool, serverCPUs, workerCPUs string) (e *hostsEnv, err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -164,7 +217,7 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 	if err != nil {
 		return nil, err
 	}
-	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr}
+	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr, workerCPUs: workerCPUs, serverCPUs: runtime.NumCPU()}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.close())
@@ -188,6 +241,16 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 		}
 		e.server, e.stop, e.baseURL = s, s.Stop, s.URL()
 	}
+	if serverCPUs != "" {
+		// Backends forked later inherit the postmaster's affinity.
+		if err := pinTree(ctx, e.server.PID(), serverCPUs); err != nil {
+			return nil, err
+		}
+		if err := pinTree(ctx, os.Getpid(), workerCPUs); err != nil {
+			return nil, err
+		}
+		e.serverCPUs = 1
+	}
 	u, err := url.Parse(e.baseURL)
 	if err != nil {
 		return nil, err
@@ -196,6 +259,31 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 		return nil, fmt.Errorf("server URL %s: %w", e.baseURL, err)
 	}
 	return e, nil
+}
+
+// pinTree sets the CPU affinity of every thread of process root and of its
+// child processes to cpus (a taskset list).
+func pinTree(ctx context.Context, root int, cpus string) error {
+	pids := []int{root}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		pid, _ := strconv.Atoi(strings.TrimSpace(s[:max(0, strings.IndexByte(s, ' '))]))
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == strconv.Itoa(root) {
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		out, err := exec.CommandContext(ctx, "taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput()
+		if err != nil && syscall.Kill(pid, 0) == nil {
+			return fmt.Errorf("pin process %d to CPUs %s: %w: %s", pid, cpus, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
 }
 
 // close stops the server and removes the hosts and the directory.
@@ -234,7 +322,7 @@ func (e *hostsEnv) onBridge(dsn string) (string, error) {
 
 // runStep drains jobs with n worker processes, then runs the pickup phase
 // with them, on a fresh store.
-func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArgs []string, jobs, chunk int, deleteCompleted bool,
+func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArgs []string, strategy string, jobs, chunk int, deleteCompleted bool,
 	pickup hostsPickup) (step *hostsStep, err error) {
 	scratch, err := stores.For(e.baseURL).NewScratch(e.baseURL)
 	if err != nil {
@@ -261,6 +349,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 		return nil, err
 	}
 	workerURL, err := e.onBridge(scratch.URL)
+	if err == nil {
+		workerURL, err = withClaimStrategy(workerURL, strategy)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +375,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 	}()
 	args := append(slices.Clone(workerArgs), "--database-url", workerURL)
 	for i := range n {
-		w, err := startHostsWorker(e.hosts, i, e.self, args, r.stderr, onStart)
+		w, err := startHostsWorker(e.hosts, i, e.self, args, e.workerCPUs, r.stderr, onStart)
 		if err != nil {
 			return nil, err
 		}
@@ -298,11 +389,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 
 	step = &hostsStep{Processes: n}
 	conns := startConnectionSampler(e.hosts, e.port)
-	cpu0 := make([]time.Duration, n)
-	for i, w := range workers {
-		if cpu0[i], err = w.askCPU(ctx); err != nil {
-			return nil, err
-		}
+	usage0, err := usageOf(ctx, workers)
+	if err != nil {
+		return nil, err
 	}
 	server0 := e.serverCPU()
 	start := time.Now()
@@ -327,14 +416,11 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 	if err != nil {
 		return nil, err
 	}
-	var clientCPU time.Duration
-	for i, w := range workers {
-		d, err := w.askCPU(ctx)
-		if err != nil {
-			return nil, err
-		}
-		clientCPU += d - cpu0[i]
+	usage1, err := usageOf(ctx, workers)
+	if err != nil {
+		return nil, err
 	}
+	drainUsage := usage1.sub(usage0)
 	stats, err := queueStats(ctx, client, spool.DefaultQueue)
 	if err != nil {
 		return nil, fmt.Errorf("check the drain: %w", err)
@@ -348,12 +434,15 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 	}
 	step.DrainSeconds = elapsed.Seconds()
 	step.DrainJobsPerS = cli.Rate(int64(jobs), elapsed)
-	step.ClientCPUPerJobUS = perJobUS(clientCPU, jobs)
+	step.DrainRuns = []float64{step.DrainJobsPerS}
+	step.ClientCPUPerJobUS = perJobUS(drainUsage.cpu, jobs)
+	step.DrainClaims, step.DrainEmptyClaims = drainUsage.claims, drainUsage.empty
 	step.ServerCPUPerJobUS = perJobUS(server1-server0, jobs)
-	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(runtime.NumCPU()))
+	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(e.serverCPUs))
 
 	if pickup.d > 0 {
 		total := max(1, int64(pickup.rate*pickup.d.Seconds()))
+		server0 := e.serverCPU()
 		p := newPickupRecorder(time.Now(), total)
 		rec.Store(p)
 		producer := &steadyLoad{client: client, rate: pickup.rate, producers: pickup.producers, rec: p}
@@ -366,12 +455,59 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 		if err != nil {
 			return nil, fmt.Errorf("pickup phase: %w", err)
 		}
+		step.PickupServerCPUPerJobUS = perJobUS(e.serverCPU()-server0, int(max(1, producer.inserted.Load())))
+		usage2, err := usageOf(ctx, workers)
+		if err != nil {
+			return nil, err
+		}
+		pickupUsage := usage2.sub(usage1)
+		step.PickupClaims, step.PickupEmptyClaims = pickupUsage.claims, pickupUsage.empty
 		lat, _ := p.latencies(producer.inserted.Load())
 		step.Pickup = summarize(durations(lat))
 		step.PickupJobs = producer.inserted.Load()
 		step.Duplicates = p.duplicates.Load()
 	}
 	return step, nil
+}
+
+// medianStep sums up the rounds of one number of processes.
+func medianStep(steps []hostsStep) hostsStep {
+	of := func(f func(s *hostsStep) float64) float64 {
+		vs := make([]float64, len(steps))
+		for i := range steps {
+			vs[i] = f(&steps[i])
+		}
+		return median(vs)
+	}
+	out := hostsStep{Processes: steps[0].Processes, Connections: make([]int, len(steps[0].Connections))}
+	for i := range steps {
+		out.DrainRuns = append(out.DrainRuns, steps[i].DrainRuns...)
+		for h, c := range steps[i].Connections {
+			out.Connections[h] = max(out.Connections[h], c)
+		}
+		out.PickupJobs += steps[i].PickupJobs
+		out.DrainClaims += steps[i].DrainClaims
+		out.DrainEmptyClaims += steps[i].DrainEmptyClaims
+		out.PickupClaims += steps[i].PickupClaims
+		out.PickupEmptyClaims += steps[i].PickupEmptyClaims
+		out.Duplicates += steps[i].Duplicates
+	}
+	out.DrainSeconds = of(func(s *hostsStep) float64 { return s.DrainSeconds })
+	out.DrainJobsPerS = of(func(s *hostsStep) float64 { return s.DrainJobsPerS })
+	out.ClientCPUPerJobUS = of(func(s *hostsStep) float64 { return s.ClientCPUPerJobUS })
+	out.ServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.ServerCPUPerJobUS })
+	out.ServerCPUShare = of(func(s *hostsStep) float64 { return s.ServerCPUShare })
+	out.PickupServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.PickupServerCPUPerJobUS })
+	out.Pickup = latencyStats{
+		Count: int(of(func(s *hostsStep) float64 { return float64(s.Pickup.Count) })),
+		Mean:  of(func(s *hostsStep) float64 { return s.Pickup.Mean }),
+		P50:   of(func(s *hostsStep) float64 { return s.Pickup.P50 }),
+		P95:   of(func(s *hostsStep) float64 { return s.Pickup.P95 }),
+		P99:   of(func(s *hostsStep) float64 { return s.Pickup.P99 }),
+		P999:  of(func(s *hostsStep) float64 { return s.Pickup.P999 }),
+		Max:   of(func(s *hostsStep) float64 { return s.Pickup.Max }),
+	}
+	return out
 }
 
 // hostsPickup is the pickup phase's load: rate jobs a second, inserted by
@@ -515,19 +651,33 @@ func hostsFigure(r *hostsResult) *plot.Figure {
 
 // printHosts prints one row per number of processes.
 func printHosts(w io.Writer, r *hostsResult) error {
-	fmt.Fprintf(w, "bench hosts: %s (durable), %d CPUs; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
-		r.Server, r.CPUs, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
+	pinned := ""
+	if r.ServerCPUs != "" {
+		pinned = fmt.Sprintf(" (server on CPU %s, workers on %s)", r.ServerCPUs, r.WorkerCPUs)
+	}
+	fmt.Fprintf(w, "bench hosts: %s (durable), %d CPUs%s; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
+		r.Server, r.CPUs, pinned, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver CPU share\tconnections each\tpickup p50 ms\tpickup p99 ms\t")
+	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver CPU share\tjobs/claim\tconnections each\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup claims/job\tempty\t")
 	for _, s := range r.Steps {
 		conns := make([]string, len(s.Connections))
 		for i, c := range s.Connections {
 			conns[i] = strconv.Itoa(c)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%s\t%.2f\t%.2f\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
-			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerCPUShare, strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99)
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f%%\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
+			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerCPUShare, ratio(float64(len(s.DrainRuns)*r.Jobs), float64(s.DrainClaims-s.DrainEmptyClaims)),
+			strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS,
+			ratio(float64(s.PickupClaims), float64(s.PickupJobs)), 100*ratio(float64(s.PickupEmptyClaims), float64(s.PickupClaims)))
 	}
 	return tw.Flush()
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // Usage implements cli.Command.
@@ -559,6 +709,15 @@ and iproute2.
 		length of the pickup phase; 0 skips it (default 10s)
 	--producers N
 		inserting goroutines of the pickup phase (default 4)
+	--rounds N
+		run the whole list N times, in alternate order, and report each
+		figure's median over the rounds (default 1)
+	--pin
+		run the server on CPU 0 and the worker processes, and this one, on
+		the others: as on separate machines, the workers take no CPU from
+		the server, and its CPU share is of that one CPU
+	--strategy pessimistic|optimistic
+		the workers' claim strategy (default: the backend's)
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N

@@ -26,7 +26,8 @@ import (
 //	parent → worker: "go" starts the client; "cpu" asks for this process's
 //	CPU time; end of input stops the client softly and ends the process.
 //	worker → parent: "ready" once the store answers; "done N" whenever the
-//	completions this process wrote reach N; "cpu NS"; "start SEQ UNIXNS"
+//	completions this process wrote reach N; "cpu NS CLAIMS EMPTY" (its CPU
+//	time, claim calls and claims that found nothing); "start SEQ UNIXNS"
 //	when a pickup job's handler starts; "error MSG" before a failure exit.
 
 // hostsLines writes a worker's report lines, buffered and flushed every few
@@ -62,7 +63,8 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer be.Close()
-	be, counter := countCompletions(be, 1<<62)
+	claims := &claimCounter{Backend: be}
+	be, counter := countCompletions(keepNotifier(claims, be), 1<<62)
 	ws := spool.NewWorkers()
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[benchNoop]) error { return nil })); err != nil {
 		return err
@@ -126,7 +128,7 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 			started = true
 		case "cpu":
 			cpu, _ := processCPU()
-			out.printf("cpu %d", cpu.Nanoseconds())
+			out.printf("cpu %d %d %d", cpu.Nanoseconds(), claims.calls.Load(), claims.empty.Load())
 			out.flush()
 		default:
 			return fmt.Errorf("unknown command %q from the parent", in.Text())
@@ -142,6 +144,38 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 	return nil
 }
 
+// claimCounter counts a worker's claim calls, and those that found no job:
+// with several processes, a wake-up that every process answers shows as
+// empty claims.
+type claimCounter struct {
+	backend.Backend
+	calls, empty atomic.Int64
+}
+
+// JobClaim implements backend.Backend.
+func (c *claimCounter) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := c.Backend.JobClaim(ctx, p)
+	c.calls.Add(1)
+	if err == nil && len(rows) == 0 {
+		c.empty.Add(1)
+	}
+	return rows, err
+}
+
+// workerUsage is what a worker reports of itself: CPU time and claims.
+type workerUsage struct {
+	cpu           time.Duration
+	claims, empty int64
+}
+
+func (u workerUsage) sub(v workerUsage) workerUsage {
+	return workerUsage{cpu: u.cpu - v.cpu, claims: u.claims - v.claims, empty: u.empty - v.empty}
+}
+
+func (u workerUsage) add(v workerUsage) workerUsage {
+	return workerUsage{cpu: u.cpu + v.cpu, claims: u.claims + v.claims, empty: u.empty + v.empty}
+}
+
 // hostsWorker is the parent's view of one worker process.
 type hostsWorker struct {
 	host  int
@@ -149,7 +183,7 @@ type hostsWorker struct {
 	stdin io.WriteCloser
 	done  atomic.Int64
 	ready chan struct{}
-	cpu   chan time.Duration
+	usage chan workerUsage
 	// exited is closed when the process has ended and its output is read;
 	// err is then why it failed, if it did.
 	exited chan struct{}
@@ -157,9 +191,17 @@ type hostsWorker struct {
 }
 
 // startHostsWorker starts a worker in host i of hosts, feeding handler
-// starts to rec (set before the pickup phase) through onStart.
-func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, stderr io.Writer, onStart func(seq int64, at time.Time)) (*hostsWorker, error) {
+// starts to rec (set before the pickup phase) through onStart; cpus, when
+// set, is the CPU list it runs on.
+func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpus string, stderr io.Writer, onStart func(seq int64, at time.Time)) (*hostsWorker, error) {
 	cmd := hosts.Command(i, self, args...)
+	if cpus != "" {
+		taskset, err := exec.LookPath("taskset")
+		if err != nil {
+			return nil, fmt.Errorf("--pin needs taskset (util-linux): %w", err)
+		}
+		cmd.Path, cmd.Args = taskset, append([]string{"taskset", "-c", cpus}, cmd.Args...)
+	}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -173,7 +215,7 @@ func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, std
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start worker on host %d: %w", i, err)
 	}
-	w := &hostsWorker{host: i, cmd: cmd, stdin: stdin, ready: make(chan struct{}), cpu: make(chan time.Duration, 1), exited: make(chan struct{})}
+	w := &hostsWorker{host: i, cmd: cmd, stdin: stdin, ready: make(chan struct{}), usage: make(chan workerUsage, 1), exited: make(chan struct{})}
 	go func() {
 		defer close(w.exited)
 		var failure string
@@ -187,8 +229,14 @@ func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, std
 				n, _ := strconv.ParseInt(rest, 10, 64)
 				w.done.Store(n)
 			case "cpu":
-				ns, _ := strconv.ParseInt(rest, 10, 64)
-				w.cpu <- time.Duration(ns)
+				var u workerUsage
+				var ns int64
+				if _, err := fmt.Sscan(rest, &ns, &u.claims, &u.empty); err != nil {
+					failure = fmt.Sprintf("unreadable report %q: %v", sc.Text(), err)
+					continue
+				}
+				u.cpu = time.Duration(ns)
+				w.usage <- u
 			case "start":
 				seq, at, _ := strings.Cut(rest, " ")
 				s, err1 := strconv.ParseInt(seq, 10, 64)
@@ -234,19 +282,32 @@ func (w *hostsWorker) waitReady(ctx context.Context) error {
 	}
 }
 
-// askCPU returns the worker's CPU time so far.
-func (w *hostsWorker) askCPU(ctx context.Context) (time.Duration, error) {
+// askUsage returns the worker's CPU time and claims so far.
+func (w *hostsWorker) askUsage(ctx context.Context) (workerUsage, error) {
 	if err := w.send("cpu"); err != nil {
-		return 0, err
+		return workerUsage{}, err
 	}
 	select {
-	case d := <-w.cpu:
-		return d, nil
+	case u := <-w.usage:
+		return u, nil
 	case <-w.exited:
-		return 0, fmt.Errorf("worker on host %d ended: %v", w.host, w.err)
+		return workerUsage{}, fmt.Errorf("worker on host %d ended: %v", w.host, w.err)
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return workerUsage{}, ctx.Err()
 	}
+}
+
+// usageOf asks every worker for its usage and returns the sum.
+func usageOf(ctx context.Context, workers []*hostsWorker) (workerUsage, error) {
+	var sum workerUsage
+	for _, w := range workers {
+		u, err := w.askUsage(ctx)
+		if err != nil {
+			return workerUsage{}, err
+		}
+		sum = sum.add(u)
+	}
+	return sum, nil
 }
 
 // stop closes the worker's input, which stops its client softly, and waits
