@@ -210,7 +210,7 @@ func (m *outcomeWriter) write(batch []pendingFinish) {
 		}
 		m.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
 		sleepCtx(m.abandonCtx, jitter(backoff))
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, maxRetryBackoff)
 	}
 }
 

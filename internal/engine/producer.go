@@ -365,7 +365,7 @@ func (p *producer) run() {
 			lostClaims = r.unreleased
 			if r.err != nil {
 				failures++
-				delay := jitter(min(time.Duration(1<<min(failures, 10))*50*time.Millisecond, 10*time.Second))
+				delay := jitter(min(time.Duration(1<<min(failures, 10))*50*time.Millisecond, maxRetryBackoff))
 				retryAt = time.Now().Add(delay)
 				if retryTimer == nil {
 					retryTimer = time.NewTimer(delay)

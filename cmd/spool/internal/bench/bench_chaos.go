@@ -58,9 +58,14 @@ type chaosOptions struct {
 	seed        uint64
 	drain       time.Duration
 	keepDir     bool
-	progress    io.Writer
-	terminal    bool
-	logs        io.Writer
+	// failover, when set, runs PostgreSQL as a pg_auto_failover formation
+	// with these timeouts, and the only faults are failovers losing
+	// the primary's whole node: failovers of them, evenly spaced.
+	failover  *dbserver.FailoverTimeouts
+	failovers int
+	progress  io.Writer
+	terminal  bool
+	logs      io.Writer
 }
 
 // chaosRound is one backend's result, as printed with --json.
@@ -84,6 +89,10 @@ type chaosRound struct {
 	// longest a worker took to exit after SIGTERM.
 	SlowStops int     `json:"slow_stops"`
 	MaxStopMS float64 `json:"max_stop_ms"`
+	// WriteOutagesS is, for each fault of a failover run, the seconds
+	// from the fault to the first insert that succeeded after it (an
+	// insert is tried every 100 ms).
+	WriteOutagesS []float64 `json:"write_outages_s,omitempty"`
 	chaosCheck
 	OK bool `json:"ok"`
 }
@@ -223,6 +232,18 @@ func chaosSchedule(seed uint64, be string, d time.Duration) []plannedFault {
 		jitter := time.Duration(rng.Int64N(int64(gap/2)+1)) - gap/4
 		out = append(out, plannedFault{at: time.Second + gap*time.Duration(i+1) + jitter, kind: pass[0], pick: rng.IntN(1 << 20)})
 		pass = pass[1:]
+	}
+	return out
+}
+
+// failoverSchedule spaces n failovers evenly over d, the first after a
+// tenth of it, so that work is under way before the first and the queue
+// has time to drain after the last.
+func failoverSchedule(n int, d time.Duration) []plannedFault {
+	out := make([]plannedFault, n)
+	gap := d * 8 / 10 / time.Duration(max(n, 1))
+	for i := range out {
+		out[i] = plannedFault{at: d/10 + gap*time.Duration(i), kind: "restart_failover"}
 	}
 	return out
 }
@@ -619,6 +640,14 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	var baseURL string
 	switch beName {
 	case "postgres":
+		if o.failover != nil {
+			s, err := dbserver.StartAutoFailover(ctx, dir, *o.failover)
+			if err != nil {
+				return nil, err
+			}
+			srv, baseURL = s, s.URL()
+			break
+		}
 		s, err := dbserver.StartPostgres(ctx, dir)
 		if err != nil {
 			return nil, err
@@ -674,10 +703,22 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		LeaseMS: ms(o.lease), Faults: map[string]int{}}
 	start := time.Now()
 	prod := startChaosProducer(ctx, store.client, o, start)
+	var probe *writeProbe
+	stopProbe := func() {}
+	if o.failover != nil {
+		probeCtx, cancel := context.WithCancel(ctx)
+		probe = startWriteProbe(probeCtx, prod, 100*time.Millisecond)
+		stopProbe = func() {
+			cancel()
+			<-probe.done
+		}
+		defer stopProbe()
+	}
 	bar := cli.StartProgress(o.progress, o.terminal, "chaos "+beName, "jobs inserted", int64(o.jobs), prod.ackedCount)
 	faults, ferr := runChaosFaults(ctx, o, beName, srv, store, pool, prod, start)
 	bar.Stop()
 	round.FaultLog = faults
+	stopProbe() // before the producer's lists are read
 	for _, f := range faults {
 		round.Faults[f.Kind]++
 	}
@@ -689,6 +730,9 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		return nil, ctx.Err()
 	}
 	round.FaultSeconds = time.Since(start).Seconds()
+	if probe != nil {
+		round.WriteOutagesS = probe.outages(faults)
+	}
 
 	drainStart := time.Now()
 	if err := waitChaosDrain(ctx, store.client, o.drain); err != nil {
@@ -834,13 +878,22 @@ const slowStopSlack = 2 * time.Second
 // context, with sequence numbers of their own (negative), acknowledged like
 // the producer's.
 func (p *chaosProducer) addStubborn(ctx context.Context, n int, d time.Duration) {
+	_ = p.insertOwn(ctx, n, chaosArgs{Stubborn: true, SleepMS: int(d.Milliseconds())})
+}
+
+// insertOwn inserts n jobs like args with sequence numbers of their own
+// (negative), acknowledged like the producer's, and returns the insert's
+// error.
+func (p *chaosProducer) insertOwn(ctx context.Context, n int, args chaosArgs) error {
 	p.mu.Lock()
 	seqs := make([]int64, n)
 	params := make([]spool.InsertManyParams, n)
 	for i := range params {
 		seqs[i] = p.nextNeg
 		p.nextNeg--
-		params[i] = spool.InsertManyParams{Args: chaosArgs{Seq: seqs[i], Stubborn: true, SleepMS: int(d.Milliseconds())}}
+		a := args
+		a.Seq = seqs[i]
+		params[i] = spool.InsertManyParams{Args: a}
 	}
 	p.mu.Unlock()
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -853,6 +906,55 @@ func (p *chaosProducer) addStubborn(ctx context.Context, n int, d time.Duration)
 	} else {
 		p.acked = append(p.acked, seqs...)
 	}
+	return err
+}
+
+// writeProbe inserts one job every interval and records when inserts
+// succeeded, so that a write outage can be measured from the client's side.
+type writeProbe struct {
+	mu   sync.Mutex
+	oks  []time.Time
+	done chan struct{}
+}
+
+func startWriteProbe(ctx context.Context, p *chaosProducer, every time.Duration) *writeProbe {
+	w := &writeProbe{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for ctx.Err() == nil {
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := p.insertOwn(ictx, 1, chaosArgs{SleepMS: 1})
+			cancel()
+			if err == nil {
+				w.mu.Lock()
+				w.oks = append(w.oks, time.Now())
+				w.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+// outages returns, for each fault, the time from the fault to the first
+// insert that succeeded after it (-1 if none did).
+func (w *writeProbe) outages(faults []chaosFault) []float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]float64, len(faults))
+	for i, f := range faults {
+		out[i] = -1
+		j, _ := slices.BinarySearchFunc(w.oks, f.At, func(a, b time.Time) int { return a.Compare(b) })
+		if j < len(w.oks) {
+			out[i] = w.oks[j].Sub(f.At).Seconds()
+		}
+	}
+	return out
 }
 
 // sleepMS draws a handler time uniformly from 10% to 190% of mean.
@@ -876,7 +978,11 @@ func runChaosFaults(ctx context.Context, o *chaosOptions, beName string, srv dbs
 		faults = append(faults, f)
 		fmt.Fprintf(o.progress, "\nbench chaos: %s: %6.1fs %s %s %s\n", beName, f.At.Sub(start).Seconds(), f.Kind, strings.Join(f.Procs, ","), f.Detail)
 	}
-	for _, pf := range chaosSchedule(o.seed, beName, o.duration) {
+	schedule := chaosSchedule(o.seed, beName, o.duration)
+	if o.failover != nil {
+		schedule = failoverSchedule(o.failovers, o.duration)
+	}
+	for _, pf := range schedule {
 		if !sleepUntil(ctx, start.Add(pf.at)) {
 			return faults, ctx.Err()
 		}
@@ -952,6 +1058,18 @@ func runChaosFaults(ctx context.Context, o *chaosOptions, beName string, srv dbs
 				continue
 			}
 			note(chaosFault{Kind: pf.kind, At: at, Detail: fmt.Sprintf("%d connections", n)})
+		case "restart_failover":
+			// The fault is the kill, which comes once the formation is
+			// ready for it (its standby synchronous again).
+			af, ok := srv.(*dbserver.AutoFailover)
+			if !ok {
+				return faults, fmt.Errorf("failover needs a pg_auto_failover formation, not %T", srv)
+			}
+			killed, err := af.Failover(ctx)
+			if err != nil {
+				return faults, err
+			}
+			note(chaosFault{Kind: pf.kind, At: killed, Detail: fmt.Sprintf("primary's node killed; standby promoted after %.1fs", time.Since(killed).Seconds())})
 		default: // restart_<mode>
 			mode := strings.TrimPrefix(pf.kind, "restart_")
 			if err := srv.Restart(ctx, mode); err != nil {

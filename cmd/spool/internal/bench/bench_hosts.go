@@ -165,6 +165,13 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	workerArgs := []string{"bench", "hosts", "--worker", "--workers", strconv.Itoa(*q.workers),
 		"--prefetch", strconv.Itoa(*q.prefetch), "--batch", strconv.Itoa(*q.batch),
 		"--completion-delay", q.delay.String(), "--delete-completed=" + strconv.FormatBool(*q.deleteCompleted)}
+	// A fresh server allocates its WAL or redo files and fills its caches
+	// during its first drains: one unreported drain with one process
+	// warms it, so the first measured count is not penalised.
+	fmt.Fprintf(r.common.progressWriter(r.stderr), "bench hosts: %s, warming up\n", *server)
+	if _, err := env.runStep(ctx, r, 1, workerArgs, *strategy, *jobs, *q.chunk, *q.deleteCompleted, hostsPickup{}); err != nil {
+		return fmt.Errorf("bench hosts: warm-up: %w", withCause(ctx, err))
+	}
 	runs := map[int][]hostsStep{}
 	for round := range *rounds {
 		order := slices.Clone(counts)
@@ -692,7 +699,8 @@ flushing at every commit). For each number of processes it inserts --jobs
 no-op jobs, times the processes draining them together (to the last
 completion written), then inserts --rate jobs a second for
 --pickup-duration and measures pickup latency (insert commit to handler
-start, across processes). It reports the connections the server saw from
+start, across processes); an unreported drain with one process warms the
+new server first. It reports the connections the server saw from
 each host, the workers' and the server's CPU time per job, and the server's
 share of the machine's CPUs: near 1, the database is the limit. Needs root
 and iproute2.

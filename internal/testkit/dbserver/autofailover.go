@@ -1,0 +1,471 @@
+package dbserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AutoctlBin is where Debian's pg-auto-failover-cli installs pg_autoctl.
+const AutoctlBin = "/usr/bin/pg_autoctl"
+
+// FailoverTimeouts shorten how long pg_auto_failover takes to replace a
+// lost primary. The defaults of pg_auto_failover 2.0 add up to about 50 s:
+// the monitor marks a node unhealthy after 20 s without a successful health
+// check, then waits primary_demote_timeout (30 s) for the old primary to
+// demote itself before it promotes the standby; the old primary's keeper
+// stops PostgreSQL after network_partition_timeout (20 s) without the
+// monitor or the standby. Each timeout here is kept below the next, so
+// that a partitioned primary always stops before another is promoted.
+type FailoverTimeouts struct {
+	// HealthCheckPeriod is how often the monitor checks every node.
+	HealthCheckPeriod time.Duration
+	// HealthCheckTimeout bounds one check's connection attempt.
+	HealthCheckTimeout time.Duration
+	// Unhealthy is how long without a keeper report or a successful check
+	// before the monitor acts (node_considered_unhealthy_timeout).
+	Unhealthy time.Duration
+	// NetworkPartition is how long a primary's keeper waits, cut off from
+	// the monitor and the standby, before it stops PostgreSQL.
+	NetworkPartition time.Duration
+	// PrimaryDemote is how long the monitor waits for a lost primary to
+	// have stopped before it promotes the standby.
+	PrimaryDemote time.Duration
+}
+
+// DefaultFailoverTimeouts are pg_auto_failover 2.0's own settings.
+var DefaultFailoverTimeouts = FailoverTimeouts{
+	HealthCheckPeriod:  5 * time.Second,
+	HealthCheckTimeout: 5 * time.Second,
+	Unhealthy:          20 * time.Second,
+	NetworkPartition:   20 * time.Second,
+	PrimaryDemote:      30 * time.Second,
+}
+
+// FastFailoverTimeouts trade false alarms (a primary paused for a few
+// seconds is replaced) for a failover in about 10 s.
+var FastFailoverTimeouts = FailoverTimeouts{
+	HealthCheckPeriod:  time.Second,
+	HealthCheckTimeout: time.Second,
+	Unhealthy:          3 * time.Second,
+	NetworkPartition:   3 * time.Second,
+	PrimaryDemote:      5 * time.Second,
+}
+
+// AutoFailover is a pg_auto_failover formation of the caller's own: a
+// monitor and two PostgreSQL nodes, a primary and a synchronous standby,
+// each run by a pg_autoctl process under dir on a loopback port.
+type AutoFailover struct {
+	dir      string
+	timeouts FailoverTimeouts
+	asUser   func(bin string, args ...string) (string, []string)
+	monitor  *autoctlNode
+	nodes    []*autoctlNode
+	mu       sync.Mutex // guards nodes' processes during a failover
+}
+
+// autoctlNode is one pg_autoctl-managed PostgreSQL instance.
+type autoctlNode struct {
+	name, pgdata string
+	port         int
+	cmd          *exec.Cmd
+	exited       chan struct{}
+}
+
+// StartAutoFailover creates the monitor and two nodes and runs them, and
+// returns once the formation has a primary and a synchronous standby.
+// Missing packages are an error, never a skip.
+func StartAutoFailover(ctx context.Context, dir string, t FailoverTimeouts) (_ *AutoFailover, err error) {
+	if _, err := os.Stat(AutoctlBin); err != nil {
+		return nil, fmt.Errorf("start pg_auto_failover: %s not found (install pg-auto-failover-cli and postgresql-15-auto-failover): %w", AutoctlBin, err)
+	}
+	s := &AutoFailover{dir: dir, timeouts: t}
+	s.asUser = func(bin string, args ...string) (string, []string) { return bin, args }
+	if os.Geteuid() == 0 {
+		if err := chownToPostgres(dir); err != nil {
+			return nil, fmt.Errorf("start pg_auto_failover: %w", err)
+		}
+		runuser, err := exec.LookPath("runuser")
+		if err != nil {
+			return nil, fmt.Errorf("start pg_auto_failover: running as root needs runuser: %w", err)
+		}
+		s.asUser = func(bin string, args ...string) (string, []string) {
+			return runuser, append([]string{"-u", "postgres", "--", bin}, args...)
+		}
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(fmt.Errorf("start pg_auto_failover: %w", err), s.Stop())
+		}
+	}()
+
+	monPort, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	s.monitor = &autoctlNode{name: "monitor", pgdata: filepath.Join(dir, "monitor"), port: monPort}
+	if err := s.autoctl(ctx, "create", "monitor", "--pgdata", s.monitor.pgdata, "--pgport", strconv.Itoa(monPort),
+		"--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl", "--pgctl", filepath.Join(PGBinDir, "pg_ctl")); err != nil {
+		return nil, err
+	}
+	if err := s.run(s.monitor); err != nil {
+		return nil, err
+	}
+	if err := s.configureMonitor(ctx); err != nil {
+		return nil, err
+	}
+	for i := range 2 {
+		port, err := freeLoopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		n := &autoctlNode{name: "node" + strconv.Itoa(i+1), pgdata: filepath.Join(dir, "node"+strconv.Itoa(i+1)), port: port}
+		if err := s.autoctl(ctx, "create", "postgres", "--pgdata", n.pgdata, "--pgport", strconv.Itoa(port),
+			"--hostname", "127.0.0.1", "--name", n.name, "--auth", "trust", "--no-ssl",
+			"--pgctl", filepath.Join(PGBinDir, "pg_ctl"), "--monitor", s.monitorURL("autoctl_node", "pg_auto_failover")); err != nil {
+			return nil, err
+		}
+		if err := s.autoctl(ctx, "config", "set", "--pgdata", n.pgdata, "timeout.network_partition_timeout",
+			strconv.Itoa(int(t.NetworkPartition.Seconds()))); err != nil {
+			return nil, err
+		}
+		if err := s.run(n); err != nil {
+			return nil, err
+		}
+		s.nodes = append(s.nodes, n)
+		want := map[string]string{"node1": "single"}
+		if i == 1 {
+			want = map[string]string{"node1": "primary", "node2": "secondary"}
+		}
+		if err := s.waitStates(ctx, 3*time.Minute, want); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.waitSync(ctx, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitSync waits until the primary replicates synchronously to the
+// standby: a commit acknowledged from then on is on both nodes.
+func (s *AutoFailover) waitSync(ctx context.Context, wait time.Duration) error {
+	var last error
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		primary, err := s.Primary(ctx)
+		if err != nil || primary == "" {
+			last = fmt.Errorf("no primary (%v)", err)
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.Connect(cctx, s.NodeURL(primary))
+		if err == nil {
+			var n int
+			err = conn.QueryRow(cctx, "SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')").Scan(&n)
+			_ = conn.Close(context.Background())
+			if err == nil && n == 0 {
+				err = fmt.Errorf("%s has no synchronous standby", primary)
+			}
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+	}
+	return fmt.Errorf("no synchronous replication after %s: %v", wait, last)
+}
+
+// autoctl runs a pg_autoctl command to its end.
+func (s *AutoFailover) autoctl(ctx context.Context, args ...string) error {
+	name, argv := s.asUser(AutoctlBin, args...)
+	return runLogged(ctx, 3*time.Minute, name, argv...)
+}
+
+// run starts pg_autoctl run for a node, in a process group of its own (its
+// supervisor, keeper and PostgreSQL), logging to the node's directory.
+func (s *AutoFailover) run(n *autoctlNode) error {
+	logf, err := os.OpenFile(filepath.Join(s.dir, n.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	name, argv := s.asUser(AutoctlBin, "run", "--pgdata", n.pgdata)
+	cmd := exec.Command(name, argv...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pg_autoctl run %s: %w", n.name, err)
+	}
+	n.cmd, n.exited = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(n.exited)
+	}()
+	return nil
+}
+
+// monitorURL is a URL of the monitor's database as user.
+func (s *AutoFailover) monitorURL(user, db string) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", user, s.monitor.port, db)
+}
+
+// configureMonitor applies the failover timeouts to the monitor, once it
+// answers.
+func (s *AutoFailover) configureMonitor(ctx context.Context) error {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	set := map[string]string{
+		"pgautofailover.health_check_period":               ms(s.timeouts.HealthCheckPeriod),
+		"pgautofailover.health_check_timeout":              ms(s.timeouts.HealthCheckTimeout),
+		"pgautofailover.node_considered_unhealthy_timeout": ms(s.timeouts.Unhealthy),
+		"pgautofailover.primary_demote_timeout":            ms(s.timeouts.PrimaryDemote),
+	}
+	return s.withMonitor(ctx, 2*time.Minute, func(conn *pgx.Conn) error {
+		for k, v := range set {
+			if _, err := conn.Exec(ctx, "ALTER SYSTEM SET "+k+" = "+v); err != nil {
+				return fmt.Errorf("set %s: %w", k, err)
+			}
+		}
+		_, err := conn.Exec(ctx, "SELECT pg_reload_conf()")
+		return err
+	})
+}
+
+// withMonitor connects to the monitor as postgres, retrying until it
+// answers or wait has passed, and runs f.
+func (s *AutoFailover) withMonitor(ctx context.Context, wait time.Duration, f func(*pgx.Conn) error) error {
+	var last error
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.Connect(cctx, s.monitorURL("postgres", "pg_auto_failover"))
+		cancel()
+		if err != nil {
+			last = err
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		err = f(conn)
+		_ = conn.Close(context.Background())
+		return err
+	}
+	return fmt.Errorf("monitor does not answer: %w", last)
+}
+
+// States returns each node's state as the monitor last heard it reported.
+func (s *AutoFailover) States(ctx context.Context) (map[string]string, error) {
+	states := map[string]string{}
+	err := s.withMonitor(ctx, 30*time.Second, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, "SELECT nodename, reportedstate::text FROM pgautofailover.node")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name, state string
+			if err := rows.Scan(&name, &state); err != nil {
+				return err
+			}
+			states[name] = state
+		}
+		return rows.Err()
+	})
+	return states, err
+}
+
+// waitStates waits until every named node reports the state wanted.
+func (s *AutoFailover) waitStates(ctx context.Context, wait time.Duration, want map[string]string) error {
+	var got map[string]string
+	var err error
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		got, err = s.States(ctx)
+		if err != nil {
+			continue
+		}
+		ok := true
+		for name, state := range want {
+			ok = ok && got[name] == state
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("nodes are %v after %s, want %v (last error: %v; logs in %s)", got, wait, want, err, s.dir)
+}
+
+// URL implements Server: both nodes, for a client that finds the primary
+// (target_session_attrs=read-write); the database is postgres.
+func (s *AutoFailover) URL() string {
+	hosts := make([]string, len(s.nodes))
+	for i, n := range s.nodes {
+		hosts[i] = fmt.Sprintf("127.0.0.1:%d", n.port)
+	}
+	return "postgres://postgres@" + strings.Join(hosts, ",") + "/postgres?sslmode=disable&target_session_attrs=read-write"
+}
+
+// NodeURL is a URL of one node alone.
+func (s *AutoFailover) NodeURL(name string) string {
+	for _, n := range s.nodes {
+		if n.name == name {
+			return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", n.port)
+		}
+	}
+	return ""
+}
+
+// Primary returns the name of the node the monitor knows as primary (or
+// wait_primary, a primary without a standby), "" if none.
+func (s *AutoFailover) Primary(ctx context.Context) (string, error) {
+	states, err := s.States(ctx)
+	if err != nil {
+		return "", err
+	}
+	for name, st := range states {
+		if st == "primary" || st == "wait_primary" {
+			return name, nil
+		}
+	}
+	return "", nil
+}
+
+// Restart implements Server. Mode "failover" kills the primary's whole
+// node with SIGKILL (pg_autoctl, its keeper and PostgreSQL: a lost
+// machine), waits until the monitor has promoted the standby, then starts
+// the lost node again, which rejoins as the new standby in the background
+// (pg_rewind); a later failover first waits for it.
+func (s *AutoFailover) Restart(ctx context.Context, mode string) error {
+	if mode != "failover" {
+		return fmt.Errorf("pg_auto_failover: restart mode %q: only failover", mode)
+	}
+	_, err := s.Failover(ctx)
+	return err
+}
+
+// Failover is Restart("failover"), returning when the primary's node was
+// killed: it first waits for the formation to have a synchronous standby.
+func (s *AutoFailover) Failover(ctx context.Context) (killed time.Time, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.waitPair(ctx, 5*time.Minute); err != nil {
+		return time.Time{}, fmt.Errorf("failover: formation not ready: %w", err)
+	}
+	if err := s.waitSync(ctx, 2*time.Minute); err != nil {
+		return time.Time{}, fmt.Errorf("failover: %w", err)
+	}
+	old, err := s.Primary(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("failover: find the primary: %w", err)
+	}
+	n := s.node(old)
+	if n == nil {
+		return time.Time{}, fmt.Errorf("failover: no primary (states unknown)")
+	}
+	killed = time.Now()
+	if err := n.kill(); err != nil {
+		return killed, fmt.Errorf("failover: kill %s: %w", n.name, err)
+	}
+	var promoted string
+	for deadline := time.Now().Add(5 * time.Minute); promoted == "" || promoted == old; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return killed, fmt.Errorf("failover: no new primary 5 minutes after %s was killed (logs in %s)", old, s.dir)
+		}
+		if ctx.Err() != nil {
+			return killed, ctx.Err()
+		}
+		promoted, _ = s.Primary(ctx)
+	}
+	return killed, s.run(n)
+}
+
+// waitPair waits until the formation has a primary and a secondary.
+func (s *AutoFailover) waitPair(ctx context.Context, wait time.Duration) error {
+	for deadline := time.Now().Add(wait); ; time.Sleep(250 * time.Millisecond) {
+		states, err := s.States(ctx)
+		if err == nil {
+			var primary, secondary bool
+			for _, st := range states {
+				primary = primary || st == "primary"
+				secondary = secondary || st == "secondary"
+			}
+			if primary && secondary {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("states %v after %s (error %v)", states, wait, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *AutoFailover) node(name string) *autoctlNode {
+	for _, n := range s.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// kill sends SIGKILL to the node's process group and to its postmaster,
+// should it have left the group, and waits for pg_autoctl to be gone.
+func (n *autoctlNode) kill() error {
+	if n.cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	if pid := postmasterPID(n.pgdata); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		return errors.New("pg_autoctl still running 30 s after SIGKILL")
+	}
+	n.cmd = nil
+	return nil
+}
+
+// postmasterPID reads a data directory's postmaster.pid (0 if absent).
+func postmasterPID(pgdata string) int {
+	b, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	return pid
+}
+
+// Stop implements Server: every node, then the monitor, stopped with
+// SIGKILL to their process groups (the directory is thrown away).
+func (s *AutoFailover) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, n := range append(append([]*autoctlNode{}, s.nodes...), s.monitor) {
+		if n != nil {
+			errs = append(errs, n.kill())
+		}
+	}
+	return errors.Join(errs...)
+}
