@@ -135,6 +135,10 @@ type serverInfo struct {
 	isolationVar string // transaction_isolation, or tx_isolation on MariaDB before 11.1
 	maxPacket    int    // max_allowed_packet in bytes
 	autoIncStep  int64  // auto_increment_increment
+	// galera is a MariaDB Galera node (wsrep_on): row locks are the
+	// node's own, and a conflict with another node's writes shows as a
+	// deadlock (1213) at commit.
+	galera bool
 }
 
 // probeServer opens one connection with the caller's settings (no session
@@ -168,6 +172,14 @@ func probeServer(ctx context.Context, cfg *mysql.Config, versionOverride string)
 	}
 	if info.autoIncStep < 1 {
 		info.autoIncStep = 1
+	}
+	if info.mariaDB {
+		if err := db.QueryRowContext(ctx, `SELECT @@wsrep_on`).Scan(&info.galera); err != nil {
+			var me *mysql.MySQLError
+			if !errors.As(err, &me) || me.Number != 1193 { // unknown system variable: no wsrep
+				return serverInfo{}, fmt.Errorf("read wsrep_on: %w", err)
+			}
+		}
 	}
 	return info, nil
 }

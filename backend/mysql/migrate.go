@@ -2,12 +2,15 @@ package mysql
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -88,6 +91,13 @@ func (b *Backend) migrate(ctx context.Context) error {
 	}
 	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, lock) }()
 	db := quoteIdent(b.database)
+	if b.server.galera {
+		release, err := b.clusterMigrationLock(ctx, conn, db)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+db+`.spool_migrations (
   version    INT NOT NULL PRIMARY KEY,
   name       VARCHAR(255) NOT NULL,
@@ -114,6 +124,57 @@ func (b *Backend) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// clusterMigrationLock takes the migration lock of a Galera cluster: GET_LOCK
+// is the node's own, so migrators on two nodes would both run the DDL. The
+// lock is a row, which certification lets only one node insert; it expires
+// after 10 minutes, so a migrator that died holding it stops nobody for
+// long. The session also waits for the node to have applied every write
+// the cluster committed before its reads (wsrep_sync_wait), so the version
+// it reads after taking the lock is the one the previous holder left.
+func (b *Backend) clusterMigrationLock(ctx context.Context, conn *sql.Conn, db string) (release func(), err error) {
+	if _, err := conn.ExecContext(ctx, `SET SESSION wsrep_sync_wait = 1`); err != nil {
+		return nil, fmt.Errorf("take cluster migration lock: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+db+`.spool_migrate_lock (
+  name       VARCHAR(64) NOT NULL PRIMARY KEY,
+  holder     VARCHAR(64) NOT NULL,
+  expires_at DATETIME(6) NOT NULL
+) ENGINE = InnoDB`); err != nil {
+		return nil, fmt.Errorf("create cluster migration lock: %w", err)
+	}
+	var id [12]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	holder := hex.EncodeToString(id[:])
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := conn.ExecContext(ctx, `DELETE FROM `+db+`.spool_migrate_lock WHERE name = 'migrate' AND expires_at < UTC_TIMESTAMP(6)`)
+		if err == nil {
+			_, err = conn.ExecContext(ctx, `INSERT INTO `+db+`.spool_migrate_lock (name, holder, expires_at)
+VALUES ('migrate', ?, UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE)`, holder)
+		}
+		if err == nil {
+			break
+		}
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || (me.Number != 1062 && me.Number != errLockDeadlock) { // held, or lost certification
+			return nil, fmt.Errorf("take cluster migration lock: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("take cluster migration lock: held by another migrator for over 2 minutes: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `DELETE FROM `+db+`.spool_migrate_lock WHERE name = 'migrate' AND holder = ?`, holder)
+	}, nil
 }
 
 // SchemaVersion implements backend.Backend.
