@@ -90,18 +90,8 @@ func StartAutoFailover(ctx context.Context, dir string, t FailoverTimeouts) (_ *
 		return nil, fmt.Errorf("start pg_auto_failover: %s not found (install pg-auto-failover-cli and postgresql-15-auto-failover): %w", AutoctlBin, err)
 	}
 	s := &AutoFailover{dir: dir, timeouts: t}
-	s.asUser = func(bin string, args ...string) (string, []string) { return bin, args }
-	if os.Geteuid() == 0 {
-		if err := chownToPostgres(dir); err != nil {
-			return nil, fmt.Errorf("start pg_auto_failover: %w", err)
-		}
-		runuser, err := exec.LookPath("runuser")
-		if err != nil {
-			return nil, fmt.Errorf("start pg_auto_failover: running as root needs runuser: %w", err)
-		}
-		s.asUser = func(bin string, args ...string) (string, []string) {
-			return runuser, append([]string{"-u", "postgres", "--", bin}, args...)
-		}
+	if s.asUser, err = asPostgresUser(dir); err != nil {
+		return nil, fmt.Errorf("start pg_auto_failover: %w", err)
 	}
 	defer func() {
 		if err != nil {

@@ -75,6 +75,25 @@ func chownToPostgres(paths ...string) error {
 	return nil
 }
 
+// asPostgresUser returns how to run a PostgreSQL binary: as is, or, when
+// this process is root (PostgreSQL refuses to run as root), through
+// runuser as the postgres OS user, to whom dir is then given.
+func asPostgresUser(dir string) (func(bin string, args ...string) (string, []string), error) {
+	if os.Geteuid() != 0 {
+		return func(bin string, args ...string) (string, []string) { return bin, args }, nil
+	}
+	if err := chownToPostgres(dir); err != nil {
+		return nil, err
+	}
+	runuser, err := exec.LookPath("runuser")
+	if err != nil {
+		return nil, fmt.Errorf("running as root needs runuser: %w", err)
+	}
+	return func(bin string, args ...string) (string, []string) {
+		return runuser, append([]string{"-u", "postgres", "--", bin}, args...)
+	}, nil
+}
+
 // Postgres is a PostgreSQL cluster of the caller's own.
 type Postgres struct {
 	dir, data string
@@ -109,18 +128,9 @@ func StartPostgresWith(ctx context.Context, dir string, o Options) (*Postgres, e
 		return nil, fmt.Errorf("start PostgreSQL: %s not found (install postgresql-15): %w", initdb, err)
 	}
 	s := &Postgres{dir: dir, data: filepath.Join(dir, "pgdata")}
-	s.asUser = func(bin string, args ...string) (string, []string) { return bin, args }
-	if os.Geteuid() == 0 {
-		if err := chownToPostgres(dir); err != nil {
-			return nil, fmt.Errorf("start PostgreSQL: %w", err)
-		}
-		runuser, err := exec.LookPath("runuser")
-		if err != nil {
-			return nil, fmt.Errorf("start PostgreSQL: running as root needs runuser: %w", err)
-		}
-		s.asUser = func(bin string, args ...string) (string, []string) {
-			return runuser, append([]string{"-u", "postgres", "--", bin}, args...)
-		}
+	var err error
+	if s.asUser, err = asPostgresUser(dir); err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	port, err := freeLoopbackPort()
 	if err != nil {

@@ -113,17 +113,9 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	which := fs.String("backend", "all", "postgres, mysql, sqlite or all")
 	duration := fs.Duration("duration", 3*time.Minute, "how long faults are injected, per backend")
-	jobs := fs.Int("jobs", 50000, "jobs inserted during the faults, per backend")
-	workers := fs.Int("workers", 4, "worker processes")
-	concurrency := fs.Int("concurrency", 4, "workers (MaxWorkers) per process")
-	work := fs.Duration("work", 40*time.Millisecond, "mean handler time (uniform from 10% to 190% of it)")
-	lease := fs.Duration("lease", 3*time.Second, "LeaseDuration of the workers")
 	seed := fs.Uint64("seed", 1, "seed of the fault schedule and the jobs")
-	drain := fs.Duration("drain-timeout", 2*time.Minute, "how long the queue may take to drain after the faults")
-	asJSON := fs.Bool("json", false, "print only a JSON object on stdout")
-	quiet := fs.Bool("quiet", false, "no progress on stderr")
-	timeout := fs.Duration("timeout", 0, "give up after this long (0: no limit)")
-	keepDir := fs.Bool("keep-dir", false, "keep the temporary directory (audit and server logs)")
+	load := addChaosLoadFlags(fs, chaosLoadDefaults{jobs: 50000, workers: 4, concurrency: 4,
+		work: 40 * time.Millisecond, lease: 3 * time.Second, drain: 2 * time.Minute})
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
@@ -142,32 +134,13 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usagef(name, "unexpected argument %q", pos[0])
 	case *duration < 5*time.Second || *duration > 2*time.Hour:
 		return cli.Usagef(name, "--duration must be between 5s and 2h")
-	case *jobs < 1 || *jobs > 5_000_000:
-		return cli.Usagef(name, "--jobs must be between 1 and 5000000")
-	case *workers < 2 || *workers > 64:
-		return cli.Usagef(name, "--workers must be between 2 and 64")
-	case *concurrency < 1 || *concurrency > 1000:
-		return cli.Usagef(name, "--concurrency must be between 1 and 1000")
-	case *lease < time.Second || *lease > time.Minute:
-		return cli.Usagef(name, "--lease must be between 1s and 1m")
-	case *work < 0 || *work > 10*time.Second:
-		return cli.Usagef(name, "--work must be between 0 and 10s")
-	case *drain < time.Second || *drain > time.Hour:
-		return cli.Usagef(name, "--drain-timeout must be between 1s and 1h")
-	case *timeout < 0:
-		return cli.Usagef(name, "--timeout must not be negative")
 	}
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("%s: --timeout %s reached", name, *timeout))
-		defer cancel()
+	if err := load.check(name); err != nil {
+		return err
 	}
-	stderr := &lockedWriter{w: c.m.Stderr}
-	o := &chaosOptions{duration: *duration, jobs: *jobs, workers: *workers, concurrency: *concurrency,
-		lease: *lease, work: *work, stopTimeout: 2 * time.Second, keepDir: *keepDir, seed: *seed, drain: *drain, progress: io.Discard, terminal: c.m.StderrTerminal, logs: stderr}
-	if !*quiet {
-		o.progress = stderr
-	}
+	ctx, cancel := load.withTimeout(ctx, name)
+	defer cancel()
+	o := load.options(c.m, *duration, *seed)
 	res := chaosResult{Scenario: "chaos", OK: true}
 	var failed []string
 	for _, be := range backends {
@@ -181,7 +154,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 			failed = append(failed, be+": "+strings.Join(round.Violations, ", "))
 		}
 	}
-	if *asJSON {
+	if *load.asJSON {
 		err = cli.WriteJSON(c.m.Stdout, res)
 	} else {
 		err = printChaos(c.m.Stdout, &res)
@@ -193,6 +166,76 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: invariants violated: %s", name, strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// chaosLoadFlags are the flags bench chaos and bench failover share: the
+// load of worker processes and jobs, and the run's bounds and output.
+type chaosLoadFlags struct {
+	jobs, workers, concurrency  *int
+	work, lease, drain, timeout *time.Duration
+	asJSON, quiet, keepDir      *bool
+}
+
+// chaosLoadDefaults are a command's defaults for chaosLoadFlags.
+type chaosLoadDefaults struct {
+	jobs, workers, concurrency int
+	work, lease, drain         time.Duration
+}
+
+func addChaosLoadFlags(fs *flag.FlagSet, d chaosLoadDefaults) *chaosLoadFlags {
+	return &chaosLoadFlags{
+		jobs:        fs.Int("jobs", d.jobs, "jobs inserted while faults are injected"),
+		workers:     fs.Int("workers", d.workers, "worker processes"),
+		concurrency: fs.Int("concurrency", d.concurrency, "workers (MaxWorkers) per process"),
+		work:        fs.Duration("work", d.work, "mean handler time (uniform from 10% to 190% of it)"),
+		lease:       fs.Duration("lease", d.lease, "LeaseDuration of the workers"),
+		drain:       fs.Duration("drain-timeout", d.drain, "how long the queue may take to drain after the faults"),
+		asJSON:      fs.Bool("json", false, "print only a JSON object on stdout"),
+		quiet:       fs.Bool("quiet", false, "no progress on stderr"),
+		timeout:     fs.Duration("timeout", 0, "give up after this long (0: no limit)"),
+		keepDir:     fs.Bool("keep-dir", false, "keep the temporary directory (audit and server logs)"),
+	}
+}
+
+// check returns the usage error of the first flag out of range.
+func (f *chaosLoadFlags) check(name string) error {
+	switch {
+	case *f.jobs < 1 || *f.jobs > 5_000_000:
+		return cli.Usagef(name, "--jobs must be between 1 and 5000000")
+	case *f.workers < 2 || *f.workers > 64:
+		return cli.Usagef(name, "--workers must be between 2 and 64")
+	case *f.concurrency < 1 || *f.concurrency > 1000:
+		return cli.Usagef(name, "--concurrency must be between 1 and 1000")
+	case *f.lease < time.Second || *f.lease > time.Minute:
+		return cli.Usagef(name, "--lease must be between 1s and 1m")
+	case *f.work < 0 || *f.work > 10*time.Second:
+		return cli.Usagef(name, "--work must be between 0 and 10s")
+	case *f.drain < time.Second || *f.drain > time.Hour:
+		return cli.Usagef(name, "--drain-timeout must be between 1s and 1h")
+	case *f.timeout < 0:
+		return cli.Usagef(name, "--timeout must not be negative")
+	}
+	return nil
+}
+
+// withTimeout bounds ctx by --timeout, if given.
+func (f *chaosLoadFlags) withTimeout(ctx context.Context, name string) (context.Context, context.CancelFunc) {
+	if *f.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, *f.timeout, fmt.Errorf("%s: --timeout %s reached", name, *f.timeout))
+}
+
+// options returns the options of a run of duration with the flags' load.
+func (f *chaosLoadFlags) options(env *cli.Env, duration time.Duration, seed uint64) *chaosOptions {
+	stderr := &lockedWriter{w: env.Stderr}
+	o := &chaosOptions{duration: duration, jobs: *f.jobs, workers: *f.workers, concurrency: *f.concurrency,
+		lease: *f.lease, work: *f.work, stopTimeout: 2 * time.Second, keepDir: *f.keepDir, seed: seed, drain: *f.drain,
+		progress: io.Discard, terminal: env.StderrTerminal, logs: stderr}
+	if !*f.quiet {
+		o.progress = stderr
+	}
+	return o
 }
 
 // chaosFaultKinds lists the faults injected on a backend.

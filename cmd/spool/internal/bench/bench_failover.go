@@ -53,17 +53,9 @@ func (c *BenchFailoverCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	failovers := fs.Int("failovers", 2, "times the primary's node is killed")
 	duration := fs.Duration("duration", time.Minute, "how long jobs are inserted and failovers happen")
-	jobs := fs.Int("jobs", 20000, "jobs inserted over the duration")
-	workers := fs.Int("workers", 3, "worker processes")
-	concurrency := fs.Int("concurrency", 8, "workers (MaxWorkers) per process")
-	work := fs.Duration("work", 20*time.Millisecond, "mean handler time (uniform from 10% to 190% of it)")
-	lease := fs.Duration("lease", 5*time.Second, "LeaseDuration of the workers")
 	timeouts := fs.String("timeouts", "fast", "pg_auto_failover's timeouts: fast (about 10 s to promote) or default (its own, about 50 s)")
-	drain := fs.Duration("drain-timeout", 3*time.Minute, "how long the queue may take to drain after the last failover")
-	asJSON := fs.Bool("json", false, "print only a JSON object on stdout")
-	quiet := fs.Bool("quiet", false, "no progress on stderr")
-	timeout := fs.Duration("timeout", 0, "give up after this long (0: no limit)")
-	keepDir := fs.Bool("keep-dir", false, "keep the temporary directory (audit and server logs)")
+	load := addChaosLoadFlags(fs, chaosLoadDefaults{jobs: 20000, workers: 3, concurrency: 8,
+		work: 20 * time.Millisecond, lease: 5 * time.Second, drain: 3 * time.Minute})
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
@@ -75,8 +67,6 @@ func (c *BenchFailoverCommand) Run(ctx context.Context, args []string) error {
 	case "default":
 		t = dbserver.DefaultFailoverTimeouts
 	}
-	// Each failover needs the standby back before the next: the lost node
-	// rejoins by pg_rewind, which takes some seconds.
 	switch {
 	case len(pos) > 0:
 		return cli.Usagef(name, "unexpected argument %q", pos[0])
@@ -86,33 +76,14 @@ func (c *BenchFailoverCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usagef(name, "--failovers must be between 1 and 20")
 	case *duration < 20*time.Second || *duration > 2*time.Hour:
 		return cli.Usagef(name, "--duration must be between 20s and 2h")
-	case *jobs < 1 || *jobs > 5_000_000:
-		return cli.Usagef(name, "--jobs must be between 1 and 5000000")
-	case *workers < 2 || *workers > 64:
-		return cli.Usagef(name, "--workers must be between 2 and 64")
-	case *concurrency < 1 || *concurrency > 1000:
-		return cli.Usagef(name, "--concurrency must be between 1 and 1000")
-	case *lease < time.Second || *lease > time.Minute:
-		return cli.Usagef(name, "--lease must be between 1s and 1m")
-	case *work < 0 || *work > 10*time.Second:
-		return cli.Usagef(name, "--work must be between 0 and 10s")
-	case *drain < time.Second || *drain > time.Hour:
-		return cli.Usagef(name, "--drain-timeout must be between 1s and 1h")
-	case *timeout < 0:
-		return cli.Usagef(name, "--timeout must not be negative")
 	}
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("%s: --timeout %s reached", name, *timeout))
-		defer cancel()
+	if err := load.check(name); err != nil {
+		return err
 	}
-	stderr := &lockedWriter{w: c.m.Stderr}
-	o := &chaosOptions{duration: *duration, jobs: *jobs, workers: *workers, concurrency: *concurrency,
-		lease: *lease, work: *work, stopTimeout: 2 * time.Second, keepDir: *keepDir, seed: 1, drain: *drain,
-		failover: &t, failovers: *failovers, progress: io.Discard, terminal: c.m.StderrTerminal, logs: stderr}
-	if !*quiet {
-		o.progress = stderr
-	}
+	ctx, cancel := load.withTimeout(ctx, name)
+	defer cancel()
+	o := load.options(c.m, *duration, 1)
+	o.failover, o.failovers = &t, *failovers
 	round, err := runChaosRound(ctx, o, "postgres")
 	if err != nil {
 		return withCause(ctx, fmt.Errorf("%s: %w", name, err))
@@ -127,7 +98,7 @@ func (c *BenchFailoverCommand) Run(ctx context.Context, args []string) error {
 			res.Chaos.Violations = append(res.Chaos.Violations, "no_write_after_failover")
 		}
 	}
-	if *asJSON {
+	if *load.asJSON {
 		err = cli.WriteJSON(c.m.Stdout, res)
 	} else {
 		err = printFailover(c.m.Stdout, &res)
