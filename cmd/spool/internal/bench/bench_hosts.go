@@ -96,7 +96,10 @@ type hostsStep struct {
 	PickupClaims      int64 `json:"pickup_claims"`
 	PickupEmptyClaims int64 `json:"pickup_empty_claims"`
 	PickupJobs        int64 `json:"pickup_jobs"`
-	Duplicates        int64 `json:"pickup_duplicate_starts"`
+	// IdleServerCPUShare is the server's CPU share while the processes
+	// had nothing to do.
+	IdleServerCPUShare float64 `json:"idle_server_cpu_share"`
+	Duplicates         int64   `json:"pickup_duplicate_starts"`
 }
 
 // Run implements cli.Command.
@@ -109,6 +112,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	rate := r.fs.Float64("rate", 1000, "jobs inserted per second in the pickup phase")
 	pickupFor := r.fs.Duration("pickup-duration", 10*time.Second, "length of the pickup phase")
 	producers := r.fs.Int("producers", 4, "inserting goroutines of the pickup phase")
+	idleFor := r.fs.Duration("idle-duration", 5*time.Second, "length of the idle phase, measured after 3 s with nothing inserted (0 skips it)")
 	rounds := r.fs.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
 	pin := r.fs.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.fs.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
@@ -130,6 +134,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		want(*jobs >= 1, "--jobs must be at least 1"),
 		want(*rate > 0 && *rate <= 1e6, "--rate must be above 0 and at most 1000000"),
 		want(*pickupFor >= 0, "--pickup-duration must not be negative"),
+		want(*idleFor >= 0, "--idle-duration must not be negative"),
 		want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
 		want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
@@ -181,7 +186,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		for _, n := range order {
 			fmt.Fprintf(r.common.progressWriter(r.stderr), "bench hosts: %s, round %d of %d, %d worker processes\n", *server, round+1, *rounds, n)
 			step, err := env.runStep(ctx, r, int(n), workerArgs, *strategy, *jobs, *q.chunk, *q.deleteCompleted,
-				hostsPickup{rate: *rate, producers: *producers, d: *pickupFor})
+				hostsPickup{rate: *rate, producers: *producers, d: *pickupFor, idle: *idleFor})
 			if err != nil {
 				return fmt.Errorf("bench hosts: %d processes: %w", n, withCause(ctx, err))
 			}
@@ -474,6 +479,19 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 		step.PickupJobs = producer.inserted.Load()
 		step.Duplicates = p.duplicates.Load()
 	}
+	if pickup.idle > 0 {
+		// Idle: the workers have nothing to do; what they cost the server
+		// is their looks for work. Measured after 3 s, past any backoff
+		// they start when no job comes.
+		if !sleepUntil(ctx, time.Now().Add(3*time.Second)) {
+			return nil, ctx.Err()
+		}
+		server0, begin := e.serverCPU(), time.Now()
+		if !sleepUntil(ctx, begin.Add(pickup.idle)) {
+			return nil, ctx.Err()
+		}
+		step.IdleServerCPUShare = (e.serverCPU() - server0).Seconds() / (time.Since(begin).Seconds() * float64(e.serverCPUs))
+	}
 	return step, nil
 }
 
@@ -505,6 +523,7 @@ func medianStep(steps []hostsStep) hostsStep {
 	out.ServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.ServerCPUPerJobUS })
 	out.ServerCPUShare = of(func(s *hostsStep) float64 { return s.ServerCPUShare })
 	out.PickupServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.PickupServerCPUPerJobUS })
+	out.IdleServerCPUShare = of(func(s *hostsStep) float64 { return s.IdleServerCPUShare })
 	out.Pickup = latencyStats{
 		Count: int(of(func(s *hostsStep) float64 { return float64(s.Pickup.Count) })),
 		Mean:  of(func(s *hostsStep) float64 { return s.Pickup.Mean }),
@@ -518,11 +537,12 @@ func medianStep(steps []hostsStep) hostsStep {
 }
 
 // hostsPickup is the pickup phase's load: rate jobs a second, inserted by
-// producers goroutines, for d.
+// producers goroutines, for d; then an idle phase of idle.
 type hostsPickup struct {
 	rate      float64
 	producers int
 	d         time.Duration
+	idle      time.Duration // the idle phase after it
 }
 
 // waitWritten waits until the workers have written want completions. It
@@ -665,16 +685,16 @@ func printHosts(w io.Writer, r *hostsResult) error {
 	fmt.Fprintf(w, "bench hosts: %s (durable), %d CPUs%s; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
 		r.Server, r.CPUs, pinned, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver CPU share\tjobs/claim\tconnections each\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup claims/job\tempty\t")
+	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver CPU share\tjobs/claim\tconnections each\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup claims/job\tempty\tidle server CPU\t")
 	for _, s := range r.Steps {
 		conns := make([]string, len(s.Connections))
 		for i, c := range s.Connections {
 			conns[i] = strconv.Itoa(c)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f%%\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
 			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerCPUShare, ratio(float64(len(s.DrainRuns)*r.Jobs), float64(s.DrainClaims-s.DrainEmptyClaims)),
 			strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS,
-			ratio(float64(s.PickupClaims), float64(s.PickupJobs)), 100*ratio(float64(s.PickupEmptyClaims), float64(s.PickupClaims)))
+			ratio(float64(s.PickupClaims), float64(s.PickupJobs)), 100*ratio(float64(s.PickupEmptyClaims), float64(s.PickupClaims)), s.IdleServerCPUShare)
 	}
 	return tw.Flush()
 }
@@ -717,6 +737,10 @@ and iproute2.
 		length of the pickup phase; 0 skips it (default 10s)
 	--producers N
 		inserting goroutines of the pickup phase (default 4)
+	--idle-duration DURATION
+		then nothing is inserted: after 3 s, the server's CPU share is
+		measured for this long, what idle processes cost it; 0 skips it
+		(default 5s)
 	--rounds N
 		run the whole list N times, in alternate order, and report each
 		figure's median over the rounds (default 1)

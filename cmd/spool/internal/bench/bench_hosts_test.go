@@ -21,7 +21,7 @@ func TestBenchHosts(t *testing.T) {
 		t.Run(server, func(t *testing.T) {
 			plotPath := filepath.Join(t.TempDir(), "hosts.png")
 			r := mustSpool(t, "bench", "hosts", "--server", server, "--hosts", "1,3", "--jobs", "3000",
-				"--rate", "300", "--pickup-duration", "1s", "--workers", "20", "--json", "--quiet", "--plot", plotPath)
+				"--rate", "300", "--pickup-duration", "1s", "--idle-duration", "1s", "--workers", "20", "--json", "--quiet", "--plot", plotPath)
 			var res hostsResult
 			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 				t.Fatalf("--json must print only a JSON object: %v\n%s", err, r.Stdout)
