@@ -66,7 +66,11 @@ var FastFailoverTimeouts = FailoverTimeouts{
 // monitor and two PostgreSQL nodes, a primary and a synchronous standby,
 // each run by a pg_autoctl process under dir on a loopback port.
 type AutoFailover struct {
-	dir      string
+	dir string
+	// env is pg_autoctl's environment: its configuration and state files
+	// (which it keeps under XDG directories, keyed by data directory) go
+	// under dir, so they go with it.
+	env      []string
 	timeouts FailoverTimeouts
 	asUser   func(bin string, args ...string) (string, []string)
 	monitor  *autoctlNode
@@ -89,7 +93,8 @@ func StartAutoFailover(ctx context.Context, dir string, t FailoverTimeouts) (_ *
 	if _, err := os.Stat(AutoctlBin); err != nil {
 		return nil, fmt.Errorf("start pg_auto_failover: %s not found (install pg-auto-failover-cli and postgresql-15-auto-failover): %w", AutoctlBin, err)
 	}
-	s := &AutoFailover{dir: dir, timeouts: t}
+	s := &AutoFailover{dir: dir, timeouts: t, env: append(os.Environ(),
+		"XDG_CONFIG_HOME="+filepath.Join(dir, "xdg-config"), "XDG_DATA_HOME="+filepath.Join(dir, "xdg-data"))}
 	if s.asUser, err = asPostgresUser(dir); err != nil {
 		return nil, fmt.Errorf("start pg_auto_failover: %w", err)
 	}
@@ -181,8 +186,15 @@ func (s *AutoFailover) waitSync(ctx context.Context, wait time.Duration) error {
 
 // autoctl runs a pg_autoctl command to its end.
 func (s *AutoFailover) autoctl(ctx context.Context, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
 	name, argv := s.asUser(AutoctlBin, args...)
-	return runLogged(ctx, 3*time.Minute, name, argv...)
+	cmd := exec.CommandContext(ctx, name, argv...)
+	cmd.Env = s.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_autoctl %s: %w\n%s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // run starts pg_autoctl run for a node, in a process group of its own (its
@@ -195,6 +207,7 @@ func (s *AutoFailover) run(n *autoctlNode) error {
 	defer logf.Close()
 	name, argv := s.asUser(AutoctlBin, "run", "--pgdata", n.pgdata)
 	cmd := exec.Command(name, argv...)
+	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
