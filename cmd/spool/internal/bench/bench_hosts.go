@@ -668,7 +668,7 @@ func hostsFigure(r *hostsResult) *plot.Figure {
 		Charts: []*plot.Chart{
 			{Title: fmt.Sprintf("Drain of %d jobs", r.Jobs), XLabel: "worker processes", YLabel: "jobs/s", XFromZero: true,
 				Lines: []plot.Line{{Name: "drain", Points: rate, Markers: true}}},
-			{Title: "Server CPU time over wall time × CPUs, during the drain", XLabel: "worker processes", YLabel: "share", XFromZero: true,
+			{Title: "Server CPU time over wall time × the CPUs it may use, during the drain", XLabel: "worker processes", YLabel: "share", XFromZero: true,
 				Lines: []plot.Line{{Name: "server", Points: share, Markers: true}}},
 			{Title: fmt.Sprintf("Pickup latency at %s jobs/s", cli.HumanInt(r.Rate)), XLabel: "worker processes", YLabel: "ms", XFromZero: true,
 				Lines: []plot.Line{{Name: "p50", Points: p50, Markers: true}, {Name: "p99", Points: p99, Markers: true}}},
