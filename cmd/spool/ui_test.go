@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // TestUIRefusesOpenAddressWithoutAuth: an address other machines reach
@@ -45,8 +44,8 @@ func TestUIRefusesOpenAddressWithoutAuth(t *testing.T) {
 func TestUIServes(t *testing.T) {
 	db := sqliteStore(t)
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail")
-	var stdout, stderr bytes.Buffer
-	m := NewMain(&syncWriter{w: &stdout}, &stderr)
+	var stdout, stderr testdb.LogBuffer
+	m := NewMain(&stdout, &stderr)
 	urls := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
@@ -118,16 +117,4 @@ func TestUIServes(t *testing.T) {
 	if !strings.Contains(stdout.String(), "spool ui: serving http://127.0.0.1:") {
 		t.Errorf("stdout: %q", stdout.String())
 	}
-}
-
-// syncWriter serializes writes from the server's goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

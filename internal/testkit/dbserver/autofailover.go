@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,8 +83,7 @@ type AutoFailover struct {
 type autoctlNode struct {
 	name, pgdata string
 	port         int
-	cmd          *exec.Cmd
-	exited       chan struct{}
+	proc         *process // nil while the node is down
 }
 
 // StartAutoFailover creates the monitor and two nodes and runs them, and
@@ -138,11 +138,13 @@ func StartAutoFailover(ctx context.Context, dir string, t FailoverTimeouts) (_ *
 			return nil, err
 		}
 		s.nodes = append(s.nodes, n)
-		want := map[string]string{"node1": "single"}
+		want, ok := "node1 single", func(st map[string]string) bool { return st["node1"] == "single" }
 		if i == 1 {
-			want = map[string]string{"node1": "primary", "node2": "secondary"}
+			want, ok = "node1 primary, node2 secondary", func(st map[string]string) bool {
+				return st["node1"] == "primary" && st["node2"] == "secondary"
+			}
 		}
-		if err := s.waitStates(ctx, 3*time.Minute, want); err != nil {
+		if _, err := s.waitStates(ctx, 3*time.Minute, want, ok); err != nil {
 			return nil, err
 		}
 	}
@@ -209,15 +211,10 @@ func (s *AutoFailover) run(n *autoctlNode) error {
 	cmd := exec.Command(name, argv...)
 	cmd.Env = s.env
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if n.proc, err = startProcess(cmd); err != nil {
 		return fmt.Errorf("pg_autoctl run %s: %w", n.name, err)
 	}
-	n.cmd, n.exited = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(n.exited)
-	}()
 	return nil
 }
 
@@ -290,28 +287,36 @@ func (s *AutoFailover) States(ctx context.Context) (map[string]string, error) {
 	return states, err
 }
 
-// waitStates waits until every named node reports the state wanted.
-func (s *AutoFailover) waitStates(ctx context.Context, wait time.Duration, want map[string]string) error {
+// waitStates waits until the nodes' states, as the monitor last heard
+// them, satisfy ok (want says what that is, for the error), and returns
+// them.
+func (s *AutoFailover) waitStates(ctx context.Context, wait time.Duration, want string, ok func(map[string]string) bool) (map[string]string, error) {
 	var got map[string]string
 	var err error
-	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		got, err = s.States(ctx)
-		if err != nil {
-			continue
-		}
-		ok := true
-		for name, state := range want {
-			ok = ok && got[name] == state
-		}
-		if ok {
-			return nil
+		if got, err = s.States(ctx); err == nil && ok(got) {
+			return got, nil
 		}
 	}
-	return fmt.Errorf("nodes are %v after %s, want %v (last error: %v; logs in %s)", got, wait, want, err, s.dir)
+	return nil, fmt.Errorf("nodes are %v after %s, want %s (last error: %v; logs in %s)", got, wait, want, err, s.dir)
 }
+
+// nodeIn names a node whose state is one of want, "" if none is.
+func nodeIn(states map[string]string, want ...string) string {
+	for name, st := range states {
+		if slices.Contains(want, st) {
+			return name
+		}
+	}
+	return ""
+}
+
+// primaryOf names the node in states that is primary (or wait_primary, a
+// primary without a standby), "" if none.
+func primaryOf(states map[string]string) string { return nodeIn(states, "primary", "wait_primary") }
 
 // URL implements Server: both nodes, for a client that finds the primary
 // (target_session_attrs=read-write); the database is postgres.
@@ -337,15 +342,7 @@ func (s *AutoFailover) NodeURL(name string) string {
 // wait_primary, a primary without a standby), "" if none.
 func (s *AutoFailover) Primary(ctx context.Context) (string, error) {
 	states, err := s.States(ctx)
-	if err != nil {
-		return "", err
-	}
-	for name, st := range states {
-		if st == "primary" || st == "wait_primary" {
-			return name, nil
-		}
-	}
-	return "", nil
+	return primaryOf(states), err
 }
 
 // Restart implements Server. Mode "failover" kills the primary's whole
@@ -366,58 +363,28 @@ func (s *AutoFailover) Restart(ctx context.Context, mode string) error {
 func (s *AutoFailover) Failover(ctx context.Context) (killed time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.waitPair(ctx, 5*time.Minute); err != nil {
+	states, err := s.waitStates(ctx, 5*time.Minute, "a primary and a secondary", func(st map[string]string) bool {
+		return nodeIn(st, "primary") != "" && nodeIn(st, "secondary") != ""
+	})
+	if err != nil {
 		return time.Time{}, fmt.Errorf("failover: formation not ready: %w", err)
 	}
 	if err := s.waitSync(ctx, 2*time.Minute); err != nil {
 		return time.Time{}, fmt.Errorf("failover: %w", err)
 	}
-	old, err := s.Primary(ctx)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("failover: find the primary: %w", err)
-	}
+	old := nodeIn(states, "primary")
 	n := s.node(old)
-	if n == nil {
-		return time.Time{}, fmt.Errorf("failover: no primary (states unknown)")
-	}
 	killed = time.Now()
 	if err := n.kill(); err != nil {
 		return killed, fmt.Errorf("failover: kill %s: %w", n.name, err)
 	}
-	var promoted string
-	for deadline := time.Now().Add(5 * time.Minute); promoted == "" || promoted == old; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return killed, fmt.Errorf("failover: no new primary 5 minutes after %s was killed (logs in %s)", old, s.dir)
-		}
-		if ctx.Err() != nil {
-			return killed, ctx.Err()
-		}
-		promoted, _ = s.Primary(ctx)
+	if _, err := s.waitStates(ctx, 5*time.Minute, "a primary other than "+old, func(st map[string]string) bool {
+		p := primaryOf(st)
+		return p != "" && p != old
+	}); err != nil {
+		return killed, fmt.Errorf("failover: %w", err)
 	}
 	return killed, s.run(n)
-}
-
-// waitPair waits until the formation has a primary and a secondary.
-func (s *AutoFailover) waitPair(ctx context.Context, wait time.Duration) error {
-	for deadline := time.Now().Add(wait); ; time.Sleep(250 * time.Millisecond) {
-		states, err := s.States(ctx)
-		if err == nil {
-			var primary, secondary bool
-			for _, st := range states {
-				primary = primary || st == "primary"
-				secondary = secondary || st == "secondary"
-			}
-			if primary && secondary {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("states %v after %s (error %v)", states, wait, err)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
 }
 
 func (s *AutoFailover) node(name string) *autoctlNode {
@@ -432,31 +399,20 @@ func (s *AutoFailover) node(name string) *autoctlNode {
 // kill sends SIGKILL to the node's process group and to its postmaster,
 // should it have left the group, and waits for pg_autoctl to be gone.
 func (n *autoctlNode) kill() error {
-	if n.cmd == nil {
+	if n.proc == nil {
 		return nil
 	}
-	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-n.proc.pid(), syscall.SIGKILL)
 	if pid := postmasterPID(n.pgdata); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	select {
-	case <-n.exited:
+	case <-n.proc.exited:
 	case <-time.After(30 * time.Second):
 		return errors.New("pg_autoctl still running 30 s after SIGKILL")
 	}
-	n.cmd = nil
+	n.proc = nil
 	return nil
-}
-
-// postmasterPID reads a data directory's postmaster.pid (0 if absent).
-func postmasterPID(pgdata string) int {
-	b, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(first))
-	return pid
 }
 
 // Stop implements Server: every node, then the monitor, stopped with

@@ -17,8 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Server is a database server started by this package.
@@ -197,15 +195,7 @@ func (s *Postgres) Restart(ctx context.Context, mode string) error {
 }
 
 // pid reads the postmaster's PID from postmaster.pid (0 if it is gone).
-func (s *Postgres) pid() int {
-	b, err := os.ReadFile(filepath.Join(s.data, "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(first))
-	return pid
-}
+func (s *Postgres) pid() int { return postmasterPID(s.data) }
 
 // PID is the postmaster's process ID (0 once it is gone); its children are
 // the server's other processes.
@@ -247,8 +237,7 @@ type MariaDB struct {
 	dir, data string
 	port      int
 	opts      Options
-	cmd       *exec.Cmd
-	exited    chan struct{}
+	proc      *process
 }
 
 // StartMariaDB creates a datadir under dir with mariadb-install-db and
@@ -297,42 +286,13 @@ func (s *MariaDB) start(ctx context.Context) error {
 		"--socket="+filepath.Join(s.dir, "mariadb.sock"), "--pid-file="+filepath.Join(s.dir, "mariadb.pid"),
 		"--log-error="+filepath.Join(s.dir, "mariadb.err"), "--skip-grant-tables", "--skip-log-bin",
 		"--innodb-buffer-pool-size=128M", "--innodb-flush-log-at-trx-commit="+flush, "--max-connections=300")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := startProcess(cmd)
+	if err != nil {
 		return fmt.Errorf("mariadbd: %w", err)
 	}
-	s.cmd = cmd
-	s.exited = make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", fmt.Sprintf("127.0.0.1:%d", s.port)
-	cfg.Timeout = time.Second
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return err
-	}
-	db := sql.OpenDB(connector)
-	defer db.Close()
-	var last error
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("mariadbd exited at start (see %s)", filepath.Join(s.dir, "mariadb.err"))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		last = db.PingContext(pctx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("mariadbd does not answer on port %d: %w", s.port, last)
+	s.proc = p
+	return waitMySQL(ctx, p, s.port, filepath.Join(s.dir, "mariadb.err"), 90*time.Second,
+		func(ctx context.Context, db *sql.DB) error { return db.PingContext(ctx) })
 }
 
 // URL implements Server; the database is mysql.
@@ -340,10 +300,10 @@ func (s *MariaDB) URL() string { return fmt.Sprintf("mysql://root@127.0.0.1:%d/m
 
 // PID is mariadbd's process ID.
 func (s *MariaDB) PID() int {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.pid()
 }
 
 // Restart implements Server: "clean" is SIGTERM and a wait for the
@@ -364,20 +324,10 @@ func (s *MariaDB) Restart(ctx context.Context, mode string) error {
 }
 
 func (s *MariaDB) signalAndWait(sig syscall.Signal, wait time.Duration) error {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return nil
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	select {
-	case <-s.exited:
-		return nil
-	case <-time.After(wait):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		return fmt.Errorf("mariadbd did not exit within %s of %s; killed", wait, sig)
-	}
+	return s.proc.stop(sig, wait)
 }
 
 // Stop implements Server.
@@ -386,9 +336,8 @@ func (s *MariaDB) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time
 // PgBouncer is a pgbouncer of the caller's own in transaction mode, a child
 // process of this one, in front of one upstream database.
 type PgBouncer struct {
-	port   int
-	cmd    *exec.Cmd
-	exited chan struct{}
+	port int
+	proc *process
 }
 
 // StartPgBouncer starts pgbouncer (pool_mode = transaction, trust
@@ -431,11 +380,11 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 		}
 		args = append([]string{"-u", "postgres"}, args...)
 	}
-	s := &PgBouncer{port: port, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
-	if err := s.cmd.Start(); err != nil {
+	proc, err := startProcess(exec.Command(bin, args...))
+	if err != nil {
 		return nil, fmt.Errorf("start PgBouncer: %w", err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	s := &PgBouncer{port: port, proc: proc}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
@@ -444,7 +393,7 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 			return s, nil
 		}
 		select {
-		case <-s.exited:
+		case <-s.proc.exited:
 			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
 			return nil, fmt.Errorf("start PgBouncer: it exited: %s", strings.TrimSpace(string(log)))
 		case <-ctx.Done():
@@ -463,17 +412,6 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 // Port is the port clients connect to.
 func (s *PgBouncer) Port() int { return s.port }
 
-// Stop stops pgbouncer by its PID (SIGINT: shut down at once).
-func (s *PgBouncer) Stop() error {
-	if s.cmd.Process == nil {
-		return nil
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
-	return nil
-}
+// Stop stops pgbouncer by its PID (SIGINT: shut down at once; killed if
+// it has not after 10 s).
+func (s *PgBouncer) Stop() error { return s.proc.stop(syscall.SIGINT, 10*time.Second) }

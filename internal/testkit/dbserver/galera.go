@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // GaleraProvider is where Debian's galera-4 package installs the provider.
@@ -30,8 +28,7 @@ type Galera struct {
 type galeraNode struct {
 	name, data            string
 	port, gcomm, ist, sst int
-	cmd                   *exec.Cmd
-	exited                chan struct{}
+	proc                  *process
 }
 
 // StartGalera creates n datadirs in a temporary directory of its own and
@@ -131,55 +128,28 @@ func (s *Galera) start(g *galeraNode, address string, extra ...string) error {
 		"--wsrep-cluster-address=" + address, "--wsrep-node-address=127.0.0.1", "--wsrep-node-name=" + g.name,
 		fmt.Sprintf("--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:%d;ist.recv_addr=127.0.0.1:%d;base_port=%d", g.gcomm, g.ist, g.gcomm),
 		"--wsrep-sst-method=rsync", fmt.Sprintf("--wsrep-sst-receive-address=127.0.0.1:%d", g.sst)}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := startProcess(exec.Command(bin, args...))
+	if err != nil {
 		return fmt.Errorf("mariadbd %s: %w", g.name, err)
 	}
-	g.cmd, g.exited = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(g.exited)
-	}()
+	g.proc = p
 	return nil
 }
 
 // waitSynced waits until node g answers, is synced, and sees a cluster of
 // size nodes.
 func (s *Galera) waitSynced(ctx context.Context, g *galeraNode, size int, wait time.Duration) error {
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", fmt.Sprintf("127.0.0.1:%d", g.port)
-	cfg.Timeout = time.Second
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return err
-	}
-	db := sql.OpenDB(connector)
-	defer db.Close()
-	var last error
-	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
-		select {
-		case <-g.exited:
-			return fmt.Errorf("mariadbd %s exited at start (see %s)", g.name, filepath.Join(s.dir, g.name+".err"))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	return waitMySQL(ctx, g.proc, g.port, filepath.Join(s.dir, g.name+".err"), wait, func(ctx context.Context, db *sql.DB) error {
 		var state string
 		var got int
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		last = db.QueryRowContext(qctx, `SELECT
+		err := db.QueryRowContext(ctx, `SELECT
   (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'),
   (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE')`).Scan(&state, &got)
-		cancel()
-		if last == nil && (state != "Synced" || got != size) {
-			last = fmt.Errorf("state %s, cluster size %d", state, got)
+		if err == nil && (state != "Synced" || got != size) {
+			err = fmt.Errorf("galera node %s: state %s, cluster size %d, want Synced in %d", g.name, state, got, size)
 		}
-		if last == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("galera node %s not synced in a cluster of %d after %s: %w", g.name, size, wait, last)
+		return err
+	})
 }
 
 // Len is the number of nodes.
@@ -199,19 +169,10 @@ func (s *Galera) Stop() error {
 func (s *Galera) stop() error {
 	var errs []error
 	for i := len(s.nodes) - 1; i >= 0; i-- {
-		g := s.nodes[i]
-		if g.cmd == nil {
-			continue
+		if g := s.nodes[i]; g.proc != nil {
+			errs = append(errs, g.proc.stop(syscall.SIGTERM, 30*time.Second))
+			g.proc = nil
 		}
-		_ = g.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-g.exited:
-		case <-time.After(30 * time.Second):
-			_ = g.cmd.Process.Kill()
-			<-g.exited
-			errs = append(errs, fmt.Errorf("galera node %s did not stop within 30 s; killed", g.name))
-		}
-		g.cmd = nil
 	}
 	return errors.Join(errs...)
 }

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -167,14 +166,17 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(r.env.Stderr, "spool: bench hosts: %v\n", err)
 		}
 	})
-	workerArgs := []string{"bench", "hosts", "--worker", "--workers", strconv.Itoa(*q.workers),
-		"--prefetch", strconv.Itoa(*q.prefetch), "--batch", strconv.Itoa(*q.batch),
-		"--completion-delay", q.delay.String(), "--delete-completed=" + strconv.FormatBool(*q.deleteCompleted)}
+	env.load = hostsLoad{
+		workerArgs: []string{"bench", "hosts", "--worker", "--workers", strconv.Itoa(*q.workers),
+			"--prefetch", strconv.Itoa(*q.prefetch), "--batch", strconv.Itoa(*q.batch),
+			"--completion-delay", q.delay.String(), "--delete-completed=" + strconv.FormatBool(*q.deleteCompleted)},
+		strategy: *strategy, jobs: *jobs, chunk: *q.chunk, deleteCompleted: *q.deleteCompleted,
+	}
 	// A fresh server allocates its WAL or redo files and fills its caches
 	// during its first drains: one unreported drain with one process
 	// warms it, so the first measured count is not penalised.
 	fmt.Fprintf(r.common.progressWriter(r.stderr), "bench hosts: %s, warming up\n", *server)
-	if _, err := env.runStep(ctx, r, 1, workerArgs, *strategy, *jobs, *q.chunk, *q.deleteCompleted, hostsPickup{}); err != nil {
+	if _, err := env.runStep(ctx, r, 1, hostsPickup{}); err != nil {
 		return fmt.Errorf("bench hosts: warm-up: %w", withCause(ctx, err))
 	}
 	runs := map[int][]hostsStep{}
@@ -185,8 +187,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		}
 		for _, n := range order {
 			fmt.Fprintf(r.common.progressWriter(r.stderr), "bench hosts: %s, round %d of %d, %d worker processes\n", *server, round+1, *rounds, n)
-			step, err := env.runStep(ctx, r, int(n), workerArgs, *strategy, *jobs, *q.chunk, *q.deleteCompleted,
-				hostsPickup{rate: *rate, producers: *producers, d: *pickupFor, idle: *idleFor})
+			step, err := env.runStep(ctx, r, int(n), hostsPickup{rate: *rate, producers: *producers, d: *pickupFor, idle: *idleFor})
 			if err != nil {
 				return fmt.Errorf("bench hosts: %d processes: %w", n, withCause(ctx, err))
 			}
@@ -212,6 +213,7 @@ type hostsEnv struct {
 	dir     string
 	keepDir bool
 	self    string
+	load    hostsLoad
 	// workerCPUs, when set, is the CPU list the workers run on (taskset).
 	workerCPUs string
 	serverCPUs int // the CPUs the server may use
@@ -276,20 +278,7 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 // pinTree sets the CPU affinity of every thread of process root and of its
 // child processes to cpus (a taskset list).
 func pinTree(ctx context.Context, root int, cpus string) error {
-	pids := []int{root}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		pid, _ := strconv.Atoi(strings.TrimSpace(s[:max(0, strings.IndexByte(s, ' '))]))
-		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == strconv.Itoa(root) {
-			pids = append(pids, pid)
-		}
-	}
-	for _, pid := range pids {
+	for _, pid := range append([]int{root}, childPIDs(root)...) {
 		out, err := exec.CommandContext(ctx, "taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput()
 		if err != nil && syscall.Kill(pid, 0) == nil {
 			return fmt.Errorf("pin process %d to CPUs %s: %w: %s", pid, cpus, err, strings.TrimSpace(string(out)))
@@ -334,8 +323,8 @@ func (e *hostsEnv) onBridge(dsn string) (string, error) {
 
 // runStep drains jobs with n worker processes, then runs the pickup phase
 // with them, on a fresh store.
-func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArgs []string, strategy string, jobs, chunk int, deleteCompleted bool,
-	pickup hostsPickup) (step *hostsStep, err error) {
+func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, pickup hostsPickup) (step *hostsStep, err error) {
+	jobs := e.load.jobs
 	scratch, err := stores.For(e.baseURL).NewScratch(e.baseURL)
 	if err != nil {
 		return nil, err
@@ -357,12 +346,12 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 		return nil, err
 	}
 	var inserted atomic.Int64
-	if _, err := insertBenchJobs(ctx, client, spool.DefaultQueue, jobs, chunk, false, &inserted); err != nil {
+	if _, err := insertBenchJobs(ctx, client, spool.DefaultQueue, jobs, e.load.chunk, false, &inserted); err != nil {
 		return nil, err
 	}
 	workerURL, err := e.onBridge(scratch.URL)
 	if err == nil {
-		workerURL, err = withClaimStrategy(workerURL, strategy)
+		workerURL, err = withClaimStrategy(workerURL, e.load.strategy)
 	}
 	if err != nil {
 		return nil, err
@@ -385,7 +374,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 			}
 		}
 	}()
-	args := append(slices.Clone(workerArgs), "--database-url", workerURL)
+	args := append(slices.Clone(e.load.workerArgs), "--database-url", workerURL)
 	for i := range n {
 		w, err := startHostsWorker(e.hosts, i, e.self, args, e.workerCPUs, r.stderr, onStart)
 		if err != nil {
@@ -438,7 +427,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *scenarioRun, n int, workerArg
 		return nil, fmt.Errorf("check the drain: %w", err)
 	}
 	wantCompleted := int64(jobs)
-	if deleteCompleted {
+	if e.load.deleteCompleted {
 		wantCompleted = 0
 	}
 	if pendingCount(stats) != 0 || stats.Counts[backend.StateCompleted] != wantCompleted {
@@ -534,6 +523,15 @@ func medianStep(steps []hostsStep) hostsStep {
 		Max:   of(func(s *hostsStep) float64 { return s.Pickup.Max }),
 	}
 	return out
+}
+
+// hostsLoad is what every step of a run drains, and how its worker
+// processes are started.
+type hostsLoad struct {
+	workerArgs      []string // the workers' command line, but the URL
+	strategy        string   // the workers' claim strategy ("": the backend's)
+	jobs, chunk     int      // jobs drained, inserted chunk at a time
+	deleteCompleted bool
 }
 
 // hostsPickup is the pickup phase's load: rate jobs a second, inserted by

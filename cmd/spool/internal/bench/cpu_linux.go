@@ -38,15 +38,43 @@ func treeCPU(root int) (time.Duration, bool) {
 	return procCPU(func(pid, ppid int, _ string) bool { return pid == root || ppid == root })
 }
 
+// childPIDs lists the processes whose parent is root.
+func childPIDs(root int) []int {
+	var pids []int
+	forEachProc(func(pid, ppid int, _ string, _ []string) {
+		if ppid == root {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
+
 // procCPU adds up the CPU time of the processes match selects by PID,
 // parent PID and name.
 func procCPU(match func(pid, ppid int, name string) bool) (time.Duration, bool) {
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil || len(stats) == 0 {
-		return 0, false
-	}
 	var ticks int64
 	found := false
+	forEachProc(func(pid, ppid int, name string, f []string) {
+		if !match(pid, ppid, name) {
+			return
+		}
+		// utime and stime are fields 14 and 15 of the line.
+		u, err1 := strconv.ParseInt(f[11], 10, 64)
+		st, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return
+		}
+		ticks += u + st
+		found = true
+	})
+	return time.Duration(ticks) * 10 * time.Millisecond, found
+}
+
+// forEachProc calls f for every process whose /proc/PID/stat it can read,
+// with the fields after the name (state first, then the parent's PID).
+// A process that ends meanwhile is left out.
+func forEachProc(f func(pid, ppid int, name string, fields []string)) {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range stats {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -61,23 +89,14 @@ func procCPU(match func(pid, ppid int, name string) bool) (time.Duration, bool) 
 		if err != nil {
 			continue
 		}
-		// After the name: state is field 3, the parent's PID 4; utime and
-		// stime are 14 and 15.
-		f := strings.Fields(s[close+1:])
-		if len(f) < 13 {
+		fields := strings.Fields(s[close+1:])
+		if len(fields) < 13 {
 			continue
 		}
-		ppid, err := strconv.Atoi(f[1])
-		if err != nil || !match(pid, ppid, s[open+1:close]) {
+		ppid, err := strconv.Atoi(fields[1])
+		if err != nil {
 			continue
 		}
-		u, err1 := strconv.ParseInt(f[11], 10, 64)
-		st, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		ticks += u + st
-		found = true
+		f(pid, ppid, s[open+1:close], fields)
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond, found
 }

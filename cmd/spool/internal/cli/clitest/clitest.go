@@ -3,15 +3,14 @@
 package clitest
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // Exec runs a command line on env and returns its exit code, as the spool
@@ -28,7 +27,7 @@ type Result struct {
 // buffers for the outputs, and logs the outcome.
 func Run(t testing.TB, exec Exec, stdin io.Reader, args ...string) Result {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testdb.LogBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := exec(ctx, &cli.Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr}, args)
@@ -45,23 +44,4 @@ func MustRun(t testing.TB, exec Exec, args ...string) Result {
 		t.Fatalf("spool %s: exit %d, stderr: %s", strings.Join(args, " "), r.Code, r.Stderr)
 	}
 	return r
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of progress
-// and logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

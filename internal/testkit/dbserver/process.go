@@ -1,0 +1,104 @@
+package dbserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// process is a server process of this package's own, watched until it
+// exits.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has exited
+}
+
+// startProcess starts cmd, to be killed with this process (Pdeathsig)
+// unless cmd asks otherwise.
+func startProcess(cmd *exec.Cmd) (*process, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &process{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// pid is the process's ID.
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// stop sends sig and waits up to wait for the process to exit, then kills
+// it, returning an error that says so.
+func (p *process) stop(sig syscall.Signal, wait time.Duration) error {
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(wait):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%s did not exit within %s of %s; killed", filepath.Base(p.cmd.Path), wait, sig)
+	}
+}
+
+// waitMySQL waits until the mariadbd p, listening on port, passes ready,
+// or until wait has passed; it fails at once if p exits (errLog is its
+// error log, named in the error).
+func waitMySQL(ctx context.Context, p *process, port int, errLog string, wait time.Duration, ready func(context.Context, *sql.DB) error) error {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", fmt.Sprintf("127.0.0.1:%d", port)
+	cfg.Timeout = time.Second
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	var last error
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("mariadbd exited at start (see %s)", errLog)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last = ready(qctx, db)
+		cancel()
+		if last == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("mariadbd on port %d not ready after %s: %w", port, wait, last)
+}
+
+// postmasterPID reads a data directory's postmaster.pid (0 if absent).
+func postmasterPID(pgdata string) int {
+	b, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	return pid
+}
