@@ -224,7 +224,7 @@ func testInsertManyFast(t *testing.T, h Harness) {
 		if _, err := c.InsertManyFast(ctx, params); !errors.Is(err, spool.ErrInvalidJob) {
 			t.Fatalf("n=%d: invalid batch: %v", n, err)
 		}
-		params[n-1].InsertOpts = nil
+		params[n-1].InsertOpts = &spool.InsertOpts{Queue: fmt.Sprintf("fast%d", n)}
 		tx := h.BeginTx(t, be)
 		if got, err := c.InsertManyFastTx(ctx, btx(tx), params); err != nil || got != n {
 			t.Fatalf("n=%d: in tx: %d %v", n, got, err)

@@ -1,0 +1,88 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// JobClaimFlow runs a flow-controlled claim on the queue's shard under
+// ByQueue, where every rule holds as on one store. Under ByKey it runs on
+// one shard at a time, starting one further at each call, and moves on to
+// the next only when the claim took nothing there: a key's rules (limits,
+// rates, order) hold, since a key lives on one shard, while a queue-wide
+// limit holds on each shard separately.
+func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
+	if s := b.QueueShard(p.Queue); s >= 0 || len(b.shards) == 1 {
+		return b.claimFlowOn(ctx, max(s, 0), p, claim, nil)
+	}
+	first := b.rotate(&b.claims)
+	for k := range b.shards {
+		s := (first + k) % len(b.shards)
+		var took atomic.Int64
+		if err := b.claimFlowOn(ctx, s, p, claim, &took); err != nil {
+			return err
+		}
+		if took.Load() > 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (b *Backend) claimFlowOn(ctx context.Context, s int, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error, took *atomic.Int64) error {
+	err := b.shards[s].JobClaimFlow(ctx, p, func(tx backend.FlowTx) error {
+		return claim(&flowTx{tx: tx, shard: s, took: took})
+	})
+	if err != nil {
+		return fmt.Errorf("shard %d: %w", s, err)
+	}
+	return nil
+}
+
+// flowTx gives the rows of a shard's flow claim their global ids and counts
+// them.
+type flowTx struct {
+	tx    backend.FlowTx
+	shard int
+	took  *atomic.Int64
+}
+
+func (t *flowTx) count(n int) {
+	if t.took != nil {
+		t.took.Add(int64(n))
+	}
+}
+
+func (t *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
+	r, err := t.tx.FlowRunning(ctx)
+	if err == nil && r.Quick != nil {
+		globalRows(r.Quick.Jobs, t.shard)
+		t.count(len(r.Quick.Jobs))
+	}
+	return r, err
+}
+
+func (t *flowTx) FlowKeys(ctx context.Context, after string, limit int) ([]string, error) {
+	return t.tx.FlowKeys(ctx, after, limit)
+}
+
+func (t *flowTx) FlowRates(ctx context.Context, keys []string) (map[string]time.Time, error) {
+	return t.tx.FlowRates(ctx, keys)
+}
+
+func (t *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
+	rows, err := t.tx.FlowTake(ctx, takes, final)
+	if err == nil {
+		globalRows(rows, t.shard)
+		t.count(len(rows))
+	}
+	return rows, err
+}
+
+func (t *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) error {
+	return t.tx.FlowSaveRates(ctx, tats)
+}

@@ -1,0 +1,90 @@
+package shard_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
+	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/backend/shard"
+)
+
+// lazyTx adapts a *shard.LazyTx over memory stores to backendtest.Tx: it
+// ends the transaction begun on whichever shard the test's first call
+// needed (none, if no call needed one).
+type lazyTx struct{ *shard.LazyTx }
+
+func (t lazyTx) BackendTx() backend.Tx { return t.LazyTx }
+
+func (t lazyTx) Commit(ctx context.Context) error {
+	if _, tx, ok := t.Bound(); ok {
+		return tx.(*memory.Tx).Commit(ctx)
+	}
+	return nil
+}
+
+func (t lazyTx) Rollback(ctx context.Context) error {
+	if _, tx, ok := t.Bound(); ok {
+		return tx.(*memory.Tx).Rollback(ctx)
+	}
+	return nil
+}
+
+// memoryHarness runs the suite on n memory stores behind one sharded
+// backend.
+func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
+	open := func(t *testing.T, shards []backend.Backend) backend.Backend {
+		be, err := shard.New(shards, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = be.Close() })
+		return be
+	}
+	return backendtest.Harness{
+		NewBackend: func(t *testing.T) backend.Backend {
+			shards := make([]backend.Backend, n)
+			for i := range shards {
+				shards[i] = memory.New()
+			}
+			return open(t, shards)
+		},
+		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
+			sb := be.(*shard.Backend)
+			shards := make([]backend.Backend, sb.Shards())
+			for i := range shards {
+				shards[i] = sb.Shard(i).(*memory.Backend).Reopen()
+			}
+			return open(t, shards)
+		},
+		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
+			sb := be.(*shard.Backend)
+			return lazyTx{shard.NewLazyTx(func(_ context.Context, s int) (backend.Tx, error) {
+				return sb.Shard(s).(*memory.Backend).Begin(), nil
+			})}
+		},
+	}
+}
+
+// TestConformanceByQueue runs the conformance suite over three memory
+// stores, each queue on one of them.
+func TestConformanceByQueue(t *testing.T) { backendtest.Run(t, memoryHarness(3, nil)) }
+
+// TestConformanceByKey runs it with every queue spread over the three.
+func TestConformanceByKey(t *testing.T) {
+	h := memoryHarness(3, &shard.Options{Placement: shard.ByKey})
+	h.Exceptions = ByKeyExceptions
+	backendtest.Run(t, h)
+}
+
+// ByKeyExceptions are the conformance tests of guarantees that hold only per
+// shard when a queue spans the shards (docs/sharding.md).
+var ByKeyExceptions = map[string]string{
+	"ClaimOrder":                  "under ByKey, priority and run-time order hold within each shard, not across them",
+	"FlowGlobalLimit":             "under ByKey, a queue-wide concurrency limit holds on each shard separately",
+	"FlowWideLimits":              "under ByKey, a queue-wide concurrency limit holds on each shard separately",
+	"FlowKilledWorkerSlotsReturn": "it counts a queue-wide limit's slots, which under ByKey are each shard's own",
+	"FlowFairShare":               "under ByKey, fair shares are kept among the keys of each shard, not across shards",
+	"FlowFairSmallNotStarved":     "under ByKey, fair shares are kept among the keys of each shard, not across shards",
+}
