@@ -297,3 +297,15 @@ func (b *Backend) DeadlockRetries() uint64 {
 	}
 	return n
 }
+
+// ConformanceExceptionsByKey are the conformance tests (backendtest.Harness.Exceptions) of guarantees that hold only per
+// shard when a queue spans the shards (docs/sharding.md).
+var ConformanceExceptionsByKey = map[string]string{
+	"ClaimOrder":                  "under ByKey, priority and run-time order hold within each shard, not across them",
+	"FlowGlobalLimit":             "under ByKey, a queue-wide concurrency limit holds on each shard separately",
+	"FlowWideLimits":              "under ByKey, a queue-wide concurrency limit holds on each shard separately",
+	"FlowQuickClaim":              "it checks a queue-wide limit's striped rule, which under ByKey each shard keeps separately",
+	"FlowKilledWorkerSlotsReturn": "it counts a queue-wide limit's slots, which under ByKey are each shard's own",
+	"FlowFairShare":               "under ByKey, fair shares are kept among the keys of each shard, not across shards",
+	"FlowFairSmallNotStarved":     "under ByKey, fair shares are kept among the keys of each shard, not across shards",
+}

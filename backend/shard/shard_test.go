@@ -74,17 +74,6 @@ func TestConformanceByQueue(t *testing.T) { backendtest.Run(t, memoryHarness(3, 
 // TestConformanceByKey runs it with every queue spread over the three.
 func TestConformanceByKey(t *testing.T) {
 	h := memoryHarness(3, &shard.Options{Placement: shard.ByKey})
-	h.Exceptions = ByKeyExceptions
+	h.Exceptions = shard.ConformanceExceptionsByKey
 	backendtest.Run(t, h)
-}
-
-// ByKeyExceptions are the conformance tests of guarantees that hold only per
-// shard when a queue spans the shards (docs/sharding.md).
-var ByKeyExceptions = map[string]string{
-	"ClaimOrder":                  "under ByKey, priority and run-time order hold within each shard, not across them",
-	"FlowGlobalLimit":             "under ByKey, a queue-wide concurrency limit holds on each shard separately",
-	"FlowWideLimits":              "under ByKey, a queue-wide concurrency limit holds on each shard separately",
-	"FlowKilledWorkerSlotsReturn": "it counts a queue-wide limit's slots, which under ByKey are each shard's own",
-	"FlowFairShare":               "under ByKey, fair shares are kept among the keys of each shard, not across shards",
-	"FlowFairSmallNotStarved":     "under ByKey, fair shares are kept among the keys of each shard, not across shards",
 }

@@ -40,9 +40,16 @@ func PostgresPool(t testing.TB) *pgxpool.Pool {
 
 func postgresPool(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
 	t.Helper()
+	return PostgresPoolAt(t, PostgresURL(), mode)
+}
+
+// PostgresPoolAt returns a pool to the server at url, using the given query
+// execution mode, closed when the test ends.
+func PostgresPoolAt(t testing.TB, url string, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(PostgresURL())
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("parse test database URL: %v", err)
 	}
@@ -50,10 +57,10 @@ func postgresPool(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
 	cfg.MaxConns = 20
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		t.Fatalf("connect to PostgreSQL at %s: %v", PostgresURL(), err)
+		t.Fatalf("connect to PostgreSQL at %s: %v", url, err)
 	}
 	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("PostgreSQL at %s does not answer (start it as the README says): %v", PostgresURL(), err)
+		t.Fatalf("PostgreSQL at %s does not answer (start it as the README says): %v", url, err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
@@ -70,7 +77,13 @@ func Postgres(t testing.TB) *postgres.Backend {
 // mode (QueryExecModeSimpleProtocol is what PgBouncer before 1.21 needs).
 func PostgresWithMode(t testing.TB, mode pgx.QueryExecMode) *postgres.Backend {
 	t.Helper()
-	pool := postgresPool(t, mode)
+	return PostgresOn(t, postgresPool(t, mode))
+}
+
+// PostgresOn returns a backend on a fresh, migrated schema through pool (the
+// test's), dropped when the test ends.
+func PostgresOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
+	t.Helper()
 	schema := NewSchemaName()
 	be, err := postgres.New(pool, &postgres.Options{Schema: schema})
 	if err != nil {
