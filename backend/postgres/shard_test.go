@@ -3,12 +3,16 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
@@ -119,14 +123,114 @@ func shardHarness(urls []string, opts *shard.Options) backendtest.Harness {
 	}
 }
 
-// TestShardedConformance runs the conformance suite over three PostgreSQL
-// clusters, with queues placed by queue and by key.
-func TestShardedConformance(t *testing.T) {
+// TestSharded runs, over three PostgreSQL clusters of the test's own, the
+// conformance suite with queues placed by queue and by key, and a drain in
+// which every job writes its effect in its completing transaction on its
+// own shard.
+func TestSharded(t *testing.T) {
 	urls := startClusters(t, 3)
-	t.Run("ByQueue", func(t *testing.T) { backendtest.Run(t, shardHarness(urls, nil)) })
-	t.Run("ByKey", func(t *testing.T) {
+	t.Run("ConformanceByQueue", func(t *testing.T) { backendtest.Run(t, shardHarness(urls, nil)) })
+	t.Run("ConformanceByKey", func(t *testing.T) {
 		h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})
 		h.Exceptions = shard.ConformanceExceptionsByKey
 		backendtest.Run(t, h)
 	})
+	t.Run("EffectsOnce", func(t *testing.T) { testShardedEffectsOnce(t, urls) })
+}
+
+type effectArgs struct {
+	N int `json:"n"`
+}
+
+func (effectArgs) Kind() string { return "effect" }
+
+// testShardedEffectsOnce: two clients drain 3,000 jobs spread over the
+// shards; each job inserts its effect and completes in one transaction on
+// its shard (shard.Tx). Every job completes, on the shard its id names, and
+// every effect is there once, on that shard.
+func testShardedEffectsOnce(t *testing.T, urls []string) {
+	t.Parallel()
+	ctx := context.Background()
+	h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})
+	be := h.NewBackend(t).(*shard.Backend)
+	pools := make([]*pgxpool.Pool, len(urls))
+	for i := range urls {
+		pools[i] = be.Shard(i).(*postgres.Backend).Pool()
+		if _, err := pools[i].Exec(ctx, "CREATE TABLE IF NOT EXISTS shard_effects (job_id bigint NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = pools[i].Exec(context.Background(), "DROP TABLE shard_effects") })
+	}
+	const total = 3000
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[effectArgs]) error {
+		s := shard.JobShard(j.ID)
+		tx, err := pools[s].Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		if _, err := tx.Exec(ctx, "INSERT INTO shard_effects (job_id) VALUES ($1)", j.ID); err != nil {
+			return err
+		}
+		if err := spool.CompleteTx(ctx, shard.Tx{Shard: s, Tx: tx}, j); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}))
+	var clients []*spool.Client
+	for _, b := range []backend.Backend{be, h.Reopen(t, be)} {
+		c, err := spool.NewClient(b, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 20}},
+			PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	params := make([]spool.InsertManyParams, total)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: effectArgs{N: i}}
+	}
+	if _, err := clients[0].InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clients {
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		stats, err := be.QueueStatsAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats) == 1 && stats[0].Counts[backend.StateCompleted] == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained in 60 s: %+v", stats)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	seen := 0
+	for s, pool := range pools {
+		var n, distinct, strays int
+		err := pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT job_id), count(*) FILTER (WHERE job_id % 256 <> $1) FROM shard_effects", s).
+			Scan(&n, &distinct, &strays)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != distinct || strays != 0 {
+			t.Errorf("shard %d: %d effects of %d jobs, %d of jobs of other shards", s, n, distinct, strays)
+		}
+		if n < total/len(pools)/2 {
+			t.Errorf("shard %d ran %d of %d jobs: the spread is uneven", s, n, total)
+		}
+		seen += n
+	}
+	if seen != total {
+		t.Errorf("%d effects for %d jobs", seen, total)
+	}
 }

@@ -219,8 +219,10 @@ func (q *queueFlags) config() spool.Config {
 }
 
 // noopClient returns a client over be with the queue flags' config and a
-// no-op worker for the bench's jobs, and the count of jobs it handled.
-func (q *queueFlags) noopClient(be backend.Backend, r *scenarioRun) (*spool.Client, *atomic.Int64, error) {
+// no-op worker for the bench's jobs, and the count of jobs it handled. With
+// queues named, it works those, each configured as the flags say, instead
+// of the default queue.
+func (q *queueFlags) noopClient(be backend.Backend, r *scenarioRun, queues ...string) (*spool.Client, *atomic.Int64, error) {
 	handled := &atomic.Int64{}
 	ws := spool.NewWorkers()
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[benchNoop]) error {
@@ -231,6 +233,13 @@ func (q *queueFlags) noopClient(be backend.Backend, r *scenarioRun) (*spool.Clie
 	}
 	cfg := q.config()
 	cfg.Workers, cfg.Logger = ws, r.logger()
+	if len(queues) > 0 {
+		qc := cfg.Queues[spool.DefaultQueue]
+		cfg.Queues = map[string]spool.QueueConfig{}
+		for _, name := range queues {
+			cfg.Queues[name] = qc
+		}
+	}
 	client, err := spool.NewClient(be, &cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", r.name, err)
