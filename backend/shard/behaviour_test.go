@@ -338,3 +338,40 @@ func TestPagingAndBulkAcrossShards(t *testing.T) {
 		t.Fatalf("after cancel and retry: %+v %v", stats, err)
 	}
 }
+
+// shard:// URLs open shards by their own URLs, with options among them; bad
+// items are refused.
+func TestOpenByURL(t *testing.T) {
+	ctx := context.Background()
+	be, err := backend.Open(ctx, "shard://placement=key;memory://url-a;memory://url-b;queue.pinned=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	sb := be.(*shard.Backend)
+	if sb.Shards() != 2 || sb.QueueShard("x") != -1 {
+		t.Fatalf("opened %d shards, placement by key: %v", sb.Shards(), sb.QueueShard("x") == -1)
+	}
+	id := insertJobs(t, be, job("q", "some-key"))[0]
+	direct, err := backend.Open(ctx, fmt.Sprintf("memory://url-%c", "ab"[shard.JobShard(id)]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct.JobGet(ctx, id/shard.MaxShards); err != nil {
+		t.Fatalf("the job is not in the shard its id names: %v", err)
+	}
+	byQueue, err := backend.Open(ctx, "shard://queue.pinned=1;memory://url-c;memory://url-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byQueue.(*shard.Backend).QueueShard("pinned") != 1 {
+		t.Fatal("queue.pinned=1 did not pin")
+	}
+	for _, bad := range []string{"shard://", "shard://memory://a;color=red", "shard://memory://a;queue.x=one",
+		"shard://memory://a;queue.x=3", "shard://memory://a;nonsense", "shard://memory://a;shard://memory://b", "shard://nosuch://a"} {
+		if b, err := backend.Open(ctx, bad); err == nil {
+			_ = b.Close()
+			t.Errorf("%s opened", bad)
+		}
+	}
+}

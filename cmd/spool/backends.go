@@ -11,6 +11,7 @@ import (
 	// scratch stores for bench) are optional and live in store_<name>.go.
 	_ "github.com/spoolq/spool/backend/mysql"
 	_ "github.com/spoolq/spool/backend/postgres"
+	_ "github.com/spoolq/spool/backend/shard"
 	_ "github.com/spoolq/spool/backend/sqlite"
 )
 

@@ -109,6 +109,8 @@ Database:
 	use). URLs: sqlite://PATH, postgres://…, mysql://…
 	PostgreSQL: postgres://user@host:5432/db?sslmode=disable; the
 	spool_schema query parameter selects the schema (default "spool").
+	Several databases as one (docs/sharding.md): shard://URL;URL;…,
+	with placement=key or queue.NAME=N among the URLs.
 
 Run 'spool <command> -h' for a command's usage.
 `, "\n")
