@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -375,3 +376,62 @@ func TestOpenByURL(t *testing.T) {
 		}
 	}
 }
+
+// After a shard is added, the queues that moved to it still have their
+// older jobs on their old shards: claims find them there (plain and
+// flow-controlled queues), and listings by queue show them.
+func TestGrowKeepsOldJobs(t *testing.T) {
+	ctx := context.Background()
+	a, b := memory.New(), memory.New()
+	two, err := shard.New([]backend.Backend{a, b}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, err := shard.New([]backend.Backend{a.Reopen(), b.Reopen(), memory.New()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
+	queues := map[string]spool.QueueConfig{}
+	for i := 0; len(moved) < 4; i++ {
+		q := fmt.Sprintf("q%d", i)
+		if three.QueueShard(q) != 2 {
+			continue
+		}
+		moved = append(moved, q)
+		cfg := spool.QueueConfig{MaxWorkers: 5}
+		if len(moved)%2 == 0 {
+			cfg.Flow = &spool.Flow{KeyLimit: 2}
+		}
+		queues[q] = cfg
+		for n := range 10 {
+			insertJobs(t, two, job(q, fmt.Sprintf("k%d", n%3)))
+		}
+	}
+	if rows, err := three.JobList(ctx, &backend.JobListParams{Queue: moved[0]}); err != nil || len(rows) != 10 {
+		t.Fatalf("listing a moved queue: %d jobs, %v; want its 10 on the old shard", len(rows), err)
+	}
+	done := make(chan struct{}, 40)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[kArgs]) error { done <- struct{}{}; return nil }))
+	c, err := spool.NewClient(three, &spool.Config{Workers: ws, Queues: queues, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	for i := range 40 {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			stats, _ := three.QueueStatsAll(ctx)
+			t.Fatalf("%d of 40 jobs of moved queues ran: %+v", i, stats)
+		}
+	}
+}
+
+type kArgs struct{}
+
+func (kArgs) Kind() string { return "k" }

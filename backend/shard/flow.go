@@ -10,23 +10,40 @@ import (
 )
 
 // JobClaimFlow runs a flow-controlled claim on the queue's shard under
-// ByQueue, where every rule holds as on one store. Under ByKey it runs on
-// one shard at a time, starting one further at each call, and moves on to
-// the next only when the claim took nothing there: a key's rules (limits,
-// rates, order) hold, since a key lives on one shard, while a queue-wide
-// limit holds on each shard separately.
+// ByQueue, where every rule holds as on one store; when it takes nothing
+// there and the queue's strays are due (JobClaim), the other shards are
+// tried in turn. Under ByKey it runs on one shard at a time, starting one
+// further at each call, and moves on to the next only when the claim took
+// nothing there: a key's rules (limits, rates, order) hold, since a key
+// lives on one shard, while a queue-wide limit holds on each shard
+// separately.
 func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
-	if s := b.QueueShard(p.Queue); s >= 0 || len(b.shards) == 1 {
-		return b.claimFlowOn(ctx, max(s, 0), p, claim, nil)
+	var order []int
+	if home := b.QueueShard(p.Queue); home >= 0 {
+		var took atomic.Int64
+		if err := b.claimFlowOn(ctx, home, p, claim, &took); err != nil || took.Load() > 0 || !b.strays.due(p.Queue) {
+			return err
+		}
+		order = b.others(home)
+	} else {
+		first := b.rotate(&b.claims)
+		for k := range b.shards {
+			order = append(order, (first+k)%len(b.shards))
+		}
 	}
-	first := b.rotate(&b.claims)
-	for k := range b.shards {
-		s := (first + k) % len(b.shards)
+	found := false
+	defer func() {
+		if b.QueueShard(p.Queue) >= 0 {
+			b.strays.looked(p.Queue, found)
+		}
+	}()
+	for _, s := range order {
 		var took atomic.Int64
 		if err := b.claimFlowOn(ctx, s, p, claim, &took); err != nil {
 			return err
 		}
 		if took.Load() > 0 {
+			found = true
 			return nil
 		}
 	}

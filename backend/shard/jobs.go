@@ -176,22 +176,56 @@ func cmpErr(first, err error) error {
 	return err
 }
 
-// JobClaim claims from the queue's shard under ByQueue. Under ByKey it asks
-// the shards in turn, starting one further at each call, until it has Max
-// jobs, so that no shard is starved.
+// JobClaim claims from the queue's shard under ByQueue; when that leaves
+// part of the claim unfilled, it also looks on the other shards for strays
+// (at most every strayLookEvery per queue, and at every claim while it
+// finds some). Under ByKey it asks the shards in turn, starting one further
+// at each call, until it has Max jobs, so that no shard is starved.
 func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	if s := b.QueueShard(p.Queue); s >= 0 || len(b.shards) == 1 {
-		s = max(s, 0)
-		rows, err := b.shards[s].JobClaim(ctx, p)
-		if err != nil {
-			return nil, err
+	home := b.QueueShard(p.Queue)
+	if home < 0 {
+		first := b.rotate(&b.claims)
+		order := make([]int, len(b.shards))
+		for k := range order {
+			order[k] = (first + k) % len(b.shards)
 		}
-		return globalRows(rows, s), nil
+		return b.claimFrom(ctx, p, order)
 	}
-	first := b.rotate(&b.claims)
+	rows, err := b.shards[home].JobClaim(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: %w", home, err)
+	}
+	rows = globalRows(rows, home)
+	if len(rows) >= p.Max || !b.strays.due(p.Queue) {
+		return rows, nil
+	}
+	q := *p
+	q.Max = p.Max - len(rows)
+	// A shard that cannot be reached delays its strays to the next look,
+	// never the queue's own jobs.
+	more, _ := b.claimFrom(ctx, &q, b.others(home))
+	b.strays.looked(p.Queue, len(more) > 0)
+	return append(rows, more...), nil
+}
+
+// others lists every shard but s.
+func (b *Backend) others(s int) []int {
+	out := make([]int, 0, len(b.shards)-1)
+	for i := range b.shards {
+		if i != s {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// claimFrom claims up to p.Max jobs from the shards in order. A shard's
+// error ends it: with jobs already claimed, they are returned and the
+// failed claim's jobs are released if it committed (or rescued when their
+// leases end, if the shard cannot be reached); with none, the error.
+func (b *Backend) claimFrom(ctx context.Context, p *backend.JobClaimParams, order []int) ([]*backend.JobRow, error) {
 	var out []*backend.JobRow
-	for k := range b.shards {
-		s := (first + k) % len(b.shards)
+	for _, s := range order {
 		q := *p
 		q.Max = p.Max - len(out)
 		rows, err := b.shards[s].JobClaim(ctx, &q)
@@ -199,9 +233,6 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 			if len(out) == 0 {
 				return nil, fmt.Errorf("shard %d: %w", s, err)
 			}
-			// The jobs already claimed on other shards are returned; the
-			// failed claim's jobs, if it committed, go back now or, if the
-			// shard cannot be reached, when their leases end.
 			_, _ = b.shards[s].JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: p.ClaimID})
 			return out, nil
 		}

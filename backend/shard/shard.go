@@ -27,6 +27,7 @@ import (
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -73,6 +74,44 @@ type Backend struct {
 	// claims rotates the first shard a claim tries; inserts spreads jobs
 	// without a key.
 	claims, inserts atomic.Uint64
+	// strays times the looks for a queue's jobs on other shards than its
+	// own under ByQueue.
+	strays strayLooks
+}
+
+// strayLookEvery is how often, at most, a claim under ByQueue looks on the
+// other shards for jobs of its queue: jobs inserted before shards were
+// added (or a pin changed) stay where they were, and are claimed there.
+// While a look finds some, every claim looks.
+const strayLookEvery = 10 * time.Second
+
+// strayLooks keeps, per queue, when its strays are next looked for.
+type strayLooks struct {
+	mu   sync.Mutex
+	next map[string]time.Time
+}
+
+// due reports whether queue's strays are to be looked for now.
+func (l *strayLooks) due(queue string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.next[queue]
+	return !ok || !time.Now().Before(t)
+}
+
+// looked records a look: again at the next claim when it found some, else
+// after strayLookEvery (also when a shard could not be reached).
+func (l *strayLooks) looked(queue string, again bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next == nil {
+		l.next = map[string]time.Time{}
+	}
+	if again {
+		l.next[queue] = time.Time{}
+	} else {
+		l.next[queue] = time.Now().Add(strayLookEvery)
+	}
 }
 
 // New returns a backend over shards, in order: a shard's position is its
@@ -230,14 +269,10 @@ func (b *Backend) each(f func(s int, be backend.Backend) error) error {
 	return errors.Join(errs...)
 }
 
-// queueShards lists the shards that can hold jobs of queue: its own under
-// ByQueue, every shard when the queue is empty (no filter) or under ByKey.
-func (b *Backend) queueShards(queue string) []int {
-	if queue != "" {
-		if s := b.QueueShard(queue); s >= 0 {
-			return []int{s}
-		}
-	}
+// queueShards lists the shards that can hold jobs of queue: every one,
+// under ByQueue too (a queue's jobs inserted before shards were added stay
+// where they were).
+func (b *Backend) queueShards(string) []int {
 	out := make([]int, len(b.shards))
 	for i := range out {
 		out[i] = i
