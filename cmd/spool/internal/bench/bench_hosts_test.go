@@ -42,8 +42,12 @@ func TestBenchHosts(t *testing.T) {
 				if s.DrainJobsPerS <= 0 || s.ClientCPUPerJobUS <= 0 || s.ServerCPUPerJobUS <= 0 || s.ServerCPUShare <= 0 {
 					t.Errorf("%d processes: drain figures missing: %+v", want, s)
 				}
-				if s.PickupJobs != 300 || int64(s.Pickup.Count) != s.PickupJobs || s.Duplicates != 0 {
-					t.Errorf("%d processes: %d pickup jobs inserted, %d started, %d started twice; want 300, 300, 0",
+				// The producers stop at the end of the phase whether or not
+				// they kept the schedule (a loaded machine shows as a
+				// shortfall in the count): every job they inserted must
+				// have started, once.
+				if s.PickupJobs < 1 || s.PickupJobs > 300 || int64(s.Pickup.Count) != s.PickupJobs || s.Duplicates != 0 {
+					t.Errorf("%d processes: %d pickup jobs inserted (of 300 scheduled), %d started, %d started twice; want every one inserted started once",
 						want, s.PickupJobs, s.Pickup.Count, s.Duplicates)
 				}
 				checkOrdered(t, "pickup", s.Pickup)
