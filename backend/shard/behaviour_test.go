@@ -228,12 +228,19 @@ type noteArgs struct{}
 
 func (noteArgs) Kind() string { return "note" }
 
-// failingInserts is a shard whose inserts fail.
-type failingInserts struct{ backend.Backend }
+// failingInserts is a shard whose inserts fail, with err or, when nil,
+// errInsertFails.
+type failingInserts struct {
+	backend.Backend
+	err error
+}
 
 var errInsertFails = errors.New("this shard's inserts fail")
 
-func (failingInserts) JobInsertMany(context.Context, *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+func (f failingInserts) JobInsertMany(context.Context, *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	return nil, errInsertFails
 }
 
@@ -241,7 +248,7 @@ func (failingInserts) JobInsertMany(context.Context, *backend.JobInsertManyParam
 // says which jobs were written.
 func TestPartialInsert(t *testing.T) {
 	good := memory.New()
-	be, err := shard.New([]backend.Backend{good, failingInserts{memory.New()}}, &shard.Options{Placement: shard.ByKey})
+	be, err := shard.New([]backend.Backend{good, failingInserts{Backend: memory.New()}}, &shard.Options{Placement: shard.ByKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +277,26 @@ func TestPartialInsert(t *testing.T) {
 		if _, err := be.JobGet(context.Background(), id); err != nil {
 			t.Fatalf("reported committed job %d: %v", id, err)
 		}
+	}
+
+	// A shard's failure that wrote nothing does not make the call's error
+	// say nothing was written when another shard committed; when every
+	// shard failed so, it does.
+	notWritten := fmt.Errorf("connection refused: %w", backend.ErrNotWritten)
+	be, err = shard.New([]backend.Backend{memory.New(), failingInserts{memory.New(), notWritten}}, &shard.Options{Placement: shard.ByKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = be.JobInsertMany(context.Background(), &backend.JobInsertManyParams{Jobs: jobs})
+	if !errors.As(err, &pe) || errors.Is(err, backend.ErrNotWritten) {
+		t.Fatalf("partial insert after a shard wrote nothing: %v (matches ErrNotWritten: %v), want a PartialInsertError that does not", err, errors.Is(err, backend.ErrNotWritten))
+	}
+	be, err = shard.New([]backend.Backend{failingInserts{memory.New(), notWritten}, failingInserts{memory.New(), notWritten}}, &shard.Options{Placement: shard.ByKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = be.JobInsertMany(context.Background(), &backend.JobInsertManyParams{Jobs: jobs}); !errors.Is(err, backend.ErrNotWritten) || errors.As(err, &pe) {
+		t.Fatalf("every shard failed before writing: %v, want ErrNotWritten", err)
 	}
 }
 

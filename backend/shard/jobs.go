@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -127,13 +126,11 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		}
 		wg.Wait()
 	}
-	var failed []string
-	var firstErr error
+	var failed []shardErr
 	var committed []int
 	for k, s := range order {
 		if errs[k] != nil {
-			failed = append(failed, fmt.Sprintf("shard %d", s))
-			firstErr = cmpErr(firstErr, errs[k])
+			failed = append(failed, shardErr{s, errs[k]})
 			continue
 		}
 		r := results[k]
@@ -151,10 +148,10 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 			}
 		}
 	}
-	if firstErr == nil {
+	if len(failed) == 0 {
 		return out, nil
 	}
-	err = fmt.Errorf("insert jobs on %s: %w", strings.Join(failed, ", "), firstErr)
+	err = fmt.Errorf("insert jobs: %w", joinShardErrors(failed, len(committed) > 0))
 	if len(committed) == 0 {
 		return nil, err
 	}
@@ -168,12 +165,32 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	return nil, pe
 }
 
-// cmpErr keeps the first error.
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
+// shardErr is one shard's failure.
+type shardErr struct {
+	shard int
+	err   error
+}
+
+// joinShardErrors joins the shards' failures, each naming its shard. The
+// result matches backend.ErrNotWritten only when nothing can have been
+// written: every shard of the call failed so, and none committed. Else a
+// retry of the whole call could repeat what committed, so the failures
+// that were not written lose that mark (those of unknown outcome keep
+// theirs).
+func joinShardErrors(failed []shardErr, committed bool) error {
+	keep := !committed
+	for _, f := range failed {
+		keep = keep && errors.Is(f.err, backend.ErrNotWritten)
 	}
-	return err
+	out := make([]error, len(failed))
+	for i, f := range failed {
+		if !keep && errors.Is(f.err, backend.ErrNotWritten) {
+			out[i] = fmt.Errorf("shard %d: %s", f.shard, f.err.Error())
+		} else {
+			out[i] = fmt.Errorf("shard %d: %w", f.shard, f.err)
+		}
+	}
+	return errors.Join(out...)
 }
 
 // JobClaim claims from the queue's shard under ByQueue; when that leaves
@@ -317,9 +334,8 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 }
 
 // some runs f for each of shards, at once when there are several, and
-// returns their errors joined, each naming its shard. A failure that could
-// not have been written on its shard may still follow writes that committed
-// on others, so such an error does not carry backend.ErrNotWritten.
+// returns their errors joined by joinShardErrors: a shard that did not
+// fail is taken to have committed.
 func (b *Backend) some(shards []int, f func(s int) error) error {
 	errs := make([]error, len(shards))
 	if len(shards) == 1 {
@@ -332,22 +348,16 @@ func (b *Backend) some(shards []int, f func(s int) error) error {
 		}
 		wg.Wait()
 	}
-	var out []error
-	failed := 0
+	var failed []shardErr
 	for k, err := range errs {
 		if err != nil {
-			failed++
-			out = append(out, fmt.Errorf("shard %d: %w", shards[k], err))
+			failed = append(failed, shardErr{shards[k], err})
 		}
 	}
-	if len(out) == 0 {
+	if len(failed) == 0 {
 		return nil
 	}
-	joined := errors.Join(out...)
-	if failed < len(shards) && errors.Is(joined, backend.ErrNotWritten) {
-		return fmt.Errorf("%w (other shards committed): %s", backend.ErrOutcomeUnknown, joined.Error())
-	}
-	return joined
+	return joinShardErrors(failed, len(failed) < len(shards))
 }
 
 // JobHeartbeatMany extends each shard's leases in one call to it.

@@ -245,28 +245,14 @@ func (b *Backend) onShard(op string, id int64) (int, int64, error) {
 	return s, local, nil
 }
 
-// each runs f on every shard at once and returns the first error, naming
-// its shard.
+// each runs f on every shard at once and returns the failures joined
+// (joinShardErrors), each naming its shard.
 func (b *Backend) each(f func(s int, be backend.Backend) error) error {
-	if len(b.shards) == 1 {
-		if err := f(0, b.shards[0]); err != nil {
-			return fmt.Errorf("shard 0: %w", err)
-		}
-		return nil
+	all := make([]int, len(b.shards))
+	for i := range all {
+		all[i] = i
 	}
-	errs := make([]error, len(b.shards))
-	var wg sync.WaitGroup
-	for i, be := range b.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(i, be); err != nil {
-				errs[i] = fmt.Errorf("shard %d: %w", i, err)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return b.some(all, func(s int) error { return f(s, b.shards[s]) })
 }
 
 // queueShards lists the shards that can hold jobs of queue: every one,
