@@ -2,10 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,63 +18,20 @@ import (
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
-// startClusters starts n PostgreSQL clusters of the test's own, each under a
-// temporary directory on a port of its own, stopped when the test ends, and
-// returns their URLs.
+// startClusters starts n PostgreSQL clusters of the test's own, stopped
+// when the test ends, and returns their URLs.
 func startClusters(t *testing.T, n int) []string {
 	t.Helper()
-	urls := make([]string, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dir, err := os.MkdirTemp("", "spool-shard-")
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			t.Cleanup(func() { _ = os.RemoveAll(dir) })
-			srv, err := dbserver.StartPostgres(context.Background(), dir)
-			if err != nil {
-				errs[i] = fmt.Errorf("cluster %d: %w", i, err)
-				return
-			}
-			t.Cleanup(func() {
-				if err := srv.Stop(); err != nil {
-					t.Errorf("stop cluster %d: %v", i, err)
-				}
-			})
-			urls[i] = srv.URL()
-		}()
+	c, err := dbserver.StartClusters(context.Background(), n, "spool-shard-test-", dbserver.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
 		}
-	}
-	return urls
-}
-
-// shardTx adapts a *shard.LazyTx over pgx to backendtest.Tx.
-type shardTx struct{ *shard.LazyTx }
-
-func (t shardTx) BackendTx() backend.Tx { return t.LazyTx }
-
-func (t shardTx) Commit(ctx context.Context) error {
-	if _, tx, ok := t.Bound(); ok {
-		return tx.(pgx.Tx).Commit(ctx)
-	}
-	return nil
-}
-
-func (t shardTx) Rollback(ctx context.Context) error {
-	if _, tx, ok := t.Bound(); ok {
-		return tx.(pgx.Tx).Rollback(ctx)
-	}
-	return nil
+	})
+	return c.URLs()
 }
 
 // shardHarness makes, per test, a sharded backend over a fresh schema on
@@ -114,9 +68,9 @@ func shardHarness(urls []string, opts *shard.Options) backendtest.Harness {
 		},
 		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
 			sb := be.(*shard.Backend)
-			tx := shardTx{shard.NewLazyTx(func(ctx context.Context, s int) (backend.Tx, error) {
+			tx := shard.NewLazyTx(func(ctx context.Context, s int) (backend.Tx, error) {
 				return sb.Shard(s).(*postgres.Backend).Pool().Begin(ctx)
-			})}
+			})
 			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 			return tx
 		},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -462,3 +463,34 @@ func TestGrowKeepsOldJobs(t *testing.T) {
 type kArgs struct{}
 
 func (kArgs) Kind() string { return "k" }
+
+// A LazyTx ends the transaction it began when that has context-taking
+// Commit and Rollback, refuses to guess otherwise, and has nothing to end
+// when no call needed it.
+func TestLazyTxEnds(t *testing.T) {
+	ctx := context.Background()
+	be := memoryShards(t, 2, nil)
+	if err := shard.NewLazyTx(nil).Commit(ctx); err != nil {
+		t.Fatalf("commit of a transaction never begun: %v", err)
+	}
+	tx := shard.NewLazyTx(func(_ context.Context, s int) (backend.Tx, error) { return be.Shard(s).(*memory.Backend).Begin(), nil })
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: []*backend.JobInsertParams{job("q", "")}}); err != nil {
+		t.Fatal(err)
+	}
+	if stats, _ := be.QueueStatsAll(ctx); len(stats) != 0 {
+		t.Fatal("an insert in an open transaction is visible")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if stats, _ := be.QueueStatsAll(ctx); len(stats) != 1 {
+		t.Fatal("the committed insert is not visible")
+	}
+	odd := shard.NewLazyTx(func(context.Context, int) (backend.Tx, error) { return struct{}{}, nil })
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: odd, Jobs: []*backend.JobInsertParams{job("q", "")}}); err == nil {
+		t.Fatal("a memory store took a struct{} as its transaction")
+	}
+	if err := odd.Rollback(ctx); err == nil || !strings.Contains(err.Error(), "Bound") {
+		t.Fatalf("rollback of a transaction without Rollback(ctx): %v", err)
+	}
+}

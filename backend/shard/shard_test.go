@@ -10,27 +10,6 @@ import (
 	"github.com/spoolq/spool/backend/shard"
 )
 
-// lazyTx adapts a *shard.LazyTx over memory stores to backendtest.Tx: it
-// ends the transaction begun on whichever shard the test's first call
-// needed (none, if no call needed one).
-type lazyTx struct{ *shard.LazyTx }
-
-func (t lazyTx) BackendTx() backend.Tx { return t.LazyTx }
-
-func (t lazyTx) Commit(ctx context.Context) error {
-	if _, tx, ok := t.Bound(); ok {
-		return tx.(*memory.Tx).Commit(ctx)
-	}
-	return nil
-}
-
-func (t lazyTx) Rollback(ctx context.Context) error {
-	if _, tx, ok := t.Bound(); ok {
-		return tx.(*memory.Tx).Rollback(ctx)
-	}
-	return nil
-}
-
 // memoryHarness runs the suite on n memory stores behind one sharded
 // backend.
 func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
@@ -60,9 +39,9 @@ func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
 		},
 		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
 			sb := be.(*shard.Backend)
-			return lazyTx{shard.NewLazyTx(func(_ context.Context, s int) (backend.Tx, error) {
+			return shard.NewLazyTx(func(_ context.Context, s int) (backend.Tx, error) {
 				return sb.Shard(s).(*memory.Backend).Begin(), nil
-			})}
+			})
 		},
 	}
 }

@@ -20,7 +20,8 @@ type Tx struct {
 // LazyTx is a transaction begun on whichever shard the first call that uses
 // it needs, for callers that hold a connection to every shard. Later calls
 // that need another shard are refused with ErrWrongShard. The caller ends
-// the transaction: Bound reports it.
+// the transaction: with Commit and Rollback when the shard's transaction
+// type has context-taking ones (pgx.Tx does), or through Bound.
 type LazyTx struct {
 	begin func(ctx context.Context, shard int) (backend.Tx, error)
 
@@ -41,6 +42,35 @@ func (t *LazyTx) Bound() (shard int, tx backend.Tx, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.shard, t.tx, t.tx != nil
+}
+
+// ender is a transaction type with context-taking Commit and Rollback.
+type ender interface {
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// Commit commits the transaction begun on a shard; with none begun, there
+// is nothing to commit and it returns nil.
+func (t *LazyTx) Commit(ctx context.Context) error {
+	return t.end(ctx, "commit", ender.Commit)
+}
+
+// Rollback rolls the transaction back; with none begun it returns nil.
+func (t *LazyTx) Rollback(ctx context.Context) error {
+	return t.end(ctx, "roll back", ender.Rollback)
+}
+
+func (t *LazyTx) end(ctx context.Context, op string, f func(ender, context.Context) error) error {
+	s, tx, ok := t.Bound()
+	if !ok {
+		return nil
+	}
+	e, ok := tx.(ender)
+	if !ok {
+		return fmt.Errorf("%s: the transaction on shard %d is a %T, which has no Commit(ctx) and Rollback(ctx): end it through Bound", op, s, tx)
+	}
+	return f(e, ctx)
 }
 
 // on returns the transaction on shard s, beginning it if none is.

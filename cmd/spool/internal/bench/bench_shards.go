@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -92,16 +89,14 @@ func (c *BenchShardsCommand) Run(ctx context.Context, args []string) error {
 	}
 	ctx = r.begin(ctx)
 	defer r.end()
-	servers, err := startShardServers(ctx, *maxShards)
-	r.atEnd(func() {
-		for _, s := range servers {
-			if s != nil {
-				_ = s.stop()
-			}
-		}
-	})
+	clusters, err := dbserver.StartClusters(ctx, *maxShards, "spool-shards-", dbserver.Options{Durable: true})
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
+	}
+	r.atEnd(func() { _ = clusters.Stop() })
+	servers := clusters.Servers
+	if err := r.startProfile(); err != nil {
+		return err
 	}
 	res := shardsResult{Scenario: "shards", Placement: *placement, Jobs: *jobs, Rounds: *rounds,
 		Workers: *q.workers, Prefetch: *q.prefetch, Durable: true}
@@ -128,43 +123,6 @@ func (c *BenchShardsCommand) Run(ctx context.Context, args []string) error {
 	return r.finish(res, func(w io.Writer) error { return printShards(w, &res) }, func() *plot.Figure { return shardsFigure(&res) })
 }
 
-// shardServer is one cluster of the bench's own.
-type shardServer struct {
-	srv *dbserver.Postgres
-	dir string
-}
-
-func (s *shardServer) stop() error {
-	return errors.Join(s.srv.Stop(), os.RemoveAll(s.dir))
-}
-
-// startShardServers starts n durable clusters at once.
-func startShardServers(ctx context.Context, n int) ([]*shardServer, error) {
-	out := make([]*shardServer, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dir, err := os.MkdirTemp("", "spool-shards-")
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			srv, err := dbserver.StartPostgresWith(ctx, dir, dbserver.Options{Durable: true})
-			if err != nil {
-				_ = os.RemoveAll(dir)
-				errs[i] = fmt.Errorf("cluster %d: %w", i, err)
-				return
-			}
-			out[i] = &shardServer{srv: srv, dir: dir}
-		}()
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
-}
-
 func stepName(n int) string {
 	if n == 0 {
 		return "direct"
@@ -174,7 +132,7 @@ func stepName(n int) string {
 
 // runShardsStep drains jobs spread over servers, each on a fresh schema;
 // direct drains on the one server through its own backend.
-func runShardsStep(ctx context.Context, r *scenarioRun, q *queueFlags, servers []*shardServer, jobs int, placement string, direct bool) (*shardsStep, error) {
+func runShardsStep(ctx context.Context, r *scenarioRun, q *queueFlags, servers []*dbserver.Postgres, jobs int, placement string, direct bool) (*shardsStep, error) {
 	shards := make([]backend.Backend, len(servers))
 	pools := make([]*pgxpool.Pool, len(servers))
 	defer func() {
@@ -186,7 +144,7 @@ func runShardsStep(ctx context.Context, r *scenarioRun, q *queueFlags, servers [
 		}
 	}()
 	for i, s := range servers {
-		pool, err := pgxpool.New(ctx, s.srv.URL())
+		pool, err := pgxpool.New(ctx, s.URL())
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +197,7 @@ func runShardsStep(ctx context.Context, r *scenarioRun, q *queueFlags, servers [
 	cpu0, _ := processCPU()
 	server0 := make([]time.Duration, len(servers))
 	for i, s := range servers {
-		server0[i], _ = treeCPU(s.srv.PID())
+		server0[i], _ = treeCPU(s.PID())
 	}
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
@@ -255,7 +213,7 @@ func runShardsStep(ctx context.Context, r *scenarioRun, q *queueFlags, servers [
 		ClientCPUPerJobUS: perJobUS(cpu1-cpu0, jobs)}
 	var busiest time.Duration
 	for i, s := range servers {
-		t, _ := treeCPU(s.srv.PID())
+		t, _ := treeCPU(s.PID())
 		d := t - server0[i]
 		busiest = max(busiest, d)
 		step.ShardCPUPerJobUS = append(step.ShardCPUPerJobUS, perJobUS(d, jobs))
@@ -397,12 +355,12 @@ root or the postgres user.
 	--insert-chunk N
 		jobs per insert call (default 10000)
 	--json
-		print the result as JSON
-	--plot FILE
-		draw the figures to FILE (.svg or .png)
+		print only a JSON object with the results and settings on stdout
 	--quiet
-		no progress on stderr
+		draw no progress on stderr
 	--timeout DURATION
-		give up after this long
-`
+		give up after this long (default 0: no limit)
+	--cpuprofile FILE
+		write a Go CPU profile of the drains to FILE (go tool pprof)
+`+plotUsage
 }
