@@ -362,5 +362,5 @@ root or the postgres user.
 		give up after this long (default 0: no limit)
 	--cpuprofile FILE
 		write a Go CPU profile of the drains to FILE (go tool pprof)
-`+plotUsage
+` + plotUsage
 }
