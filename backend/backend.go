@@ -305,16 +305,27 @@ type JobFinishManyParams struct {
 // outcomes were not written.
 type JobFinishManyResult struct {
 	Rejected []LeaseRef
+	// Unwritten lists outcomes a store made of several databases (a
+	// sharded backend) could not write because one of them failed, with
+	// that failure in Err; the others were written or rejected. The caller
+	// retries only these. A store that fails whole returns an error
+	// instead.
+	Unwritten []LeaseRef
+	Err       error
 }
 
 // CountApplied counts the finishes of p that the store applied (their lease
-// is not in r.Rejected) and that match, for wrappers that count outcomes
-// (metrics, benchmarks). match nil counts every applied finish.
+// is neither in r.Rejected nor in r.Unwritten) and that match, for wrappers
+// that count outcomes (metrics, benchmarks). match nil counts every applied
+// finish.
 func (r *JobFinishManyResult) CountApplied(p *JobFinishManyParams, match func(JobFinish) bool) int {
 	var rejected map[LeaseRef]bool
-	if len(r.Rejected) > 0 {
-		rejected = make(map[LeaseRef]bool, len(r.Rejected))
+	if len(r.Rejected)+len(r.Unwritten) > 0 {
+		rejected = make(map[LeaseRef]bool, len(r.Rejected)+len(r.Unwritten))
 		for _, l := range r.Rejected {
+			rejected[l] = true
+		}
+		for _, l := range r.Unwritten {
 			rejected[l] = true
 		}
 	}
@@ -347,6 +358,11 @@ type JobHeartbeatManyParams struct {
 // to rescue, cancelled, or finished elsewhere).
 type JobHeartbeatManyResult struct {
 	Lost []LeaseRef
+	// Unextended lists leases a store made of several databases could not
+	// extend because one of them failed, with that failure in Err; the
+	// others were extended (or are in Lost).
+	Unextended []LeaseRef
+	Err        error
 }
 
 // JobRescueParams returns running jobs whose lease ended before the store's

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,5 +187,104 @@ func testShardedEffectsOnce(t *testing.T, urls []string) {
 	}
 	if seen != total {
 		t.Errorf("%d effects for %d jobs", seen, total)
+	}
+}
+
+// TestShardDown: with one of three shards' servers stopped in the middle
+// of a drain, the other two shards' jobs all complete while it is down (a
+// claim passes over the unreachable shard, outcomes for the others are
+// written without waiting for it, wake-ups keep coming from them); once it
+// is back, its jobs complete too, and no job is lost.
+func TestShardDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clusters, err := dbserver.StartClusters(ctx, 3, "spool-shard-down-", dbserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := clusters.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	h := shardHarness(clusters.URLs(), &shard.Options{Placement: shard.ByKey})
+	be := h.NewBackend(t).(*shard.Backend)
+	const total = 3000
+	var started sync.Map
+	var mu sync.Mutex
+	doneOn := make([]int, 3)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[effectArgs]) error {
+		started.Store(j.ID, true)
+		time.Sleep(100 * time.Millisecond) // 30 workers: about 300 jobs a second
+		mu.Lock()
+		doneOn[shard.JobShard(j.ID)]++
+		mu.Unlock()
+		return nil
+	}))
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 30}},
+		LeaseDuration: 3 * time.Second, RescueInterval: 500 * time.Millisecond, PollInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]spool.InsertManyParams, total)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: effectArgs{N: i}}
+	}
+	if _, err := c.InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	ran := func(s int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return doneOn[s]
+	}
+	waitFor := func(what string, d time.Duration, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s (handlers finished per shard: %d %d %d)", what, d, ran(0), ran(1), ran(2))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("a first part of the drain", 30*time.Second, func() bool { return ran(0)+ran(1)+ran(2) >= 100 })
+	stopAt := time.Now()
+	t.Logf("stopping shard 1 with %d %d %d done", ran(0), ran(1), ran(2))
+	if err := clusters.Servers[1].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	downAt := time.Now()
+	t.Logf("shard 1 down after %s, with %d %d %d done", downAt.Sub(stopAt).Round(time.Millisecond), ran(0), ran(1), ran(2))
+	if ran(0) > total/3/2 || ran(2) > total/3/2 {
+		t.Fatalf("shards 0 and 2 were half done (%d, %d) before shard 1 went down: the test needs them busy", ran(0), ran(2))
+	}
+	// Shards 0 and 2 hold 1,000 jobs each; every one of them is done, and
+	// its outcome written, while shard 1 is down.
+	completedOn := func(s int) int64 {
+		stats, err := be.Shard(s).QueueStatsAll(ctx)
+		if err != nil || len(stats) == 0 {
+			return -1
+		}
+		return stats[0].Counts[backend.StateCompleted]
+	}
+	waitFor("shards 0 and 2 drained while shard 1 is down", 30*time.Second, func() bool {
+		return completedOn(0) == total/3 && completedOn(2) == total/3
+	})
+	t.Logf("shards 0 and 2 drained %s after shard 1 went down", time.Since(downAt).Round(time.Millisecond))
+	if err := clusters.Servers[1].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("shard 1 drained once it is back", 60*time.Second, func() bool { return completedOn(1) == total/3 })
+	n := 0
+	started.Range(func(any, any) bool { n++; return true })
+	if n != total {
+		t.Fatalf("%d jobs started, want %d", n, total)
 	}
 }

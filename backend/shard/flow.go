@@ -21,8 +21,11 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 	var order []int
 	if home := b.QueueShard(p.Queue); home >= 0 {
 		var took atomic.Int64
-		if err := b.claimFlowOn(ctx, home, p, claim, &took); err != nil || took.Load() > 0 || !b.strays.due(p.Queue) {
-			return err
+		if err := b.claimFlowOn(ctx, home, p, claim, &took); err != nil {
+			return fmt.Errorf("shard %d: %w", home, err)
+		}
+		if took.Load() > 0 || !b.strays.due(p.Queue) {
+			return nil
 		}
 		order = b.others(home)
 	} else {
@@ -37,15 +40,32 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 			b.strays.looked(p.Queue, found)
 		}
 	}()
+	// A shard that fails is passed over, as in JobClaim. The claim function
+	// keeps what its last run took, so the call fails when the shard whose
+	// claim ran last failed (its takes did not commit), or when every
+	// shard failed.
+	var (
+		failed []shardErr
+		last   error
+	)
 	for _, s := range order {
 		var took atomic.Int64
-		if err := b.claimFlowOn(ctx, s, p, claim, &took); err != nil {
-			return err
+		ran := false
+		err := b.claimFlowOn(ctx, s, p, func(tx backend.FlowTx) error { ran = true; return claim(tx) }, &took)
+		if ran {
+			last = err
+		}
+		if err != nil {
+			failed = append(failed, shardErr{s, err})
+			continue
 		}
 		if took.Load() > 0 {
 			found = true
 			return nil
 		}
+	}
+	if last != nil || (len(failed) > 0 && len(failed) == len(order)) {
+		return joinShardErrors(failed, false)
 	}
 	return nil
 }
@@ -54,10 +74,7 @@ func (b *Backend) claimFlowOn(ctx context.Context, s int, p *backend.JobClaimFlo
 	err := b.shards[s].JobClaimFlow(ctx, p, func(tx backend.FlowTx) error {
 		return claim(&flowTx{tx: tx, shard: s, took: took})
 	})
-	if err != nil {
-		return fmt.Errorf("shard %d: %w", s, err)
-	}
-	return nil
+	return err
 }
 
 // flowTx gives the rows of a shard's flow claim their global ids and counts

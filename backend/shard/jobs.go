@@ -236,27 +236,37 @@ func (b *Backend) others(s int) []int {
 	return out
 }
 
-// claimFrom claims up to p.Max jobs from the shards in order. A shard's
-// error ends it: with jobs already claimed, they are returned and the
-// failed claim's jobs are released if it committed (or rescued when their
-// leases end, if the shard cannot be reached); with none, the error.
+// claimFrom claims up to p.Max jobs from the shards in order. A shard that
+// fails is passed over, so that one unreachable shard does not stop the
+// others' work; its claim, if it committed, is released (or, while the
+// shard cannot be reached, rescued when its leases end). Only when every
+// shard failed does the claim fail.
 func (b *Backend) claimFrom(ctx context.Context, p *backend.JobClaimParams, order []int) ([]*backend.JobRow, error) {
-	var out []*backend.JobRow
+	var (
+		out    []*backend.JobRow
+		failed []shardErr
+	)
 	for _, s := range order {
 		q := *p
 		q.Max = p.Max - len(out)
 		rows, err := b.shards[s].JobClaim(ctx, &q)
 		if err != nil {
-			if len(out) == 0 {
+			if ctx.Err() != nil && len(out) == 0 {
 				return nil, fmt.Errorf("shard %d: %w", s, err)
+			} else if ctx.Err() != nil {
+				return out, nil
 			}
+			failed = append(failed, shardErr{s, err})
 			_, _ = b.shards[s].JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: p.ClaimID})
-			return out, nil
+			continue
 		}
 		out = append(out, globalRows(rows, s)...)
 		if len(out) >= p.Max {
 			break
 		}
+	}
+	if len(out) == 0 && len(failed) == len(order) && len(failed) > 0 {
+		return nil, joinShardErrors(failed, false)
 	}
 	return out, nil
 }
@@ -301,6 +311,9 @@ func localFinish(f backend.JobFinish, l int64) backend.JobFinish {
 
 // JobFinishMany writes each shard's outcomes in one call to it, the shards
 // at once; with a transaction, every job must be on the transaction's shard.
+// When some shards fail and others do not, the failed shards' outcomes are
+// reported in Unwritten (and the failure in Err), so that the caller retries
+// only those; when every shard concerned fails, the call fails.
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	groups, order, foreign := byShard(b, p.Finishes, func(f backend.JobFinish) int64 { return f.Lease.ID }, localFinish)
 	out := &backend.JobFinishManyResult{}
@@ -311,12 +324,15 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		return nil, fmt.Errorf("finish jobs: %w: the jobs are on %d shards, a transaction is on one", ErrWrongShard, len(order))
 	}
 	var mu sync.Mutex
-	err := b.some(order, func(s int) error {
+	failed, err := b.partial(order, func(s int) error {
 		tx, err := b.txOn(ctx, p.Tx, s)
 		if err != nil {
 			return err
 		}
 		res, err := b.shards[s].JobFinishMany(ctx, &backend.JobFinishManyParams{Tx: tx, Finishes: groups[s], DeleteCompleted: p.DeleteCompleted})
+		if err == nil && len(res.Unwritten) > 0 {
+			err = res.Err // a shard that is itself sharded
+		}
 		if err != nil {
 			return err
 		}
@@ -327,16 +343,24 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		mu.Unlock()
 		return nil
 	})
-	if err != nil {
+	if len(failed) == len(order) && err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	for _, s := range failed {
+		for _, f := range groups[s] {
+			out.Unwritten = append(out.Unwritten, globalLease(f.Lease, s))
+		}
+	}
+	if err != nil {
+		out.Err = fmt.Errorf("finish jobs: %w", err)
 	}
 	return out, nil
 }
 
-// some runs f for each of shards, at once when there are several, and
-// returns their errors joined by joinShardErrors: a shard that did not
-// fail is taken to have committed.
-func (b *Backend) some(shards []int, f func(s int) error) error {
+// partial runs f for each of shards, at once when there are several, and
+// returns the shards that failed and their failures joined
+// (joinShardErrors).
+func (b *Backend) partial(shards []int, f func(s int) error) ([]int, error) {
 	errs := make([]error, len(shards))
 	if len(shards) == 1 {
 		errs[0] = f(shards[0])
@@ -349,25 +373,40 @@ func (b *Backend) some(shards []int, f func(s int) error) error {
 		wg.Wait()
 	}
 	var failed []shardErr
+	var out []int
 	for k, err := range errs {
 		if err != nil {
 			failed = append(failed, shardErr{shards[k], err})
+			out = append(out, shards[k])
 		}
 	}
 	if len(failed) == 0 {
-		return nil
+		return nil, nil
 	}
-	return joinShardErrors(failed, len(failed) < len(shards))
+	return out, joinShardErrors(failed, len(failed) < len(shards))
 }
 
-// JobHeartbeatMany extends each shard's leases in one call to it.
+// some runs f for each of shards, at once when there are several, and
+// returns their failures joined by joinShardErrors: a shard that did not
+// fail is taken to have committed.
+func (b *Backend) some(shards []int, f func(s int) error) error {
+	_, err := b.partial(shards, f)
+	return err
+}
+
+// JobHeartbeatMany extends each shard's leases in one call to it. When some
+// shards fail and others do not, the failed shards' leases are reported in
+// Unextended; when every shard concerned fails, the call fails.
 func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
 	groups, order, foreign := byShard(b, p.Leases, func(l backend.LeaseRef) int64 { return l.ID },
 		func(l backend.LeaseRef, id int64) backend.LeaseRef { l.ID = id; return l })
 	out := &backend.JobHeartbeatManyResult{Lost: foreign}
 	var mu sync.Mutex
-	err := b.some(order, func(s int) error {
+	failed, err := b.partial(order, func(s int) error {
 		res, err := b.shards[s].JobHeartbeatMany(ctx, &backend.JobHeartbeatManyParams{Leases: groups[s], Lease: p.Lease})
+		if err == nil && len(res.Unextended) > 0 {
+			err = res.Err
+		}
 		if err != nil {
 			return err
 		}
@@ -378,8 +417,16 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 		mu.Unlock()
 		return nil
 	})
-	if err != nil {
+	if len(failed) == len(order) && err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	for _, s := range failed {
+		for _, l := range groups[s] {
+			out.Unextended = append(out.Unextended, globalLease(l, s))
+		}
+	}
+	if err != nil {
+		out.Err = fmt.Errorf("heartbeat: %w", err)
 	}
 	return out, nil
 }

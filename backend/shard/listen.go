@@ -2,18 +2,27 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
 
+// listenRetryMax caps the wait before listening again on a shard whose
+// listener stopped.
+const listenRetryMax = 2 * time.Second
+
 // Listen listens on every shard at once and passes on their wake-ups, with
-// cancelled jobs' ids made global. It calls ready once every shard's
-// subscription is in place, and returns when ctx ends or any shard's
-// listener stops (the others are stopped too), with that shard's error. A
-// shard that is neither a Notifier nor a CancelWatcher makes it return
-// backend.ErrNoWakeUps at once: clients then poll every shard.
+// cancelled jobs' ids made global. It calls ready once every shard's first
+// subscription is in place. A shard whose listener stops (its database is
+// unreachable, say) is listened to again after a backoff while the others
+// go on, so one shard's outage does not silence the rest: what it misses
+// meanwhile is found by polling, as any missed wake-up is. It returns when
+// ctx ends, or at once with backend.ErrNoWakeUps when a shard cannot
+// deliver wake-ups at all (then clients poll every shard).
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	listeners := make([]func(context.Context, func(), func(backend.Wake)) error, len(b.shards))
 	for i, be := range b.shards {
@@ -28,49 +37,67 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			return fmt.Errorf("listen: shard %d (%s) delivers no wake-ups: %w", i, be.Name(), backend.ErrNoWakeUps)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var (
-		mu       sync.Mutex // serialises onWake, and guards pending
-		pending  = len(b.shards)
-		errOnce  sync.Once
-		firstErr error
-		wg       sync.WaitGroup
+		mu      sync.Mutex // serialises onWake, and guards pending
+		pending = len(b.shards)
+		wg      sync.WaitGroup
 	)
 	for i, listen := range listeners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := listen(ctx, func() {
-				mu.Lock()
-				pending--
-				all := pending == 0
-				mu.Unlock()
-				if all {
-					ready()
+			var once sync.Once // the first subscription counts toward ready
+			wait := 50 * time.Millisecond
+			for ctx.Err() == nil {
+				var subscribed atomic.Bool
+				err := listen(ctx, func() {
+					subscribed.Store(true)
+					first := false
+					once.Do(func() { first = true })
+					if !first {
+						// A subscription again after an outage: wake every
+						// queue, for what was missed meanwhile.
+						mu.Lock()
+						onWake(backend.Wake{})
+						mu.Unlock()
+						return
+					}
+					mu.Lock()
+					pending--
+					all := pending == 0
+					mu.Unlock()
+					if all {
+						ready()
+					}
+				}, func(w backend.Wake) {
+					if w.CancelledID != 0 {
+						w.CancelledID = global(w.CancelledID, i)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					onWake(w)
+				})
+				if errors.Is(err, backend.ErrNoWakeUps) {
+					cancel(fmt.Errorf("listen: shard %d: %w", i, err))
+					return
 				}
-			}, func(w backend.Wake) {
-				if w.CancelledID != 0 {
-					w.CancelledID = global(w.CancelledID, i)
+				if subscribed.Load() {
+					wait = 50 * time.Millisecond
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				onWake(w)
-			})
-			errOnce.Do(func() {
-				if err == nil {
-					err = ctx.Err()
+				timer := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+				case <-timer.C:
 				}
-				firstErr = fmt.Errorf("shard %d: %w", i, err)
-			})
-			cancel()
+				timer.Stop()
+				wait = min(wait*2, listenRetryMax)
+			}
 		}()
 	}
 	wg.Wait()
-	if ctx := context.Cause(ctx); ctx != nil && firstErr == nil {
-		return ctx
-	}
-	return firstErr
+	return context.Cause(ctx)
 }
 
 var _ backend.Notifier = (*Backend)(nil)

@@ -63,6 +63,9 @@ func (h *heartbeat) run(ctx context.Context) {
 			}
 			continue
 		}
+		if len(res.Unextended) > 0 && ctx.Err() == nil {
+			h.logger.Warn("spool: heartbeat failed on part of the store; those leases not extended", "jobs", len(res.Unextended), "of", len(leases), "error", res.Err)
+		}
 		if len(res.Lost) > 0 {
 			h.leasesLost(ctx, res.Lost, interval)
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -56,6 +57,9 @@ type pendingFinish struct {
 	// rejectExpected: the handler called CompleteTx, or its lease was found
 	// lost; a rejection of this outcome is no news.
 	rejectExpected bool
+	// unwrittenSince is when part of the store (one database of a sharded
+	// backend) first failed to write this outcome; zero until then.
+	unwrittenSince time.Time
 }
 
 func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, running *runningJobs, due func(queue string, at time.Time), freed func(queue string)) *outcomeWriter {
@@ -134,14 +138,53 @@ func (m *outcomeWriter) run() {
 	defer close(m.done)
 	cfg := m.cfg
 	batch := make([]pendingFinish, 0, cfg.CompletionBatchMax)
-	for {
-		first, ok := <-m.in
-		if !ok {
-			return
+	// later holds outcomes that part of the store could not write (one
+	// database of a sharded backend): they are retried with the next
+	// batch after a backoff, so that the rest of the store's outcomes are
+	// not held up behind them.
+	var (
+		later      []pendingFinish
+		laterAt    time.Time
+		laterWait  = 50 * time.Millisecond
+		laterTimer = time.NewTimer(time.Hour)
+	)
+	laterTimer.Stop()
+	defer laterTimer.Stop()
+	open := true
+	for open || len(later) > 0 {
+		batch = batch[:0]
+		if len(later) > 0 {
+			laterTimer.Reset(time.Until(laterAt))
 		}
-		batch = append(batch[:0], first)
-		open := true
-		if cfg.CompletionDelay > 0 {
+		var in <-chan pendingFinish
+		if open {
+			in = m.in
+		}
+		var abandoned <-chan struct{}
+		if len(later) > 0 {
+			abandoned = m.abandonCtx.Done()
+		}
+		select {
+		case first, ok := <-in:
+			if !ok {
+				open = false
+			} else {
+				batch = append(batch, first)
+			}
+		case <-laterTimer.C:
+		case <-abandoned:
+			m.giveUp(later, errors.New("the stop ran out of time"))
+			later = nil
+		}
+		laterTimer.Stop()
+		if len(later) > 0 && !time.Now().Before(laterAt) {
+			batch = append(batch, later...)
+			later = nil
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if cfg.CompletionDelay > 0 && open {
 			timer := time.NewTimer(cfg.CompletionDelay)
 		collect:
 			for len(batch) < cfg.CompletionBatchMax {
@@ -171,19 +214,25 @@ func (m *outcomeWriter) run() {
 				break drain
 			}
 		}
-		m.write(batch)
-		if !open {
-			return
+		rest := m.write(batch)
+		if len(rest) == 0 {
+			laterWait = 50 * time.Millisecond
+			continue
 		}
+		later = append(later, rest...)
+		laterAt = time.Now().Add(jitter(laterWait))
+		laterWait = min(laterWait*2, maxRetryBackoff)
 	}
 }
 
-// write writes one batch, retrying with backoff on errors. The write does not
-// use the stop's context: a stop must not cut off outcomes that are ready to
-// be written while it has time. It gives up after about a minute of failures
-// (the leases of those jobs have ended by then anyway), or at once, even in
-// the middle of a write, when the stop has run out of time.
-func (m *outcomeWriter) write(batch []pendingFinish) {
+// write writes one batch, retrying with backoff on errors, and returns the
+// outcomes that part of the store could not write (JobFinishManyResult's
+// Unwritten), to be retried later. The write does not use the stop's
+// context: a stop must not cut off outcomes that are ready to be written
+// while it has time. It gives up after about a minute of failures (the
+// leases of those jobs have ended by then anyway), or at once, even in the
+// middle of a write, when the stop has run out of time.
+func (m *outcomeWriter) write(batch []pendingFinish) (later []pendingFinish) {
 	finishes := make([]backend.JobFinish, len(batch))
 	for i, p := range batch {
 		finishes[i] = p.finish
@@ -195,23 +244,99 @@ func (m *outcomeWriter) write(batch []pendingFinish) {
 		ctx, cancel := context.WithTimeout(m.abandonCtx, 30*time.Second)
 		res, err := m.be.JobFinishMany(ctx, params)
 		cancel()
+		if err == nil && len(res.Unwritten) == 0 {
+			m.settle(batch, finishes, res.Rejected, attempt > 1)
+			return nil
+		}
 		if err == nil {
-			m.reportRejected(batch, res.Rejected, attempt > 1)
-			m.running.remove(leasesOf(finishes))
-			m.wakeForDue(batch)
-			m.reportApplied(batch, res.Rejected)
-			return
+			done, rest := splitUnwritten(batch, res.Unwritten)
+			m.settle(done, nil, res.Rejected, attempt > 1)
+			return m.keepUnwritten(rest, res.Err)
 		}
 		if time.Now().After(deadline) || m.abandonCtx.Err() != nil {
-			m.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
-				"jobs", len(batch), "error", err)
-			m.running.remove(leasesOf(finishes))
-			return
+			m.giveUp(batch, err)
+			return nil
 		}
 		m.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
 		sleepCtx(m.abandonCtx, jitter(backoff))
 		backoff = min(backoff*2, maxRetryBackoff)
 	}
+}
+
+// keepUnwritten returns the outcomes part of the store could not write, to
+// retry, giving up those that have failed for a minute.
+func (m *outcomeWriter) keepUnwritten(rest []pendingFinish, err error) []pendingFinish {
+	if len(rest) == 0 {
+		return nil
+	}
+	now := time.Now()
+	keep := rest[:0:0]
+	var expired []pendingFinish
+	for _, p := range rest {
+		if p.unwrittenSince.IsZero() {
+			p.unwrittenSince = now
+		}
+		if now.Sub(p.unwrittenSince) > time.Minute {
+			expired = append(expired, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	if len(expired) > 0 {
+		m.giveUp(expired, err)
+	}
+	if m.abandonCtx.Err() != nil && len(keep) > 0 {
+		m.giveUp(keep, err)
+		return nil
+	}
+	if len(keep) > 0 {
+		m.logger.Warn("spool: part of the store could not write job outcomes; the rest were written, these are retried",
+			"jobs", len(keep), "error", err)
+	}
+	return keep
+}
+
+// giveUp drops outcomes that could not be written.
+func (m *outcomeWriter) giveUp(batch []pendingFinish, err error) {
+	m.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
+		"jobs", len(batch), "error", err)
+	leases := make([]backend.LeaseRef, len(batch))
+	for i, p := range batch {
+		leases[i] = p.finish.Lease
+	}
+	m.running.remove(leases)
+}
+
+// settle finishes the bookkeeping of outcomes the store wrote or rejected;
+// finishes are batch's, or nil to collect them.
+func (m *outcomeWriter) settle(batch []pendingFinish, finishes []backend.JobFinish, rejected []backend.LeaseRef, retried bool) {
+	if finishes == nil {
+		finishes = make([]backend.JobFinish, len(batch))
+		for i, p := range batch {
+			finishes[i] = p.finish
+		}
+	}
+	m.reportRejected(batch, rejected, retried)
+	m.running.remove(leasesOf(finishes))
+	m.wakeForDue(batch)
+	m.reportApplied(batch, rejected)
+}
+
+// splitUnwritten splits batch into the outcomes that are not in unwritten
+// and those that are.
+func splitUnwritten(batch []pendingFinish, unwritten []backend.LeaseRef) (done, rest []pendingFinish) {
+	left := make(map[backend.LeaseRef]bool, len(unwritten))
+	for _, l := range unwritten {
+		left[l] = true
+	}
+	for _, p := range batch {
+		if left[p.finish.Lease] {
+			rest = append(rest, p)
+		} else {
+			done = append(done, p)
+		}
+	}
+	return done, rest
 }
 
 // wakeForDue sets local wake-ups for the retries and snoozes just written,

@@ -194,6 +194,14 @@ func (s *Postgres) Restart(ctx context.Context, mode string) error {
 	return nil
 }
 
+// Start starts a server stopped by Stop again, on its port and data.
+func (s *Postgres) Start(ctx context.Context) error {
+	if err := s.pgCtl(ctx, "start"); err != nil {
+		return fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	return nil
+}
+
 // pid reads the postmaster's PID from postmaster.pid (0 if it is gone).
 func (s *Postgres) pid() int { return postmasterPID(s.data) }
 
