@@ -180,10 +180,15 @@ func (h *heartbeat) abandonOverrun(ctx context.Context, grace time.Duration) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	if _, err := h.be.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes}); err != nil {
-		h.running.unabandon(leasesOf(finishes))
+	res, err := h.be.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes})
+	failed := leasesOf(finishes)
+	if err == nil {
+		failed, err = res.Unwritten, res.Err // part of the store failed
+	}
+	if len(failed) > 0 {
+		h.running.unabandon(failed)
 		if ctx.Err() == nil {
-			h.logger.Warn("spool: could not record the retry of jobs whose handler overran its timeout; trying again at the next heartbeat", "jobs", len(jobs), "error", err)
+			h.logger.Warn("spool: could not record the retry of jobs whose handler overran its timeout; trying again at the next heartbeat", "jobs", len(failed), "error", err)
 		}
 	}
 }
