@@ -308,8 +308,8 @@ type JobFinishManyResult struct {
 	// Unwritten lists outcomes a store made of several databases (a
 	// sharded backend) could not write because one of them failed, with
 	// that failure in Err; the others were written or rejected. The caller
-	// retries only these. A store that fails whole returns an error
-	// instead.
+	// retries these later, without holding other outcomes behind them. A
+	// store of one database fails with an error instead.
 	Unwritten []LeaseRef
 	Err       error
 }

@@ -311,9 +311,10 @@ func localFinish(f backend.JobFinish, l int64) backend.JobFinish {
 
 // JobFinishMany writes each shard's outcomes in one call to it, the shards
 // at once; with a transaction, every job must be on the transaction's shard.
-// When some shards fail and others do not, the failed shards' outcomes are
-// reported in Unwritten (and the failure in Err), so that the caller retries
-// only those; when every shard concerned fails, the call fails.
+// A shard's failure is reported in Unwritten (its outcomes) and Err, never
+// as the call's error (except in a caller's transaction), even when every
+// shard of the call failed: the caller retries those outcomes later, and
+// goes on writing other shards' meanwhile.
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	groups, order, foreign := byShard(b, p.Finishes, func(f backend.JobFinish) int64 { return f.Lease.ID }, localFinish)
 	out := &backend.JobFinishManyResult{}
@@ -343,7 +344,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		mu.Unlock()
 		return nil
 	})
-	if len(failed) == len(order) && err != nil {
+	if p.Tx != nil && err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	for _, s := range failed {
@@ -394,9 +395,9 @@ func (b *Backend) some(shards []int, f func(s int) error) error {
 	return err
 }
 
-// JobHeartbeatMany extends each shard's leases in one call to it. When some
-// shards fail and others do not, the failed shards' leases are reported in
-// Unextended; when every shard concerned fails, the call fails.
+// JobHeartbeatMany extends each shard's leases in one call to it. A shard's
+// failure is reported in Unextended (its leases) and Err, never as the
+// call's error.
 func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
 	groups, order, foreign := byShard(b, p.Leases, func(l backend.LeaseRef) int64 { return l.ID },
 		func(l backend.LeaseRef, id int64) backend.LeaseRef { l.ID = id; return l })
@@ -417,9 +418,6 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 		mu.Unlock()
 		return nil
 	})
-	if len(failed) == len(order) && err != nil {
-		return nil, fmt.Errorf("heartbeat: %w", err)
-	}
 	for _, s := range failed {
 		for _, l := range groups[s] {
 			out.Unextended = append(out.Unextended, globalLease(l, s))
