@@ -24,7 +24,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	var jobs []*backend.JobRow
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
-	batch.Queue(claimSettings)
+	batch.Queue(b.claimTx)
 	floored := b.queueFloored(batch, &jobs, b.sql.claim, p.Queue, p.Max, p.Lease, p.ClaimID)
 	batch.Queue("COMMIT")
 	// Close returns the first error, COMMIT's included: the floor moves
@@ -63,14 +63,14 @@ func (b *Backend) startProbe(queue string, bound claimKey) {
 	}()
 }
 
-// queryInTx runs query in a transaction of its own with claimSettings, as
+// queryInTx runs query in a transaction of its own with the claim settings, as
 // one pipelined round trip: begin ("BEGIN" or "BEGIN READ ONLY"), the
 // settings, the query, whose rows read consumes, and COMMIT. What read saw
 // counts only once COMMIT has succeeded.
 func (b *Backend) queryInTx(ctx context.Context, begin string, read func(pgx.Rows) error, query string, args ...any) error {
 	batch := &pgx.Batch{}
 	batch.Queue(begin)
-	batch.Queue(claimSettings)
+	batch.Queue(b.claimTx)
 	batch.Queue(query, args...)
 	batch.Queue("COMMIT")
 	br := b.pool.SendBatch(ctx, batch)

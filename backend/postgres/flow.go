@@ -36,7 +36,7 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 	r := f.running
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
-	batch.Queue(claimSettings)
+	batch.Queue(b.claimTx)
 	if p.KeysLimit > 0 && p.Quick == nil {
 		// (A quick claim lists no keys; when it declines, the claim that
 		// follows is not quick.)

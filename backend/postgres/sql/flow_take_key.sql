@@ -12,7 +12,7 @@ WITH picked AS MATERIALIZED (
   ) p
 )
 UPDATE {{s}}.spool_jobs j
-SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,
+SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, (SELECT {{s}}.spool_claim_epoch())),
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
 FROM picked WHERE j.id = picked.id
 RETURNING {{jcols}}

@@ -4,7 +4,7 @@
 -- read. Arrays are sorted by id and the claim runs as a nested loop
 -- (see claimOptimistic), so concurrent claims lock rows in one order.
 UPDATE {{s}}.spool_jobs j
-SET state = 'running', attempt = j.attempt + 1, fence = j.fence + 1,
+SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, (SELECT {{s}}.spool_claim_epoch())),
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
 FROM unnest($1::bigint[], $2::integer[]) AS c(id, fence)
 WHERE j.id = c.id AND j.fence = c.fence AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= now()
