@@ -7,7 +7,8 @@
 -- Nothing is claimed from a paused queue (spool_queues.paused_at set).
 -- MATERIALIZED keeps each LIMIT binding: without it the planner may
 -- re-run a subquery per row and lock more rows than it claims.
-WITH higher AS MATERIALIZED (
+WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
+higher AS MATERIALIZED (
   SELECT id FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND priority < $5::smallint
@@ -26,7 +27,7 @@ above AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 )
 UPDATE {{s}}.spool_jobs j
-SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, (SELECT {{s}}.spool_claim_epoch())),
+SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, ep.e),
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
-FROM (SELECT id FROM higher UNION ALL SELECT id FROM above) picked WHERE j.id = picked.id
+FROM (SELECT id FROM higher UNION ALL SELECT id FROM above) picked, ep WHERE j.id = picked.id
 RETURNING {{jcols}}

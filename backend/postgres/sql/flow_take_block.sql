@@ -2,7 +2,8 @@
 -- ordered keys $5: each key's oldest pending job, if due
 -- (spool_jobs_flow_order). No SKIP LOCKED: a locked head must not let the
 -- next job pass it.
-WITH picked AS MATERIALIZED (
+WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
+picked AS MATERIALIZED (
   SELECT h.id FROM unnest($5::text[], $2::int[]) AS w(key, n)
   CROSS JOIN LATERAL (
     SELECT id, run_at FROM {{s}}.spool_jobs
@@ -14,7 +15,7 @@ WITH picked AS MATERIALIZED (
   WHERE h.run_at <= now() AND w.n > 0
 )
 UPDATE {{s}}.spool_jobs j
-SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, (SELECT {{s}}.spool_claim_epoch())),
+SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, ep.e),
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
-FROM picked WHERE j.id = picked.id
+FROM picked, ep WHERE j.id = picked.id
 RETURNING {{jcols}}

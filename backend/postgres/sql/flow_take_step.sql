@@ -1,7 +1,8 @@
 -- Flow take ($1 queue, $3 lease us, $4 claim id; $2 unused, each 1) from
 -- ordered keys $5 whose jobs step aside: each key's oldest due pending job
 -- (spool_jobs_flow_order). No SKIP LOCKED, as in flow_take_block.sql.
-WITH picked AS MATERIALIZED (
+WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
+picked AS MATERIALIZED (
   SELECT h.id FROM unnest($5::text[], $2::int[]) AS w(key, n)
   CROSS JOIN LATERAL (
     SELECT id FROM {{s}}.spool_jobs
@@ -12,7 +13,7 @@ WITH picked AS MATERIALIZED (
   ) h
 )
 UPDATE {{s}}.spool_jobs j
-SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, (SELECT {{s}}.spool_claim_epoch())),
+SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, ep.e),
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
-FROM picked WHERE j.id = picked.id
+FROM picked, ep WHERE j.id = picked.id
 RETURNING {{jcols}}
