@@ -58,6 +58,9 @@ type chaosOptions struct {
 	seed        uint64
 	drain       time.Duration
 	keepDir     bool
+	// claimCommit, when set, is PostgreSQL's spool_claim_commit for the
+	// workers (async: claims a crash can undo).
+	claimCommit string
 	// failover, when set, runs PostgreSQL as a pg_auto_failover formation
 	// with these timeouts, and the only faults are failovers losing
 	// the primary's whole node: failovers of them, evenly spaced.
@@ -114,6 +117,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	which := fs.String("backend", "all", "postgres, mysql, sqlite or all")
 	duration := fs.Duration("duration", 3*time.Minute, "how long faults are injected, per backend")
 	seed := fs.Uint64("seed", 1, "seed of the fault schedule and the jobs")
+	claimCommit := fs.String("claim-commit", "", "PostgreSQL: the workers' spool_claim_commit, sync or async (default: the backend's, sync)")
 	load := addChaosLoadFlags(fs, chaosLoadDefaults{jobs: 50000, workers: 4, concurrency: 4,
 		work: 40 * time.Millisecond, lease: 3 * time.Second, drain: 2 * time.Minute})
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
@@ -134,6 +138,8 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usagef(name, "unexpected argument %q", pos[0])
 	case *duration < 5*time.Second || *duration > 2*time.Hour:
 		return cli.Usagef(name, "--duration must be between 5s and 2h")
+	case *claimCommit != "" && *claimCommit != "sync" && *claimCommit != "async":
+		return cli.Usagef(name, "--claim-commit must be sync or async")
 	}
 	if err := load.check(name); err != nil {
 		return err
@@ -141,6 +147,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	ctx, cancel := load.withTimeout(ctx, name)
 	defer cancel()
 	o := load.options(c.m, *duration, *seed)
+	o.claimCommit = *claimCommit
 	res := chaosResult{Scenario: "chaos", OK: true}
 	var failed []string
 	for _, be := range backends {
@@ -716,6 +723,11 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	if err != nil {
 		return nil, err
 	}
+	if o.claimCommit != "" && beName == "postgres" {
+		if scratch.URL, err = setURLParam(scratch.URL, postgres.ClaimCommitParam, o.claimCommit); err != nil {
+			return nil, err
+		}
+	}
 	store, err := openChaosStore(ctx, scratch.URL)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -1282,6 +1294,10 @@ Flags:
 		the workers' LeaseDuration (default 3s)
 	--seed N
 		seed of the fault schedule and the jobs (default 1)
+	--claim-commit sync|async
+		PostgreSQL: the workers' spool_claim_commit (default: sync); with
+		async a server restart can undo the last claims, which the
+		checker then counts as overlapping live leases (promise 3)
 	--drain-timeout DURATION
 		how long the queue may take to drain after the faults (default 2m)
 	--json
