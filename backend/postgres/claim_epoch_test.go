@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -22,16 +21,12 @@ import (
 func TestClaimLostInCrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "spool-claim-crash-")
+	clusters, err := dbserver.StartClusters(ctx, 1, "spool-claim-crash-", dbserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv, err := dbserver.StartPostgres(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
+	t.Cleanup(func() { _ = clusters.Stop() })
+	srv := clusters.Servers[0]
 	// The WAL writer then leaves an asynchronous commit unflushed for 10 s:
 	// a crash right after the claim loses it.
 	admin, err := pgxpool.New(ctx, srv.URL())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,20 +97,16 @@ func TestInsertWithoutServerIsNotWritten(t *testing.T) {
 func TestInsertDuringServerRestarts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "spool-pg-restart-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv, err := dbserver.StartPostgres(ctx, dir)
+	clusters, err := dbserver.StartClusters(ctx, 1, "spool-pg-restart-", dbserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
+		if err := clusters.Stop(); err != nil {
 			t.Error(err)
 		}
 	})
+	srv := clusters.Servers[0]
 	pool, err := pgxpool.New(ctx, srv.URL())
 	if err != nil {
 		t.Fatal(err)
