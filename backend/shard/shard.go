@@ -82,35 +82,54 @@ type Backend struct {
 // strayLookEvery is how often, at most, a claim under ByQueue looks on the
 // other shards for jobs of its queue: jobs inserted before shards were
 // added (or a pin changed) stay where they were, and are claimed there.
-// While a look finds some, every claim looks.
-const strayLookEvery = 10 * time.Second
+// While a look finds some, every claim looks; after a look that found some,
+// empty looks back off from strayLookAgain to strayLookEvery, since a
+// claim can take nothing while strays are still there (a flow rule held
+// them back).
+const (
+	strayLookEvery = 10 * time.Second
+	strayLookAgain = 100 * time.Millisecond
+)
 
 // strayLooks keeps, per queue, when its strays are next looked for.
 type strayLooks struct {
-	mu   sync.Mutex
-	next map[string]time.Time
+	mu     sync.Mutex
+	queues map[string]*strayLook
+}
+
+type strayLook struct {
+	next time.Time
+	wait time.Duration // after the next empty look; 0: none found yet
 }
 
 // due reports whether queue's strays are to be looked for now.
 func (l *strayLooks) due(queue string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t, ok := l.next[queue]
-	return !ok || !time.Now().Before(t)
+	q, ok := l.queues[queue]
+	return !ok || !time.Now().Before(q.next)
 }
 
-// looked records a look: again at the next claim when it found some, else
-// after strayLookEvery (also when a shard could not be reached).
-func (l *strayLooks) looked(queue string, again bool) {
+// looked records a look and whether it found strays.
+func (l *strayLooks) looked(queue string, found bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.next == nil {
-		l.next = map[string]time.Time{}
+	if l.queues == nil {
+		l.queues = map[string]*strayLook{}
 	}
-	if again {
-		l.next[queue] = time.Time{}
-	} else {
-		l.next[queue] = time.Now().Add(strayLookEvery)
+	q, ok := l.queues[queue]
+	if !ok {
+		q = &strayLook{}
+		l.queues[queue] = q
+	}
+	switch {
+	case found:
+		q.next, q.wait = time.Time{}, strayLookAgain
+	case q.wait == 0:
+		q.next = time.Now().Add(strayLookEvery)
+	default:
+		q.next = time.Now().Add(q.wait)
+		q.wait = min(2*q.wait, strayLookEvery)
 	}
 }
 
