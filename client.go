@@ -177,8 +177,8 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 		Finishes:        []backend.JobFinish{{Lease: job.Lease(), Outcome: backend.OutcomeComplete}},
 		DeleteCompleted: c.config.CompletedRetention < 0,
 	})
-	if err == nil && len(res.Unwritten) > 0 {
-		err = res.Err
+	if err == nil {
+		err = res.Incomplete()
 	}
 	if err != nil {
 		return fmt.Errorf("complete job %d in tx: %w", job.ID, err)

@@ -314,6 +314,14 @@ type JobFinishManyResult struct {
 	Err       error
 }
 
+// Incomplete returns Err when some outcomes were not written, else nil.
+func (r *JobFinishManyResult) Incomplete() error {
+	if len(r.Unwritten) > 0 {
+		return r.Err
+	}
+	return nil
+}
+
 // CountApplied counts the finishes of p that the store applied (their lease
 // is neither in r.Rejected nor in r.Unwritten) and that match, for wrappers
 // that count outcomes (metrics, benchmarks). match nil counts every applied
@@ -363,6 +371,14 @@ type JobHeartbeatManyResult struct {
 	// others were extended (or are in Lost).
 	Unextended []LeaseRef
 	Err        error
+}
+
+// Incomplete returns Err when some leases were not extended, else nil.
+func (r *JobHeartbeatManyResult) Incomplete() error {
+	if len(r.Unextended) > 0 {
+		return r.Err
+	}
+	return nil
 }
 
 // JobRescueParams returns running jobs whose lease ended before the store's

@@ -44,7 +44,7 @@ func localBefore(before int64, s int) (int64, bool) {
 // (seeing its uncommitted inserts) and the others through their pools.
 func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
 	limit := p.LimitOrDefault()
-	shards := b.queueShards(p.Queue)
+	shards := b.all
 	lists := make([][]*backend.JobRow, len(b.shards))
 	err := b.some(shards, func(s int) error {
 		q := *p
@@ -94,7 +94,7 @@ func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputPar
 	}
 	var mu sync.Mutex
 	sum := map[time.Time]*backend.ThroughputBucket{}
-	err := b.some(b.queueShards(p.Queue), func(s int) error {
+	err := b.some(b.all, func(s int) error {
 		buckets, err := b.shards[s].JobThroughput(ctx, p)
 		mu.Lock()
 		defer mu.Unlock()
@@ -131,7 +131,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		return &backend.JobBulkResult{}, nil
 	}
 	limit := p.MaxOrDefault()
-	shards := b.queueShards(p.Queue)
+	shards := b.all
 	listed := make([][]*backend.JobRow, len(b.shards))
 	err := b.some(shards, func(s int) error {
 		rows, err := b.shards[s].JobList(ctx, &backend.JobListParams{Queue: p.Queue, Kind: p.Kind, States: states,
@@ -286,7 +286,7 @@ func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParam
 	// Every key of each shard: a key's use is its sum over the shards, so
 	// the busiest overall need not be among any one shard's busiest.
 	q.Limit = 1 << 20
-	err := b.some(b.queueShards(p.Queue), func(s int) error {
+	err := b.some(b.all, func(s int) error {
 		keys, err := b.shards[s].QueueFlowUse(ctx, &q)
 		mu.Lock()
 		defer mu.Unlock()

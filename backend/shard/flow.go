@@ -18,8 +18,9 @@ import (
 // lives on one shard, while a queue-wide limit holds on each shard
 // separately.
 func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
-	var order []int
-	if home := b.QueueShard(p.Queue); home >= 0 {
+	home := b.QueueShard(p.Queue)
+	order := b.all
+	if home >= 0 {
 		var took atomic.Int64
 		if err := b.claimFlowOn(ctx, home, p, claim, &took); err != nil {
 			return fmt.Errorf("shard %d: %w", home, err)
@@ -29,14 +30,11 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 		}
 		order = b.others(home)
 	} else {
-		first := b.rotate(&b.claims)
-		for k := range b.shards {
-			order = append(order, (first+k)%len(b.shards))
-		}
+		order = b.rotation()
 	}
 	found := false
 	defer func() {
-		if b.QueueShard(p.Queue) >= 0 {
+		if home >= 0 {
 			b.strays.looked(p.Queue, found)
 		}
 	}()

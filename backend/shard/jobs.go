@@ -201,12 +201,7 @@ func joinShardErrors(failed []shardErr, committed bool) error {
 func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	home := b.QueueShard(p.Queue)
 	if home < 0 {
-		first := b.rotate(&b.claims)
-		order := make([]int, len(b.shards))
-		for k := range order {
-			order[k] = (first + k) % len(b.shards)
-		}
-		return b.claimFrom(ctx, p, order)
+		return b.claimFrom(ctx, p, b.rotation())
 	}
 	rows, err := b.shards[home].JobClaim(ctx, p)
 	if err != nil {
@@ -331,8 +326,8 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 			return err
 		}
 		res, err := b.shards[s].JobFinishMany(ctx, &backend.JobFinishManyParams{Tx: tx, Finishes: groups[s], DeleteCompleted: p.DeleteCompleted})
-		if err == nil && len(res.Unwritten) > 0 {
-			err = res.Err // a shard that is itself sharded
+		if err == nil {
+			err = res.Incomplete() // a shard that is itself sharded
 		}
 		if err != nil {
 			return err
@@ -405,8 +400,8 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	var mu sync.Mutex
 	failed, err := b.partial(order, func(s int) error {
 		res, err := b.shards[s].JobHeartbeatMany(ctx, &backend.JobHeartbeatManyParams{Leases: groups[s], Lease: p.Lease})
-		if err == nil && len(res.Unextended) > 0 {
-			err = res.Err
+		if err == nil {
+			err = res.Incomplete()
 		}
 		if err != nil {
 			return err
@@ -503,9 +498,6 @@ func (b *Backend) byID(op string, id int64, f func(be backend.Backend, local int
 // shard's message, in which the job is named by its local id; the message
 // is prefixed with the global id.
 func rewriteIDs(err error, local, id int64) error {
-	if local == id {
-		return err
-	}
 	return fmt.Errorf("job %d (id %d on its shard): %w", id, local, err)
 }
 

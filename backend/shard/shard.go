@@ -70,7 +70,10 @@ var ErrWrongShard = errors.New("transaction belongs to another shard than the jo
 // reports backend.ErrNoWakeUps and clients poll) and backend.DeadlockCounter.
 type Backend struct {
 	shards []backend.Backend
-	opts   Options
+	// all lists every shard's number, in order: the shards a fan-out asks
+	// (a queue's older jobs may be on any of them, under ByQueue too).
+	all  []int
+	opts Options
 	// claims rotates the first shard a claim tries; inserts spreads jobs
 	// without a key.
 	claims, inserts atomic.Uint64
@@ -145,7 +148,10 @@ func New(shards []backend.Backend, opts *Options) (*Backend, error) {
 			return nil, fmt.Errorf("shard: shard %d is nil", i)
 		}
 	}
-	b := &Backend{shards: shards}
+	b := &Backend{shards: shards, all: make([]int, len(shards))}
+	for i := range b.all {
+		b.all[i] = i
+	}
 	if opts != nil {
 		b.opts = *opts
 	}
@@ -267,22 +273,14 @@ func (b *Backend) onShard(op string, id int64) (int, int64, error) {
 // each runs f on every shard at once and returns the failures joined
 // (joinShardErrors), each naming its shard.
 func (b *Backend) each(f func(s int, be backend.Backend) error) error {
-	all := make([]int, len(b.shards))
-	for i := range all {
-		all[i] = i
-	}
-	return b.some(all, func(s int) error { return f(s, b.shards[s]) })
+	return b.some(b.all, func(s int) error { return f(s, b.shards[s]) })
 }
 
-// queueShards lists the shards that can hold jobs of queue: every one,
-// under ByQueue too (a queue's jobs inserted before shards were added stay
-// where they were).
-func (b *Backend) queueShards(string) []int {
-	out := make([]int, len(b.shards))
-	for i := range out {
-		out[i] = i
-	}
-	return out
+// rotation returns every shard's number, starting one further than the
+// previous call's: the order in which a claim under ByKey asks them.
+func (b *Backend) rotation() []int {
+	first := b.rotate(&b.claims)
+	return append(b.all[first:len(b.all):len(b.all)], b.all[:first]...)
 }
 
 // Migrate migrates every shard.

@@ -427,8 +427,8 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 		e.exec.failures.record(row, f, took)
 	}
 	res, err := e.be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{*f}, DeleteCompleted: e.cfg.DeleteCompleted})
-	if err == nil && len(res.Unwritten) > 0 {
-		err = res.Err
+	if err == nil {
+		err = res.Incomplete()
 	}
 	if err != nil {
 		return row, fmt.Errorf("run one job: write the outcome of job %d: %w", row.ID, err)

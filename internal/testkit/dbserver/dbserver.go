@@ -155,9 +155,9 @@ func StartPostgresWith(ctx context.Context, dir string, o Options) (*Postgres, e
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: configure: %w", err)
 	}
-	if err := s.pgCtl(ctx, "start"); err != nil {
+	if err := s.Start(ctx); err != nil {
 		_ = s.Stop()
-		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+		return nil, err
 	}
 	return s, nil
 }
