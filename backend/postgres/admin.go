@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -103,6 +104,10 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 // a notification, so its lease holder can stop it without waiting for its
 // next heartbeat.
 func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
+	// A running job held in a lease row is cancelled in place.
+	if _, err := b.pool.Exec(ctx, b.sql.unleaseJobs, []int64{p.ID}); err != nil {
+		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+	}
 	j, err := b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
 	if err != nil {
 		return nil, err
@@ -186,6 +191,12 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		res, notify, lower = &backend.JobBulkResult{}, nil, nil
 		if _, err := tx.Exec(ctx, claimSettings); err != nil {
 			return err
+		}
+		if p.Action == backend.BulkCancel && (len(states) == 0 || slices.Contains(states, string(backend.StateRunning))) {
+			// Running jobs held in lease rows are cancelled in place.
+			if _, err := tx.Exec(ctx, b.sql.unleaseQueue, p.Queue); err != nil {
+				return err
+			}
 		}
 		rows, err := tx.Query(ctx, query, p.AfterID, p.Queue, p.Kind, states, after, before, p.MaxOrDefault())
 		if err != nil {

@@ -25,7 +25,11 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(b.claimTx)
-	floored := b.queueFloored(batch, &jobs, b.sql.claim, p.Queue, p.Max, p.Lease, p.ClaimID)
+	claim := b.sql.claim
+	if b.inPlace {
+		claim = b.sql.claimInPlace
+	}
+	floored := b.queueFloored(batch, &jobs, claim, p.Queue, p.Max, p.Lease, p.ClaimID)
 	batch.Queue("COMMIT")
 	// Close returns the first error, COMMIT's included: the floor moves
 	// only for a claim that committed.
@@ -86,6 +90,11 @@ func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClai
 	// The released rows keep their keys, below the floor: claim from the
 	// head again.
 	defer b.floors.resetAll()
+	// The claim's lease rows go back into spool_jobs first; then every
+	// one of its jobs is released in place.
+	if _, err := b.pool.Exec(ctx, b.sql.unleaseClaim, p.ClaimID); err != nil {
+		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
+	}
 	tag, err := b.pool.Exec(ctx, b.sql.releaseClaim, p.ClaimID)
 	if err != nil {
 		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)

@@ -207,7 +207,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		var left int
-		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+be.Schema()+".spool_jobs WHERE state <> 'completed'").Scan(&left); err != nil {
+		if err := admin.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+be.Schema()+".spool_jobs WHERE state <> 'completed') + (SELECT count(*) FROM "+be.Schema()+".spool_leased_jobs)").Scan(&left); err != nil {
 			t.Fatal(err)
 		}
 		if left == 0 {

@@ -47,11 +47,34 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 			errs[i] = e
 		}
 	}
-	rows, err := db.Query(ctx, b.sql.finish, b.customPlan(ids, fences, outcomes, delays, errs, p.DeleteCompleted)...)
+	done, err := b.finishRows(ctx, db, b.sql.finishLeased, ids, fences, outcomes, delays, errs, p.DeleteCompleted)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	done, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.LeaseRef, error) {
+	if len(done) < n {
+		// What no lease row held is finished in place. This statement
+		// runs after the leased part, so it sees every job that part
+		// found moved back into spool_jobs (spool_unlease) meanwhile.
+		ids, fences, outcomes, delays, errs = notIn(done, ids, fences, outcomes, delays, errs)
+		rest, err := b.finishRows(ctx, db, b.sql.finish, ids, fences, outcomes, delays, errs, p.DeleteCompleted)
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		done = append(done, rest...)
+	}
+	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// finishRows runs a finish statement (finish.sql or finish_leased.sql)
+// and returns the leases it applied, lowering claim floors for the jobs
+// that are pending again.
+func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []int64, fences []int32, outcomes []int16,
+	delays []int64, errs []json.RawMessage, deleteCompleted bool) ([]backend.LeaseRef, error) {
+	rows, err := db.Query(ctx, query, b.customPlan(ids, fences, outcomes, delays, errs, deleteCompleted)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.LeaseRef, error) {
 		var (
 			l     backend.LeaseRef
 			queue *string
@@ -64,31 +87,61 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		}
 		return l, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
-	}
-	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }
 
-// completeMany writes a batch of successes (fs sorted by id) with the
-// lighter completeKeep or completeDelete statement.
+// notIn returns the entries of the parallel arrays whose (id, fence) is
+// not among done.
+func notIn(done []backend.LeaseRef, ids []int64, fences []int32, outcomes []int16, delays []int64,
+	errs []json.RawMessage) ([]int64, []int32, []int16, []int64, []json.RawMessage) {
+	applied := make(map[backend.LeaseRef]bool, len(done))
+	for _, l := range done {
+		applied[l] = true
+	}
+	var (
+		i2 []int64
+		f2 []int32
+		o2 []int16
+		d2 []int64
+		e2 []json.RawMessage
+	)
+	for i := range ids {
+		if applied[backend.LeaseRef{ID: ids[i], Fence: fences[i]}] {
+			continue
+		}
+		i2, f2, o2, d2, e2 = append(i2, ids[i]), append(f2, fences[i]), append(o2, outcomes[i]), append(d2, delays[i]), append(e2, errs[i])
+	}
+	return i2, f2, o2, d2, e2
+}
+
+// completeMany writes a batch of successes (fs sorted by id): the jobs
+// held in lease rows through finish_leased.sql, the rest with the lighter
+// completeKeep or completeDelete statement.
 func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFinish, deleteCompleted bool) (*backend.JobFinishManyResult, error) {
-	ids := make([]int64, len(fs))
-	fences := make([]int32, len(fs))
+	n := len(fs)
+	ids, fences := make([]int64, n), make([]int32, n)
+	outcomes, delays, errs := make([]int16, n), make([]int64, n), make([]json.RawMessage, n)
 	for i, f := range fs {
-		ids[i], fences[i] = f.Lease.ID, f.Lease.Fence
+		ids[i], fences[i], outcomes[i] = f.Lease.ID, f.Lease.Fence, int16(backend.OutcomeComplete)
 	}
-	query := b.sql.completeKeep
-	if deleteCompleted {
-		query = b.sql.completeDelete
-	}
-	rows, err := db.Query(ctx, query, b.customPlan(ids, fences)...)
+	done, err := b.finishRows(ctx, db, b.sql.finishLeased, ids, fences, outcomes, delays, errs, deleteCompleted)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	done, err := collectLeases(rows)
-	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
+	if len(done) < n {
+		ids, fences, _, _, _ = notIn(done, ids, fences, outcomes, delays, errs)
+		query := b.sql.completeKeep
+		if deleteCompleted {
+			query = b.sql.completeDelete
+		}
+		rows, err := db.Query(ctx, query, b.customPlan(ids, fences)...)
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		rest, err := collectLeases(rows)
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		done = append(done, rest...)
 	}
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }

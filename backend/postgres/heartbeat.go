@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -20,22 +22,49 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	for i, l := range ls {
 		ids[i], fences[i] = l.ID, l.Fence
 	}
-	rows, err := b.pool.Query(ctx, b.sql.heartbeat, b.customPlan(ids, fences, micros(p.Lease))...)
+	done, err := b.heartbeatRows(ctx, b.sql.heartbeatLeased, ids, fences, p.Lease)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat jobs: %w", err)
 	}
-	done, err := collectLeases(rows)
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat jobs: %w", err)
+	if len(done) < len(ls) {
+		// The jobs no lease row held beat in place, after the leased part
+		// (as in JobFinishMany).
+		ids, fences, _, _, _ = notIn(done, ids, fences, make([]int16, len(ids)), make([]int64, len(ids)), make([]json.RawMessage, len(ids)))
+		rest, err := b.heartbeatRows(ctx, b.sql.heartbeat, ids, fences, p.Lease)
+		if err != nil {
+			return nil, fmt.Errorf("heartbeat jobs: %w", err)
+		}
+		done = append(done, rest...)
 	}
 	return &backend.JobHeartbeatManyResult{Lost: backend.Unapplied(ls, done, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
 }
 
-// JobRecord implements backend.Backend.
+// heartbeatRows runs heartbeat.sql or heartbeat_leased.sql.
+func (b *Backend) heartbeatRows(ctx context.Context, query string, ids []int64, fences []int32, lease time.Duration) ([]backend.LeaseRef, error) {
+	rows, err := b.pool.Query(ctx, query, b.customPlan(ids, fences, micros(lease))...)
+	if err != nil {
+		return nil, err
+	}
+	return collectLeases(rows)
+}
+
+// JobRecord implements backend.Backend. A job held in a lease row is moved
+// back into spool_jobs first: records are rare beside claims, and one row
+// in place keeps a lease row's jobs unchanged.
 func (b *Backend) JobRecord(ctx context.Context, p *backend.JobRecordParams) (bool, error) {
-	tag, err := b.pool.Exec(ctx, b.sql.record, p.Lease.ID, p.Lease.Fence, backend.NullText(p.Output), backend.NullText(p.Metadata))
+	record := func() (bool, error) {
+		tag, err := b.pool.Exec(ctx, b.sql.record, p.Lease.ID, p.Lease.Fence, backend.NullText(p.Output), backend.NullText(p.Metadata))
+		return tag.RowsAffected() == 1, err
+	}
+	ok, err := record()
+	if err == nil && !ok {
+		var moved int
+		if err = b.pool.QueryRow(ctx, b.sql.unleaseJobs, []int64{p.Lease.ID}).Scan(&moved); err == nil && moved > 0 {
+			ok, err = record()
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("record job %d: %w", p.Lease.ID, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return ok, nil
 }

@@ -12,6 +12,11 @@ import (
 // JobRescue implements backend.Backend.
 func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
 	max := p.MaxOrDefault()
+	// Expired lease rows go back into spool_jobs as running rows, which
+	// the rescue statement then finds expired.
+	if _, err := b.pool.Exec(ctx, b.sql.unleaseExpired, max); err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
 	rows, err := b.pool.Query(ctx, b.sql.rescue, max)
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)

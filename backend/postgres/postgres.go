@@ -125,7 +125,20 @@ type Options struct {
 	// writes are rejected: fences carry an epoch that moves on after every
 	// crash, so a lost claim's fence is below every later claim's).
 	ClaimCommit string
+	// Claims is ClaimsLeaseRows (the default: a claim moves jobs without a
+	// unique key or a flow key out of spool_jobs into lease rows, up to 64
+	// jobs a row, which writes one row version a job fewer; schema 12) or
+	// ClaimsInPlace (every claimed job's row is updated in place).
+	Claims string
 }
+
+// Claim storage modes (Options.Claims, the spool_claims URL parameter).
+const (
+	ClaimsLeaseRows = "lease_rows"
+	ClaimsInPlace   = "in_place"
+	// ClaimsParam is the URL parameter that sets Options.Claims.
+	ClaimsParam = "spool_claims"
+)
 
 // Claim commit modes (Options.ClaimCommit, the spool_claim_commit URL
 // parameter).
@@ -145,6 +158,7 @@ type Backend struct {
 	sql           queries
 	copyThreshold int
 	strategy      string
+	inPlace       bool // Options.Claims is ClaimsInPlace
 	window        int
 	floors        claimFloors
 	wake          string
@@ -209,7 +223,13 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("postgres backend: claim commit %q (want async or sync)", o.ClaimCommit)
 	}
+	switch o.Claims {
+	case "", ClaimsLeaseRows, ClaimsInPlace:
+	default:
+		return nil, fmt.Errorf("postgres backend: claims %q (want lease_rows or in_place)", o.Claims)
+	}
 	b := &Backend{
+		inPlace:       o.Claims == ClaimsInPlace,
 		claimTx:       claimTx,
 		pool:          pool,
 		schema:        o.Schema,
@@ -237,11 +257,11 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // settings fit for a queue's own sessions: TCP keepalives, a TCP user timeout,
 // statement and idle-in-transaction timeouts. The spool_schema query
 // parameter selects the schema, spool_claim and spool_claim_window the claim
-// strategy, spool_wake the wake-up mode, spool_pooler=transaction a
+// strategy, spool_claims where claimed jobs are kept, spool_wake the wake-up mode, spool_pooler=transaction a
 // connection through a transaction pooler and spool_listen_url a direct
 // connection for Listen. The backend owns the pool and closes it.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
-	params, dsn, err := extractParams(dsn, SchemaParam, ClaimParam, WindowParam, WakeParam, PoolerParam, ListenURLParam, ClaimCommitParam)
+	params, dsn, err := extractParams(dsn, SchemaParam, ClaimParam, WindowParam, WakeParam, PoolerParam, ListenURLParam, ClaimCommitParam, ClaimsParam)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -311,7 +331,7 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	b, err := New(pool, &Options{Schema: params[SchemaParam], ClaimStrategy: params[ClaimParam], ClaimWindow: window,
-		Wake: params[WakeParam], ListenURL: params[ListenURLParam], ClaimCommit: params[ClaimCommitParam]})
+		Wake: params[WakeParam], ListenURL: params[ListenURLParam], ClaimCommit: params[ClaimCommitParam], Claims: params[ClaimsParam]})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)

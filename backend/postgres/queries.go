@@ -14,7 +14,13 @@ import (
 // and {{jcols}} the column lists below; nothing else is spliced in, every
 // value is bound.
 type queries struct {
-	claim, releaseClaim, finish, heartbeat, rescue, cleanup string
+	// claim moves jobs into lease rows (schema 12); claimInPlace updates
+	// every job in place (Options.InPlaceClaims, and the quick flow claim).
+	claim, claimInPlace, releaseClaim, finish, heartbeat, rescue, cleanup string
+	// The leased parts of finish and heartbeat, and the statements that
+	// move jobs out of lease rows back into spool_jobs (spool_unlease).
+	finishLeased, heartbeatLeased                           string
+	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue string
 	completeKeep, completeDelete, probeBelow                string
 	insert, insertUnique, now                               string
 	// insertWake and insertUniqueWake are insert.sql and insert_unique.sql
@@ -45,6 +51,11 @@ const jobColumns = `id, queue, kind, args, state::text, priority, run_at, attemp
   leased_until, coalesce(leased_by, ''), created_at, attempted_at, finalized_at, errors, tags, metadata,
   coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, '')`
 
+// allColumns is spool_jobs' columns in table order, the column list of
+// its rows and of spool_leased_jobs'.
+const allColumns = `id, run_at, created_at, leased_until, attempted_at, finalized_at, fence, state, priority, attempt,
+  max_attempts, queue, kind, leased_by, args, errors, tags, metadata, unique_key, unique_states, output, flow_key`
+
 // jobColumnsJ is jobColumns qualified by the alias j, for UPDATE … RETURNING.
 const jobColumnsJ = `j.id, j.queue, j.kind, j.args, j.state::text, j.priority, j.run_at, j.attempt, j.max_attempts,
   j.fence, j.leased_until, coalesce(j.leased_by, ''), j.created_at, j.attempted_at, j.finalized_at, j.errors, j.tags,
@@ -56,12 +67,18 @@ var sqlFiles embed.FS
 // buildQueries fills in the statements of sql/*.sql for a schema. It fails
 // only when a file and a field do not match (a broken build).
 func buildQueries(schema string) (queries, error) {
-	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ)
+	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ, "{{allcols}}", allColumns)
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim":             &q.claim,
 		"release_claim":     &q.releaseClaim,
 		"finish":            &q.finish,
+		"finish_leased":     &q.finishLeased,
+		"heartbeat_leased":  &q.heartbeatLeased,
+		"unlease_jobs":      &q.unleaseJobs,
+		"unlease_claim":     &q.unleaseClaim,
+		"unlease_expired":   &q.unleaseExpired,
+		"unlease_queue":     &q.unleaseQueue,
 		"probe_below":       &q.probeBelow,
 		"complete_keep":     &q.completeKeep,
 		"complete_delete":   &q.completeDelete,
@@ -108,8 +125,14 @@ func buildQueries(schema string) (queries, error) {
 		"flow_prune_rates":  &q.flow.pruneRates,
 		"flow_quick":        &q.flow.quick,
 	})
+	if err == nil && strings.Count(q.claim, leasing) != 2 {
+		err = fmt.Errorf("load SQL: claim.sql no longer decides leasing in two places (%s)", leasing)
+	}
+	q.claim, q.claimInPlace = strings.ReplaceAll(q.claim, leasing, "true"), strings.ReplaceAll(q.claim, leasing, "false")
 	if err == nil {
-		q.flow.quick, err = joinQuick(q.flow.quick, q.claim)
+		// A quick flow claim counts running jobs in spool_jobs: its jobs
+		// stay there.
+		q.flow.quick, err = joinQuick(q.flow.quick, q.claimInPlace)
 	}
 	q.insertWake, q.insertUniqueWake = map[string]string{}, map[string]string{}
 	for _, mode := range []string{WakeAfterCommit, WakeOff} {
@@ -122,6 +145,9 @@ func buildQueries(schema string) (queries, error) {
 	}
 	return q, err
 }
+
+// leasing marks claim.sql's choice of the jobs that go into lease rows.
+const leasing = "{{leasing}}"
 
 // deferWake makes an insert statement set spool.wake to mode for its
 // transaction, so that the insert trigger sends no notification (schema

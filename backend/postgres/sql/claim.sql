@@ -5,6 +5,7 @@
 -- priority (lower number) always, so a job of a higher priority that
 -- became due (a scheduled job, a retry) is never behind a floor.
 -- Nothing is claimed from a paused queue (spool_queues.paused_at set).
+-- Rows come back in no particular order (the caller sorts them).
 -- MATERIALIZED keeps each LIMIT binding: without it the planner may
 -- re-run a subquery per row and lock more rows than it claims.
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
@@ -25,9 +26,39 @@ above AS MATERIALIZED (
   ORDER BY priority, run_at, id
   LIMIT $2 - (SELECT count(*) FROM higher)
   FOR UPDATE SKIP LOCKED
-)
-UPDATE {{s}}.spool_jobs j
-SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, ep.e),
+),
+picked AS MATERIALIZED (
+  SELECT id, row_number() OVER () AS ord FROM (SELECT id FROM higher UNION ALL SELECT id FROM above) p
+),
+-- Jobs without a unique key or a flow key leave spool_jobs for lease
+-- rows of up to 64 (schema 12); the leasing marker is false where every job must
+-- stay in place (a quick flow claim, or lease rows switched off).
+moved AS MATERIALIZED (
+  DELETE FROM {{s}}.spool_jobs j USING picked p
+  WHERE j.id = p.id AND {{leasing}} AND j.unique_key IS NULL AND j.flow_key IS NULL
+  RETURNING j AS job, p.ord
+),
+-- The three arrays of a lease row are aggregated over the same rows in
+-- the same order, so their elements line up.
+leased AS (
+  INSERT INTO {{s}}.spool_leases (queue, leased_by, leased_until, claimed_at, epoch, ids, fences, jobs)
+  SELECT $1, $4, now() + $3::bigint * interval '1 microsecond', now(), ep.e,
+    array_agg((m.job).id), array_agg({{s}}.spool_next_fence((m.job).fence, ep.e)), array_agg(m.job)
+  FROM moved m, ep
+  GROUP BY (m.ord - 1) / 64, ep.e
+),
+updated AS (
+  UPDATE {{s}}.spool_jobs j
+  SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, ep.e),
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
-FROM (SELECT id FROM higher UNION ALL SELECT id FROM above) picked, ep WHERE j.id = picked.id
-RETURNING {{jcols}}
+  FROM picked, ep
+  WHERE j.id = picked.id AND NOT ({{leasing}} AND j.unique_key IS NULL AND j.flow_key IS NULL)
+  RETURNING {{jcols}}
+)
+SELECT (m.job).id, (m.job).queue, (m.job).kind, (m.job).args, 'running', (m.job).priority, (m.job).run_at,
+  ((m.job).attempt + 1)::smallint, (m.job).max_attempts, {{s}}.spool_next_fence((m.job).fence, ep.e),
+  now() + $3::bigint * interval '1 microsecond', $4::text, (m.job).created_at, now(), NULL::timestamptz,
+  (m.job).errors, (m.job).tags, (m.job).metadata, '', 0::smallint, (m.job).output, ''
+FROM moved m, ep
+UNION ALL
+SELECT * FROM updated

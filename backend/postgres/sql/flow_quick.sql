@@ -14,8 +14,14 @@
 -- for every stripe's share.
 WITH live AS MATERIALIZED (
   SELECT coalesce(sum(c), 0)::int AS n, coalesce(max(c), 0)::int AS busiest FROM (
-    SELECT count(*) AS c FROM {{s}}.spool_jobs
-    WHERE leased_until IS NOT NULL AND state = 'running' AND queue = $1 AND leased_until > now()
+    SELECT sum(c) AS c FROM (
+      SELECT flow_key, count(*) AS c FROM {{s}}.spool_jobs
+      WHERE leased_until IS NOT NULL AND state = 'running' AND queue = $1 AND leased_until > now()
+      GROUP BY flow_key
+      UNION ALL -- jobs in lease rows have no flow key (claim.sql)
+      SELECT NULL, cardinality(ids) - cardinality(done) FROM {{s}}.spool_leases
+      WHERE queue = $1 AND leased_until > now()
+    ) r
     GROUP BY flow_key
   ) k
 ),

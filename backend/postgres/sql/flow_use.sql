@@ -7,6 +7,9 @@ SELECT key, sum(running)::int, sum(pending)::int FROM (
   FROM {{s}}.spool_jobs
   WHERE queue = $1 AND state = 'running'
   GROUP BY 1
+  UNION ALL -- jobs in lease rows (schema 12) have no flow key
+  SELECT '', CASE WHEN leased_until > now() THEN cardinality(ids) - cardinality(done) ELSE 0 END, 0
+  FROM {{s}}.spool_leases WHERE queue = $1
   UNION ALL
   SELECT coalesce(flow_key, ''), 0, count(*)
   FROM {{s}}.spool_jobs

@@ -1,1 +1,5 @@
-SELECT queue, state::text, count(*) FROM {{s}}.spool_jobs GROUP BY 1, 2 ORDER BY 1, 2
+SELECT queue, state::text, count(*) FROM (
+  SELECT queue, state FROM {{s}}.spool_jobs
+  UNION ALL
+  SELECT queue, state FROM {{s}}.spool_leased_jobs
+) j GROUP BY 1, 2 ORDER BY 1, 2

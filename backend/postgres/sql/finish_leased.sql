@@ -1,0 +1,70 @@
+-- Finish, leased part (schema 12): the outcomes of jobs held in lease
+-- rows, in one statement; the rest go to finish.sql after it. Inputs as
+-- finish.sql's. Each job's lease row is locked and read as locked, so an
+-- outcome applies once and never after the job was moved back into
+-- spool_jobs (spool_unlease) or its lease was rescued. The job's row goes
+-- back into spool_jobs in its new state (none for a completion with $6,
+-- delete completed); the lease row marks it done, or goes with its last
+-- job. Returns what finish.sql returns.
+WITH input AS (
+  SELECT * FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[])
+    AS t(id, fence, outcome, delay_us, err)
+),
+locked AS MATERIALIZED (
+  SELECT l.id, l.claimed_at, l.done, l.ids, l.fences, l.jobs FROM {{s}}.spool_leases l
+  WHERE l.ids && $1::bigint[]
+  ORDER BY l.id
+  FOR NO KEY UPDATE
+),
+hit AS MATERIALIZED (
+  SELECT l.id AS lease, l.claimed_at AS lease_at, i.fence AS run_fence, j.attempt + 1 AS run_attempt,
+    i.outcome, i.delay_us, i.err, j.*
+  FROM locked l
+  CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
+  JOIN input i ON i.id = j.id AND i.fence = l.fences[j.ordinality]
+  WHERE j.id <> ALL (l.done)
+),
+written AS (
+  INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,
+    max_attempts, queue, kind, args, errors, tags, metadata, unique_key, unique_states, output, flow_key)
+  SELECT h.id,
+    CASE WHEN h.outcome IN (2, 3) THEN now() + h.delay_us * interval '1 microsecond' ELSE h.run_at END,
+    h.created_at, h.lease_at,
+    CASE WHEN h.outcome IN (1, 4, 5) OR (h.outcome = 2 AND h.run_attempt >= h.max_attempts) THEN now() END,
+    h.run_fence,
+    (CASE
+      WHEN h.outcome = 1 THEN 'completed'
+      WHEN h.outcome = 2 AND h.run_attempt >= h.max_attempts THEN 'discarded'
+      WHEN h.outcome = 2 THEN 'retryable'
+      WHEN h.outcome = 3 AND h.delay_us > 0 THEN 'scheduled'
+      WHEN h.outcome = 4 THEN 'cancelled'
+      WHEN h.outcome = 5 THEN 'discarded'
+      ELSE 'available'
+    END)::{{s}}.spool_job_state,
+    h.priority,
+    CASE WHEN h.outcome IN (3, 6) THEN h.attempt ELSE h.run_attempt END,
+    h.max_attempts, h.queue, h.kind, h.args,
+    CASE WHEN h.err IS NULL THEN h.errors
+      ELSE coalesce(h.errors, '[]'::jsonb) || jsonb_build_array(h.err || jsonb_build_object('at', now()))
+    END,
+    h.tags, h.metadata, h.unique_key, h.unique_states, h.output, h.flow_key
+  FROM hit h
+  WHERE NOT ($6 AND h.outcome = 1)
+  RETURNING id, fence, CASE WHEN state IN ('available', 'retryable', 'scheduled') THEN queue END, priority, run_at
+),
+marks AS (
+  SELECT lease, array_agg(id) AS ids FROM hit GROUP BY lease
+),
+kept AS (
+  UPDATE {{s}}.spool_leases l SET done = l.done || m.ids
+  FROM marks m JOIN locked k ON k.id = m.lease
+  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) < cardinality(k.ids)
+),
+gone AS (
+  DELETE FROM {{s}}.spool_leases l
+  USING marks m JOIN locked k ON k.id = m.lease
+  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) >= cardinality(k.ids)
+)
+SELECT * FROM written
+UNION ALL
+SELECT id, run_fence, NULL, priority, run_at FROM hit WHERE $6 AND outcome = 1
