@@ -10,7 +10,7 @@
 -- re-run a subquery per row and lock more rows than it claims.
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
 higher AS MATERIALIZED (
-  SELECT id FROM {{s}}.spool_jobs
+  SELECT id, {{leasing}} AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND priority < $5::smallint
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -19,7 +19,7 @@ higher AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ),
 above AS MATERIALIZED (
-  SELECT id FROM {{s}}.spool_jobs
+  SELECT id, {{leasing}} AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -27,15 +27,16 @@ above AS MATERIALIZED (
   LIMIT $2 - (SELECT count(*) FROM higher)
   FOR UPDATE SKIP LOCKED
 ),
+-- Jobs without a unique key or a flow key (leasable) leave spool_jobs for
+-- lease rows of up to 64 (schema 12); the leasing marker above is false
+-- where every job must stay in place (a quick flow claim, or lease rows
+-- switched off). Each of the two writes below joins only its own jobs.
 picked AS MATERIALIZED (
-  SELECT id, row_number() OVER () AS ord FROM (SELECT id FROM higher UNION ALL SELECT id FROM above) p
+  SELECT id, leasable, row_number() OVER () AS ord FROM (SELECT * FROM higher UNION ALL SELECT * FROM above) p
 ),
--- Jobs without a unique key or a flow key leave spool_jobs for lease
--- rows of up to 64 (schema 12); the leasing marker is false where every job must
--- stay in place (a quick flow claim, or lease rows switched off).
 moved AS MATERIALIZED (
   DELETE FROM {{s}}.spool_jobs j USING picked p
-  WHERE j.id = p.id AND {{leasing}} AND j.unique_key IS NULL AND j.flow_key IS NULL
+  WHERE j.id = p.id AND p.leasable
   RETURNING j AS job, p.ord
 ),
 -- The three arrays of a lease row are aggregated over the same rows in
@@ -52,7 +53,7 @@ updated AS (
   SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, ep.e),
     leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
   FROM picked, ep
-  WHERE j.id = picked.id AND NOT ({{leasing}} AND j.unique_key IS NULL AND j.flow_key IS NULL)
+  WHERE j.id = picked.id AND NOT picked.leasable
   RETURNING {{jcols}}
 )
 SELECT (m.job).id, (m.job).queue, (m.job).kind, (m.job).args, 'running', (m.job).priority, (m.job).run_at,

@@ -6,7 +6,7 @@
 -- back into spool_jobs in its new state (none for a completion with $6,
 -- delete completed); the lease row marks it done, or goes with its last
 -- job. Returns what finish.sql returns.
-WITH input AS (
+WITH input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[])
     AS t(id, fence, outcome, delay_us, err)
 ),
@@ -16,13 +16,18 @@ locked AS MATERIALIZED (
   ORDER BY l.id
   FOR NO KEY UPDATE
 ),
-hit AS MATERIALIZED (
-  SELECT l.id AS lease, l.claimed_at AS lease_at, i.fence AS run_fence, j.attempt + 1 AS run_attempt,
-    i.outcome, i.delay_us, i.err, j.*
-  FROM locked l
-  CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
-  JOIN input i ON i.id = j.id AND i.fence = l.fences[j.ordinality]
+-- Every job still in the locked rows, each row's array read once; then
+-- one join with the input (a nested loop of the input per lease row
+-- re-read the input for every row: 13 ms of a 31 ms finish of 1,800 jobs
+-- from 30 rows).
+held AS MATERIALIZED (
+  SELECT l.id AS lease, l.claimed_at AS lease_at, l.fences[j.ordinality] AS run_fence, j.attempt + 1 AS run_attempt, j.*
+  FROM locked l CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
   WHERE j.id <> ALL (l.done)
+),
+hit AS MATERIALIZED (
+  SELECT i.outcome, i.delay_us, i.err, h.*
+  FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
 ),
 written AS (
   INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,
