@@ -53,9 +53,23 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 // TestConformanceOptimistic runs the suite with the optimistic claim
 // strategy (spool_claim=optimistic), kept for comparison with MySQL.
 func TestConformanceOptimistic(t *testing.T) {
+	backendtest.Run(t, harnessWith(postgres.Options{ClaimStrategy: postgres.StrategyOptimistic}))
+}
+
+// TestConformanceInPlace runs the suite with every claimed job updated in
+// place (spool_claims=in_place) instead of moved into lease rows.
+func TestConformanceInPlace(t *testing.T) {
+	backendtest.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsInPlace}))
+}
+
+// harnessWith is the cached-statement harness with backends built with
+// opts (its Schema set per test).
+func harnessWith(opts postgres.Options) backendtest.Harness {
 	h := harness(pgx.QueryExecModeCacheStatement)
-	optimistic := func(t *testing.T, pool *pgxpool.Pool, schema string) backend.Backend {
-		be, err := postgres.New(pool, &postgres.Options{Schema: schema, ClaimStrategy: postgres.StrategyOptimistic})
+	open := func(t *testing.T, pool *pgxpool.Pool, schema string) backend.Backend {
+		o := opts
+		o.Schema = schema
+		be, err := postgres.New(pool, &o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,12 +77,12 @@ func TestConformanceOptimistic(t *testing.T) {
 	}
 	h.NewBackend = func(t *testing.T) backend.Backend {
 		be := testdb.Postgres(t)
-		return optimistic(t, be.Pool(), be.Schema())
+		return open(t, be.Pool(), be.Schema())
 	}
 	h.Reopen = func(t *testing.T, be backend.Backend) backend.Backend {
-		return optimistic(t, testdb.PostgresPool(t), be.(*postgres.Backend).Schema())
+		return open(t, testdb.PostgresPool(t), be.(*postgres.Backend).Schema())
 	}
-	backendtest.Run(t, h)
+	return h
 }
 
 func TestMigrateConcurrently(t *testing.T) {

@@ -1,0 +1,301 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/internal/testkit/testdb"
+)
+
+// leaseRowsState counts what the schema holds: jobs in lease rows not yet
+// done, and running jobs in spool_jobs.
+func leaseRowsState(t *testing.T, be *postgres.Backend) (leased, inPlace int) {
+	t.Helper()
+	s := be.Schema()
+	err := be.Pool().QueryRow(context.Background(), `SELECT
+  (SELECT count(*) FROM `+s+`.spool_leased_jobs),
+  (SELECT count(*) FROM `+s+`.spool_jobs WHERE state = 'running')`).Scan(&leased, &inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leased, inPlace
+}
+
+func insertJobs(t *testing.T, be backend.Backend, jobs ...*backend.JobInsertParams) []int64 {
+	t.Helper()
+	res, err := be.JobInsertMany(context.Background(), &backend.JobInsertManyParams{Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.IDs
+}
+
+func plainJob() *backend.JobInsertParams {
+	return &backend.JobInsertParams{Queue: "lr", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
+}
+
+// TestLeaseRows follows jobs through lease rows: a claim moves plain jobs
+// there and keeps a unique job in place; reads see them running; a record
+// moves one back in place; one heartbeat and one finish cover both kinds;
+// a second finish is rejected; nothing is left in lease rows.
+func TestLeaseRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := testdb.Postgres(t)
+	unique := plainJob()
+	unique.UniqueKey, unique.UniqueStates = "k1", backend.UniqueStatesRequired
+	ids := insertJobs(t, be, plainJob(), plainJob(), plainJob(), unique)
+
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 10, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 3 || inPlace != 1 {
+		t.Fatalf("after the claim: %d jobs in lease rows and %d running in place, want 3 and 1", leased, inPlace)
+	}
+	for _, r := range rows {
+		got, err := be.JobGet(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != backend.StateRunning || got.Fence != r.Fence || got.Attempt != 1 || got.LeasedBy != "c#1" ||
+			got.LeasedUntil == nil || !got.LeasedUntil.Equal(*r.LeasedUntil) {
+			t.Fatalf("job %d read back as %+v, claimed as %+v", r.ID, got, r)
+		}
+	}
+	listed, err := be.JobList(ctx, &backend.JobListParams{Queue: "lr", States: []backend.State{backend.StateRunning}})
+	if err != nil || len(listed) != 4 {
+		t.Fatalf("list running: %d jobs, %v", len(listed), err)
+	}
+	stats, err := be.QueueStatsAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range stats {
+		if q.Queue == "lr" && q.Counts[backend.StateRunning] != 4 {
+			t.Fatalf("queue stats: %+v, want 4 running", q)
+		}
+	}
+
+	// Recording output moves the job back into spool_jobs, still running
+	// under the same lease.
+	ok, err := be.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[0].Lease(), Output: json.RawMessage(`{"r":1}`)})
+	if err != nil || !ok {
+		t.Fatalf("record: %v, %v", ok, err)
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 2 || inPlace != 2 {
+		t.Fatalf("after the record: %d jobs in lease rows and %d in place, want 2 and 2", leased, inPlace)
+	}
+
+	leases := make([]backend.LeaseRef, len(rows))
+	finishes := make([]backend.JobFinish, len(rows))
+	for i, r := range rows {
+		leases[i] = r.Lease()
+		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+	}
+	hb, err := be.JobHeartbeatMany(ctx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: time.Hour})
+	if err != nil || len(hb.Lost) != 0 {
+		t.Fatalf("heartbeat: %+v, %v", hb, err)
+	}
+	for _, r := range rows {
+		got, err := be.JobGet(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LeasedUntil.Sub(*r.LeasedUntil) < 30*time.Minute {
+			t.Fatalf("job %d: lease ends %v after the heartbeat, claimed until %v", r.ID, got.LeasedUntil, r.LeasedUntil)
+		}
+	}
+	// A retry for one job, completions for the rest: one batch over both
+	// kinds of running job.
+	finishes[1].Outcome, finishes[1].Delay = backend.OutcomeRetry, time.Hour
+	finishes[1].Error = &backend.AttemptError{Attempt: 1, Error: "boom"}
+	res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes})
+	if err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("finish: %+v, %v", res, err)
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 0 || inPlace != 0 {
+		t.Fatalf("after the finish: %d jobs in lease rows and %d in place, want none", leased, inPlace)
+	}
+	var rowsLeft int
+	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+be.Schema()+`.spool_leases`).Scan(&rowsLeft); err != nil || rowsLeft != 0 {
+		t.Fatalf("lease rows left: %d, %v", rowsLeft, err)
+	}
+	for i, id := range ids {
+		got, err := be.JobGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := backend.StateCompleted
+		if id == rows[1].ID {
+			want = backend.StateRetryable
+			if len(got.Errors) != 1 || got.Errors[0].Error != "boom" || got.Attempt != 1 {
+				t.Fatalf("retried job %d: %+v", id, got)
+			}
+		}
+		if got.State != want || got.Attempt != 1 {
+			t.Fatalf("job %d (%d): state %s attempt %d, want %s attempt 1", id, i, got.State, got.Attempt, want)
+		}
+		if id == rows[0].ID && string(got.Output) != `{"r": 1}` {
+			t.Fatalf("job %d: output %s, want the recorded {\"r\": 1}", id, got.Output)
+		}
+	}
+	again, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes})
+	if err != nil || len(again.Rejected) != len(finishes) {
+		t.Fatalf("second finish: %+v, %v; want every outcome rejected", again, err)
+	}
+}
+
+// TestLeaseRowsRescue lets a lease row's lease end: rescue puts its jobs
+// back with the attempt counted, the next claim gives new fences, and the
+// first claim's late outcome is rejected while the second's applies.
+func TestLeaseRowsRescue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := testdb.Postgres(t)
+	insertJobs(t, be, plainJob(), plainJob())
+	first, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 2, Lease: time.Microsecond, ClaimID: "dead#1"})
+	if err != nil || len(first) != 2 {
+		t.Fatalf("claim: %d rows, %v", len(first), err)
+	}
+	// The lease ended a microsecond after the claim, by the database's
+	// clock; rescue compares with that clock.
+	res, err := be.JobRescue(ctx, &backend.JobRescueParams{})
+	if err != nil || res.Retried != 2 {
+		t.Fatalf("rescue: %+v, %v; want 2 retried", res, err)
+	}
+	second, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 2, Lease: time.Minute, ClaimID: "live#1"})
+	if err != nil || len(second) != 2 {
+		t.Fatalf("claim again: %d rows, %v", len(second), err)
+	}
+	late := []backend.JobFinish{{Lease: first[0].Lease(), Outcome: backend.OutcomeComplete}, {Lease: first[1].Lease(), Outcome: backend.OutcomeComplete}}
+	got, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: late})
+	if err != nil || len(got.Rejected) != 2 {
+		t.Fatalf("the dead claim's outcomes: %+v, %v; want both rejected", got, err)
+	}
+	for _, r := range second {
+		if r.Attempt != 2 || r.Fence <= first[0].Fence {
+			t.Fatalf("reclaimed job %d: attempt %d fence %d (first fence %d)", r.ID, r.Attempt, r.Fence, first[0].Fence)
+		}
+	}
+	live := []backend.JobFinish{{Lease: second[0].Lease(), Outcome: backend.OutcomeComplete}, {Lease: second[1].Lease(), Outcome: backend.OutcomeComplete}}
+	if got, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: live}); err != nil || len(got.Rejected) != 0 {
+		t.Fatalf("the live claim's outcomes: %+v, %v", got, err)
+	}
+}
+
+// TestClaimsInPlace checks that spool_claims=in_place keeps claimed jobs
+// in spool_jobs.
+func TestClaimsInPlace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := testdb.Postgres(t)
+	be, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), Claims: postgres.ClaimsInPlace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertJobs(t, be, plainJob(), plainJob())
+	if rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 2, Lease: time.Minute, ClaimID: "c#1"}); err != nil || len(rows) != 2 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	if leased, inPlace := leaseRowsState(t, base); leased != 0 || inPlace != 2 {
+		t.Fatalf("%d jobs in lease rows and %d in place, want 0 and 2", leased, inPlace)
+	}
+	if _, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), Claims: "rows"}); err == nil {
+		t.Fatal("claims \"rows\" was accepted")
+	}
+}
+
+// TestLeaseRowsConcurrentOps races finishes, records and cancels over the
+// jobs of several lease rows, which move jobs back in place while finishes
+// read the rows: every call succeeds or is refused as it should, and each
+// job ends exactly once, completed by its finish or cancelled by its
+// cancel, never both and never neither.
+func TestLeaseRowsConcurrentOps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := testdb.Postgres(t)
+	const n = 400
+	jobs := make([]*backend.JobInsertParams, n)
+	for i := range jobs {
+		jobs[i] = plainJob()
+	}
+	insertJobs(t, be, jobs...)
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: n, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != n {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	completed := make([]bool, n)
+	cancelled := make([]bool, n)
+	errs := make(chan error, 3)
+	go func() { // finishes in batches of 7
+		for i := 0; i < n; i += 7 {
+			var fs []backend.JobFinish
+			for k := i; k < min(i+7, n); k++ {
+				fs = append(fs, backend.JobFinish{Lease: rows[k].Lease(), Outcome: backend.OutcomeComplete})
+			}
+			res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
+			if err != nil {
+				errs <- err
+				return
+			}
+			rejected := map[int64]bool{}
+			for _, f := range res.Rejected {
+				rejected[f.ID] = true
+			}
+			for k := i; k < min(i+7, n); k++ {
+				completed[k] = !rejected[rows[k].ID]
+			}
+		}
+		errs <- nil
+	}()
+	go func() { // records on every third job, backwards
+		for k := n - 1; k >= 0; k -= 3 {
+			if _, err := be.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[k].Lease(), Metadata: json.RawMessage(`{"m":1}`)}); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	go func() { // cancels every fifth job, from the middle out
+		for d := 0; d < n; d += 5 {
+			k := (n/2 + d) % n
+			_, err := be.JobCancel(ctx, &backend.JobCancelParams{ID: rows[k].ID})
+			switch {
+			case err == nil:
+				cancelled[k] = true
+			case errors.Is(err, backend.ErrInvalidState): // completed first
+			default:
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, r := range rows {
+		got, err := be.JobGet(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case completed[k] == cancelled[k]:
+			t.Fatalf("job %d: completed %v and cancelled %v", r.ID, completed[k], cancelled[k])
+		case completed[k] && got.State != backend.StateCompleted, cancelled[k] && got.State != backend.StateCancelled:
+			t.Fatalf("job %d: state %s, completed %v, cancelled %v", r.ID, got.State, completed[k], cancelled[k])
+		}
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 0 || inPlace != 0 {
+		t.Fatalf("%d jobs left in lease rows and %d running in place", leased, inPlace)
+	}
+}
