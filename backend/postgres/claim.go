@@ -25,11 +25,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(b.claimTx)
-	claim := b.sql.claim
-	if b.inPlace {
-		claim = b.sql.claimInPlace
-	}
-	floored := b.queueFloored(batch, &jobs, claim, p.Queue, p.Max, p.Lease, p.ClaimID)
+	floored := b.queueFloored(batch, &jobs, b.claimSQL(), p.Queue, p.Max, p.Lease, p.ClaimID)
 	batch.Queue("COMMIT")
 	// Close returns the first error, COMMIT's included: the floor moves
 	// only for a claim that committed.
@@ -39,6 +35,14 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	return jobs, nil
+}
+
+// claimSQL is the claim statement of Options.Claims.
+func (b *Backend) claimSQL() string {
+	if b.inPlace {
+		return b.sql.claimInPlace
+	}
+	return b.sql.claim
 }
 
 // startProbe looks, off the claim path, for a pending row of queue at or

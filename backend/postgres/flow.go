@@ -212,7 +212,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		switch {
 		case t.Any:
 			var got []*backend.JobRow
-			done := f.b.queueFloored(batch, &got, f.b.sql.claim, f.p.Queue, t.Max, f.p.Lease, f.p.ClaimID)
+			done := f.b.queueFloored(batch, &got, f.b.claimSQL(), f.p.Queue, t.Max, f.p.Lease, f.p.ClaimID)
 			floored = append(floored, func(err error) {
 				jobs = append(jobs, got...)
 				done(err)

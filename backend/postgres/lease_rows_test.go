@@ -190,7 +190,9 @@ func TestLeaseRowsRescue(t *testing.T) {
 }
 
 // TestClaimsInPlace checks that spool_claims=in_place keeps claimed jobs
-// in spool_jobs.
+// in spool_jobs, and that their outcomes are written there. (The in-place
+// claim statement is also every quick flow claim's, which the conformance
+// suite runs.)
 func TestClaimsInPlace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -200,11 +202,19 @@ func TestClaimsInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	insertJobs(t, be, plainJob(), plainJob())
-	if rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 2, Lease: time.Minute, ClaimID: "c#1"}); err != nil || len(rows) != 2 {
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 2, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 2 {
 		t.Fatalf("claim: %d rows, %v", len(rows), err)
 	}
 	if leased, inPlace := leaseRowsState(t, base); leased != 0 || inPlace != 2 {
 		t.Fatalf("%d jobs in lease rows and %d in place, want 0 and 2", leased, inPlace)
+	}
+	fs := []backend.JobFinish{{Lease: rows[0].Lease(), Outcome: backend.OutcomeComplete}, {Lease: rows[1].Lease(), Outcome: backend.OutcomeRetry}}
+	if res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs}); err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("finish: %+v, %v", res, err)
+	}
+	if leased, inPlace := leaseRowsState(t, base); leased != 0 || inPlace != 0 {
+		t.Fatalf("after the finish: %d jobs in lease rows and %d in place, want none", leased, inPlace)
 	}
 	if _, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), Claims: "rows"}); err == nil {
 		t.Fatal("claims \"rows\" was accepted")

@@ -56,12 +56,6 @@ func TestConformanceOptimistic(t *testing.T) {
 	backendtest.Run(t, harnessWith(postgres.Options{ClaimStrategy: postgres.StrategyOptimistic}))
 }
 
-// TestConformanceInPlace runs the suite with every claimed job updated in
-// place (spool_claims=in_place) instead of moved into lease rows.
-func TestConformanceInPlace(t *testing.T) {
-	backendtest.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsInPlace}))
-}
-
 // harnessWith is the cached-statement harness with backends built with
 // opts (its Schema set per test).
 func harnessWith(opts postgres.Options) backendtest.Harness {
