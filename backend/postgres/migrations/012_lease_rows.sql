@@ -47,6 +47,23 @@ SELECT j.id, j.run_at, j.created_at, l.leased_until, l.claimed_at AS attempted_a
 FROM {{schema}}.spool_leases l CROSS JOIN LATERAL unnest(l.jobs) j
 WHERE j.id <> ALL (l.done);
 
+-- spool_outcome_state is the state an outcome (backend.Outcome: 1
+-- complete, 2 retry, 3 snooze, 4 cancel, 5 discard, 6 release) gives a
+-- running job at attempt of max_attempts, for both finish statements.
+-- Written as one SQL expression of constants, so PostgreSQL inlines it.
+CREATE FUNCTION {{schema}}.spool_outcome_state(outcome smallint, attempt integer, max_attempts integer, delay_us bigint)
+RETURNS {{schema}}.spool_job_state LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE
+    WHEN outcome = 1 THEN 'completed'::{{schema}}.spool_job_state
+    WHEN outcome = 2 AND attempt >= max_attempts THEN 'discarded'::{{schema}}.spool_job_state
+    WHEN outcome = 2 THEN 'retryable'::{{schema}}.spool_job_state
+    WHEN outcome = 3 AND delay_us > 0 THEN 'scheduled'::{{schema}}.spool_job_state
+    WHEN outcome = 4 THEN 'cancelled'::{{schema}}.spool_job_state
+    WHEN outcome = 5 THEN 'discarded'::{{schema}}.spool_job_state
+    ELSE 'available'::{{schema}}.spool_job_state
+  END
+$$;
+
 -- spool_unlease moves the jobs of the lease rows leases that are still in
 -- them (only those among want, unless want is NULL) back into spool_jobs
 -- as running rows, with the same fence and lease. Whoever holds them goes

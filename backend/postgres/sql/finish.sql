@@ -15,15 +15,7 @@ deleted AS (
 ),
 updated AS (
   UPDATE {{s}}.spool_jobs j SET
-    state = (CASE
-      WHEN i.outcome = 1 THEN 'completed'
-      WHEN i.outcome = 2 AND j.attempt >= j.max_attempts THEN 'discarded'
-      WHEN i.outcome = 2 THEN 'retryable'
-      WHEN i.outcome = 3 AND i.delay_us > 0 THEN 'scheduled'
-      WHEN i.outcome = 4 THEN 'cancelled'
-      WHEN i.outcome = 5 THEN 'discarded'
-      ELSE 'available'
-    END)::{{s}}.spool_job_state,
+    state = {{s}}.spool_outcome_state(i.outcome, j.attempt, j.max_attempts, i.delay_us),
     run_at = CASE WHEN i.outcome IN (2, 3) THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
     attempt = CASE WHEN i.outcome IN (3, 6) THEN j.attempt - 1 ELSE j.attempt END,
     finalized_at = CASE

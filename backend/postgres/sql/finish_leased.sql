@@ -37,15 +37,7 @@ written AS (
     h.created_at, h.lease_at,
     CASE WHEN h.outcome IN (1, 4, 5) OR (h.outcome = 2 AND h.run_attempt >= h.max_attempts) THEN now() END,
     h.run_fence,
-    (CASE
-      WHEN h.outcome = 1 THEN 'completed'
-      WHEN h.outcome = 2 AND h.run_attempt >= h.max_attempts THEN 'discarded'
-      WHEN h.outcome = 2 THEN 'retryable'
-      WHEN h.outcome = 3 AND h.delay_us > 0 THEN 'scheduled'
-      WHEN h.outcome = 4 THEN 'cancelled'
-      WHEN h.outcome = 5 THEN 'discarded'
-      ELSE 'available'
-    END)::{{s}}.spool_job_state,
+    {{s}}.spool_outcome_state(h.outcome, h.run_attempt, h.max_attempts, h.delay_us),
     h.priority,
     CASE WHEN h.outcome IN (3, 6) THEN h.attempt ELSE h.run_attempt END,
     h.max_attempts, h.queue, h.kind, h.args,
