@@ -55,7 +55,8 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		// What no lease row held is finished in place. This statement
 		// runs after the leased part, so it sees every job that part
 		// found moved back into spool_jobs (spool_unlease) meanwhile.
-		ids, fences, outcomes, delays, errs = notIn(done, ids, fences, outcomes, delays, errs)
+		left := notDone(done, ids, fences)
+		ids, fences, outcomes, delays, errs = pick(ids, left), pick(fences, left), pick(outcomes, left), pick(delays, left), pick(errs, left)
 		rest, err := b.finishRows(ctx, db, b.sql.finish, ids, fences, outcomes, delays, errs, p.DeleteCompleted)
 		if err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
@@ -89,28 +90,29 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 	})
 }
 
-// notIn returns the entries of the parallel arrays whose (id, fence) is
-// not among done.
-func notIn(done []backend.LeaseRef, ids []int64, fences []int32, outcomes []int16, delays []int64,
-	errs []json.RawMessage) ([]int64, []int32, []int16, []int64, []json.RawMessage) {
+// notDone returns the indexes of the (ids[i], fences[i]) not among done:
+// what the leased part of a finish or heartbeat left to the in-place part.
+func notDone(done []backend.LeaseRef, ids []int64, fences []int32) []int {
 	applied := make(map[backend.LeaseRef]bool, len(done))
 	for _, l := range done {
 		applied[l] = true
 	}
-	var (
-		i2 []int64
-		f2 []int32
-		o2 []int16
-		d2 []int64
-		e2 []json.RawMessage
-	)
+	var rest []int
 	for i := range ids {
-		if applied[backend.LeaseRef{ID: ids[i], Fence: fences[i]}] {
-			continue
+		if !applied[backend.LeaseRef{ID: ids[i], Fence: fences[i]}] {
+			rest = append(rest, i)
 		}
-		i2, f2, o2, d2, e2 = append(i2, ids[i]), append(f2, fences[i]), append(o2, outcomes[i]), append(d2, delays[i]), append(e2, errs[i])
 	}
-	return i2, f2, o2, d2, e2
+	return rest
+}
+
+// pick returns the elements of s at idx.
+func pick[T any](s []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for k, i := range idx {
+		out[k] = s[i]
+	}
+	return out
 }
 
 // completeMany writes a batch of successes (fs sorted by id): the jobs
@@ -128,7 +130,8 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	if len(done) < n {
-		ids, fences, _, _, _ = notIn(done, ids, fences, outcomes, delays, errs)
+		left := notDone(done, ids, fences)
+		ids, fences = pick(ids, left), pick(fences, left)
 		query := b.sql.completeKeep
 		if deleteCompleted {
 			query = b.sql.completeDelete

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -29,7 +28,8 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	if len(done) < len(ls) {
 		// The jobs no lease row held beat in place, after the leased part
 		// (as in JobFinishMany).
-		ids, fences, _, _, _ = notIn(done, ids, fences, make([]int16, len(ids)), make([]int64, len(ids)), make([]json.RawMessage, len(ids)))
+		left := notDone(done, ids, fences)
+		ids, fences = pick(ids, left), pick(fences, left)
 		rest, err := b.heartbeatRows(ctx, b.sql.heartbeat, ids, fences, p.Lease)
 		if err != nil {
 			return nil, fmt.Errorf("heartbeat jobs: %w", err)
