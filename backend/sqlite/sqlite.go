@@ -248,8 +248,11 @@ func (b *Backend) WriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error 
 
 // DB returns the backend's writer pool: one connection, on which Spool runs
 // all of this process's writes to the file. Transactions begun on it
-// (BeginTx) start IMMEDIATE and suit InsertTx and CompleteTx; while one is
-// open, Spool's own writes in this process wait for it, so keep it short and
+// (BeginTx) start IMMEDIATE and suit InsertTx and CompleteTx. The connection
+// has no busy timeout (Spool waits for other processes' locks itself,
+// fairly), so BeginTx fails at once with "database is locked" while another
+// process writes; WriteTx waits. While a transaction begun here is open,
+// Spool's own writes in this process wait for it, so keep it short and
 // never wait, inside it, for Spool work outside it (a plain Insert, a job's
 // completion): that would wait for itself until its context ends.
 // A *sql.Tx of another pool on the same file works too; it then waits for

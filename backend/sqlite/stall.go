@@ -37,32 +37,66 @@ import (
 //     as soon as it gets the lock. This covers holders that are not Spool
 //     (the sqlite3 shell, an application's own pool).
 //
+// A waiter sees a stall only from its first busy attempt, which may come
+// well after the lock was taken (a rescue runs every third of a lease).
+// Crediting from there would give a lease only the part of the stall its
+// rescuer happened to see, and a rescuer a few hundred milliseconds late
+// (a loaded CPU) leaves healthy short leases ending before their holders'
+// first heartbeat after the stall. So a waiter's window is credited from
+// the last instant this process knew the lock to be free (its own last
+// release, or the last read of data_version before another connection's
+// commit), at most stallLookback before its first busy attempt. That
+// instant precedes the stall, so the credit covers all of it; it can
+// exceed the stall by the quiet time before it, which while any healthy
+// lease runs is at most a heartbeat interval (heartbeats commit), and
+// never by more than stallLookback.
+//
 // A process paused while not holding the lock is not a stall: others keep
 // writing, nobody's busy window grows, and its leases run out and its jobs
 // are rescued as usual. A worker that dies during a stall has its leases
 // extended by the stall too, so its jobs are rescued one lease after the
 // stall instead of at once when it ends: they are never protected longer
-// than the stall lasted. Every process sharing a SQLite file runs on one
-// machine, so all use one clock.
+// than the stall lasted, plus, for a holder seen only by its waiters, the
+// quiet time credited before it. Every process sharing a SQLite file runs
+// on one machine, so all use one clock.
 //
 // On the normal path this costs nothing: a comparison of two times per
 // transaction; SQL runs only after a stall of at least stallThreshold.
 
-// stallWindow is a span during which this process could not write the file.
-type stallWindow struct{ from, to time.Time }
+// stallWindow is a span during which this process could not write the file:
+// it saw the lock taken from from to to, and the lock may have been taken
+// as early as since (since <= from).
+type stallWindow struct{ since, from, to time.Time }
 
+// len is how long the window was seen, which decides whether it is credited.
 func (w stallWindow) len() time.Duration { return w.to.Sub(w.from) }
+
+// held returns a window of this process's own hold of the lock.
+func held(from, to time.Time) stallWindow { return stallWindow{since: from, from: from, to: to} }
+
+// stallLookback bounds how far before its first busy attempt a waiter's
+// window is credited from.
+const stallLookback = time.Second
 
 // stallState is what this process has seen of stalls not credited yet. It is
 // guarded by the write token: only the holder of the token touches it.
 type stallState struct {
 	// busy is the open window of busy attempts; from is zero when none.
 	busy stallWindow
-	// version is data_version read after busy's last attempt; -1 unknown.
-	version int64
 	// closed are finished windows of at least the threshold, waiting for
 	// this process's next write transaction.
 	closed []stallWindow
+
+	// read is set once data_version has been read on the writer
+	// connection; version is the last value read, begun at readAt.
+	read    bool
+	version int64
+	readAt  time.Time
+	// freeAt is the latest instant the write lock is known to have been
+	// free: this process's last release of it, or the last read of
+	// data_version before another connection's commit. A stall seen later
+	// began after it.
+	freeAt time.Time
 }
 
 // maxClosedStalls bounds the windows kept between two writes; beyond it the
@@ -104,23 +138,66 @@ func (st *store) noteLease(d time.Duration) {
 // no transaction on the writer connection.
 func (st *store) noteBusy(ctx context.Context, t time.Time) {
 	s := &st.stall
-	v := int64(-1)
 	// A read transaction, which never waits for the write lock in WAL mode.
 	// It is read even when ctx has just ended, so the window stays whole,
 	// but never waits long: an application transaction begun on DB() in
-	// the meantime would hold the connection (unknown, then: a new window).
+	// the meantime would hold the connection.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchInterval)
-	if err := st.writer.QueryRowContext(rctx, stmt.dataVersion).Scan(&v); err != nil {
-		v = -1
-	}
+	at := time.Now()
+	var v int64
+	err := st.writer.QueryRowContext(rctx, stmt.dataVersion).Scan(&v)
 	cancel()
-	if !s.busy.from.IsZero() && v >= 0 && v == s.version && t.Sub(s.busy.to) <= st.busyTimeout {
+	open := !s.busy.from.IsZero() && t.Sub(s.busy.to) <= st.busyTimeout
+	if err != nil {
+		// Unknown (a loaded machine can take longer than the read's
+		// deadline): the open window stays as it is, and the next read
+		// that finds the same version proves no commit in between.
+		return
+	}
+	if open && s.read && v == s.version {
 		s.busy.to = t
+		st.noteVersion(v, at)
 		return
 	}
 	st.closeBusy()
-	s.busy = stallWindow{from: t, to: t}
-	s.version = v
+	s.busy = stallWindow{since: st.lockFreeBefore(t, v), from: t, to: t}
+	st.noteVersion(v, at)
+}
+
+// noteVersion records that data_version read v, in a read begun at at. A
+// change means another connection committed after the previous read, and
+// so held and released the lock after it.
+func (st *store) noteVersion(v int64, at time.Time) {
+	s := &st.stall
+	if s.read && v != s.version {
+		s.freeAt = maxTime(s.freeAt, s.readAt)
+	}
+	s.read, s.version, s.readAt = true, v, at
+}
+
+// noteFree records that this process released the write lock after t.
+func (st *store) noteFree(t time.Time) {
+	s := &st.stall
+	s.freeAt = maxTime(s.freeAt, t)
+}
+
+// lockFreeBefore returns an instant before which the lock, found taken at t
+// by a read of data_version that gave v (not yet recorded), was free: the
+// stall began after it. It is at most stallLookback before t.
+func (st *store) lockFreeBefore(t time.Time, v int64) time.Time {
+	s := &st.stall
+	free := t
+	switch {
+	case !s.read:
+	case v == s.version:
+		free = s.freeAt // no commit since the last read
+	default:
+		free = s.readAt // a commit since the last read
+	}
+	if free.After(t) {
+		return t
+	}
+	return maxTime(free, t.Add(-stallLookback))
 }
 
 // closeBusy moves the open busy window, if long enough, to the closed ones.
@@ -140,8 +217,9 @@ func (st *store) noteStall(w stallWindow) {
 	s := &st.stall
 	s.closed = append(s.closed, w)
 	if len(s.closed) > maxClosedStalls {
-		slices.SortFunc(s.closed, func(a, b stallWindow) int { return a.from.Compare(b.from) })
-		s.closed[1] = stallWindow{from: s.closed[0].from, to: maxTime(s.closed[0].to, s.closed[1].to)}
+		slices.SortFunc(s.closed, func(a, b stallWindow) int { return a.since.Compare(b.since) })
+		a, b := s.closed[0], s.closed[1]
+		s.closed[1] = stallWindow{since: a.since, from: a.from, to: maxTime(a.to, b.to)}
 		s.closed = s.closed[1:]
 	}
 }
@@ -163,7 +241,7 @@ func (st *store) creditSeenStalls(ctx context.Context, tx *sql.Tx) error {
 	}
 	ws := s.closed
 	s.closed = nil
-	slices.SortFunc(ws, func(a, b stallWindow) int { return a.from.Compare(b.from) })
+	slices.SortFunc(ws, func(a, b stallWindow) int { return a.since.Compare(b.since) })
 	for _, w := range ws {
 		if err := creditStall(ctx, tx, w); err != nil {
 			return err
@@ -172,9 +250,9 @@ func (st *store) creditSeenStalls(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// creditStall adds the part of w not credited yet to every lease that was
-// running when that part began, and moves credited_until to w's end. A lease
-// that had ended before stays ended: it was rescuable then.
+// creditStall adds the part of w (from since) not credited yet to every
+// lease that was running when that part began, and moves credited_until to
+// w's end. A lease that had ended before stays ended: it was rescuable then.
 func creditStall(ctx context.Context, tx *sql.Tx, w stallWindow) error {
 	var credited int64
 	if err := tx.QueryRowContext(ctx, stmt.stallCredited).Scan(&credited); err != nil {
@@ -186,7 +264,7 @@ func creditStall(ctx context.Context, tx *sql.Tx, w stallWindow) error {
 		}
 		return fmt.Errorf("credit a write-lock stall of %s to running leases: read spool_stall: %w", w.len().Round(time.Millisecond), err)
 	}
-	from, to := max(w.from.UnixMicro(), credited), w.to.UnixMicro()
+	from, to := max(w.since.UnixMicro(), credited), w.to.UnixMicro()
 	if to <= from {
 		return nil
 	}

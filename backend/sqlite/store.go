@@ -212,10 +212,12 @@ func (st *store) dataVersion(wait bool) (int64, bool) {
 	var v int64
 	ctx, cancel := context.WithTimeout(context.Background(), watchInterval)
 	defer cancel()
+	at := time.Now()
 	// Fails when the connection is in a caller's transaction (DB): skip.
 	if err := st.writer.QueryRowContext(ctx, stmt.dataVersion).Scan(&v); err != nil {
 		return -1, false
 	}
+	st.noteVersion(v, at)
 	return v, true
 }
 

@@ -50,23 +50,24 @@ func (st *store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	if err := st.creditSeenStalls(ctx, tx); err != nil {
-		_ = tx.Rollback()
+		st.rollback(tx)
 		return err
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
+		st.rollback(tx)
 		st.noteHold(acquired)
 		return err
 	}
 	credited := false
 	if now := time.Now(); now.Sub(acquired) >= st.stallThreshold() {
-		if err := creditStall(ctx, tx, stallWindow{from: acquired, to: now}); err != nil {
-			_ = tx.Rollback()
+		if err := creditStall(ctx, tx, held(acquired, now)); err != nil {
+			st.rollback(tx)
 			st.noteHold(acquired)
 			return err
 		}
 		credited = true
 	}
+	st.noteFree(time.Now())
 	if err := tx.Commit(); err != nil {
 		st.noteHold(acquired)
 		return fmt.Errorf("commit: %w", err)
@@ -78,12 +79,18 @@ func (st *store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
+// rollback rolls tx back; the lock is free after it.
+func (st *store) rollback(tx *sql.Tx) {
+	st.noteFree(time.Now())
+	_ = tx.Rollback()
+}
+
 // noteHold keeps this process's own hold of the lock, from acquired until
 // now, for the next write transaction to credit, when it was long enough
 // and not credited in its own transaction (rolled back, or the commit
 // itself was slow).
 func (st *store) noteHold(acquired time.Time) {
-	st.noteStall(stallWindow{from: acquired, to: time.Now()})
+	st.noteStall(held(acquired, time.Now()))
 }
 
 // beginImmediate begins a transaction on the writer pool (the driver issues
