@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		{"RetryDiscardedJob", testRetryDiscarded},
 		{"CompleteTxExactlyOnce", testCompleteTx},
 		{"CompleteTxThenHeartbeatQuiet", testCompleteTxHeartbeatQuiet},
+		{"CompleteTxLookupFails", testCompleteTxLookupFails},
 		{"SoftStopFinishesRunningReleasesBuffered", testSoftStop},
 		{"HardStopCancelsRunning", testHardStop},
 		{"StopTimeoutEscalates", testStopTimeoutEscalates},

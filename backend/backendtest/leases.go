@@ -257,6 +257,74 @@ func testCompleteTxHeartbeatQuiet(t *testing.T, h Harness) {
 	}
 }
 
+// failingGets is a backend whose next job reads fail as a read that outlasts
+// its deadline on a loaded machine does.
+type failingGets struct {
+	backend.Backend
+	fail atomic.Int32 // reads left to fail; below zero once one has
+}
+
+func (b *failingGets) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	if b.fail.Add(-1) >= 0 {
+		return nil, fmt.Errorf("get job %d: %w", id, context.DeadlineExceeded)
+	}
+	return b.Backend.JobGet(ctx, id)
+}
+
+// testCompleteTxLookupFails: after the handler's CompleteTx committed, the
+// heartbeat finds the lease ended and reads the job to tell why, and that
+// read fails. Not knowing is no reason to cancel: the commit is the usual
+// cause, and the next beat looks again. The handler runs on, and nothing
+// warns.
+func testCompleteTxLookupFails(t *testing.T, h Harness) {
+	inner := h.NewBackend(t)
+	be := &failingGets{Backend: inner}
+	results := make(chan error, 1)
+	ws := spool.NewWorkers()
+	cfg := fastConfig(ws, 1)
+	cfg.LeaseDuration = 300 * time.Millisecond
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		tx := h.BeginTx(t, inner)
+		if err := spool.CompleteTx(ctx, btx(tx), j); err != nil {
+			_ = tx.Rollback(ctx)
+			results <- err
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			results <- err
+			return err
+		}
+		be.fail.Store(1)
+		select {
+		case <-ctx.Done():
+			results <- fmt.Errorf("handler cancelled after its CompleteTx committed: %w", context.Cause(ctx))
+		case <-time.After(cfg.LeaseDuration + 100*time.Millisecond):
+			results <- nil
+		}
+		return nil
+	}))
+	warned := make(chan string, 1)
+	cfg.Logger = slog.New(&logWatch{msg: "no longer held", seen: warned})
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	if err := recv(t, results, "handler"); err != nil {
+		t.Fatal(err)
+	}
+	if be.fail.Load() >= 0 {
+		t.Fatal("no heartbeat read the job while the handler ran on: the failed read was not exercised")
+	}
+	waitState(t, inner, id, backend.StateCompleted)
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-warned:
+		t.Fatalf("warned on the CompleteTx path: %s", w)
+	default:
+	}
+}
+
 func testCompleteTx(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	txs := make(chan Tx, 1)

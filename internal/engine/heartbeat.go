@@ -110,6 +110,12 @@ func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, tim
 			continue // committed, and the row deleted on completion
 		case row == nil && err == nil:
 			continue // past the lookup bound: assume the commit, as is usual
+		case err != nil && !errors.Is(err, backend.ErrNotFound):
+			// Could not tell (a read that outlasted its deadline on a
+			// loaded machine): the commit is the usual cause, and the
+			// lease stays in the running set, so the next beat finds it
+			// lost again and reads again.
+			continue
 		}
 		running = append(running, l)
 	}
