@@ -105,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 		{"StopReturnsWithStuckHandler", testStopStuckHandler},
 		{"StopWithoutDeadlineHurriedByLaterStop", testStopHurried},
 		{"TimeoutOverrunRecorded", testTimeoutOverrun},
+		{"TimeoutOverrunWriteFails", testTimeoutOverrunWriteFails},
 		{"LeaderElection", testLeaderElection},
 		{"Retention", testRetention},
 		{"QueueConcurrencyLimit", testQueueConcurrency},

@@ -238,6 +238,58 @@ func testTimeoutOverrun(t *testing.T, h Harness) {
 	}
 }
 
+// failingRetries is a backend whose next writes of retry outcomes fail, as
+// a write that outlasts its deadline on a loaded machine does.
+type failingRetries struct {
+	backend.Backend
+	fail atomic.Int32 // writes left to fail
+}
+
+func (b *failingRetries) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	for _, f := range p.Finishes {
+		if f.Outcome == backend.OutcomeRetry && b.fail.Add(-1) >= 0 {
+			return nil, fmt.Errorf("finish jobs: %w", context.DeadlineExceeded)
+		}
+	}
+	return b.Backend.JobFinishMany(ctx, p)
+}
+
+// testTimeoutOverrunWriteFails: the retry of a handler that overran its
+// timeout cannot be written at the first two tries. Its lease is extended
+// until it is, so rescue never takes the job as if its worker had crashed.
+func testTimeoutOverrunWriteFails(t *testing.T, h Harness) {
+	inner := h.NewBackend(t)
+	be := &failingRetries{Backend: inner}
+	be.fail.Store(2)
+	release := make(chan struct{})
+	defer close(release)
+	ws := spool.NewWorkers()
+	spool.AddWorker[NoteArgs](ws, timeoutWorker{spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		if j.Attempt == 1 {
+			<-release // ignores ctx
+		}
+		return nil
+	})})
+	cfg := fastConfig(ws, 2)
+	cfg.LeaseDuration = 600 * time.Millisecond
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	// Without the extension the lease ends 600 ms after the claim, while
+	// the third try comes about 800 ms after it, and rescue runs every
+	// 50 ms.
+	j := waitState(t, inner, id, backend.StateCompleted)
+	if n := be.fail.Load(); n > 0 {
+		t.Fatalf("the retry's writes did not fail as arranged (%d failures left)", n)
+	}
+	if j.Attempt != 2 || len(j.Errors) != 1 {
+		t.Fatalf("attempt %d errors %+v, want attempt 2 after one recorded error", j.Attempt, j.Errors)
+	}
+	if e := j.Errors[0].Error; !contains(e, "ignores its context") || contains(e, "lease expired") {
+		t.Fatalf("recorded error %q, want the timeout overrun, not a lease expiry", e)
+	}
+}
+
 // testFinishManyMixed writes one batch of every outcome over a few hundred
 // jobs, each failure with an error text of its own, plus a stale lease, and
 // checks every row: a backend that splits or groups such a batch internally

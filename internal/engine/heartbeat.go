@@ -166,11 +166,12 @@ func leaseLossCause(l backend.LeaseRef, row *backend.JobRow, err error) string {
 }
 
 // abandonOverrun records a retry for jobs whose handler is still running
-// grace after its timeout: the handler ignores its context, Go cannot stop
-// it, and its lease is no longer extended. Without this the lease would run
-// out and rescue would blame a crash. The retry waits one lease, as rescue
-// would have, so the new attempt is unlikely to overlap the stuck handler;
-// the handler keeps its worker slot until it returns.
+// grace after its timeout: the handler ignores its context and Go cannot
+// stop it. Its lease is extended until this retry is written; without the
+// retry it would be extended for as long as the handler runs. The retry
+// waits one lease, as rescue would have, so the new attempt is unlikely to
+// overlap the stuck handler; the handler keeps its worker slot until it
+// returns.
 func (h *heartbeat) abandonOverrun(ctx context.Context, grace time.Duration) {
 	jobs := h.running.overrun(time.Now(), grace)
 	if len(jobs) == 0 {

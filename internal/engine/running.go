@@ -80,7 +80,7 @@ func (r *runningJobs) handlerDone(lease backend.LeaseRef) bool {
 
 // overrun returns the jobs whose handler is still running grace after its
 // timeout ended its context, and marks them abandoned: the handler ignores
-// its context, and its lease is no longer extended.
+// its context, and the client writes a retry on its behalf.
 func (r *runningJobs) overrun(now time.Time, grace time.Duration) []runningJob {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,14 +157,18 @@ func (r *runningJobs) markCompletedInTx(id int64) {
 }
 
 // live returns the leases to extend: jobs whose handler runs with a live
-// context (one that timed out or was cancelled stops extending its lease), and
-// jobs whose outcome waits to be written.
+// context, jobs whose outcome waits to be written, and jobs whose handler
+// overran its timeout until the retry written on its behalf lands (so the
+// lease does not run out first and rescue blame a crash). A handler whose
+// context was cancelled otherwise (its lease lost, a hard stop) stops
+// extending its lease.
 func (r *runningJobs) live() []backend.LeaseRef {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]backend.LeaseRef, 0, len(r.jobs))
 	for _, j := range r.jobs {
-		if j.handlerDone || j.ctx.Err() == nil {
+		timedOut := !j.abandoned && errors.Is(context.Cause(j.ctx), errJobTimeout)
+		if j.handlerDone || j.ctx.Err() == nil || timedOut {
 			out = append(out, j.lease)
 		}
 	}
