@@ -214,47 +214,7 @@ func testLostLeaseCancelsJob(t *testing.T, h Harness) {
 // and nothing warns about a lost lease.
 func testCompleteTxHeartbeatQuiet(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	results := make(chan error, 1)
-	ws := spool.NewWorkers()
-	cfg := fastConfig(ws, 1)
-	cfg.LeaseDuration = 300 * time.Millisecond
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
-		tx := h.BeginTx(t, be)
-		if err := spool.CompleteTx(ctx, btx(tx), j); err != nil {
-			_ = tx.Rollback(ctx)
-			results <- err
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			results <- err
-			return err
-		}
-		// Stay past three heartbeats (one every 100ms): none may cancel us.
-		select {
-		case <-ctx.Done():
-			results <- fmt.Errorf("handler cancelled after its CompleteTx committed: %w", context.Cause(ctx))
-		case <-time.After(cfg.LeaseDuration + 100*time.Millisecond):
-			results <- nil
-		}
-		return nil
-	}))
-	warned := make(chan string, 1)
-	cfg.Logger = slog.New(&logWatch{msg: "no longer held", seen: warned})
-	c := newClient(t, be, cfg)
-	start(t, c)
-	id := insert(t, c, NoteArgs{}, nil)
-	if err := recv(t, results, "handler"); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, be, id, backend.StateCompleted)
-	if err := c.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case w := <-warned:
-		t.Fatalf("warned on the CompleteTx path: %s", w)
-	default:
-	}
+	completeTxRunOn(t, h, be, be, nil)
 }
 
 // failingGets is a backend whose next job reads fail as a read that outlasts
@@ -279,6 +239,18 @@ func (b *failingGets) JobGet(ctx context.Context, id int64) (*backend.JobRow, er
 func testCompleteTxLookupFails(t *testing.T, h Harness) {
 	inner := h.NewBackend(t)
 	be := &failingGets{Backend: inner}
+	completeTxRunOn(t, h, be, inner, func() { be.fail.Store(1) })
+	if be.fail.Load() >= 0 {
+		t.Fatal("no heartbeat read the job while the handler ran on: the failed read was not exercised")
+	}
+}
+
+// completeTxRunOn runs one job on a client of be whose handler completes it
+// with CompleteTx in a transaction of inner, calls committed (when not nil)
+// after the commit, and runs on past three heartbeats: none may cancel it,
+// and nothing may warn of a lost lease.
+func completeTxRunOn(t *testing.T, h Harness, be, inner backend.Backend, committed func()) {
+	t.Helper()
 	results := make(chan error, 1)
 	ws := spool.NewWorkers()
 	cfg := fastConfig(ws, 1)
@@ -294,7 +266,10 @@ func testCompleteTxLookupFails(t *testing.T, h Harness) {
 			results <- err
 			return err
 		}
-		be.fail.Store(1)
+		if committed != nil {
+			committed()
+		}
+		// Stay past three heartbeats (one every 100ms): none may cancel us.
 		select {
 		case <-ctx.Done():
 			results <- fmt.Errorf("handler cancelled after its CompleteTx committed: %w", context.Cause(ctx))
@@ -310,9 +285,6 @@ func testCompleteTxLookupFails(t *testing.T, h Harness) {
 	id := insert(t, c, NoteArgs{}, nil)
 	if err := recv(t, results, "handler"); err != nil {
 		t.Fatal(err)
-	}
-	if be.fail.Load() >= 0 {
-		t.Fatal("no heartbeat read the job while the handler ran on: the failed read was not exercised")
 	}
 	waitState(t, inner, id, backend.StateCompleted)
 	if err := c.Stop(context.Background()); err != nil {
