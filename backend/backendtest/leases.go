@@ -141,7 +141,11 @@ func testHeartbeatKeepsLongJob(t *testing.T, h Harness) {
 		}
 	}))
 	cfg := fastConfig(ws, 1)
-	cfg.LeaseDuration = 500 * time.Millisecond
+	// Each heartbeat has a third of the lease to land. A 500 ms lease gave
+	// it 167 ms, which statements outlasted for a whole lease on a CI
+	// machine running every module's tests on two cores (TestSharded,
+	// 2026-11-27): the machine, not the heartbeat, lost the lease.
+	cfg.LeaseDuration = time.Second
 	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)
