@@ -186,7 +186,9 @@ func testLostLeaseCancelsJob(t *testing.T, h Harness) {
 		return nil // returns "success" late: must be fenced out
 	}))
 	cfg := fastConfig(ws, 1)
-	cfg.LeaseDuration = 300 * time.Millisecond
+	// Long enough that a loaded machine's slow heartbeats do not lose the
+	// lease to rescue before the user's cancel does (HeartbeatKeepsLongJob).
+	cfg.LeaseDuration = time.Second
 	warned := make(chan string, 1)
 	cfg.Logger = slog.New(&logWatch{msg: "cancelled by a user", seen: warned})
 	c := newClient(t, be, cfg)

@@ -231,7 +231,9 @@ func overrunOnce(t *testing.T, be, inner backend.Backend) {
 		return nil
 	})})
 	cfg := fastConfig(ws, 2)
-	cfg.LeaseDuration = 600 * time.Millisecond
+	// Long enough that a loaded machine's slow heartbeats do not lose the
+	// lease to rescue (HeartbeatKeepsLongJob).
+	cfg.LeaseDuration = time.Second
 	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)
@@ -269,9 +271,9 @@ func testTimeoutOverrunWriteFails(t *testing.T, h Harness) {
 	inner := h.NewBackend(t)
 	be := &failingRetries{Backend: inner}
 	be.fail.Store(2)
-	// Without the extension the lease ends 600 ms after the claim, while
-	// the third try comes about 800 ms after it, and rescue runs every
-	// 50 ms.
+	// Without the extension the lease ends a second after the claim, while
+	// the third try comes about 1.33 s after it (a beat every 333 ms), and
+	// rescue runs every 50 ms.
 	overrunOnce(t, be, inner)
 	if n := be.fail.Load(); n > 0 {
 		t.Fatalf("the retry's writes did not fail as arranged (%d failures left)", n)
