@@ -141,10 +141,10 @@ func testHeartbeatKeepsLongJob(t *testing.T, h Harness) {
 		}
 	}))
 	cfg := fastConfig(ws, 1)
-	// Each heartbeat has a third of the lease to land. A 500 ms lease gave
-	// it 167 ms, which statements outlasted for a whole lease on a CI
-	// machine running every module's tests on two cores (TestSharded,
-	// 2026-11-27): the machine, not the heartbeat, lost the lease.
+	// Each heartbeat has a third of the lease to land; a shorter lease
+	// leaves less than a CI machine running every module's tests on two
+	// cores takes per statement, and the machine, not the heartbeat, would
+	// lose the lease.
 	cfg.LeaseDuration = time.Second
 	c := newClient(t, be, cfg)
 	start(t, c)

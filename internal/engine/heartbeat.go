@@ -108,12 +108,11 @@ func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, tim
 			continue // the CompleteTx transaction committed
 		case errors.Is(err, backend.ErrNotFound) && h.cfg.DeleteCompleted:
 			continue // committed, and the row deleted on completion
-		case row == nil && err == nil:
-			continue // past the lookup bound: assume the commit, as is usual
-		case err != nil && !errors.Is(err, backend.ErrNotFound):
-			// Could not tell (a read that outlasted its deadline on a
-			// loaded machine): the commit is the usual cause, and the
-			// lease stays in the running set, so the next beat finds it
+		case row == nil && !errors.Is(err, backend.ErrNotFound):
+			// Not read (past the lookup bound, or the read failed, as
+			// one outlasting its deadline on a loaded machine does):
+			// assume the commit, as is usual. The lease stays in the
+			// running set, so if it was not that, the next beat finds it
 			// lost again and reads again.
 			continue
 		}
