@@ -97,7 +97,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	cpu0, cpuOK := processCPU()
-	server0, serverOK := serverCPU()
+	server0, serverOK := takeServerCPU()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("bench drain: %w", err)
@@ -113,7 +113,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	}
 	elapsed := counter.doneAt.Sub(start)
 	cpu1, _ := processCPU()
-	server1, _ := serverCPU()
+	server1, _ := takeServerCPU()
 
 	// Every completion is written; check the store agrees before reporting.
 	stats, err := queueStats(ctx, client, spool.DefaultQueue)
@@ -153,7 +153,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		res.ClientCPUPerJobUS = perJobUS(cpu1-cpu0, *jobs)
 	}
 	if serverOK && store.backend.Name() != "sqlite" {
-		res.ServerCPUPerJobUS = perJobUS(server1-server0, *jobs)
+		res.ServerCPUPerJobUS = perJobUS(server0.since(server1), *jobs)
 	}
 	return r.finish(res, func(w io.Writer) error { return printDrainResult(w, &res) },
 		func() *plot.Figure { return drainFigure(&res, samples) })

@@ -151,6 +151,9 @@ func TestBenchSteady(t *testing.T) {
 	}
 	checkOrdered(t, "pickup", res.Pickup)
 	checkOrdered(t, "insert call", res.InsertCall)
+	if res.ClientCPUPerJobUS <= 0 || res.ServerCPUPerJobUS <= 0 {
+		t.Errorf("client %.1f µs, server %.1f µs a job; want both measured", res.ClientCPUPerJobUS, res.ServerCPUPerJobUS)
+	}
 	n := 0
 	for _, w := range res.PickupOverTime {
 		n += w.Count

@@ -326,6 +326,13 @@ type steadyResult struct {
 	CompletionDelay string          `json:"completion_delay"`
 	DeleteCompleted bool            `json:"delete_completed"`
 	GOMAXPROCS      int             `json:"gomaxprocs"`
+	// ClientCPUPerJobUS is this process's CPU time (the inserting and the
+	// working client together) per job inserted, in microseconds, from the
+	// first insert until every job started; ServerCPUPerJobUS that of the
+	// machine's database servers (not measured for SQLite, whose store is
+	// in this process).
+	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us,omitempty"`
+	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us,omitempty"`
 }
 
 // Run implements cli.Command.
@@ -376,12 +383,16 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 
 	load := &steadyLoad{client: producer, rate: *cfg.rate, producers: *cfg.producers, rec: rec}
 	bar := r.progress("steady", "jobs", total, load.inserted.Load)
+	cpu0, cpuOK := processCPU()
+	server0, serverOK := takeServerCPU()
 	start := time.Now()
 	err = load.run(ctx, start, total, start.Add(*duration))
 	insertTime := time.Since(start)
 	if err == nil {
 		err = waitStarted(ctx, rec, load.inserted.Load())
 	}
+	cpu1, _ := processCPU()
+	server1, _ := takeServerCPU()
 	bar.Stop()
 	if err != nil {
 		return withCause(ctx, fmt.Errorf("bench steady: %w", err))
@@ -410,6 +421,14 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		CompletionDelay: cfg.completionDelay.String(),
 		DeleteCompleted: *cfg.deleteCompleted,
 		GOMAXPROCS:      runtime.GOMAXPROCS(0),
+	}
+	if n := int(res.Jobs); n > 0 {
+		if cpuOK {
+			res.ClientCPUPerJobUS = perJobUS(cpu1-cpu0, n)
+		}
+		if serverOK && res.Backend != "sqlite" {
+			res.ServerCPUPerJobUS = perJobUS(server0.since(server1), n)
+		}
 	}
 	ds := durations(samples)
 	res.Pickup = summarize(ds) // sorts ds
@@ -464,6 +483,8 @@ func printSteadyResult(w io.Writer, r *steadyResult) error {
 		{"insert call p50/p99", fmtMS(r.InsertCall.P50) + " / " + fmtMS(r.InsertCall.P99)},
 		{"started before insert returned", fmt.Sprintf("%d (counted as 0 ms)", r.StartedEarly)},
 		{"duplicates", fmt.Sprint(r.Duplicates)},
+		{"client CPU per job", usText(r.ClientCPUPerJobUS)},
+		{"server CPU per job", usText(r.ServerCPUPerJobUS)},
 		{"workers", fmt.Sprint(r.Workers)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"producers", fmt.Sprint(r.Producers)},

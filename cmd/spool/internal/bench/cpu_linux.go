@@ -19,15 +19,51 @@ func processCPU() (time.Duration, bool) {
 }
 
 // serverNames are the process names of the database servers whose CPU
-// time serverCPU adds up.
+// time takeServerCPU reads.
 var serverNames = map[string]bool{"postgres": true, "mariadbd": true, "mysqld": true}
 
-// serverCPU is the CPU time (user and system, as /proc/PID/stat counts it,
-// in clock ticks of 1/100 s) of every database server process on this
-// machine: on a shared machine it includes other sessions' work, and a
-// process that ended between two reads drops out.
-func serverCPU() (time.Duration, bool) {
-	return procCPU(func(_, _ int, name string) bool { return serverNames[name] })
+// serverCPUSnapshot is the CPU time (user and system, as /proc/PID/stat
+// counts it, in clock ticks of 1/100 s) of every database server process
+// on this machine, by PID: on a shared machine it includes other
+// sessions' work.
+type serverCPUSnapshot map[int]int64
+
+// takeServerCPU reads the CPU time of every database server process.
+func takeServerCPU() (serverCPUSnapshot, bool) {
+	s := serverCPUSnapshot{}
+	forEachProc(func(pid, _ int, name string, f []string) {
+		if !serverNames[name] {
+			return
+		}
+		if t, ok := statTicks(f); ok {
+			s[pid] = t
+		}
+	})
+	return s, len(s) > 0
+}
+
+// since is the CPU time the server processes of later used after s was
+// taken: a process that started meanwhile counts whole, one that ended
+// drops out. Unlike the difference of two sums, it cannot go negative
+// when a busy process (another session's backend) exits in between.
+func (s serverCPUSnapshot) since(later serverCPUSnapshot) time.Duration {
+	var ticks int64
+	for pid, t := range later {
+		if before, ok := s[pid]; ok && before <= t {
+			t -= before
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// statTicks is utime plus stime of a /proc/PID/stat line's fields after
+// the name.
+func statTicks(f []string) (int64, bool) {
+	// utime and stime are fields 14 and 15 of the line.
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	return u + st, err1 == nil && err2 == nil
 }
 
 // treeCPU is the CPU time of process root and its children (a PostgreSQL
@@ -58,13 +94,11 @@ func procCPU(match func(pid, ppid int, name string) bool) (time.Duration, bool) 
 		if !match(pid, ppid, name) {
 			return
 		}
-		// utime and stime are fields 14 and 15 of the line.
-		u, err1 := strconv.ParseInt(f[11], 10, 64)
-		st, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
+		t, ok := statTicks(f)
+		if !ok {
 			return
 		}
-		ticks += u + st
+		ticks += t
 		found = true
 	})
 	return time.Duration(ticks) * 10 * time.Millisecond, found

@@ -7,8 +7,13 @@ import "time"
 // processCPU is not measured here.
 func processCPU() (time.Duration, bool) { return 0, false }
 
-// serverCPU is not measured here.
-func serverCPU() (time.Duration, bool) { return 0, false }
+// serverCPUSnapshot is not measured here.
+type serverCPUSnapshot struct{}
+
+// takeServerCPU is not measured here.
+func takeServerCPU() (serverCPUSnapshot, bool) { return serverCPUSnapshot{}, false }
+
+func (serverCPUSnapshot) since(serverCPUSnapshot) time.Duration { return 0 }
 
 // treeCPU is not measured here.
 func treeCPU(int) (time.Duration, bool) { return 0, false }
