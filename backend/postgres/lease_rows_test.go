@@ -309,3 +309,24 @@ func TestLeaseRowsConcurrentOps(t *testing.T) {
 		t.Fatalf("%d jobs left in lease rows and %d running in place", leased, inPlace)
 	}
 }
+
+// TestLeaseIdsIndexWithoutPendingList checks that the index finishes and
+// heartbeats search lease rows by has no pending list (schema 13): with
+// one, every search read all entries added since the last merge.
+func TestLeaseIdsIndexWithoutPendingList(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	var opts []string
+	err := be.Pool().QueryRow(context.Background(), `SELECT coalesce(reloptions, '{}') FROM pg_class
+  WHERE oid = ($1 || '.spool_leases_ids')::regclass`, be.Schema()).Scan(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range opts {
+		found = found || o == "fastupdate=off"
+	}
+	if !found {
+		t.Errorf("spool_leases_ids options %q, want fastupdate=off", opts)
+	}
+}
