@@ -156,13 +156,15 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 // and after an ANALYZE taken while no job ran it guesses 1 running row and
 // picks a nested loop over the whole running set: measured with 2,000
 // finishes against 10,000 running rows, 11,333 ms generic vs 36.7 ms custom
-// (bench scale --settle: 374 jobs/s). An unnamed statement (parse, describe,
-// execute) is planned per call; the simple protocol inlines the values and
-// is planned per call already.
+// (bench scale --settle: 374 jobs/s). An unnamed statement is planned per
+// call; QueryExecModeExec sends it with its arguments in one round trip
+// (the statements cast every parameter, so their types need no describe
+// step first, which cost a second round trip per finish and heartbeat).
+// The simple protocol inlines the values and is planned per call already.
 func (b *Backend) customPlan(args ...any) []any {
 	switch b.pool.Config().ConnConfig.DefaultQueryExecMode {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
-		return append([]any{pgx.QueryExecModeDescribeExec}, args...)
+		return append([]any{pgx.QueryExecModeExec}, args...)
 	}
 	return args
 }
