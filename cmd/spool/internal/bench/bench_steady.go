@@ -516,8 +516,10 @@ on a connection pool of its own as another process would be, inserts jobs on
 a fixed schedule (--rate per second, one job per insert transaction) for
 --duration. Pickup latency is measured per job from the moment its insert
 call returned (the commit done) to the moment its handler started, on the
-same process clock. Prints p50/p95/p99/p99.9/max, the rate achieved and the
-latency per second of the run.
+same process clock. Prints p50/p95/p99/p99.9/max, the rate achieved, the
+latency per second of the run, and the CPU time per job of this process
+(both clients) and of the machine's database servers (PostgreSQL, MariaDB
+or MySQL processes, other sessions' work included; none for SQLite).
 
 The insert call returns a little after the server committed, so a job
 picked up by a claim that was already under way can start before its insert
