@@ -96,8 +96,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	if err := r.startProfile(); err != nil {
 		return err
 	}
-	cpu0, cpuOK := processCPU()
-	server0, serverOK := takeServerCPU()
+	cpu := startCPUSpan()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("bench drain: %w", err)
@@ -112,8 +111,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return withCause(ctx, err)
 	}
 	elapsed := counter.doneAt.Sub(start)
-	cpu1, _ := processCPU()
-	server1, _ := takeServerCPU()
+	clientCPU, serverCPU := cpu.perJob(*jobs, store.backend.Name())
 
 	// Every completion is written; check the store agrees before reporting.
 	stats, err := queueStats(ctx, client, spool.DefaultQueue)
@@ -149,12 +147,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		InsertFast:        *fast,
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
-	if cpuOK {
-		res.ClientCPUPerJobUS = perJobUS(cpu1-cpu0, *jobs)
-	}
-	if serverOK && store.backend.Name() != "sqlite" {
-		res.ServerCPUPerJobUS = perJobUS(server0.since(server1), *jobs)
-	}
+	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS = clientCPU, serverCPU
 	return r.finish(res, func(w io.Writer) error { return printDrainResult(w, &res) },
 		func() *plot.Figure { return drainFigure(&res, samples) })
 }

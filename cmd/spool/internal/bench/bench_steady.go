@@ -383,16 +383,14 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 
 	load := &steadyLoad{client: producer, rate: *cfg.rate, producers: *cfg.producers, rec: rec}
 	bar := r.progress("steady", "jobs", total, load.inserted.Load)
-	cpu0, cpuOK := processCPU()
-	server0, serverOK := takeServerCPU()
+	cpu := startCPUSpan()
 	start := time.Now()
 	err = load.run(ctx, start, total, start.Add(*duration))
 	insertTime := time.Since(start)
 	if err == nil {
 		err = waitStarted(ctx, rec, load.inserted.Load())
 	}
-	cpu1, _ := processCPU()
-	server1, _ := takeServerCPU()
+	clientCPU, serverCPU := cpu.perJob(int(load.inserted.Load()), store.backend.Name())
 	bar.Stop()
 	if err != nil {
 		return withCause(ctx, fmt.Errorf("bench steady: %w", err))
@@ -422,14 +420,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		DeleteCompleted: *cfg.deleteCompleted,
 		GOMAXPROCS:      runtime.GOMAXPROCS(0),
 	}
-	if n := int(res.Jobs); n > 0 {
-		if cpuOK {
-			res.ClientCPUPerJobUS = perJobUS(cpu1-cpu0, n)
-		}
-		if serverOK && res.Backend != "sqlite" {
-			res.ServerCPUPerJobUS = perJobUS(server0.since(server1), n)
-		}
-	}
+	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS = clientCPU, serverCPU
 	ds := durations(samples)
 	res.Pickup = summarize(ds) // sorts ds
 	res.InsertCall = summarize(durations(load.callTimes))
