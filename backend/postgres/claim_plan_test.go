@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,4 +139,91 @@ func nodeTypes(v any) string {
 	}
 	walk(v)
 	return strings.Join(names, ", ")
+}
+
+// TestLeasedStatementsGenericPlan builds the generic plans of the leased
+// finish and heartbeat as queryGeneric runs them, on a lease table never
+// analysed, and requires them to reach spool_leases through its indexes
+// only: the GIN index on ids for the jobs' lease rows, the primary key for
+// the rows they update. Without genericPlanSettings the generic plan scans
+// the whole table, every dead lease row included.
+func TestLeasedStatementsGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	statements := []struct {
+		name, query, args string
+	}{
+		{"finish", b.sql.finishLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], '{1,1}'::smallint[], '{0,0}'::bigint[], ARRAY[NULL, NULL]::jsonb[], false)`},
+		{"heartbeat", b.sql.heartbeatLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], 30000000)`},
+	}
+	for _, st := range statements {
+		plan := func(settings string) string {
+			var out string
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, settings); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "PREPARE leased_plan AS "+st.query); err != nil {
+					return err
+				}
+				var raw []byte
+				if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE leased_plan"+st.args).Scan(&raw); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "DEALLOCATE leased_plan"); err != nil {
+					return err
+				}
+				var v any
+				if err := json.Unmarshal(raw, &v); err != nil {
+					return err
+				}
+				out = tableScans(v, "spool_leases")
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", st.name, err)
+			}
+			return out
+		}
+		got := plan(genericPlanSettings)
+		scans := strings.Split(got, ", ")
+		if slices.ContainsFunc(scans, func(s string) bool { return !strings.HasPrefix(s, "Bitmap ") }) ||
+			!slices.Contains(scans, "Bitmap Index Scan on spool_leases_ids") {
+			t.Errorf("%s: generic plan with the settings reaches spool_leases by %s", st.name, got)
+		}
+		if without := plan(`SET LOCAL plan_cache_mode = force_generic_plan`); !strings.Contains(without, "Seq Scan") {
+			t.Logf("note: %s: without the settings the generic plan reaches spool_leases by %s (no whole-table scan on this server)", st.name, without)
+		}
+	}
+}
+
+// tableScans lists the scans of an EXPLAIN (FORMAT JSON) plan that read
+// table or its indexes, as "Node Type on relation or index".
+func tableScans(v any, table string) string {
+	var scans []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			n, _ := x["Node Type"].(string)
+			rel, _ := x["Relation Name"].(string)
+			idx, _ := x["Index Name"].(string)
+			switch {
+			case idx != "" && strings.HasPrefix(idx, table):
+				scans = append(scans, n+" on "+idx)
+			case rel == table && strings.Contains(n, "Scan"):
+				scans = append(scans, n+" on "+rel)
+			}
+			for _, c := range x {
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	walk(v)
+	return strings.Join(scans, ", ")
 }

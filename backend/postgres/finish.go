@@ -71,11 +71,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 // that are pending again.
 func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []int64, fences []int32, outcomes []int16,
 	delays []int64, errs []json.RawMessage, deleteCompleted bool) ([]backend.LeaseRef, error) {
-	rows, err := db.Query(ctx, query, b.customPlan(ids, fences, outcomes, delays, errs, deleteCompleted)...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.LeaseRef, error) {
+	scan := func(r pgx.CollectableRow) (backend.LeaseRef, error) {
 		var (
 			l     backend.LeaseRef
 			queue *string
@@ -87,7 +83,21 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 			b.floors.lower(*queue, key)
 		}
 		return l, err
-	})
+	}
+	args := []any{ids, fences, outcomes, delays, errs, deleteCompleted}
+	if query == b.sql.finishLeased && db == DBTX(b.pool) && b.genericPlanFits(len(ids)) {
+		var done []backend.LeaseRef
+		err := b.queryGeneric(ctx, query, args, func(rows pgx.Rows) (err error) {
+			done, err = pgx.CollectRows(rows, scan)
+			return err
+		})
+		return done, err
+	}
+	rows, err := db.Query(ctx, query, b.customPlan(args...)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scan)
 }
 
 // notDone returns the indexes of the (ids[i], fences[i]) not among done:
@@ -147,6 +157,61 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 		done = append(done, rest...)
 	}
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// genericPlanMax is the largest batch whose leased finish or heartbeat runs
+// on a cached generic plan (queryGeneric) instead of being planned per call.
+// In a steady queue (1,000 jobs/s, a finish every 2-3 jobs) planning the
+// leased finish took 0.66 ms of server CPU a call, more than running it
+// (0.36 ms), and a fifth of the server's CPU per job (pg_stat_statements
+// with track_planning). Larger batches are planned per call: their
+// planning is spread over their jobs, and the real array sizes choose
+// their joins.
+const genericPlanMax = 64
+
+// genericPlanSettings make a statement run on its cached generic plan, built
+// with bitmap scans as the only way into a table: the leased statements
+// reach spool_leases only through the GIN index on ids and the primary key,
+// whatever the statistics say. Without them, PostgreSQL keeps planning
+// per call on some connections (it compares the generic plan's cost with
+// the custom plans'), and the generic plan it builds for a table whose
+// statistics are small scans the table whole: with lease rows inserted and
+// deleted at 1,000 a second, that read every dead version since the last
+// vacuum (0.67 ms a call against 0.40 ms through the index).
+// set_config(..., true) lasts until the end of the batch's implicit
+// transaction.
+const genericPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+  set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)`
+
+// genericPlanFits reports whether a leased statement over n jobs runs on a
+// cached generic plan: n is small, and the pool caches prepared statements
+// (in the other modes every statement is planned per call anyway).
+func (b *Backend) genericPlanFits(n int) bool {
+	return n <= genericPlanMax && b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+}
+
+// queryGeneric runs query on the pool, outside any transaction of the
+// caller's, on its cached generic plan (genericPlanSettings), in one round
+// trip; read consumes its rows.
+func (b *Backend) queryGeneric(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
+	batch := &pgx.Batch{}
+	batch.Queue(genericPlanSettings)
+	batch.Queue(query, args...)
+	br := b.pool.SendBatch(ctx, batch)
+	err := func() error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		return read(rows)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // customPlan returns the arguments of a statement over id arrays so that it

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spoolq/spool/backend"
 )
 
@@ -41,7 +42,16 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 
 // heartbeatRows runs heartbeat.sql or heartbeat_leased.sql.
 func (b *Backend) heartbeatRows(ctx context.Context, query string, ids []int64, fences []int32, lease time.Duration) ([]backend.LeaseRef, error) {
-	rows, err := b.pool.Query(ctx, query, b.customPlan(ids, fences, micros(lease))...)
+	args := []any{ids, fences, micros(lease)}
+	if query == b.sql.heartbeatLeased && b.genericPlanFits(len(ids)) {
+		var done []backend.LeaseRef
+		err := b.queryGeneric(ctx, query, args, func(rows pgx.Rows) (err error) {
+			done, err = collectLeases(rows)
+			return err
+		})
+		return done, err
+	}
+	rows, err := b.pool.Query(ctx, query, b.customPlan(args...)...)
 	if err != nil {
 		return nil, err
 	}
