@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -24,10 +24,28 @@ const (
 	DefaultMaxArgsBytes = 1 << 20
 )
 
-var (
-	queuePattern = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$`)
-	tagPattern   = regexp.MustCompile(`^[a-zA-Z0-9_.:-]{1,64}$`)
-)
+// validName reports whether s is 1 to max bytes of a-z A-Z 0-9 _ and the
+// bytes of extra, its first byte not one of leadOut. Queue names and tags
+// are checked on every insert; a regexp match cost 2.6% of a steady
+// inserting client's CPU.
+func validName(s string, max int, extra, leadOut string) bool {
+	if len(s) == 0 || len(s) > max || strings.IndexByte(leadOut, s[0]) >= 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validQueue matches ^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$.
+func validQueue(s string) bool { return validName(s, 128, ".-", ".-") }
+
+// validTag matches ^[a-zA-Z0-9_.:-]{1,64}$.
+func validTag(s string) bool { return validName(s, 64, ".:-", "") }
 
 // InsertOpts are per-job insert options. Zero values take the args type's
 // InsertOpts (if it has any), then the defaults.
@@ -326,7 +344,7 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 		return nil, invalid("tags", nil, "%d tags, at most %d allowed", len(o.Tags), MaxTags)
 	}
 	for _, t := range o.Tags {
-		if !tagPattern.MatchString(t) {
+		if !validTag(t) {
 			return nil, invalid("tags", nil, "tag %q must be 1 to 64 of a-z A-Z 0-9 _ . : -", t)
 		}
 	}
@@ -423,7 +441,7 @@ func mergeOpts(base, over InsertOpts) InsertOpts {
 // ValidateQueueName checks a queue name: 1 to 128 characters of a-z A-Z 0-9
 // _ . -, not starting with . or -. It returns an *InvalidJobError.
 func ValidateQueueName(name string) error {
-	if !queuePattern.MatchString(name) {
+	if !validQueue(name) {
 		return invalid("queue", nil, "queue name %q must be 1 to 128 of a-z A-Z 0-9 _ . -, not starting with . or -", name)
 	}
 	return nil
