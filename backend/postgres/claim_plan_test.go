@@ -121,24 +121,28 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 // nodeTypes lists the "Node Type" values of an EXPLAIN (FORMAT JSON) plan.
 func nodeTypes(v any) string {
 	var names []string
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			if n, ok := x["Node Type"].(string); ok {
-				names = append(names, n)
-			}
-			for _, c := range x {
-				walk(c)
-			}
-		case []any:
-			for _, c := range x {
-				walk(c)
-			}
+	walkPlan(v, func(node map[string]any) {
+		if n, ok := node["Node Type"].(string); ok {
+			names = append(names, n)
+		}
+	})
+	return strings.Join(names, ", ")
+}
+
+// walkPlan calls visit on every object of a decoded EXPLAIN (FORMAT JSON)
+// plan.
+func walkPlan(v any, visit func(map[string]any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		visit(x)
+		for _, c := range x {
+			walkPlan(c, visit)
+		}
+	case []any:
+		for _, c := range x {
+			walkPlan(c, visit)
 		}
 	}
-	walk(v)
-	return strings.Join(names, ", ")
 }
 
 // TestLeasedStatementsGenericPlan builds the generic plans of the leased
@@ -202,28 +206,16 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 // table or its indexes, as "Node Type on relation or index".
 func tableScans(v any, table string) string {
 	var scans []string
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			n, _ := x["Node Type"].(string)
-			rel, _ := x["Relation Name"].(string)
-			idx, _ := x["Index Name"].(string)
-			switch {
-			case idx != "" && strings.HasPrefix(idx, table):
-				scans = append(scans, n+" on "+idx)
-			case rel == table && strings.Contains(n, "Scan"):
-				scans = append(scans, n+" on "+rel)
-			}
-			for _, c := range x {
-				walk(c)
-			}
-		case []any:
-			for _, c := range x {
-				walk(c)
-			}
+	walkPlan(v, func(node map[string]any) {
+		n, _ := node["Node Type"].(string)
+		rel, _ := node["Relation Name"].(string)
+		idx, _ := node["Index Name"].(string)
+		switch {
+		case idx != "" && strings.HasPrefix(idx, table):
+			scans = append(scans, n+" on "+idx)
+		case rel == table && strings.Contains(n, "Scan"):
+			scans = append(scans, n+" on "+rel)
 		}
-	}
-	walk(v)
+	})
 	return strings.Join(scans, ", ")
 }
