@@ -16,8 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/stores"
 )
@@ -168,6 +170,10 @@ type benchStore struct {
 	backend backend.Backend
 	keep    bool
 	stderr  io.Writer
+	// session is the application_name of every PostgreSQL session opened
+	// from scratch.URL, by which sessionPIDs finds their server processes;
+	// "" for other stores.
+	session string
 }
 
 // openBenchStore creates a scratch store next to the database the flags
@@ -186,6 +192,14 @@ func openBenchStore(ctx context.Context, m *cli.Env, common *benchCommon) (*benc
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	s := &benchStore{scratch: scratch, keep: *common.keep, stderr: m.Stderr}
+	if scheme := stores.Scheme(dsn); scheme == "postgres" || scheme == "postgresql" {
+		// Named apart from every other session, so that the CPU time of
+		// this run's own server processes can be read beside other load.
+		s.session = "spool-bench-" + scratch.Name
+		if scratch.URL, err = setURLParam(scratch.URL, "application_name", s.session); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
 	be, err := backend.Open(ctx, scratch.URL)
 	if err != nil {
 		// Some scratch stores exist before the backend opens (a MySQL
@@ -203,6 +217,29 @@ func openBenchStore(ctx context.Context, m *cli.Env, common *benchCommon) (*benc
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	return s, nil
+}
+
+// sessionPIDs lists the server processes of the store's own PostgreSQL
+// sessions (those opened from scratch.URL), or nil for other stores and
+// when they cannot be listed.
+func (s *benchStore) sessionPIDs(ctx context.Context) []int {
+	pg, ok := s.backend.(*postgres.Backend)
+	if !ok || s.session == "" {
+		return nil
+	}
+	rows, err := pg.Pool().Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, s.session)
+	if err != nil {
+		return nil
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil
+	}
+	out := make([]int, len(pids))
+	for i, p := range pids {
+		out[i] = int(p)
+	}
+	return out
 }
 
 // Close closes the backend and drops the scratch store unless it is kept.

@@ -58,6 +58,11 @@ type drainResult struct {
 	// remote server), which on a shared machine includes other sessions'.
 	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us,omitempty"`
 	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us,omitempty"`
+	// SessionCPUPerJobUS is the part of ServerCPUPerJobUS spent by the
+	// server processes of the run's own sessions (PostgreSQL on this
+	// machine only): unlike it, it leaves out other load on the server,
+	// and also the server's own background work (WAL writer, autovacuum).
+	SessionCPUPerJobUS float64 `json:"session_cpu_per_job_us,omitempty"`
 }
 
 // Run implements cli.Command.
@@ -96,7 +101,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	if err := r.startProfile(); err != nil {
 		return err
 	}
-	cpu := startCPUSpan()
+	cpu := startCPUSpan(func() []int { return store.sessionPIDs(ctx) })
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("bench drain: %w", err)
@@ -111,7 +116,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return withCause(ctx, err)
 	}
 	elapsed := counter.doneAt.Sub(start)
-	clientCPU, serverCPU := cpu.perJob(*jobs, store.backend.Name())
+	clientCPU, serverCPU, sessionCPU := cpu.perJob(*jobs, store.backend.Name())
 
 	// Every completion is written; check the store agrees before reporting.
 	stats, err := queueStats(ctx, client, spool.DefaultQueue)
@@ -147,7 +152,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		InsertFast:        *fast,
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
-	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS = clientCPU, serverCPU
+	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS, res.SessionCPUPerJobUS = clientCPU, serverCPU, sessionCPU
 	return r.finish(res, func(w io.Writer) error { return printDrainResult(w, &res) },
 		func() *plot.Figure { return drainFigure(&res, samples) })
 }
@@ -190,6 +195,7 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 		{"insert jobs/s", cli.HumanInt(r.InsertJobsPerS)},
 		{"client CPU per job", usText(r.ClientCPUPerJobUS)},
 		{"server CPU per job", usText(r.ServerCPUPerJobUS)},
+		{"  of it, its sessions", usText(r.SessionCPUPerJobUS)},
 		{"workers", fmt.Sprint(r.Workers)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"batch", fmt.Sprint(r.Batch)},

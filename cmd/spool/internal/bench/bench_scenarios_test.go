@@ -154,6 +154,10 @@ func TestBenchSteady(t *testing.T) {
 	if res.ClientCPUPerJobUS <= 0 || res.ServerCPUPerJobUS <= 0 {
 		t.Errorf("client %.1f µs, server %.1f µs a job; want both measured", res.ClientCPUPerJobUS, res.ServerCPUPerJobUS)
 	}
+	if res.SessionCPUPerJobUS <= 0 || res.SessionCPUPerJobUS > res.ServerCPUPerJobUS {
+		t.Errorf("the run's own sessions %.1f µs a job of the server's %.1f: want it measured, and a part of the whole",
+			res.SessionCPUPerJobUS, res.ServerCPUPerJobUS)
+	}
 	n := 0
 	for _, w := range res.PickupOverTime {
 		n += w.Count
@@ -295,12 +299,14 @@ func TestBenchDrainPlot(t *testing.T) {
 }
 
 // TestBenchDrainCPU: bench drain reports the CPU time per job of the
-// client and, for a server on this machine, of the server; none of the
-// server for SQLite, which runs in the client.
+// client and, for a server on this machine, of the server and of the run's
+// own sessions on PostgreSQL; none of the server for SQLite, which runs in
+// the client.
 func TestBenchDrainCPU(t *testing.T) {
 	var res struct {
-		Client float64 `json:"client_cpu_per_job_us"`
-		Server float64 `json:"server_cpu_per_job_us"`
+		Client  float64 `json:"client_cpu_per_job_us"`
+		Server  float64 `json:"server_cpu_per_job_us"`
+		Session float64 `json:"session_cpu_per_job_us"`
 	}
 	r := mustSpool(t, "bench", "drain", "--jobs", "2000", "--json", "--database-url", testdb.PostgresURL())
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
@@ -309,13 +315,16 @@ func TestBenchDrainCPU(t *testing.T) {
 	if res.Client <= 0 || res.Server <= 0 {
 		t.Errorf("PostgreSQL drain: client %.1f µs, server %.1f µs a job; want both measured", res.Client, res.Server)
 	}
-	res.Client, res.Server = 0, 0
+	if res.Session <= 0 || res.Session > res.Server {
+		t.Errorf("PostgreSQL drain: the run's own sessions %.1f µs a job of the server's %.1f; want it measured, and a part of the whole", res.Session, res.Server)
+	}
+	res.Client, res.Server, res.Session = 0, 0, 0
 	r = mustSpool(t, "bench", "drain", "--jobs", "2000", "--json", "--database-url", "sqlite://"+filepath.Join(t.TempDir(), "cpu.db"))
 	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 		t.Fatalf("%v\n%s", err, r.Stdout)
 	}
-	if res.Client <= 0 || res.Server != 0 {
-		t.Errorf("SQLite drain: client %.1f µs, server %.1f µs a job; want the client's only", res.Client, res.Server)
+	if res.Client <= 0 || res.Server != 0 || res.Session != 0 {
+		t.Errorf("SQLite drain: client %.1f µs, server %.1f µs, sessions %.1f µs a job; want the client's only", res.Client, res.Server, res.Session)
 	}
 }
 

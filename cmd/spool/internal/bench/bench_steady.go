@@ -333,6 +333,11 @@ type steadyResult struct {
 	// in this process).
 	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us,omitempty"`
 	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us,omitempty"`
+	// SessionCPUPerJobUS is the part of ServerCPUPerJobUS spent by the
+	// server processes of the run's own sessions (PostgreSQL on this
+	// machine only): unlike it, it leaves out other load on the server,
+	// and also the server's own background work (WAL writer, autovacuum).
+	SessionCPUPerJobUS float64 `json:"session_cpu_per_job_us,omitempty"`
 }
 
 // Run implements cli.Command.
@@ -383,14 +388,14 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 
 	load := &steadyLoad{client: producer, rate: *cfg.rate, producers: *cfg.producers, rec: rec}
 	bar := r.progress("steady", "jobs", total, load.inserted.Load)
-	cpu := startCPUSpan()
+	cpu := startCPUSpan(func() []int { return store.sessionPIDs(ctx) })
 	start := time.Now()
 	err = load.run(ctx, start, total, start.Add(*duration))
 	insertTime := time.Since(start)
 	if err == nil {
 		err = waitStarted(ctx, rec, load.inserted.Load())
 	}
-	clientCPU, serverCPU := cpu.perJob(int(load.inserted.Load()), store.backend.Name())
+	clientCPU, serverCPU, sessionCPU := cpu.perJob(int(load.inserted.Load()), store.backend.Name())
 	bar.Stop()
 	if err != nil {
 		return withCause(ctx, fmt.Errorf("bench steady: %w", err))
@@ -420,7 +425,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		DeleteCompleted: *cfg.deleteCompleted,
 		GOMAXPROCS:      runtime.GOMAXPROCS(0),
 	}
-	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS = clientCPU, serverCPU
+	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS, res.SessionCPUPerJobUS = clientCPU, serverCPU, sessionCPU
 	ds := durations(samples)
 	res.Pickup = summarize(ds) // sorts ds
 	res.InsertCall = summarize(durations(load.callTimes))
@@ -476,6 +481,7 @@ func printSteadyResult(w io.Writer, r *steadyResult) error {
 		{"duplicates", fmt.Sprint(r.Duplicates)},
 		{"client CPU per job", usText(r.ClientCPUPerJobUS)},
 		{"server CPU per job", usText(r.ServerCPUPerJobUS)},
+		{"  of it, its sessions", usText(r.SessionCPUPerJobUS)},
 		{"workers", fmt.Sprint(r.Workers)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"producers", fmt.Sprint(r.Producers)},
@@ -510,7 +516,10 @@ call returned (the commit done) to the moment its handler started, on the
 same process clock. Prints p50/p95/p99/p99.9/max, the rate achieved, the
 latency per second of the run, and the CPU time per job of this process
 (both clients) and of the machine's database servers (PostgreSQL, MariaDB
-or MySQL processes, other sessions' work included; none for SQLite).
+or MySQL processes, other sessions' work included; none for SQLite), and on
+PostgreSQL on this machine the part of it spent by the run's own sessions,
+which leaves other load on the server out (and the server's background
+work: WAL writer, autovacuum).
 
 The insert call returns a little after the server committed, so a job
 picked up by a claim that was already under way can start before its insert

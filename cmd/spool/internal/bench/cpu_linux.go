@@ -42,6 +42,18 @@ func takeServerCPU() (serverCPUSnapshot, bool) {
 	return s, len(s) > 0
 }
 
+// only is the part of s for the processes pids; false when none of them
+// is in s (none given, or a server on another machine).
+func (s serverCPUSnapshot) only(pids []int) (serverCPUSnapshot, bool) {
+	out := serverCPUSnapshot{}
+	for _, pid := range pids {
+		if t, ok := s[pid]; ok {
+			out[pid] = t
+		}
+	}
+	return out, len(out) > 0
+}
+
 // since is the CPU time the server processes of later used after s was
 // taken: a process that started meanwhile counts whole, one that ended
 // drops out. Unlike the difference of two sums, it cannot go negative

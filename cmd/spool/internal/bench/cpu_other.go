@@ -10,6 +10,9 @@ func processCPU() (time.Duration, bool) { return 0, false }
 // serverCPUSnapshot is not measured here.
 type serverCPUSnapshot struct{}
 
+// only is not measured here.
+func (serverCPUSnapshot) only([]int) (serverCPUSnapshot, bool) { return serverCPUSnapshot{}, false }
+
 // takeServerCPU is not measured here.
 func takeServerCPU() (serverCPUSnapshot, bool) { return serverCPUSnapshot{}, false }
 
