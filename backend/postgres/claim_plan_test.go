@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spoolq/spool/backend"
 )
 
 // scratchBackend returns a migrated backend on a fresh schema, dropped at the
@@ -218,4 +220,74 @@ func tableScans(v any, table string) string {
 		}
 	})
 	return strings.Join(scans, ", ")
+}
+
+// TestSmallFinishesRunOnTheGenericPlan heartbeats and finishes leased jobs a
+// few at a time through the backend on a pool of one connection, then reads
+// that connection's prepared statements: the leased heartbeat and finish
+// ran on their generic plan every time, never planned per call.
+func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, _ := scratchBackend(t)
+	url := os.Getenv("SPOOL_TEST_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	b, err := New(pool, &Options{Schema: base.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const jobs, batch = 20, 2
+	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, $1)`, jobs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: jobs, Lease: time.Minute, ClaimID: "t#1"})
+	if err != nil || len(rows) != jobs {
+		t.Fatalf("claim: %d jobs, %v", len(rows), err)
+	}
+	for i := 0; i < jobs; i += batch {
+		var leases []backend.LeaseRef
+		var finishes []backend.JobFinish
+		for _, r := range rows[i : i+batch] {
+			leases = append(leases, r.Lease())
+			finishes = append(finishes, backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete})
+		}
+		beat, err := b.JobHeartbeatMany(ctx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: time.Minute})
+		if err != nil || len(beat.Lost) != 0 {
+			t.Fatalf("heartbeat: %+v, %v", beat, err)
+		}
+		res, err := b.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes})
+		if err != nil || len(res.Rejected) != 0 {
+			t.Fatalf("finish: %+v, %v", res, err)
+		}
+	}
+	var completed int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+b.schema+`.spool_jobs WHERE state = 'completed'`).Scan(&completed); err != nil || completed != jobs {
+		t.Fatalf("%d of %d jobs completed (%v)", completed, jobs, err)
+	}
+	for _, st := range []struct {
+		name, query string
+	}{{"finish", b.sql.finishLeased}, {"heartbeat", b.sql.heartbeatLeased}} {
+		var generic, custom int64
+		err := pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+  FROM pg_prepared_statements WHERE statement = $1`, st.query).Scan(&generic, &custom)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if generic != jobs/batch || custom != 0 {
+			t.Errorf("leased %s: %d runs on the generic plan, %d planned per call; want %d and 0", st.name, generic, custom, jobs/batch)
+		}
+	}
 }
