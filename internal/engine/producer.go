@@ -349,7 +349,7 @@ func (p *producer) run() {
 			}
 		} else if more && len(buffer) <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, len(lostClaims)) {
 			if n := p.maxWorkers + p.prefetch - running - len(buffer) - inflightAsked; n > 0 {
-				if inflight == 0 && p.flow == nil && n > 2*secondClaimReserve {
+				if inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+len(buffer) < p.maxWorkers {
 					n -= secondClaimReserve
 				}
 				// The part for free workers; the rest is prefetch, which a
@@ -431,8 +431,10 @@ func (p *producer) run() {
 // prefetch) that a claim sent while none is out leaves unasked, when that
 // capacity is more than twice as large: a wake-up that arrives while that
 // claim is out then sends a second claim for it at once, instead of waiting
-// for the first claim's reply to look again. A smaller queue claims all it
-// can hold in one claim, as before. The two claims' asks never exceed the capacity, so the bound
+// for the first claim's reply to look again. The reserve is kept only while
+// some worker is idle, which is when a wake-up's job waits on the claim; a
+// queue whose workers are all busy (a drain) asks for all it can hold, as
+// does a smaller queue. The two claims' asks never exceed the capacity, so the bound
 // on claimed but unfinished jobs holds. Beside a pgbench write load, the
 // slowest 1% of pickups waited 2-8 ms for the claim before theirs
 // (BENCHMARKS.md, "Where a pickup's time goes"). A flow-controlled queue
