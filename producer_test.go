@@ -48,28 +48,35 @@ func (g *gatedBackend) Listen(ctx context.Context, ready func(), onWake func(bac
 	})
 }
 
-// TestWakeDuringClaimIsKept: a wake-up that arrives while a claim is in
-// flight must survive that claim coming back short, since the claim may
-// have looked before the job that caused the wake-up was committed. With
-// polling an hour apart, a lost wake-up leaves the job waiting.
-func TestWakeDuringClaimIsKept(t *testing.T) {
-	ctx := context.Background()
+// newGated returns a gatedBackend over a migrated memory store, its gate
+// set: the first claim is held in flight until release is closed.
+func newGated(t *testing.T) *gatedBackend {
+	t.Helper()
 	inner := memory.New()
-	defer inner.Close()
-	if err := inner.Migrate(ctx); err != nil {
+	t.Cleanup(func() { _ = inner.Close() })
+	if err := inner.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	be := &gatedBackend{Backend: inner, claimed: make(chan struct{}), release: make(chan struct{}), woke: make(chan struct{}, 1)}
 	be.gate.Store(true)
-	ran := make(chan struct{}, 1)
+	return be
+}
+
+// startWakeClient starts a client on be with one queue configured as q,
+// polling an hour apart, whose handler of wakeArgs signals ran; it is
+// stopped when the test ends.
+func startWakeClient(t *testing.T, be backend.Backend, q spool.QueueConfig) (c *spool.Client, ran <-chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	done := make(chan struct{}, 1)
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[wakeArgs]) error {
-		ran <- struct{}{}
+		done <- struct{}{}
 		return nil
 	}))
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers:      ws,
-		Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1, Prefetch: -1}},
+		Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: q},
 		PollInterval: time.Hour,
 	})
 	if err != nil {
@@ -78,7 +85,20 @@ func TestWakeDuringClaimIsKept(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Stop(ctx) }()
+	t.Cleanup(func() { _ = c.Stop(ctx) })
+	return c, done
+}
+
+// TestWakeDuringClaimIsKept: a wake-up that arrives while a claim is in
+// flight must survive that claim coming back short, since the claim may
+// have looked before the job that caused the wake-up was committed. With
+// polling an hour apart, a lost wake-up leaves the job waiting.
+func TestWakeDuringClaimIsKept(t *testing.T) {
+	ctx := context.Background()
+	be := newGated(t)
+	c, ran := startWakeClient(t, be, spool.QueueConfig{MaxWorkers: 1, Prefetch: -1})
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(be.release) })
 	<-be.claimed // the first claim found nothing and is held in flight
 	// Drain a wake-up from start-up, if any, so the next one is the insert's.
 	select {
@@ -89,7 +109,7 @@ func TestWakeDuringClaimIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-be.woke // the producer, parked waiting for the claim, has taken it
-	close(be.release)
+	releaseOnce.Do(func() { close(be.release) })
 	select {
 	case <-ran:
 	case <-time.After(10 * time.Second):
@@ -344,35 +364,11 @@ func (a *askRecorder) JobClaim(ctx context.Context, p *backend.JobClaimParams) (
 // no more than the queue can hold (workers plus prefetch).
 func TestWakeDuringClaimSendsSecondClaim(t *testing.T) {
 	ctx := context.Background()
-	inner := memory.New()
-	defer inner.Close()
-	if err := inner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	be := &askRecorder{gatedBackend: &gatedBackend{Backend: inner, claimed: make(chan struct{}), release: make(chan struct{}), woke: make(chan struct{}, 1)}}
-	be.gate.Store(true)
-	ran := make(chan struct{}, 1)
-	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[wakeArgs]) error {
-		ran <- struct{}{}
-		return nil
-	}))
+	be := &askRecorder{gatedBackend: newGated(t)}
 	const workers, prefetch = 40, 60
-	c, err := spool.NewClient(be, &spool.Config{
-		Workers:      ws,
-		Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: workers, Prefetch: prefetch}},
-		PollInterval: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Stop(ctx) }()
+	c, ran := startWakeClient(t, be, spool.QueueConfig{MaxWorkers: workers, Prefetch: prefetch})
 	var releaseOnce sync.Once
-	releaseHeld := func() { releaseOnce.Do(func() { close(be.release) }) }
-	defer releaseHeld()
+	defer releaseOnce.Do(func() { close(be.release) })
 	<-be.claimed // the first claim found nothing and is held in flight
 	if _, err := c.Insert(ctx, wakeArgs{}, nil); err != nil {
 		t.Fatal(err)
