@@ -24,12 +24,12 @@ const (
 	DefaultMaxArgsBytes = 1 << 20
 )
 
-// validName reports whether s is 1 to max bytes of a-z A-Z 0-9 _ and the
+// validName reports whether s is 1 to maxLen bytes of a-z A-Z 0-9 _ and the
 // bytes of extra, its first byte not one of leadOut. Queue names and tags
 // are checked on every insert; a regexp match cost 2.6% of a steady
 // inserting client's CPU.
-func validName(s string, max int, extra, leadOut string) bool {
-	if len(s) == 0 || len(s) > max || strings.IndexByte(leadOut, s[0]) >= 0 {
+func validName(s string, maxLen int, extra, leadOut string) bool {
+	if len(s) == 0 || len(s) > maxLen || strings.IndexByte(leadOut, s[0]) >= 0 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
