@@ -16,16 +16,21 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
+// testURL is the PostgreSQL the tests use. internal/testdb imports this
+// package, so the URL is read here.
+func testURL() string {
+	if url := os.Getenv("SPOOL_TEST_POSTGRES_URL"); url != "" {
+		return url
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
 // scratchBackend returns a migrated backend on a fresh schema, dropped at the
-// end of the test, and its pool. internal/testdb imports this package, so
-// the URL is read here.
+// end of the test, and its pool.
 func scratchBackend(t *testing.T) (*Backend, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
-	url := os.Getenv("SPOOL_TEST_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	url := testURL()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -230,10 +235,7 @@ func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	base, _ := scratchBackend(t)
-	url := os.Getenv("SPOOL_TEST_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	url := testURL()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)

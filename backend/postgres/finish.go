@@ -84,20 +84,12 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 		}
 		return l, err
 	}
-	args := []any{ids, fences, outcomes, delays, errs, deleteCompleted}
-	if query == b.sql.finishLeased && db == DBTX(b.pool) && b.genericPlanFits(len(ids)) {
-		var done []backend.LeaseRef
-		err := b.queryGeneric(ctx, query, args, func(rows pgx.Rows) (err error) {
-			done, err = pgx.CollectRows(rows, scan)
-			return err
-		})
-		return done, err
-	}
-	rows, err := db.Query(ctx, query, b.customPlan(args...)...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scan)
+	var done []backend.LeaseRef
+	err := b.queryBatch(ctx, db, query, len(ids), func(rows pgx.Rows) (err error) {
+		done, err = pgx.CollectRows(rows, scan)
+		return err
+	}, ids, fences, outcomes, delays, errs, deleteCompleted)
+	return done, err
 }
 
 // notDone returns the indexes of the (ids[i], fences[i]) not among done:
@@ -146,11 +138,11 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 		if deleteCompleted {
 			query = b.sql.completeDelete
 		}
-		rows, err := db.Query(ctx, query, b.customPlan(ids, fences)...)
-		if err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
-		}
-		rest, err := collectLeases(rows)
+		var rest []backend.LeaseRef
+		err := b.queryBatch(ctx, db, query, len(ids), func(rows pgx.Rows) (err error) {
+			rest, err = collectLeases(rows)
+			return err
+		}, ids, fences)
 		if err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
@@ -183,11 +175,22 @@ const genericPlanMax = 64
 const genericPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
   set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)`
 
-// genericPlanFits reports whether a leased statement over n jobs runs on a
-// cached generic plan: n is small, and the pool caches prepared statements
-// (in the other modes every statement is planned per call anyway).
-func (b *Backend) genericPlanFits(n int) bool {
-	return n <= genericPlanMax && b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+// queryBatch runs a finish or heartbeat statement over a batch of n jobs on
+// db, and read consumes its rows. A leased statement over a small batch,
+// on the pool (not in a caller's transaction, where the settings would
+// outlast it) and with prepared statements cached, runs on its generic
+// plan (queryGeneric); every other one is planned per call (customPlan).
+func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, n int, read func(pgx.Rows) error, args ...any) error {
+	leased := query == b.sql.finishLeased || query == b.sql.heartbeatLeased
+	if leased && n <= genericPlanMax && db == DBTX(b.pool) &&
+		b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return b.queryGeneric(ctx, query, args, read)
+	}
+	rows, err := db.Query(ctx, query, b.customPlan(args...)...)
+	if err != nil {
+		return err
+	}
+	return read(rows)
 }
 
 // queryGeneric runs query on the pool, outside any transaction of the

@@ -42,20 +42,12 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 
 // heartbeatRows runs heartbeat.sql or heartbeat_leased.sql.
 func (b *Backend) heartbeatRows(ctx context.Context, query string, ids []int64, fences []int32, lease time.Duration) ([]backend.LeaseRef, error) {
-	args := []any{ids, fences, micros(lease)}
-	if query == b.sql.heartbeatLeased && b.genericPlanFits(len(ids)) {
-		var done []backend.LeaseRef
-		err := b.queryGeneric(ctx, query, args, func(rows pgx.Rows) (err error) {
-			done, err = collectLeases(rows)
-			return err
-		})
-		return done, err
-	}
-	rows, err := b.pool.Query(ctx, query, b.customPlan(args...)...)
-	if err != nil {
-		return nil, err
-	}
-	return collectLeases(rows)
+	var done []backend.LeaseRef
+	err := b.queryBatch(ctx, b.pool, query, len(ids), func(rows pgx.Rows) (err error) {
+		done, err = collectLeases(rows)
+		return err
+	}, ids, fences, micros(lease))
+	return done, err
 }
 
 // JobRecord implements backend.Backend. A job held in a lease row is moved

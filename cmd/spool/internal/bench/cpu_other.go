@@ -16,6 +16,7 @@ func (serverCPUSnapshot) only([]int) (serverCPUSnapshot, bool) { return serverCP
 // takeServerCPU is not measured here.
 func takeServerCPU() (serverCPUSnapshot, bool) { return serverCPUSnapshot{}, false }
 
+// since is not measured here.
 func (serverCPUSnapshot) since(serverCPUSnapshot) time.Duration { return 0 }
 
 // treeCPU is not measured here.
