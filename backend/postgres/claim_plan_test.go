@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -291,5 +292,151 @@ func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
 		if generic != jobs/batch || custom != 0 {
 			t.Errorf("leased %s: %d runs on the generic plan, %d planned per call; want %d and 0", st.name, generic, custom, jobs/batch)
 		}
+	}
+}
+
+// statementLog records the text of every statement a pool sends, alone or
+// in a batch.
+type statementLog struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (l *statementLog) add(sql string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sql = append(l.sql, sql)
+}
+
+func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	l.add(data.SQL)
+	return ctx
+}
+
+func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (l *statementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (l *statementLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	l.add(data.SQL)
+}
+
+func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// take returns how many of the statements sent since the last take were
+// each of queries, and forgets them.
+func (l *statementLog) take(queries ...string) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := make([]int, len(queries))
+	for _, s := range l.sql {
+		for i, q := range queries {
+			if s == q {
+				n[i]++
+			}
+		}
+	}
+	l.sql = nil
+	return n
+}
+
+// TestWideBatchesFindLeaseRowsByHash heartbeats and finishes batches on both
+// sides of genericPlanMax, with stale fences and a job moved back into
+// spool_jobs among them: a batch of more than genericPlanMax jobs runs the
+// wide statements (locateByHash), a smaller one the narrow ones, and both
+// apply each outcome once, to the right job, rejecting the stale ones.
+func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, _ := scratchBackend(t)
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &statementLog{}
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	b, err := New(pool, &Options{Schema: base.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const jobs = 3*genericPlanMax + 10
+	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, $1)`, jobs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: jobs, Lease: time.Minute, ClaimID: "t#1"})
+	if err != nil || len(rows) != jobs {
+		t.Fatalf("claim: %d jobs, %v", len(rows), err)
+	}
+	// One job leaves its lease row for spool_jobs, still running.
+	if ok, err := b.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[5].Lease(), Output: json.RawMessage(`{}`)}); err != nil || !ok {
+		t.Fatalf("record: %v, %v", ok, err)
+	}
+	stale := func(r *backend.JobRow) bool { return r.ID%7 == 0 }
+	for _, part := range [][]*backend.JobRow{rows[:genericPlanMax], rows[genericPlanMax:]} {
+		wide := len(part) > genericPlanMax
+		var leases []backend.LeaseRef
+		var finishes []backend.JobFinish
+		wantRejected := 0
+		for _, r := range part {
+			l := r.Lease()
+			if stale(r) {
+				l.Fence++
+				wantRejected++
+			}
+			leases = append(leases, l)
+			finishes = append(finishes, backend.JobFinish{Lease: l, Outcome: backend.OutcomeComplete})
+		}
+		log.take()
+		beat, err := b.JobHeartbeatMany(ctx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: time.Hour})
+		if err != nil || len(beat.Lost) != wantRejected {
+			t.Fatalf("heartbeat of %d: %d lost, want %d (%v)", len(part), len(beat.Lost), wantRejected, err)
+		}
+		runs := log.take(b.sql.heartbeatLeased, b.sql.heartbeatLeasedWide)
+		narrowRuns, wideRuns := runs[0], runs[1]
+		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
+			t.Errorf("heartbeat of %d jobs: %d wide and %d narrow statements", len(part), wideRuns, narrowRuns)
+		}
+		res, err := b.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes})
+		if err != nil || len(res.Rejected) != wantRejected {
+			t.Fatalf("finish of %d: %d rejected, want %d (%v)", len(part), len(res.Rejected), wantRejected, err)
+		}
+		for _, l := range res.Rejected {
+			if l.ID%7 != 0 {
+				t.Errorf("finish of %d: rejected job %d, whose fence was current", len(part), l.ID)
+			}
+		}
+		runs = log.take(b.sql.finishLeased, b.sql.finishLeasedWide)
+		narrowRuns, wideRuns = runs[0], runs[1]
+		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
+			t.Errorf("finish of %d jobs: %d wide and %d narrow statements", len(part), wideRuns, narrowRuns)
+		}
+	}
+	var completed, running int
+	err = pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'running')
+  FROM `+b.schema+`.spool_jobs`).Scan(&completed, &running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leased int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+b.schema+`.spool_leased_jobs`).Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	staleJobs := 0
+	for _, r := range rows {
+		if stale(r) {
+			staleJobs++
+		}
+	}
+	if completed != jobs-staleJobs || running+leased != staleJobs {
+		t.Fatalf("%d completed and %d still running (%d in place, %d leased); want %d and %d",
+			completed, running+leased, running, leased, jobs-staleJobs, staleJobs)
 	}
 }

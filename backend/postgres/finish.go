@@ -179,11 +179,21 @@ const genericPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic
 // db, and read consumes its rows. A leased statement over a small batch,
 // on the pool (not in a caller's transaction, where the settings would
 // outlast it) and with prepared statements cached, runs on its generic
-// plan (queryGeneric); every other one is planned per call (customPlan).
+// plan (queryGeneric); every other one is planned per call (customPlan),
+// a leased one over a larger batch in its wide form (locateByHash).
 func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, n int, read func(pgx.Rows) error, args ...any) error {
-	leased := query == b.sql.finishLeased || query == b.sql.heartbeatLeased
-	if leased && n <= genericPlanMax && db == DBTX(b.pool) &&
-		b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+	var wide string
+	switch query {
+	case b.sql.finishLeased:
+		wide = b.sql.finishLeasedWide
+	case b.sql.heartbeatLeased:
+		wide = b.sql.heartbeatLeasedWide
+	}
+	switch {
+	case wide != "" && n > genericPlanMax:
+		query = wide
+	case wide != "" && db == DBTX(b.pool) &&
+		b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement:
 		return b.queryGeneric(ctx, query, args, read)
 	}
 	rows, err := db.Query(ctx, query, b.customPlan(args...)...)

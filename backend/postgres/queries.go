@@ -19,7 +19,11 @@ type queries struct {
 	claim, claimInPlace, releaseClaim, finish, heartbeat, rescue, cleanup string
 	// The leased parts of finish and heartbeat, and the statements that
 	// move jobs out of lease rows back into spool_jobs (spool_unlease).
+	// finishLeased and heartbeatLeased find their lease rows through the
+	// GIN index; their wide forms, for batches of more than genericPlanMax
+	// jobs, by hashing the batch's ids (locateByIndex, locateByHash).
 	finishLeased, heartbeatLeased                           string
+	finishLeasedWide, heartbeatLeasedWide                   string
 	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue string
 	completeKeep, completeDelete, probeBelow                string
 	insert, insertUnique, now                               string
@@ -129,6 +133,12 @@ func buildQueries(schema string) (queries, error) {
 		err = fmt.Errorf("load SQL: claim.sql no longer decides leasing in two places (%s)", leasing)
 	}
 	q.claim, q.claimInPlace = strings.ReplaceAll(q.claim, leasing, "true"), strings.ReplaceAll(q.claim, leasing, "false")
+	for _, st := range []struct{ narrow, wide *string }{{&q.finishLeased, &q.finishLeasedWide}, {&q.heartbeatLeased, &q.heartbeatLeasedWide}} {
+		if err == nil && strings.Count(*st.narrow, locate) != 1 {
+			err = fmt.Errorf("load SQL: a leased statement no longer finds its lease rows in one place (%s)", locate)
+		}
+		*st.narrow, *st.wide = strings.Replace(*st.narrow, locate, locateByIndex, 1), strings.Replace(*st.narrow, locate, locateByHash, 1)
+	}
 	if err == nil {
 		// A quick flow claim counts running jobs in spool_jobs: its jobs
 		// stay there.
@@ -148,6 +158,29 @@ func buildQueries(schema string) (queries, error) {
 
 // leasing marks claim.sql's choice of the jobs that go into lease rows.
 const leasing = "{{leasing}}"
+
+// locate marks where finish_leased.sql and heartbeat_leased.sql find the
+// lease rows holding any of the batch's ids ($1).
+const locate = "{{locate}}"
+
+// locateByIndex finds the lease rows through the GIN index on ids. GIN
+// checks every candidate row against every key of the query, and a row
+// read without the index is compared element by element with the whole
+// array: both grow with the batch times the rows. For a small batch that
+// is little, and the index keeps the cost independent of how many lease
+// rows the table holds.
+const locateByIndex = "l.ids && $1::bigint[]"
+
+// locateByHash finds them by reading every lease row and probing each of
+// its ids in a hash table of the batch (PostgreSQL hashes = ANY of a
+// constant array of 9 or more): linear in the lease rows, independent of
+// the batch's size. Measured on 45 lease rows of 64 jobs with a finish of
+// 2,000 ids: 0.47 ms, against 3.2 ms by comparing arrays and 5.5 ms
+// through the GIN index; per lease row it costs about 6.5 µs (1,600 rows:
+// 10.5 ms, where the index took 0.4 ms for 100 ids). In a drain the
+// leased finish by comparing arrays spent 17% of the server's CPU in
+// int8eq and its array loop.
+const locateByHash = "EXISTS (SELECT FROM unnest(l.ids) AS k(id) WHERE k.id = ANY ($1::bigint[]))"
 
 // deferWake makes an insert statement set spool.wake to mode for its
 // transaction, so that the insert trigger sends no notification (schema

@@ -10,9 +10,10 @@ WITH input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[])
     AS t(id, fence, outcome, delay_us, err)
 ),
+-- The lease rows holding any of $1, found as queries.go's locate says.
 locked AS MATERIALIZED (
   SELECT l.id, l.claimed_at, l.done, l.ids, l.fences, l.jobs FROM {{s}}.spool_leases l
-  WHERE l.ids && $1::bigint[]
+  WHERE {{locate}}
   ORDER BY l.id
   FOR NO KEY UPDATE
 ),

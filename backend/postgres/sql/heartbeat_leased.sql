@@ -6,9 +6,10 @@
 WITH input AS (
   SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
 ),
+-- The lease rows holding any of $1, found as queries.go's locate says.
 locked AS MATERIALIZED (
   SELECT l.id, l.done, l.ids, l.fences FROM {{s}}.spool_leases l
-  WHERE l.ids && $1::bigint[]
+  WHERE {{locate}}
   ORDER BY l.id
   FOR NO KEY UPDATE
 ),
