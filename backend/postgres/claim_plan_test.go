@@ -228,31 +228,28 @@ func tableScans(v any, table string) string {
 	return strings.Join(scans, ", ")
 }
 
-// TestSmallFinishesRunOnTheGenericPlan heartbeats and finishes leased jobs a
-// few at a time through the backend on a pool of one connection, then reads
-// that connection's prepared statements: the leased heartbeat and finish
-// ran on their generic plan every time, never planned per call.
-func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
-	t.Parallel()
+// claimedOnPool returns a backend on a scratch schema, on a pool of its own
+// that configure adjusts, with jobs no-op jobs inserted and claimed in one
+// claim (so held in lease rows), and the claimed rows.
+func claimedOnPool(t *testing.T, jobs int, configure func(*pgxpool.Config)) (*Backend, *pgxpool.Pool, []*backend.JobRow) {
+	t.Helper()
 	ctx := context.Background()
 	base, _ := scratchBackend(t)
-	url := testURL()
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(testURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 1
+	configure(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	b, err := New(pool, &Options{Schema: base.schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	const jobs, batch = 20, 2
+	t.Cleanup(func() { b.Close() })
 	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, $1)`, jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +257,18 @@ func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
 	if err != nil || len(rows) != jobs {
 		t.Fatalf("claim: %d jobs, %v", len(rows), err)
 	}
+	return b, pool, rows
+}
+
+// TestSmallFinishesRunOnTheGenericPlan heartbeats and finishes leased jobs a
+// few at a time through the backend on a pool of one connection, then reads
+// that connection's prepared statements: the leased heartbeat and finish
+// ran on their generic plan every time, never planned per call.
+func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const jobs, batch = 20, 2
+	b, pool, rows := claimedOnPool(t, jobs, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	for i := 0; i < jobs; i += batch {
 		var leases []backend.LeaseRef
 		var finishes []backend.JobFinish
@@ -350,31 +359,9 @@ func (l *statementLog) take(queries ...string) []int {
 func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, _ := scratchBackend(t)
-	cfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &statementLog{}
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	b, err := New(pool, &Options{Schema: base.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	const jobs = 3*genericPlanMax + 10
-	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, $1)`, jobs); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: jobs, Lease: time.Minute, ClaimID: "t#1"})
-	if err != nil || len(rows) != jobs {
-		t.Fatalf("claim: %d jobs, %v", len(rows), err)
-	}
+	log := &statementLog{}
+	b, pool, rows := claimedOnPool(t, jobs, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
 	// One job leaves its lease row for spool_jobs, still running.
 	if ok, err := b.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[5].Lease(), Output: json.RawMessage(`{}`)}); err != nil || !ok {
 		t.Fatalf("record: %v, %v", ok, err)
@@ -420,7 +407,7 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 		}
 	}
 	var completed, running int
-	err = pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'running')
+	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'running')
   FROM `+b.schema+`.spool_jobs`).Scan(&completed, &running)
 	if err != nil {
 		t.Fatal(err)
