@@ -163,23 +163,24 @@ const leasing = "{{leasing}}"
 // lease rows holding any of the batch's ids ($1).
 const locate = "{{locate}}"
 
-// locateByIndex finds the lease rows through the GIN index on ids. GIN
-// checks every candidate row against every key of the query, and a row
-// read without the index is compared element by element with the whole
-// array: both grow with the batch times the rows. For a small batch that
-// is little, and the index keeps the cost independent of how many lease
-// rows the table holds.
+// locateByIndex finds the lease rows through the GIN index on ids. Both
+// the index (which checks each candidate row against every key of the
+// query) and a scan filtered by && (which compares the arrays element by
+// element) cost the batch's size times the rows; for a small batch that
+// is little, and through the index it does not grow with the number of
+// lease rows in the table.
 const locateByIndex = "l.ids && $1::bigint[]"
 
 // locateByHash finds them by reading every lease row and probing each of
 // its ids in a hash table of the batch (PostgreSQL hashes = ANY of a
 // constant array of 9 or more): linear in the lease rows, independent of
-// the batch's size. Measured on 45 lease rows of 64 jobs with a finish of
-// 2,000 ids: 0.47 ms, against 3.2 ms by comparing arrays and 5.5 ms
-// through the GIN index; per lease row it costs about 6.5 µs (1,600 rows:
-// 10.5 ms, where the index took 0.4 ms for 100 ids). In a drain the
-// leased finish by comparing arrays spent 17% of the server's CPU in
-// int8eq and its array loop.
+// the batch's size. On 45 lease rows of 64 jobs and a finish of 2,000 ids:
+// 0.47 ms, against 3.2 ms comparing arrays (the plan large finishes had)
+// and 5.5 ms through the GIN index. Per lease row it costs about 6.5 µs
+// (1,600 rows: 10.5 ms, where the index took 0.4 ms for 100 ids). In a
+// drain, where comparing arrays had put 17% of the server's samples in
+// int8eq and its loop, the server CPU per job fell from 32.5 to 29.7 µs
+// (medians of 7 alternating rounds, BENCHMARKS.md).
 const locateByHash = "EXISTS (SELECT FROM unnest(l.ids) AS k(id) WHERE k.id = ANY ($1::bigint[]))"
 
 // deferWake makes an insert statement set spool.wake to mode for its
