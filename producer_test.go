@@ -1,7 +1,6 @@
 package spool_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/memory"
 )
 
@@ -150,7 +150,7 @@ func TestNoStartAfterLeaseEnded(t *testing.T) {
 		starts <- start{j.ID, j.Attempt}
 		return nil
 	}))
-	var logs lockedBuffer
+	var logs backendtest.LogBuffer
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers:       ws,
 		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: jobs}},
@@ -228,24 +228,6 @@ func TestNoStartAfterLeaseEnded(t *testing.T) {
 		t.Fatalf("job %d (attempt %d) started again", s.id, s.attempt)
 	default:
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 type startedArgs struct{}

@@ -8,6 +8,7 @@
 package backendtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -213,6 +214,27 @@ func quietLogger() *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// LogBuffer is a bytes.Buffer safe for concurrent writers: the output of a
+// client's logger, which its goroutines write to, read by a test.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // fastConfig returns a config with short intervals for tests.

@@ -1,7 +1,6 @@
 package backendtest
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -78,7 +77,7 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 	// What the clients warn of is kept, to be shown if a job ran twice: a
 	// second run follows a lease that ended (a heartbeat that failed, a
 	// stalled process), and the warnings say which.
-	warnings := &logBuffer{}
+	warnings := &LogBuffer{}
 	producerClient := newClient(t, be, &spool.Config{Logger: quietLogger()})
 	if _, err := producerClient.InsertMany(context.Background(), params[:jobs/2]); err != nil {
 		t.Fatal(err)
@@ -90,7 +89,7 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 		}
 		cfg := fastConfig(ws, 16)
 		cfg.Queues[spool.DefaultQueue] = spool.QueueConfig{MaxWorkers: 16, Prefetch: 7 * (i + 1)}
-		cfg.Logger = warnings.logger()
+		cfg.Logger = slog.New(slog.NewTextHandler(warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		start(t, newClient(t, cbe, cfg))
 	}
 	// The rest arrive while the clients work, in small batches.
@@ -111,41 +110,16 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 	defer mu.Unlock()
 	for n := 0; n < jobs; n++ {
 		if runs[n] != 1 {
-			t.Fatalf("job %d ran %d times; the clients warned:\n%s", n, runs[n], warnings.String())
+			warned := warnings.String()
+			if warned == "" {
+				warned = "(nothing)"
+			}
+			t.Fatalf("job %d ran %d times; the clients warned:\n%s", n, runs[n], warned)
 		}
 	}
 	if got := done.Load(); got != jobs {
 		t.Fatalf("%d runs for %d jobs", got, jobs)
 	}
-}
-
-// logBuffer keeps the warnings of clients for a test's failure message.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 64<<10 {
-		return len(p), nil // enough to tell the cause
-	}
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() == 0 {
-		return "(nothing)"
-	}
-	return b.buf.String()
-}
-
-// logger returns a logger of warnings and errors into b.
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func testQueueConcurrency(t *testing.T, h Harness) {
