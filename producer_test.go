@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -365,5 +366,106 @@ func TestWakeDuringClaimSendsSecondClaim(t *testing.T) {
 	be.mu.Unlock()
 	if maxOut != 2 || maxAsked > workers+prefetch {
 		t.Fatalf("at most %d claims in flight at once, asking for up to %d jobs together; want 2, and at most %d", maxOut, maxAsked, workers+prefetch)
+	}
+}
+
+// TestWorkerLeavesLateBufferedJobs: a worker that finished a job takes the
+// next buffered one itself, but not one whose claim has used half its lease
+// waiting for a free worker. Such a job goes back unstarted, with the log
+// naming the wait (not a stall of the process), and runs once, under a later
+// claim, with more than half its lease ahead of it.
+func TestWorkerLeavesLateBufferedJobs(t *testing.T) {
+	ctx := context.Background()
+	inner := memory.New()
+	defer inner.Close()
+	if err := inner.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 400 * time.Millisecond
+	const jobs = 4
+	var (
+		mu      sync.Mutex
+		runs    = map[int64]int{}
+		short   []string // starts with half the lease or less ahead
+		blocked atomic.Bool
+	)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[lateArgs]) error {
+		left := time.Until(*j.LeasedUntil)
+		mu.Lock()
+		runs[j.ID]++
+		if left <= lease/2 {
+			short = append(short, fmt.Sprintf("job %d started with %s of its lease left", j.ID, left))
+		}
+		mu.Unlock()
+		// The first job holds the only worker past half the lease of the
+		// jobs claimed with it.
+		if blocked.CompareAndSwap(false, true) {
+			time.Sleep(lease/2 + 100*time.Millisecond)
+		}
+		return nil
+	}))
+	var logs backendtest.LogBuffer
+	c, err := spool.NewClient(inner, &spool.Config{
+		Workers:       ws,
+		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1, Prefetch: jobs}},
+		LeaseDuration: lease,
+		// Neither the poll's release of stale buffered jobs nor rescue
+		// comes: only the worker's own check can keep the late jobs back.
+		PollInterval:   time.Hour,
+		RescueInterval: time.Hour,
+		Logger:         slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]spool.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: lateArgs{N: i}}
+	}
+	if _, err := c.InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stats, err := inner.QueueStatsAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, q := range stats {
+			n += q.Counts[backend.StateCompleted]
+		}
+		if n == jobs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs completed; logs:\n%s", n, jobs, logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range runs {
+		if n != 1 {
+			t.Errorf("job %d ran %d times", id, n)
+		}
+	}
+	if len(short) > 0 {
+		t.Errorf("late buffered jobs were started: %s", strings.Join(short, "; "))
+	}
+	out := logs.String()
+	if !strings.Contains(out, "waited for a free worker") {
+		t.Errorf("no log naming the wait for a free worker; logs:\n%s", out)
+	}
+	if strings.Contains(out, "stalled between its claim and its start") {
+		t.Errorf("the late jobs were put down to a stalled process; logs:\n%s", out)
 	}
 }

@@ -15,8 +15,10 @@ import (
 
 // producer claims jobs of one queue in batches, keeps a local buffer of
 // claimed jobs (prefetch), and starts each in its own goroutine while fewer
-// than maxWorkers run. One goroutine (run) owns all of its state; the others
-// talk to it through channels.
+// than maxWorkers run. One goroutine (run) owns its state, except the
+// buffer and the count of running jobs, which it shares under mu with the
+// job goroutines: one that finished a job takes the next from the buffer
+// itself (next).
 type producer struct {
 	*producerEnv
 	queue      string
@@ -28,7 +30,20 @@ type producer struct {
 	flow *flow.Controller
 
 	wakeCh chan struct{} // a wake-up: jobs may be waiting
-	doneCh chan struct{} // a job finished: a slot is free
+	// freedCh says a job goroutine gave its slot back, or took the buffer
+	// down to lowWater: run may start or claim more.
+	freedCh chan struct{}
+
+	// mu guards buffer and running.
+	mu sync.Mutex
+	// buffer holds the claimed jobs not yet started, in claim order.
+	buffer []bufferedJob
+	// running counts the queue's job goroutines: jobs started and not yet
+	// finished, at most maxWorkers.
+	running int
+	// maxWait is how long after its claim was sent a job may still start:
+	// half its lease.
+	maxWait time.Duration
 	// pausedCh says the queue was paused: the buffered jobs go back.
 	pausedCh chan struct{}
 	// checkingPause is set while a look at the stored pauses is in flight.
@@ -136,7 +151,8 @@ func newProducer(env *producerEnv, queue string, q Queue) *producer {
 		lowWater:    q.Prefetch / 2,
 		wakeCh:      make(chan struct{}, 1),
 		pausedCh:    make(chan struct{}, 1),
-		doneCh:      make(chan struct{}, q.MaxWorkers),
+		freedCh:     make(chan struct{}, 1),
+		maxWait:     env.cfg.LeaseDuration / 2,
 		stopCh:      make(chan struct{}),
 		exited:      make(chan struct{}),
 		claimsOver:  make(chan struct{}),
@@ -264,8 +280,6 @@ func (p *producer) run() {
 	}()
 	cfg := p.cfg
 	var (
-		buffer  []bufferedJob
-		running int
 		// inflight counts the claims out, at most two (secondClaimReserve);
 		// inflightAsked the jobs they asked for, which count against the
 		// queue's bound until their replies arrive.
@@ -292,7 +306,8 @@ func (p *producer) run() {
 	// judged from when its claim was sent; past that it goes back unstarted
 	// rather than run on a lease about to end, or already ended and taken
 	// by rescue (a process paused while its claim was in flight).
-	maxWait := cfg.LeaseDuration / 2
+	maxWait := p.maxWait
+	var starts, late []bufferedJob
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
 	// heldTimer looks again at a queue whose flow rules held jobs back.
@@ -308,31 +323,43 @@ func (p *producer) run() {
 			stopping, stopCh = true, nil
 		default:
 		}
-		if running < p.maxWorkers && len(buffer) > 0 && !stopping {
-			startBy := time.Now().Add(-maxWait)
-			var late []bufferedJob
-			for running < p.maxWorkers && len(buffer) > 0 {
-				j := buffer[0]
-				buffer[0] = bufferedJob{}
-				buffer = buffer[1:]
+		p.mu.Lock()
+		if p.running < p.maxWorkers && len(p.buffer) > 0 && !stopping {
+			now := time.Now()
+			startBy := now.Add(-maxWait)
+			for p.running < p.maxWorkers && len(p.buffer) > 0 {
+				j := p.pop()
 				if !j.claimedAt.After(startBy) {
 					late = append(late, j)
 					continue
 				}
-				running++
-				p.exec.start(j.row, j.claimedAt, p.doneCh)
+				p.running++
+				starts = append(starts, j)
 			}
+			p.mu.Unlock()
+			for i, j := range starts {
+				p.exec.start(j, p)
+				starts[i] = bufferedJob{}
+			}
+			starts = starts[:0]
 			if len(late) > 0 {
 				p.releaseLate(late, maxWait)
-				more = true
+				clear(late)
+				late, more = late[:0], true
 			}
+			p.mu.Lock()
 		}
+		buffered, running := len(p.buffer), p.running
+		var unstarted []bufferedJob
+		if stopping {
+			unstarted, p.buffer = p.buffer, nil
+		}
+		p.mu.Unlock()
 		if stopping {
 			if inflight == 0 {
 				p.endClaims()
 			}
-			p.release(buffer)
-			buffer = nil
+			p.release(unstarted)
 			if gaveUp {
 				// The stop is out of time: no waiting for stuck handlers, a
 				// claim in flight or the release of lost claims; leases
@@ -347,14 +374,14 @@ func (p *producer) run() {
 				p.releaseClaims(lostClaims)
 				return
 			}
-		} else if more && len(buffer) <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, len(lostClaims)) {
-			if n := p.maxWorkers + p.prefetch - running - len(buffer) - inflightAsked; n > 0 {
-				if inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+len(buffer) < p.maxWorkers {
+		} else if more && buffered <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, len(lostClaims)) {
+			if n := p.maxWorkers + p.prefetch - running - buffered - inflightAsked; n > 0 {
+				if inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+buffered < p.maxWorkers {
 					n -= secondClaimReserve
 				}
 				// The part for free workers; the rest is prefetch, which a
 				// flow-controlled claim treats apart.
-				forWorkers := max(0, p.maxWorkers-running-len(buffer))
+				forWorkers := max(0, p.maxWorkers-running-buffered)
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
 				go p.fetch(n, forWorkers, lostClaims, fetchCh)
 				lostClaims = nil // the fetch releases them, or hands them back
@@ -366,8 +393,7 @@ func (p *producer) run() {
 			stopping, stopCh = true, nil
 		case <-gaveUpCh:
 			stopping, gaveUp = true, true
-		case <-p.doneCh:
-			running--
+		case <-p.freedCh:
 		case r := <-fetchCh:
 			inflight, inflightAsked = inflight-1, inflightAsked-r.asked
 			lostClaims = append(lostClaims, r.unreleased...)
@@ -396,9 +422,11 @@ func (p *producer) run() {
 				heldTimer.Reset(wait)
 			}
 			replyAt := time.Now()
+			p.mu.Lock()
 			for _, row := range r.rows {
-				buffer = append(buffer, bufferedJob{row: row, claimedAt: r.sentAt, replyAt: replyAt})
+				p.buffer = append(p.buffer, bufferedJob{row: row, claimedAt: r.sentAt, replyAt: replyAt})
 			}
+			p.mu.Unlock()
 		case <-retryC:
 			retryC = nil
 			more = true
@@ -408,20 +436,17 @@ func (p *producer) run() {
 			more, wokeWhileFetching = true, inflight > 0
 		case <-poll.C:
 			more, wokeWhileFetching = true, inflight > 0
-			if n := len(buffer); n > 0 {
-				buffer = p.releaseStale(buffer, maxWait)
-				if len(buffer) < n {
-					more = true
-				}
-				if len(buffer) > 0 {
-					p.checkPaused()
-				}
+			if p.releaseStale(maxWait) {
+				p.checkPaused()
 			}
 		case <-p.pausedCh:
+			p.mu.Lock()
+			buffer := p.buffer
+			p.buffer = nil
+			p.mu.Unlock()
 			if len(buffer) > 0 {
 				p.logger.Info("spool: queue paused; prefetched jobs handed back unstarted", "queue", p.queue, "jobs", len(buffer))
 				p.release(buffer)
-				buffer = nil
 			}
 		}
 	}
@@ -547,25 +572,84 @@ func (p *producer) releaseClaims(ids []string) {
 	}
 }
 
-// releaseStale returns buffered jobs that waited longer than maxWait.
-func (p *producer) releaseStale(buffer []bufferedJob, maxWait time.Duration) []bufferedJob {
-	if len(buffer) == 0 {
-		return buffer
+// releaseStale returns buffered jobs that waited longer than maxWait, and
+// reports whether jobs are left in the buffer.
+func (p *producer) releaseStale(maxWait time.Duration) (left bool) {
+	p.mu.Lock()
+	if len(p.buffer) == 0 {
+		p.mu.Unlock()
+		return false
 	}
 	cutoff := time.Now().Add(-maxWait)
-	keep := buffer[:0]
+	keep := p.buffer[:0]
 	var stale []bufferedJob
-	for _, j := range buffer {
+	for _, j := range p.buffer {
 		if j.claimedAt.Before(cutoff) {
 			stale = append(stale, j)
 		} else {
 			keep = append(keep, j)
 		}
 	}
+	clear(p.buffer[len(keep):])
+	p.buffer = keep
+	left = len(keep) > 0
+	p.mu.Unlock()
 	if len(stale) > 0 {
 		p.releaseLate(stale, maxWait)
 	}
-	return keep
+	return left
+}
+
+// pop takes the first job out of the buffer. mu is held and the buffer is
+// not empty.
+func (p *producer) pop() bufferedJob {
+	j := p.buffer[0]
+	p.buffer[0] = bufferedJob{}
+	p.buffer = p.buffer[1:]
+	return j
+}
+
+// next gives a job goroutine that finished a job the next buffered one, if
+// it still has half its lease to run; otherwise the goroutine's slot is
+// given back. Either way run hears of it when it may have work to do: a
+// slot to fill, a claim to send (the buffer reached lowWater), a late job to
+// hand back. Nothing starts once the producer is stopping.
+func (p *producer) next() (j bufferedJob, now time.Time, ok bool) {
+	p.mu.Lock()
+	if len(p.buffer) > 0 && !p.isStopping() {
+		now = time.Now()
+		if p.buffer[0].claimedAt.After(now.Add(-p.maxWait)) {
+			j = p.pop()
+			low := len(p.buffer) == p.lowWater
+			p.mu.Unlock()
+			if low {
+				p.signalFreed()
+			}
+			return j, now, true
+		}
+	}
+	p.running--
+	p.mu.Unlock()
+	p.signalFreed()
+	return bufferedJob{}, time.Time{}, false
+}
+
+// signalFreed tells run that a slot or the buffer changed; signals coalesce.
+func (p *producer) signalFreed() {
+	select {
+	case p.freedCh <- struct{}{}:
+	default:
+	}
+}
+
+// isStopping reports whether stop was called.
+func (p *producer) isStopping() bool {
+	select {
+	case <-p.stopCh:
+		return true
+	default:
+		return false
+	}
 }
 
 // releaseLate hands back, unstarted, jobs with less than half their lease
