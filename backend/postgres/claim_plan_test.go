@@ -154,7 +154,7 @@ func walkPlan(v any, visit func(map[string]any)) {
 }
 
 // TestLeasedStatementsGenericPlan builds the generic plans of the leased
-// finish and heartbeat as queryGeneric runs them, on a lease table never
+// finish and heartbeat as queryBatch runs small batches, on a lease table never
 // analysed, and requires them to reach spool_leases through its indexes
 // only: the GIN index on ids for the jobs' lease rows, the primary key for
 // the rows they update. Without genericPlanSettings the generic plan scans

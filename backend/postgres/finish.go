@@ -152,7 +152,8 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 }
 
 // genericPlanMax is the largest batch whose leased finish or heartbeat runs
-// on a cached generic plan (queryGeneric) instead of being planned per call.
+// on a cached generic plan (genericPlanSettings) instead of being planned
+// per call.
 // In a steady queue (1,000 jobs/s, a finish every 2-3 jobs) planning the
 // leased finish took 0.66 ms of server CPU a call, more than running it
 // (0.36 ms), and a fifth of the server's CPU per job (pg_stat_statements
@@ -176,11 +177,14 @@ const genericPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic
   set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)`
 
 // queryBatch runs a finish or heartbeat statement over a batch of n jobs on
-// db, and read consumes its rows. A leased statement over a small batch,
-// on the pool (not in a caller's transaction, where the settings would
-// outlast it) and with prepared statements cached, runs on its generic
-// plan (queryGeneric); every other one is planned per call (customPlan),
-// a leased one over a larger batch in its wide form (locateByHash).
+// db, and read consumes its rows. On the pool (not in a caller's
+// transaction, where the settings would outlast it) with prepared
+// statements cached, a leased statement over a small batch runs on its
+// generic plan (genericPlanSettings) and every other one is planned per
+// call (customPlanSettings), each in one round trip with its settings.
+// Elsewhere statements are planned per call by being sent unprepared
+// (customPlan). A leased statement over a larger batch runs in its wide
+// form (locateByHash).
 func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, n int, read func(pgx.Rows) error, args ...any) error {
 	var wide string
 	switch query {
@@ -189,12 +193,15 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, n int, 
 	case b.sql.heartbeatLeased:
 		wide = b.sql.heartbeatLeasedWide
 	}
+	cached := db == DBTX(b.pool) && b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	switch {
 	case wide != "" && n > genericPlanMax:
 		query = wide
-	case wide != "" && db == DBTX(b.pool) &&
-		b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement:
-		return b.queryGeneric(ctx, query, args, read)
+	case wide != "" && cached:
+		return b.queryIn(ctx, genericPlanSettings, query, args, read)
+	}
+	if cached {
+		return b.queryIn(ctx, customPlanSettings, query, args, read)
 	}
 	rows, err := db.Query(ctx, query, b.customPlan(args...)...)
 	if err != nil {
@@ -203,12 +210,18 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, n int, 
 	return read(rows)
 }
 
-// queryGeneric runs query on the pool, outside any transaction of the
-// caller's, on its cached generic plan (genericPlanSettings), in one round
-// trip; read consumes its rows.
-func (b *Backend) queryGeneric(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
+// customPlanSettings make a cached prepared statement planned with its
+// arguments on every run (customPlan says why). A statement cached on the
+// connection sends its arguments in binary; one sent unprepared
+// (QueryExecModeExec) sends them as text, which the client formats and the
+// server parses element by element for every id array of a finish.
+const customPlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
+
+// queryIn runs query on the pool, outside any transaction of the caller's,
+// after the settings statement, in one round trip; read consumes its rows.
+func (b *Backend) queryIn(ctx context.Context, settings, query string, args []any, read func(pgx.Rows) error) error {
 	batch := &pgx.Batch{}
-	batch.Queue(genericPlanSettings)
+	batch.Queue(settings)
 	batch.Queue(query, args...)
 	br := b.pool.SendBatch(ctx, batch)
 	err := func() error {
