@@ -54,7 +54,12 @@ func (h *heartbeat) run(ctx context.Context) {
 		if len(leases) == 0 {
 			continue
 		}
-		hbCtx, cancel := context.WithTimeout(ctx, interval)
+		// A beat may take until the leases it extends end: the last beat
+		// went out an interval ago, so they have two intervals left. Cut
+		// off at one interval, a store answering in 1.5 intervals failed
+		// every beat, the leases ended while their handlers ran, and rescue
+		// gave the jobs to a second run (TestSlowHeartbeatKeepsLease).
+		hbCtx, cancel := context.WithTimeout(ctx, h.cfg.LeaseDuration-interval)
 		res, err := h.be.JobHeartbeatMany(hbCtx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: h.cfg.LeaseDuration})
 		cancel()
 		if err != nil {
