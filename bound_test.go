@@ -41,11 +41,7 @@ func (s *stalledBackend) JobFinishMany(ctx context.Context, p *backend.JobFinish
 // leasing jobs nobody can finish.
 func TestClaimedButUnfinishedIsBounded(t *testing.T) {
 	ctx := context.Background()
-	inner := memory.New()
-	defer inner.Close()
-	if err := inner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	inner := migratedMemory(t)
 	be := &stalledBackend{Backend: inner, release: make(chan struct{})}
 	var calls atomic.Int64
 	ws := spool.NewWorkers()

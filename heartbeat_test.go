@@ -47,11 +47,7 @@ func (longArgs) Kind() string { return "long_test" }
 // job to a second run while the first still ran.
 func TestSlowHeartbeatKeepsLease(t *testing.T) {
 	ctx := context.Background()
-	inner := memory.New()
-	defer inner.Close()
-	if err := inner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	inner := migratedMemory(t)
 	const lease = 600 * time.Millisecond
 	be := &slowBeatBackend{Backend: inner, delay: lease / 2} // 1.5 beat intervals
 	var runs atomic.Int64

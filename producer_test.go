@@ -49,15 +49,23 @@ func (g *gatedBackend) Listen(ctx context.Context, ready func(), onWake func(bac
 	})
 }
 
-// newGated returns a gatedBackend over a migrated memory store, its gate
-// set: the first claim is held in flight until release is closed.
-func newGated(t *testing.T) *gatedBackend {
+// migratedMemory returns a migrated memory store, closed when the test
+// ends.
+func migratedMemory(t *testing.T) *memory.Backend {
 	t.Helper()
 	inner := memory.New()
 	t.Cleanup(func() { _ = inner.Close() })
 	if err := inner.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return inner
+}
+
+// newGated returns a gatedBackend over a migrated memory store, its gate
+// set: the first claim is held in flight until release is closed.
+func newGated(t *testing.T) *gatedBackend {
+	t.Helper()
+	inner := migratedMemory(t)
 	be := &gatedBackend{Backend: inner, claimed: make(chan struct{}), release: make(chan struct{}), woke: make(chan struct{}, 1)}
 	be.gate.Store(true)
 	return be
@@ -132,11 +140,7 @@ func (lateArgs) Kind() string { return "late_test" }
 // back unstarted, and each job runs once, under the claim that follows.
 func TestNoStartAfterLeaseEnded(t *testing.T) {
 	ctx := context.Background()
-	inner := memory.New()
-	defer inner.Close()
-	if err := inner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	inner := migratedMemory(t)
 	be := &gatedBackend{Backend: inner, claimed: make(chan struct{}), release: make(chan struct{}), woke: make(chan struct{}, 1)}
 	be.gate.Store(true)
 
@@ -376,11 +380,7 @@ func TestWakeDuringClaimSendsSecondClaim(t *testing.T) {
 // claim, with more than half its lease ahead of it.
 func TestWorkerLeavesLateBufferedJobs(t *testing.T) {
 	ctx := context.Background()
-	inner := memory.New()
-	defer inner.Close()
-	if err := inner.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	inner := migratedMemory(t)
 	const lease = 400 * time.Millisecond
 	const jobs = 4
 	var (
