@@ -113,6 +113,14 @@ type Options struct {
 	// Wake is how inserts outside a caller's transaction wake workers:
 	// WakeAfterCommit (the default), WakeAtCommit or WakeOff.
 	Wake string
+	// WakeGap, with WakeAfterCommit, is the least time between two of a
+	// backend's wake-up statements (0, the default: none, each is sent as
+	// soon as the one before has returned; at most MaxWakeGap). Inserts
+	// committed within the gap share one notification per queue, which
+	// saves the server and the workers a statement, a delivery and often
+	// a claim each, for up to the gap of pickup latency in a stream of
+	// inserts; an insert after a quiet spell is announced at once.
+	WakeGap time.Duration
 	// ListenURL, when set, is a postgres:// URL of a direct connection to
 	// the same database for Listen (a transaction pooler cannot carry a
 	// LISTEN). Without it Listen uses a connection of the pool.
@@ -215,6 +223,9 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("postgres backend: wake %q (want after, commit or off)", o.Wake)
 	}
+	if o.WakeGap < 0 || o.WakeGap > MaxWakeGap {
+		return nil, fmt.Errorf("postgres backend: wake gap %s is out of range 0..%s", o.WakeGap, MaxWakeGap)
+	}
 	claimTx := claimSettings
 	switch o.ClaimCommit {
 	case ClaimCommitAsync:
@@ -247,7 +258,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	b.sql = sql
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if b.wake == WakeAfterCommit {
-		b.waker = newWaker(b)
+		b.waker = newWaker(b, o.WakeGap)
 		go b.waker.run(b.ctx)
 	}
 	return b, nil
@@ -257,13 +268,20 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // settings fit for a queue's own sessions: TCP keepalives, a TCP user timeout,
 // statement and idle-in-transaction timeouts. The spool_schema query
 // parameter selects the schema, spool_claim and spool_claim_window the claim
-// strategy, spool_claims where claimed jobs are kept, spool_wake the wake-up mode, spool_pooler=transaction a
+// strategy, spool_claims where claimed jobs are kept, spool_wake the wake-up
+// mode and spool_wake_gap its least gap (Options.WakeGap), spool_pooler=transaction a
 // connection through a transaction pooler and spool_listen_url a direct
 // connection for Listen. The backend owns the pool and closes it.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
-	params, dsn, err := extractParams(dsn, SchemaParam, ClaimParam, WindowParam, WakeParam, PoolerParam, ListenURLParam, ClaimCommitParam, ClaimsParam)
+	params, dsn, err := extractParams(dsn, SchemaParam, ClaimParam, WindowParam, WakeParam, WakeGapParam, PoolerParam, ListenURLParam, ClaimCommitParam, ClaimsParam)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	var wakeGap time.Duration
+	if g := params[WakeGapParam]; g != "" {
+		if wakeGap, err = time.ParseDuration(g); err != nil {
+			return nil, fmt.Errorf("open postgres: %s=%q: want a duration such as 2ms", WakeGapParam, g)
+		}
 	}
 	pooler := params[PoolerParam]
 	if pooler != "" && pooler != "transaction" {
@@ -331,7 +349,7 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	b, err := New(pool, &Options{Schema: params[SchemaParam], ClaimStrategy: params[ClaimParam], ClaimWindow: window,
-		Wake: params[WakeParam], ListenURL: params[ListenURLParam], ClaimCommit: params[ClaimCommitParam], Claims: params[ClaimsParam]})
+		Wake: params[WakeParam], WakeGap: wakeGap, ListenURL: params[ListenURLParam], ClaimCommit: params[ClaimCommitParam], Claims: params[ClaimsParam]})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)

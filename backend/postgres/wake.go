@@ -27,6 +27,14 @@ const (
 // WakeParam is the URL query parameter that sets Options.Wake in Open.
 const WakeParam = "spool_wake"
 
+// WakeGapParam is the URL query parameter that sets Options.WakeGap in
+// Open, as a Go duration ("2ms").
+const WakeGapParam = "spool_wake_gap"
+
+// MaxWakeGap bounds Options.WakeGap: a longer gap would hold wake-ups back
+// for about as long as workers poll.
+const MaxWakeGap = time.Second
+
 // waker announces jobs after their commit. An insert hands it the lowest
 // claim key it committed in each queue; the waker sends one notification
 // per queue for everything handed to it since its last send, in one
@@ -40,14 +48,15 @@ const WakeParam = "spool_wake"
 // did.
 type waker struct {
 	b       *Backend
+	gap     time.Duration // Options.WakeGap
 	mu      sync.Mutex
 	pending map[string]claimKey // the lowest key committed per queue
 	kick    chan struct{}       // buffered 1: pending has entries
 	done    chan struct{}       // closed when run returns
 }
 
-func newWaker(b *Backend) *waker {
-	return &waker{b: b, pending: map[string]claimKey{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+func newWaker(b *Backend, gap time.Duration) *waker {
+	return &waker{b: b, gap: gap, pending: map[string]claimKey{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // add records committed jobs' lowest keys by queue, to be announced.
@@ -81,20 +90,44 @@ func (w *waker) take() map[string]claimKey {
 }
 
 // run sends what is pending until ctx ends, then what is left, within a
-// few seconds (Close: a command that inserts and exits still wakes).
+// few seconds (Close: a command that inserts and exits still wakes). A send
+// within the gap of the one before waits out the gap first, gathering what
+// commits meanwhile.
 func (w *waker) run(ctx context.Context) {
 	defer close(w.done)
+	var sent time.Time
+	var gap *time.Timer
 	for {
 		select {
 		case <-w.kick:
+			if wait := time.Until(sent.Add(w.gap)); wait > 0 {
+				if gap == nil {
+					gap = time.NewTimer(wait)
+				} else {
+					gap.Reset(wait)
+				}
+				select {
+				case <-gap.C:
+				case <-ctx.Done():
+					gap.Stop()
+					w.sendLast()
+					return
+				}
+			}
+			sent = time.Now()
 			w.send(ctx, w.take())
 		case <-ctx.Done():
-			last, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			w.send(last, w.take())
-			cancel()
+			w.sendLast()
 			return
 		}
 	}
+}
+
+// sendLast sends what is pending once the backend is closing.
+func (w *waker) sendLast() {
+	last, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	w.send(last, w.take())
 }
 
 // send notifies each queue once with its lowest key, in the format of the

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,98 @@ func TestWakeModes(t *testing.T) {
 
 	if _, err := New(pool, &Options{Schema: after.schema, Wake: "sometimes"}); err == nil {
 		t.Fatal("wake mode 'sometimes' accepted")
+	}
+}
+
+// With a wake gap, an insert after a quiet spell is announced at once, and
+// inserts committed within the gap of that announcement share one
+// notification per queue, sent when the gap has passed.
+func TestWakeGap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, pool := scratchBackend(t)
+	const gap = time.Second
+	b, err := New(pool, &Options{Schema: base.schema, WakeGap: gap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(prio int16) {
+		t.Helper()
+		_, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+			{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1, Priority: prio},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() (string, time.Time) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("wait for a notification: %v", err)
+		}
+		return n.Payload, time.Now()
+	}
+
+	start := time.Now()
+	insert(5)
+	first, at := next()
+	if q, k, ok := parseInsertNotice(first); !ok || q != "q" || k.priority != 5 {
+		t.Fatalf("first notification %q, want queue q at priority 5", first)
+	}
+	if took := at.Sub(start); took >= gap {
+		t.Fatalf("an insert after a quiet spell was announced after %s, want it at once (gap %s)", took, gap)
+	}
+	insert(7)
+	insert(6)
+	if took := time.Since(start); took >= gap {
+		t.Fatalf("the two inserts took until %s after the first, past the gap of %s: nothing left to coalesce", took, gap)
+	}
+	second, at := next()
+	if q, k, ok := parseInsertNotice(second); !ok || q != "q" || k.priority != 6 {
+		t.Fatalf("second notification %q, want one for queue q at its lowest priority, 6", second)
+	}
+	if at.Sub(start) < gap {
+		t.Fatalf("the coalesced notification came %s after the first insert, within the gap of %s", at.Sub(start), gap)
+	}
+	// Nothing else was sent for the two inserts: a marker comes next.
+	if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := next(); got != "marker" {
+		t.Fatalf("after the coalesced notification came %q, want only the marker", got)
+	}
+}
+
+// A wake gap that is not a duration, or out of range, is refused by Open
+// and New.
+func TestWakeGapInvalid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, g := range []string{"banana", "2s", "-1ms"} {
+		u := testURL()
+		if strings.Contains(u, "?") {
+			u += "&"
+		} else {
+			u += "?"
+		}
+		b, err := Open(ctx, u+WakeGapParam+"="+g)
+		if err == nil {
+			b.Close()
+			t.Errorf("%s=%s: opened, want an error", WakeGapParam, g)
+		} else if !strings.Contains(err.Error(), "wake gap") && !strings.Contains(err.Error(), WakeGapParam) {
+			t.Errorf("%s=%s: error %q does not name the wake gap", WakeGapParam, g, err)
+		}
 	}
 }
