@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spoolq/spool/backend"
 )
 
@@ -20,23 +21,11 @@ func TestWakeModes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	after, pool := scratchBackend(t)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{after.channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	listen := listener(t, pool, after.channel)
 	next := func() string {
 		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		n, err := conn.Conn().WaitForNotification(wctx)
-		if err != nil {
-			t.Fatalf("wait for a notification: %v", err)
-		}
-		return n.Payload
+		payload, _ := listen()
+		return payload
 	}
 	marker := func() {
 		t.Helper()
@@ -118,14 +107,7 @@ func TestWakeGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	next := listener(t, pool, b.channel)
 	insert := func(prio int16) {
 		t.Helper()
 		_, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
@@ -134,16 +116,6 @@ func TestWakeGap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	next := func() (string, time.Time) {
-		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		n, err := conn.Conn().WaitForNotification(wctx)
-		if err != nil {
-			t.Fatalf("wait for a notification: %v", err)
-		}
-		return n.Payload, time.Now()
 	}
 
 	start := time.Now()
@@ -195,5 +167,31 @@ func TestWakeGapInvalid(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "wake gap") && !strings.Contains(err.Error(), WakeGapParam) {
 			t.Errorf("%s=%s: error %q does not name the wake gap", WakeGapParam, g, err)
 		}
+	}
+}
+
+// listener listens on channel on a connection of pool, held until the test
+// ends, and returns a function that waits (up to 10 s) for the next
+// notification and returns its payload and when it arrived.
+func listener(t *testing.T, pool *pgxpool.Pool, channel string) func() (string, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return func() (string, time.Time) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("wait for a notification: %v", err)
+		}
+		return n.Payload, time.Now()
 	}
 }
