@@ -226,6 +226,9 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	if o.WakeGap < 0 || o.WakeGap > MaxWakeGap {
 		return nil, fmt.Errorf("postgres backend: wake gap %s is out of range 0..%s", o.WakeGap, MaxWakeGap)
 	}
+	if o.WakeGap > 0 && o.Wake != WakeAfterCommit {
+		return nil, fmt.Errorf("postgres backend: a wake gap spaces the wake-ups sent after commit; wake %q sends none of those", o.Wake)
+	}
 	claimTx := claimSettings
 	switch o.ClaimCommit {
 	case ClaimCommitAsync:
@@ -269,9 +272,10 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // statement and idle-in-transaction timeouts. The spool_schema query
 // parameter selects the schema, spool_claim and spool_claim_window the claim
 // strategy, spool_claims where claimed jobs are kept, spool_wake the wake-up
-// mode and spool_wake_gap its least gap (Options.WakeGap), spool_pooler=transaction a
-// connection through a transaction pooler and spool_listen_url a direct
-// connection for Listen. The backend owns the pool and closes it.
+// mode and spool_wake_gap the least time between wake-ups (Options.WakeGap),
+// spool_pooler=transaction a connection through a transaction pooler and
+// spool_listen_url a direct connection for Listen. The backend owns the pool
+// and closes it.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
 	params, dsn, err := extractParams(dsn, SchemaParam, ClaimParam, WindowParam, WakeParam, WakeGapParam, PoolerParam, ListenURLParam, ClaimCommitParam, ClaimsParam)
 	if err != nil {

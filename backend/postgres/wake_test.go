@@ -148,12 +148,12 @@ func TestWakeGap(t *testing.T) {
 	}
 }
 
-// A wake gap that is not a duration, or out of range, is refused by Open
-// and New.
+// A wake gap that is not a duration, out of range, or given with a wake
+// mode that sends nothing after commit is refused by Open and New.
 func TestWakeGapInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, g := range []string{"banana", "2s", "-1ms"} {
+	for _, g := range []string{"banana", "2s", "-1ms", "2ms&" + WakeParam + "=" + WakeAtCommit, "2ms&" + WakeParam + "=" + WakeOff} {
 		u := testURL()
 		if strings.Contains(u, "?") {
 			u += "&"
