@@ -42,7 +42,9 @@ type producer struct {
 	// finished, at most maxWorkers.
 	running int
 	// maxWait is how long after its claim was sent a job may still start:
-	// half its lease.
+	// half its lease. Past that it goes back unstarted rather than run on a
+	// lease about to end, or already ended and taken by rescue (a process
+	// paused while its claim was in flight).
 	maxWait time.Duration
 	// pausedCh says the queue was paused: the buffered jobs go back.
 	pausedCh chan struct{}
@@ -302,11 +304,6 @@ func (p *producer) run() {
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
-	// A claimed job starts only while at least half its lease is left,
-	// judged from when its claim was sent; past that it goes back unstarted
-	// rather than run on a lease about to end, or already ended and taken
-	// by rescue (a process paused while its claim was in flight).
-	maxWait := p.maxWait
 	var starts, late []bufferedJob
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
@@ -326,10 +323,9 @@ func (p *producer) run() {
 		p.mu.Lock()
 		if p.running < p.maxWorkers && len(p.buffer) > 0 && !stopping {
 			now := time.Now()
-			startBy := now.Add(-maxWait)
 			for p.running < p.maxWorkers && len(p.buffer) > 0 {
 				j := p.pop()
-				if !j.claimedAt.After(startBy) {
+				if !p.startable(j, now) {
 					late = append(late, j)
 					continue
 				}
@@ -337,13 +333,13 @@ func (p *producer) run() {
 				starts = append(starts, j)
 			}
 			p.mu.Unlock()
-			for i, j := range starts {
+			for _, j := range starts {
 				p.exec.start(j, p)
-				starts[i] = bufferedJob{}
 			}
+			clear(starts)
 			starts = starts[:0]
 			if len(late) > 0 {
-				p.releaseLate(late, maxWait)
+				p.releaseLate(late)
 				clear(late)
 				late, more = late[:0], true
 			}
@@ -436,7 +432,7 @@ func (p *producer) run() {
 			more, wokeWhileFetching = true, inflight > 0
 		case <-poll.C:
 			more, wokeWhileFetching = true, inflight > 0
-			if p.releaseStale(maxWait) {
+			if p.releaseStale() {
 				p.checkPaused()
 			}
 		case <-p.pausedCh:
@@ -574,20 +570,20 @@ func (p *producer) releaseClaims(ids []string) {
 
 // releaseStale returns buffered jobs that waited longer than maxWait, and
 // reports whether jobs are left in the buffer.
-func (p *producer) releaseStale(maxWait time.Duration) (left bool) {
+func (p *producer) releaseStale() (left bool) {
 	p.mu.Lock()
 	if len(p.buffer) == 0 {
 		p.mu.Unlock()
 		return false
 	}
-	cutoff := time.Now().Add(-maxWait)
+	now := time.Now()
 	keep := p.buffer[:0]
 	var stale []bufferedJob
 	for _, j := range p.buffer {
-		if j.claimedAt.Before(cutoff) {
-			stale = append(stale, j)
-		} else {
+		if p.startable(j, now) {
 			keep = append(keep, j)
+		} else {
+			stale = append(stale, j)
 		}
 	}
 	clear(p.buffer[len(keep):])
@@ -595,9 +591,15 @@ func (p *producer) releaseStale(maxWait time.Duration) (left bool) {
 	left = len(keep) > 0
 	p.mu.Unlock()
 	if len(stale) > 0 {
-		p.releaseLate(stale, maxWait)
+		p.releaseLate(stale)
 	}
 	return left
+}
+
+// startable reports whether j may start at now: its claim was sent less
+// than maxWait ago.
+func (p *producer) startable(j bufferedJob, now time.Time) bool {
+	return j.claimedAt.After(now.Add(-p.maxWait))
 }
 
 // pop takes the first job out of the buffer. mu is held and the buffer is
@@ -618,7 +620,7 @@ func (p *producer) next() (j bufferedJob, now time.Time, ok bool) {
 	p.mu.Lock()
 	if len(p.buffer) > 0 && !p.isStopping() {
 		now = time.Now()
-		if p.buffer[0].claimedAt.After(now.Add(-p.maxWait)) {
+		if p.startable(p.buffer[0], now) {
 			j = p.pop()
 			low := len(p.buffer) == p.lowWater
 			p.mu.Unlock()
@@ -656,15 +658,15 @@ func (p *producer) isStopping() bool {
 // left. Their lease may already have ended and the job been rescued, so the
 // store may fence the release out: that is expected, not news. The log says
 // which delay made them late.
-func (p *producer) releaseLate(jobs []bufferedJob, maxWait time.Duration) {
+func (p *producer) releaseLate(jobs []bufferedJob) {
 	j := jobs[0]
 	reply := j.replyAt.Sub(j.claimedAt)
-	if reply >= maxWait/2 {
+	if reply >= p.maxWait/2 {
 		p.logger.Warn("spool: claimed jobs released unstarted: their claim's reply came late (the process was paused, the network slow or the CPU starved), leaving less than half their lease",
-			"queue", p.queue, "jobs", len(jobs), "reply_took", reply.Round(time.Millisecond), "start_window", maxWait)
+			"queue", p.queue, "jobs", len(jobs), "reply_took", reply.Round(time.Millisecond), "start_window", p.maxWait)
 	} else {
 		p.logger.Info("spool: prefetched jobs released unstarted: they waited for a free worker until less than half their lease was left (prefetch more than the workers start within that time)",
-			"queue", p.queue, "jobs", len(jobs), "waited", time.Since(j.replyAt).Round(time.Millisecond), "start_window", maxWait)
+			"queue", p.queue, "jobs", len(jobs), "waited", time.Since(j.replyAt).Round(time.Millisecond), "start_window", p.maxWait)
 	}
 	for _, j := range jobs {
 		p.out.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, "", nil, true)
