@@ -23,8 +23,8 @@ type candidate struct {
 
 // claimOptimistic reads the queue's head (Max + ClaimWindow rows) without
 // locks, picks Max at random (never passing over a better priority), and
-// claims them with one UPDATE checked against each row's fence; RETURNING
-// gives the rows won. Rounds repeat, up to optimisticRounds, until it holds
+// claims them with one UPDATE checked against each row's fence, skipping
+// rows another transaction holds locked; RETURNING gives the rows won. Rounds repeat, up to optimisticRounds, until it holds
 // Max rows or the head is exhausted. For comparison with the MySQL backend;
 // the pessimistic claim is the default.
 func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
