@@ -278,16 +278,24 @@ func TestSQLEnqueue(t *testing.T) {
 			t.Errorf("%s: err = %v, want SQLSTATE 22023", q, err)
 		}
 	}
-	// A raw INSERT that breaks the structural rules is refused by the table.
-	for _, q := range []string{
-		`INSERT INTO ` + s + `.spool_jobs (kind, priority) VALUES ('note', 1000)`,
-		`INSERT INTO ` + s + `.spool_jobs (kind, max_attempts) VALUES ('note', 0)`,
-		`INSERT INTO ` + s + `.spool_jobs (kind, queue) VALUES ('note', '')`,
-		`INSERT INTO ` + s + `.spool_jobs (kind) VALUES ('')`,
-		`INSERT INTO ` + s + `.spool_jobs (kind, metadata) VALUES ('note', '[]')`,
+	// A raw INSERT that breaks the structural rules is refused by the
+	// table's insert trigger, naming the rule, with SQLSTATE 23514 as a
+	// CHECK constraint would.
+	for q, rule := range map[string]string{
+		`INSERT INTO ` + s + `.spool_jobs (kind, priority) VALUES ('note', 1000)`:                    "priority must be 0 to 100",
+		`INSERT INTO ` + s + `.spool_jobs (kind, max_attempts) VALUES ('note', 0)`:                   "max_attempts must be 1 to 1000",
+		`INSERT INTO ` + s + `.spool_jobs (kind, queue) VALUES ('note', '')`:                         "queue must be 1 to 128 characters",
+		`INSERT INTO ` + s + `.spool_jobs (kind) VALUES ('')`:                                        "kind must be 1 to 255 characters",
+		`INSERT INTO ` + s + `.spool_jobs (kind, metadata) VALUES ('note', '[]')`:                    "metadata must be a JSON object",
+		`INSERT INTO ` + s + `.spool_jobs (kind, state) VALUES ('note', 'running')`:                  "leased_until must be set exactly when state is running",
+		`INSERT INTO ` + s + `.spool_jobs (kind, unique_key, unique_states) VALUES ('note', 'k', 3)`: "unique_states must hold bits 0 to 3",
+		`INSERT INTO ` + s + `.spool_jobs (kind, flow_key) VALUES ('note', '')`:                      "flow_key must be 1 to 255 bytes",
+		`INSERT INTO ` + s + `.spool_jobs (kind) VALUES ('note'), ('note'), ('')`:                    "kind must be 1 to 255 characters",
 	} {
-		if _, err := be.Pool().Exec(ctx, q); err == nil {
-			t.Errorf("raw insert accepted: %s", q)
+		_, err := be.Pool().Exec(ctx, q)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !strings.Contains(pgErr.Message, rule) {
+			t.Errorf("%s: err = %v, want SQLSTATE 23514 naming %q", q, err, rule)
 		}
 	}
 	var n int
