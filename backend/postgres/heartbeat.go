@@ -43,7 +43,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 // heartbeatRows runs heartbeat.sql or heartbeat_leased.sql.
 func (b *Backend) heartbeatRows(ctx context.Context, query string, ids []int64, fences []int32, lease time.Duration) ([]backend.LeaseRef, error) {
 	var done []backend.LeaseRef
-	err := b.queryBatch(ctx, b.pool, query, len(ids), func(rows pgx.Rows) (err error) {
+	err := b.queryBatch(ctx, b.pool, query, false, len(ids), func(rows pgx.Rows) (err error) {
 		done, err = collectLeases(rows)
 		return err
 	}, ids, fences, micros(lease))

@@ -195,3 +195,66 @@ func listener(t *testing.T, pool *pgxpool.Pool, channel string) func() (string, 
 		return n.Payload, time.Now()
 	}
 }
+
+// A finish announces what it makes pending and due at once (a release, a
+// snooze without delay), as a plain insert would, and nothing else: the
+// insert trigger is told to return at once for finishes without such an
+// outcome (quietSettings).
+func TestFinishWakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	quiet, err := New(pool, &Options{Schema: b.schema, Wake: WakeOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { quiet.Close() })
+	listen := listener(t, pool, b.channel)
+	marker := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := listen(); got != "marker" {
+			t.Fatalf("came %q, want only the marker", got)
+		}
+	}
+	jobs := make([]*backend.JobInsertParams, 8)
+	for i := range jobs {
+		jobs[i] = &backend.JobInsertParams{Queue: "qf", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5}
+	}
+	if _, err := quiet.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := quiet.JobClaim(ctx, &backend.JobClaimParams{Queue: "qf", Max: 8, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 8 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	finish := func(fs ...backend.JobFinish) {
+		t.Helper()
+		res, err := quiet.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
+		if err != nil || len(res.Rejected) > 0 {
+			t.Fatalf("finish: %+v, %v", res, err)
+		}
+	}
+	lease := func(i int) backend.LeaseRef { return backend.LeaseRef{ID: rows[i].ID, Fence: rows[i].Fence} }
+
+	finish(backend.JobFinish{Lease: lease(0), Outcome: backend.OutcomeComplete})
+	marker()
+	finish(backend.JobFinish{Lease: lease(1), Outcome: backend.OutcomeRetry, Delay: time.Second},
+		backend.JobFinish{Lease: lease(2), Outcome: backend.OutcomeSnooze, Delay: time.Second},
+		backend.JobFinish{Lease: lease(3), Outcome: backend.OutcomeDiscard})
+	marker()
+	// Each beside a success in the same batch.
+	for i, f := range []backend.JobFinish{
+		{Lease: lease(4), Outcome: backend.OutcomeRelease},
+		{Lease: lease(5), Outcome: backend.OutcomeSnooze},
+	} {
+		finish(f, backend.JobFinish{Lease: lease(6 + i), Outcome: backend.OutcomeComplete})
+		got, _ := listen()
+		if q, _, ok := parseInsertNotice(got); !ok || q != "qf" {
+			t.Fatalf("outcome %d: notification %q, want one for queue qf", f.Outcome, got)
+		}
+		marker()
+	}
+}
