@@ -21,11 +21,18 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if b.strategy == StrategyOptimistic {
 		return b.claimOptimistic(ctx, p)
 	}
+	// A claim expected to be small leaves its jobs in place: lease rows pay
+	// only for larger batches (smallClaimMax).
+	small := b.inPlace || (!b.leaseRows && b.small.next(p.Queue))
+	query := b.sql.claim
+	if small {
+		query = b.sql.claimSmall
+	}
 	var jobs []*backend.JobRow
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(b.claimTx)
-	floored := b.queueFloored(batch, &jobs, b.claimSQL(), p.Queue, p.Max, p.Lease, p.ClaimID)
+	floored := b.queueFloored(batch, &jobs, query, p.Queue, p.Max, p.Lease, p.ClaimID)
 	batch.Queue("COMMIT")
 	// Close returns the first error, COMMIT's included: the floor moves
 	// only for a claim that committed.
@@ -34,6 +41,10 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
+	if small {
+		b.placed.add(jobs)
+	}
+	b.small.claimed(p.Queue, len(jobs))
 	return jobs, nil
 }
 

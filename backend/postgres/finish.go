@@ -48,22 +48,18 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		}
 	}
 	quiet := !slices.ContainsFunc(fs, makesAvailable)
-	done, err := b.finishRows(ctx, db, b.sql.finishLeased, quiet, ids, fences, outcomes, delays, errs, p.DeleteCompleted)
+	// What no lease row held is finished in place; the in-place statement
+	// runs after the leased one, so it sees every job that one found moved
+	// back into spool_jobs (spool_unlease) meanwhile.
+	done, err := b.routed(ids, fences, func(idx []int) ([]backend.LeaseRef, error) {
+		return b.finishRows(ctx, db, b.sql.finishLeased, quiet, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), p.DeleteCompleted)
+	}, func(idx []int) ([]backend.LeaseRef, error) {
+		return b.finishRows(ctx, db, b.sql.finish, false, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), p.DeleteCompleted)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	if len(done) < n {
-		// What no lease row held is finished in place. This statement
-		// runs after the leased part, so it sees every job that part
-		// found moved back into spool_jobs (spool_unlease) meanwhile.
-		left := notDone(done, ids, fences)
-		ids, fences, outcomes, delays, errs = pick(ids, left), pick(fences, left), pick(outcomes, left), pick(delays, left), pick(errs, left)
-		rest, err := b.finishRows(ctx, db, b.sql.finish, false, ids, fences, outcomes, delays, errs, p.DeleteCompleted)
-		if err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
-		}
-		done = append(done, rest...)
-	}
+	b.placed.forget(ids, fences)
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }
 
@@ -93,15 +89,52 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, quiet b
 	return done, err
 }
 
-// notDone returns the indexes of the (ids[i], fences[i]) not among done:
-// what the leased part of a finish or heartbeat left to the in-place part.
-func notDone(done []backend.LeaseRef, ids []int64, fences []int32) []int {
+// routed runs a finish's or heartbeat's two statements over a batch sorted
+// by id, each given indexes into ids and fences (in id order): the jobs
+// this backend claimed in place go to inPlace; the others, and any of
+// those inPlace did not apply, to leased; and what leased did not apply to
+// inPlace. It returns the leases applied.
+func (b *Backend) routed(ids []int64, fences []int32, leased, inPlace func(idx []int) ([]backend.LeaseRef, error)) ([]backend.LeaseRef, error) {
+	placed, rest := b.placed.split(ids, fences)
+	var done []backend.LeaseRef
+	if len(placed) > 0 {
+		d, err := inPlace(placed)
+		if err != nil {
+			return nil, err
+		}
+		done = d
+		if missed := notDone(d, ids, fences, placed); len(missed) > 0 {
+			rest = append(rest, missed...)
+			slices.Sort(rest)
+		}
+	}
+	if len(rest) == 0 {
+		return done, nil
+	}
+	d, err := leased(rest)
+	if err != nil {
+		return nil, err
+	}
+	done = append(done, d...)
+	if left := notDone(d, ids, fences, rest); len(left) > 0 {
+		d, err := inPlace(left)
+		if err != nil {
+			return nil, err
+		}
+		done = append(done, d...)
+	}
+	return done, nil
+}
+
+// notDone returns those of the indexes idx whose (ids[i], fences[i]) are
+// not among done.
+func notDone(done []backend.LeaseRef, ids []int64, fences []int32, idx []int) []int {
 	applied := make(map[backend.LeaseRef]bool, len(done))
 	for _, l := range done {
 		applied[l] = true
 	}
 	var rest []int
-	for i := range ids {
+	for _, i := range idx {
 		if !applied[backend.LeaseRef{ID: ids[i], Fence: fences[i]}] {
 			rest = append(rest, i)
 		}
@@ -128,27 +161,23 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 	for i, f := range fs {
 		ids[i], fences[i], outcomes[i] = f.Lease.ID, f.Lease.Fence, int16(backend.OutcomeComplete)
 	}
-	done, err := b.finishRows(ctx, db, b.sql.finishLeased, true, ids, fences, outcomes, delays, errs, deleteCompleted)
+	query := b.sql.completeKeep
+	if deleteCompleted {
+		query = b.sql.completeDelete
+	}
+	done, err := b.routed(ids, fences, func(idx []int) ([]backend.LeaseRef, error) {
+		return b.finishRows(ctx, db, b.sql.finishLeased, true, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), deleteCompleted)
+	}, func(idx []int) (rest []backend.LeaseRef, err error) {
+		err = b.queryBatch(ctx, db, query, false, len(idx), func(rows pgx.Rows) (err error) {
+			rest, err = collectLeases(rows)
+			return err
+		}, pick(ids, idx), pick(fences, idx))
+		return rest, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	if len(done) < n {
-		left := notDone(done, ids, fences)
-		ids, fences = pick(ids, left), pick(fences, left)
-		query := b.sql.completeKeep
-		if deleteCompleted {
-			query = b.sql.completeDelete
-		}
-		var rest []backend.LeaseRef
-		err := b.queryBatch(ctx, db, query, false, len(ids), func(rows pgx.Rows) (err error) {
-			rest, err = collectLeases(rows)
-			return err
-		}, ids, fences)
-		if err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
-		}
-		done = append(done, rest...)
-	}
+	b.placed.forget(ids, fences)
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }
 

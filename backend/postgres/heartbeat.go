@@ -22,20 +22,13 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	for i, l := range ls {
 		ids[i], fences[i] = l.ID, l.Fence
 	}
-	done, err := b.heartbeatRows(ctx, b.sql.heartbeatLeased, ids, fences, p.Lease)
+	done, err := b.routed(ids, fences, func(idx []int) ([]backend.LeaseRef, error) {
+		return b.heartbeatRows(ctx, b.sql.heartbeatLeased, pick(ids, idx), pick(fences, idx), p.Lease)
+	}, func(idx []int) ([]backend.LeaseRef, error) {
+		return b.heartbeatRows(ctx, b.sql.heartbeat, pick(ids, idx), pick(fences, idx), p.Lease)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat jobs: %w", err)
-	}
-	if len(done) < len(ls) {
-		// The jobs no lease row held beat in place, after the leased part
-		// (as in JobFinishMany).
-		left := notDone(done, ids, fences)
-		ids, fences = pick(ids, left), pick(fences, left)
-		rest, err := b.heartbeatRows(ctx, b.sql.heartbeat, ids, fences, p.Lease)
-		if err != nil {
-			return nil, fmt.Errorf("heartbeat jobs: %w", err)
-		}
-		done = append(done, rest...)
 	}
 	return &backend.JobHeartbeatManyResult{Lost: backend.Unapplied(ls, done, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
 }

@@ -330,3 +330,70 @@ func TestLeaseIdsIndexWithoutPendingList(t *testing.T) {
 		t.Errorf("spool_leases_ids options %q, want fastupdate=off", opts)
 	}
 }
+
+// TestSmallClaims follows the default's choice of where claimed jobs are
+// held: a queue's first claim goes into lease rows; after a claim of fewer
+// than 32 jobs the next stays in place, and after a claim of 32 or more the
+// next goes into lease rows again. Heartbeats and finishes over jobs held
+// both ways apply to every one of them.
+func TestSmallClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := testdb.Postgres(t)
+	claim := func(max int, wantLeased, wantInPlace int) []*backend.JobRow {
+		t.Helper()
+		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: max, Lease: time.Minute, ClaimID: "c#1"})
+		if err != nil || len(rows) != max {
+			t.Fatalf("claim of %d: %d rows, %v", max, len(rows), err)
+		}
+		if leased, inPlace := leaseRowsState(t, be); leased != wantLeased || inPlace != wantInPlace {
+			t.Fatalf("after a claim of %d: %d jobs in lease rows and %d in place, want %d and %d", max, leased, inPlace, wantLeased, wantInPlace)
+		}
+		return rows
+	}
+	jobs := make([]*backend.JobInsertParams, 80)
+	for i := range jobs {
+		jobs[i] = plainJob()
+	}
+	insertJobs(t, be, jobs...)
+
+	var rows []*backend.JobRow
+	rows = append(rows, claim(2, 2, 0)...)   // first claim: lease rows
+	rows = append(rows, claim(40, 2, 40)...) // after 2 jobs: in place
+	rows = append(rows, claim(5, 7, 40)...)  // after 40: lease rows
+	rows = append(rows, claim(3, 7, 43)...)  // after 5: in place
+
+	leases := make([]backend.LeaseRef, len(rows))
+	finishes := make([]backend.JobFinish, len(rows))
+	for i, r := range rows {
+		leases[i] = r.Lease()
+		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+	}
+	hb, err := be.JobHeartbeatMany(ctx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: time.Hour})
+	if err != nil || len(hb.Lost) != 0 {
+		t.Fatalf("heartbeat: %+v, %v", hb, err)
+	}
+	// One retry among successes takes the general finish; the rest of the
+	// successes the completion statements.
+	finishes[3].Outcome, finishes[3].Delay = backend.OutcomeRetry, time.Hour
+	half := len(finishes) / 2
+	for _, batch := range [][]backend.JobFinish{finishes[:half], finishes[half:]} {
+		res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: batch})
+		if err != nil || len(res.Rejected) != 0 {
+			t.Fatalf("finish: %+v, %v", res, err)
+		}
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 0 || inPlace != 0 {
+		t.Fatalf("after the finishes: %d jobs in lease rows and %d running in place, want none", leased, inPlace)
+	}
+	again, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes})
+	if err != nil || len(again.Rejected) != len(finishes) {
+		t.Fatalf("second finish: %+v, %v; want every outcome rejected", again, err)
+	}
+	var completed, retryable int
+	err = be.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'retryable')
+  FROM `+be.Schema()+`.spool_jobs`).Scan(&completed, &retryable)
+	if err != nil || completed != len(rows)-1 || retryable != 1 {
+		t.Fatalf("%d completed and %d retryable (%v), want %d and 1", completed, retryable, err, len(rows)-1)
+	}
+}

@@ -50,6 +50,12 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 	backendtest.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
 }
 
+// TestConformanceLeaseRows runs the suite with every claim into lease rows:
+// with the default, a queue whose claims take few jobs keeps them in place.
+func TestConformanceLeaseRows(t *testing.T) {
+	backendtest.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsLeaseRows}))
+}
+
 // TestConformanceOptimistic runs the suite with the optimistic claim
 // strategy (spool_claim=optimistic), kept for comparison with MySQL.
 func TestConformanceOptimistic(t *testing.T) {

@@ -15,8 +15,10 @@ import (
 // value is bound.
 type queries struct {
 	// claim moves jobs into lease rows (schema 12); claimInPlace updates
-	// every job in place (Options.InPlaceClaims, and the quick flow claim).
-	claim, claimInPlace, releaseClaim, finish, heartbeat, rescue, cleanup string
+	// every job in place (the quick flow claim); claimSmall chooses rows
+	// as they do and updates them in place, in a lighter statement (claims
+	// expected to be small, and Options.Claims in place).
+	claim, claimInPlace, claimSmall, releaseClaim, finish, heartbeat, rescue, cleanup string
 	// The leased parts of finish and heartbeat, and the statements that
 	// move jobs out of lease rows back into spool_jobs (spool_unlease).
 	// finishLeased and heartbeatLeased find their lease rows through the
@@ -75,6 +77,7 @@ func buildQueries(schema string) (queries, error) {
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim":             &q.claim,
+		"claim_small":       &q.claimSmall,
 		"release_claim":     &q.releaseClaim,
 		"finish":            &q.finish,
 		"finish_leased":     &q.finishLeased,
