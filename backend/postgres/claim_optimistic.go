@@ -58,6 +58,7 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 			break // won everything picked, and the head had no more to offer
 		}
 	}
+	b.placed.add(won) // claimed in place: finishes go straight there
 	slices.SortFunc(won, func(a, b *backend.JobRow) int {
 		if a.Priority != b.Priority {
 			return int(a.Priority) - int(b.Priority)
