@@ -427,3 +427,66 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 			completed, running+leased, running, leased, jobs-staleJobs, staleJobs)
 	}
 }
+
+// TestSmallCompletionPlan plans the small completions as completeMany runs
+// them, on their generic plan, with statistics taken while no job ran and
+// 2,000 jobs running since: the plan must reach spool_jobs through its
+// primary key only. A plan through the running rows' index would read
+// every running row for each completion.
+func TestSmallCompletionPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	schema := b.schema
+	if _, err := pool.Exec(ctx, `ALTER TABLE `+schema+`.spool_jobs SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.spool_jobs (queue, kind, args)
+		SELECT 'default', 'noop', '{}' FROM generate_series(1, 20000)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE `+schema+`.spool_jobs`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE `+schema+`.spool_jobs SET state = 'running', fence = 1,
+		leased_until = now() + interval '1 hour' WHERE id <= 2000`); err != nil {
+		t.Fatal(err)
+	}
+	for name, stmt := range map[string]string{"keep": b.sql.completeKeepSmall, "delete": b.sql.completeDeleteSmall} {
+		var got string
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, smallPlanSettings); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `PREPARE small_completion AS `+stmt); err != nil {
+				return err
+			}
+			var raw []byte
+			if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE small_completion('{5,7}', '{1,1}')`).Scan(&raw); err != nil {
+				return err
+			}
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return err
+			}
+			var scans []string
+			walkPlan(v, func(node map[string]any) {
+				if rel, _ := node["Relation Name"].(string); rel == "spool_jobs" {
+					if n, _ := node["Node Type"].(string); n != "ModifyTable" {
+						idx, _ := node["Index Name"].(string)
+						scans = append(scans, n+" "+idx)
+					}
+				}
+			})
+			got = strings.Join(scans, ", ")
+			_, err := tx.Exec(ctx, `DEALLOCATE small_completion`)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != "Index Scan spool_jobs_pkey" {
+			t.Errorf("small completion (%s) reaches spool_jobs by %q, want only an Index Scan of spool_jobs_pkey", name, got)
+		}
+	}
+}

@@ -168,6 +168,13 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 	done, err := b.routed(ids, fences, func(idx []int) ([]backend.LeaseRef, error) {
 		return b.finishRows(ctx, db, b.sql.finishLeased, true, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), deleteCompleted)
 	}, func(idx []int) (rest []backend.LeaseRef, err error) {
+		query := query
+		if len(idx) <= genericPlanMax && distinctIDs(ids, idx) {
+			query = b.sql.completeKeepSmall
+			if deleteCompleted {
+				query = b.sql.completeDeleteSmall
+			}
+		}
 		err = b.queryBatch(ctx, db, query, false, len(idx), func(rows pgx.Rows) (err error) {
 			rest, err = collectLeases(rows)
 			return err
@@ -219,6 +226,24 @@ func makesAvailable(f backend.JobFinish) bool {
 // trigger's two queries were about a tenth of a finish's server time.
 const quietSettings = `, set_config('spool.wake', 'off', true)`
 
+// smallPlanSettings run the small completions on their cached generic
+// plan, through index scans only: the primary key is their one way into
+// spool_jobs, and an index scan locks rows in id order, as every other
+// statement over a batch does.
+const smallPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+  set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+
+// distinctIDs reports whether the ids at idx, in id order, are distinct
+// (the small completions find each job's fence by its id).
+func distinctIDs(ids []int64, idx []int) bool {
+	for k := 1; k < len(idx); k++ {
+		if ids[idx[k]] == ids[idx[k-1]] {
+			return false
+		}
+	}
+	return true
+}
+
 // queryBatch runs a finish or heartbeat statement over a batch of n jobs on
 // db, and read consumes its rows. quiet says the statement writes no row
 // the insert trigger need look at (quietSettings). On the pool (not in a caller's
@@ -238,6 +263,9 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 		wide = b.sql.heartbeatLeasedWide
 	}
 	cached := db == DBTX(b.pool) && b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	if cached && (query == b.sql.completeKeepSmall || query == b.sql.completeDeleteSmall) {
+		return b.queryIn(ctx, smallPlanSettings, query, args, read)
+	}
 	switch {
 	case wide != "" && n > genericPlanMax:
 		query = wide
