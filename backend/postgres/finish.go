@@ -68,6 +68,25 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 // that are pending again.
 func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, quiet bool, ids []int64, fences []int32, outcomes []int16,
 	delays []int64, errs []json.RawMessage, deleteCompleted bool) ([]backend.LeaseRef, error) {
+	// The in-place statement updates rows, so the insert trigger does not
+	// announce the jobs it makes due at once (a release, a snooze without
+	// delay): the waker does, after the statement's commit, as for an
+	// insert. Without it a job released by a stopping process waited for
+	// another process's poll or floor probe.
+	var (
+		due  map[int64]bool
+		wake map[string]claimKey
+	)
+	if query == b.sql.finish && !quiet && db == DBTX(b.pool) && b.waker != nil {
+		for i, o := range outcomes {
+			if o == int16(backend.OutcomeRelease) || (o == int16(backend.OutcomeSnooze) && delays[i] <= 0) {
+				if due == nil {
+					due = map[int64]bool{}
+				}
+				due[ids[i]] = true
+			}
+		}
+	}
 	scan := func(r pgx.CollectableRow) (backend.LeaseRef, error) {
 		var (
 			l     backend.LeaseRef
@@ -78,6 +97,14 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, quiet b
 		if err == nil && queue != nil {
 			key.id = l.ID
 			b.floors.lower(*queue, key)
+			if due[l.ID] {
+				if cur, ok := wake[*queue]; !ok || key.less(cur) {
+					if wake == nil {
+						wake = map[string]claimKey{}
+					}
+					wake[*queue] = key
+				}
+			}
 		}
 		return l, err
 	}
@@ -86,6 +113,9 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, quiet b
 		done, err = pgx.CollectRows(rows, scan)
 		return err
 	}, ids, fences, outcomes, delays, errs, deleteCompleted)
+	if err == nil && len(wake) > 0 {
+		b.waker.add(wake)
+	}
 	return done, err
 }
 

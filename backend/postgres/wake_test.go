@@ -258,3 +258,63 @@ func TestFinishWakes(t *testing.T) {
 		marker()
 	}
 }
+
+// A job released or snoozed without delay from its place in spool_jobs
+// (a small claim's, or any with spool_claims=in_place) is announced by
+// the waker after the finish, as an insert's jobs are: the insert trigger
+// does not see an update.
+func TestInPlaceReleaseWakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	inPlace, err := New(pool, &Options{Schema: b.schema, Claims: ClaimsInPlace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inPlace.Close() })
+	listen := listener(t, pool, b.channel)
+	marker := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			got, _ := listen()
+			if got == "marker" {
+				return
+			}
+		}
+	}
+	jobs := make([]*backend.JobInsertParams, 4)
+	for i := range jobs {
+		jobs[i] = &backend.JobInsertParams{Queue: "qr", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5}
+	}
+	if _, err := inPlace.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := inPlace.JobClaim(ctx, &backend.JobClaimParams{Queue: "qr", Max: 4, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	marker() // the insert's own wake-up, and anything else so far
+	finish := func(fs ...backend.JobFinish) {
+		t.Helper()
+		res, err := inPlace.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
+		if err != nil || len(res.Rejected) > 0 {
+			t.Fatalf("finish: %+v, %v", res, err)
+		}
+	}
+	lease := func(i int) backend.LeaseRef { return backend.LeaseRef{ID: rows[i].ID, Fence: rows[i].Fence} }
+	// Each beside a retry in the same batch, which is not announced.
+	for i, f := range []backend.JobFinish{
+		{Lease: lease(0), Outcome: backend.OutcomeRelease},
+		{Lease: lease(1), Outcome: backend.OutcomeSnooze},
+	} {
+		finish(f, backend.JobFinish{Lease: lease(2 + i), Outcome: backend.OutcomeRetry, Delay: time.Hour})
+		got, _ := listen()
+		if q, _, ok := parseInsertNotice(got); !ok || q != "qr" {
+			t.Fatalf("outcome %d: notification %q, want one for queue qr", f.Outcome, got)
+		}
+	}
+}
+
