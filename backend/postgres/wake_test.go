@@ -317,4 +317,3 @@ func TestInPlaceReleaseWakes(t *testing.T) {
 		}
 	}
 }
-
