@@ -469,3 +469,62 @@ func TestWorkerLeavesLateBufferedJobs(t *testing.T) {
 		t.Errorf("the late jobs were put down to a stalled process; logs:\n%s", out)
 	}
 }
+
+// deafGated is a gatedBackend whose wake-ups never reach the client, as a
+// store that announces inserts but not jobs handed back (MySQL's new-jobs
+// read) behaves for a release.
+type deafGated struct{ *gatedBackend }
+
+func (d deafGated) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
+	return d.Backend.Listen(ctx, ready, func(backend.Wake) {})
+}
+
+// TestLateReplyJobsClaimedAgain: jobs handed back unstarted because their
+// claim's reply came late are claimed again at once, not at the next poll
+// (an hour here), whether or not the store announces the release.
+func TestLateReplyJobsClaimedAgain(t *testing.T) {
+	ctx := context.Background()
+	gated := newGated(t)
+	be := deafGated{gated}
+	starts := make(chan int16, 4)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[lateArgs]) error {
+		starts <- j.Attempt
+		return nil
+	}))
+	var logs backendtest.LogBuffer
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers:        ws,
+		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+		LeaseDuration:  time.Second,
+		RescueInterval: time.Hour,
+		PollInterval:   time.Hour,
+		Logger:         slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Insert(ctx, lateArgs{N: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	<-gated.claimed
+	// Past half the lease (the start window), before its end: the job is
+	// handed back, its lease still held, and nothing rescues it.
+	time.Sleep(700 * time.Millisecond)
+	close(gated.release)
+	select {
+	case attempt := <-starts:
+		if attempt != 1 {
+			t.Fatalf("the job ran under attempt %d, want 1 (a release gives the attempt back)", attempt)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the job handed back after a late reply did not run again; logs:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "reply came late") {
+		t.Fatalf("no warning naming the late reply; logs:\n%s", logs.String())
+	}
+}

@@ -339,10 +339,11 @@ func splitUnwritten(batch []pendingFinish, unwritten []backend.LeaseRef) (done, 
 	return done, rest
 }
 
-// wakeForDue sets local wake-ups for the retries and snoozes just written,
-// so they run when due rather than at the next poll after, and wakes the
-// producers of flow-controlled queues: an outcome written frees a slot their
-// rules count.
+// wakeForDue sets local wake-ups for the retries, snoozes and releases
+// just written (a release names its queue only when the producer handed
+// back jobs it could not start in time), so they run when due rather than
+// at the next poll after, and wakes the producers of flow-controlled
+// queues: an outcome written frees a slot their rules count.
 func (m *outcomeWriter) wakeForDue(batch []pendingFinish) {
 	now := time.Now()
 	woke := ""
@@ -352,7 +353,7 @@ func (m *outcomeWriter) wakeForDue(batch []pendingFinish) {
 			woke = p.queue
 		}
 		o := p.finish.Outcome
-		if (o != backend.OutcomeRetry && o != backend.OutcomeSnooze) || p.queue == "" {
+		if (o != backend.OutcomeRetry && o != backend.OutcomeSnooze && o != backend.OutcomeRelease) || p.queue == "" {
 			continue
 		}
 		m.due(p.queue, now.Add(p.finish.Delay))

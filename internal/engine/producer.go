@@ -668,8 +668,12 @@ func (p *producer) releaseLate(jobs []bufferedJob) {
 		p.logger.Info("spool: prefetched jobs released unstarted: they waited for a free worker until less than half their lease was left (prefetch more than the workers start within that time)",
 			"queue", p.queue, "jobs", len(jobs), "waited", time.Since(j.replyAt).Round(time.Millisecond), "start_window", p.maxWait)
 	}
+	// The queue is named so that the outcome writer wakes this producer
+	// once the release is written: the jobs are due, and a store need not
+	// announce a release (MySQL's wake-ups read new jobs only), which left
+	// them to the next poll.
 	for _, j := range jobs {
-		p.out.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, "", nil, true)
+		p.out.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, p.queue, nil, true)
 	}
 }
 
