@@ -139,11 +139,11 @@ func readInTx(br pgx.BatchResults, read func(pgx.Rows) error) error {
 // the statistics say, and joins of picked ids to nested loops of
 // primary-key lookups (the estimate of the two arms' union makes a hash join
 // over the whole table look cheaper: 55 ms instead of 9.7 ms per 1,000 jobs
-// from 100,000), and turn JIT off: the
-// second arm's LIMIT is an expression, estimated at a tenth of the table, so
-// behind a large backlog the claim's cost passed jit_above_cost and each
-// claim spent 25-70 ms compiling (bench scale, 10,000,000 queued: 1,690
-// jobs/s). set_config(..., true) lasts until the end of the transaction.
+// from 100,000), and turn JIT off: the second arm's LIMIT is an expression,
+// estimated at a tenth of the table, so behind a large backlog the claim's
+// cost passed jit_above_cost and each claim spent 25-70 ms compiling (bench
+// scale, 10,000,000 queued: 1,690 jobs/s). set_config(..., true) lasts until
+// the end of the transaction.
 const claimSettings = `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true),
   set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
   set_config('jit', 'off', true)`

@@ -78,11 +78,14 @@ type smallClaims struct {
 	queues sync.Map // queue name → bool
 }
 
+// next reports whether the queue's next claim takes the small form.
 func (s *smallClaims) next(queue string) bool {
-	small, _ := s.queues.Load(queue)
-	return small == true
+	v, _ := s.queues.Load(queue)
+	small, _ := v.(bool)
+	return small
 }
 
+// claimed records the size of a claim of the queue that committed.
 func (s *smallClaims) claimed(queue string, n int) {
 	small := n < smallClaimMax
 	if was, ok := s.queues.Load(queue); !ok || was != small {
