@@ -56,6 +56,21 @@ func scratchBackend(t *testing.T) (*Backend, *pgxpool.Pool) {
 	return b, pool
 }
 
+// fillUnanalysed inserts n pending jobs into schema's spool_jobs with
+// autovacuum off for the table, so its statistics are only those a test
+// takes.
+func fillUnanalysed(t *testing.T, pool *pgxpool.Pool, schema string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `ALTER TABLE `+schema+`.spool_jobs SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.spool_jobs (queue, kind, args)
+		SELECT 'default', 'noop', '{}' FROM generate_series(1, $1::int)`, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestClaimPlanIgnoresStaleStatistics plans the claim exactly as JobClaim
 // runs it, on a table filled at once and never analysed, and requires the
 // ordered walk of the pending index: no Sort, no bitmap scan. Without the
@@ -64,14 +79,7 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, pool := scratchBackend(t)
-	schema := b.schema
-	if _, err := pool.Exec(ctx, `ALTER TABLE `+schema+`.spool_jobs SET (autovacuum_enabled = false)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.spool_jobs (queue, kind, args)
-		SELECT 'default', 'noop', '{}' FROM generate_series(1, 200000)`); err != nil {
-		t.Fatal(err)
-	}
+	fillUnanalysed(t, pool, b.schema, 200000)
 	// jit_above_cost 0 makes any plan a JIT candidate: the claim's own
 	// settings must keep JIT off (see claimSettings).
 	var jitRan bool
@@ -438,13 +446,7 @@ func TestSmallCompletionPlan(t *testing.T) {
 	ctx := context.Background()
 	b, pool := scratchBackend(t)
 	schema := b.schema
-	if _, err := pool.Exec(ctx, `ALTER TABLE `+schema+`.spool_jobs SET (autovacuum_enabled = false)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.spool_jobs (queue, kind, args)
-		SELECT 'default', 'noop', '{}' FROM generate_series(1, 20000)`); err != nil {
-		t.Fatal(err)
-	}
+	fillUnanalysed(t, pool, schema, 20000)
 	if _, err := pool.Exec(ctx, `ANALYZE `+schema+`.spool_jobs`); err != nil {
 		t.Fatal(err)
 	}

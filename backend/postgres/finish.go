@@ -47,14 +47,13 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 			errs[i] = e
 		}
 	}
-	quiet := !slices.ContainsFunc(fs, makesAvailable)
 	// What no lease row held is finished in place; the in-place statement
 	// runs after the leased one, so it sees every job that one found moved
 	// back into spool_jobs (spool_unlease) meanwhile.
 	done, err := b.routed(ids, fences, func(idx []int) ([]backend.LeaseRef, error) {
-		return b.finishRows(ctx, db, b.sql.finishLeased, quiet, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), p.DeleteCompleted)
+		return b.finishRows(ctx, db, b.sql.finishLeased, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), p.DeleteCompleted)
 	}, func(idx []int) ([]backend.LeaseRef, error) {
-		return b.finishRows(ctx, db, b.sql.finish, false, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), p.DeleteCompleted)
+		return b.finishRows(ctx, db, b.sql.finish, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), p.DeleteCompleted)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
@@ -65,28 +64,21 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 
 // finishRows runs a finish statement (finish.sql or finish_leased.sql)
 // and returns the leases it applied, lowering claim floors for the jobs
-// that are pending again.
-func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, quiet bool, ids []int64, fences []int32, outcomes []int16,
+// that are pending again and announcing those it made due at once.
+func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []int64, fences []int32, outcomes []int16,
 	delays []int64, errs []json.RawMessage, deleteCompleted bool) ([]backend.LeaseRef, error) {
-	// The in-place statement updates rows, so the insert trigger does not
-	// announce the jobs it makes due at once (a release, a snooze without
-	// delay): the waker does, after the statement's commit, as for an
-	// insert. Without it a job released by a stopping process waited for
-	// another process's poll or floor probe.
-	var (
-		due  map[int64]bool
-		wake map[string]claimKey
-	)
-	if query == b.sql.finish && !quiet && db == DBTX(b.pool) && b.waker != nil {
-		for i, o := range outcomes {
-			if o == int16(backend.OutcomeRelease) || (o == int16(backend.OutcomeSnooze) && delays[i] <= 0) {
-				if due == nil {
-					due = map[int64]bool{}
-				}
-				due[ids[i]] = true
-			}
-		}
-	}
+	// Jobs made due at once (a release, a snooze without delay) are
+	// announced as an insert's are. On the pool with a waker, the waker
+	// sends them after the statement's commit, whichever statement wrote
+	// them: the insert trigger sees the rows the leased one writes back,
+	// not the in-place one's updates. The trigger is then told to return
+	// at once (quietSettings), as it is for a finish with nothing to
+	// announce. Elsewhere (a caller's transaction, no waker) the trigger
+	// announces the leased statement's rows at commit.
+	due := dueAtOnce(ids, outcomes, delays)
+	byWaker := len(due) > 0 && db == DBTX(b.pool) && b.waker != nil
+	quiet := len(due) == 0 || byWaker
+	var wake map[string]claimKey
 	scan := func(r pgx.CollectableRow) (backend.LeaseRef, error) {
 		var (
 			l     backend.LeaseRef
@@ -97,7 +89,7 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, quiet b
 		if err == nil && queue != nil {
 			key.id = l.ID
 			b.floors.lower(*queue, key)
-			if due[l.ID] {
+			if byWaker && due[l.ID] {
 				if cur, ok := wake[*queue]; !ok || key.less(cur) {
 					if wake == nil {
 						wake = map[string]claimKey{}
@@ -196,7 +188,7 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 		query = b.sql.completeDelete
 	}
 	done, err := b.routed(ids, fences, func(idx []int) ([]backend.LeaseRef, error) {
-		return b.finishRows(ctx, db, b.sql.finishLeased, true, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), deleteCompleted)
+		return b.finishRows(ctx, db, b.sql.finishLeased, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), deleteCompleted)
 	}, func(idx []int) (rest []backend.LeaseRef, err error) {
 		query := query
 		if len(idx) <= genericPlanMax && distinctIDs(ids, idx) {
@@ -243,15 +235,25 @@ const genericPlanMax = 64
 const genericPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
   set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)`
 
-// makesAvailable reports whether an outcome makes its job pending and due
-// at once, the only rows the insert trigger announces.
-func makesAvailable(f backend.JobFinish) bool {
-	return f.Outcome == backend.OutcomeRelease || (f.Outcome == backend.OutcomeSnooze && f.Delay <= 0)
+// dueAtOnce returns the ids whose outcome makes the job pending and due at
+// once (a release, a snooze without delay: the rows the insert trigger
+// announces, by spool_outcome_state), nil for none.
+func dueAtOnce(ids []int64, outcomes []int16, delays []int64) map[int64]bool {
+	var due map[int64]bool
+	for i, o := range outcomes {
+		if o == int16(backend.OutcomeRelease) || (o == int16(backend.OutcomeSnooze) && delays[i] <= 0) {
+			if due == nil {
+				due = map[int64]bool{}
+			}
+			due[ids[i]] = true
+		}
+	}
+	return due
 }
 
 // quietSettings, appended to a settings statement, make the insert trigger
 // return at once for the rows a leased finish moves back into spool_jobs
-// when none of them is to be announced: they passed the row rules when
+// when it is not the one to announce them: they passed the row rules when
 // first written. In a steady queue, whose finishes carry a job or two, the
 // trigger's two queries were about a tenth of a finish's server time.
 const quietSettings = `, set_config('spool.wake', 'off', true)`
@@ -300,10 +302,16 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 	case wide != "" && n > genericPlanMax:
 		query = wide
 	case wide != "" && cached:
-		return b.queryIn(ctx, withQuiet(genericPlanSettings, quiet), query, args, read)
+		if quiet {
+			return b.queryIn(ctx, genericPlanSettings+quietSettings, query, args, read)
+		}
+		return b.queryIn(ctx, genericPlanSettings, query, args, read)
 	}
 	if cached {
-		return b.queryIn(ctx, withQuiet(customPlanSettings, quiet), query, args, read)
+		if quiet {
+			return b.queryIn(ctx, customPlanSettings+quietSettings, query, args, read)
+		}
+		return b.queryIn(ctx, customPlanSettings, query, args, read)
 	}
 	rows, err := db.Query(ctx, query, b.customPlan(args...)...)
 	if err != nil {
@@ -370,12 +378,4 @@ func allCompleted(fs []backend.JobFinish) bool {
 		}
 	}
 	return true
-}
-
-// withQuiet returns settings with quietSettings appended when quiet.
-func withQuiet(settings string, quiet bool) string {
-	if quiet {
-		return settings + quietSettings
-	}
-	return settings
 }

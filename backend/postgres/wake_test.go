@@ -197,18 +197,22 @@ func listener(t *testing.T, pool *pgxpool.Pool, channel string) func() (string, 
 }
 
 // A finish announces what it makes pending and due at once (a release, a
-// snooze without delay), as a plain insert would, and nothing else: the
-// insert trigger is told to return at once for finishes without such an
-// outcome (quietSettings).
+// snooze without delay), as a plain insert would, and nothing else: by the
+// insert trigger for the rows a leased finish writes back when the backend
+// has no waker, and otherwise by the waker after the finish's commit, for
+// jobs held in lease rows as for jobs claimed in place (whose update the
+// trigger does not see). The trigger is told to return at once for the
+// rest (quietSettings).
 func TestFinishWakes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, pool := scratchBackend(t)
-	quiet, err := New(pool, &Options{Schema: b.schema, Wake: WakeOff})
+	// Inserts through a backend without wake-ups announce nothing.
+	inserter, err := New(pool, &Options{Schema: b.schema, Wake: WakeOff})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { quiet.Close() })
+	t.Cleanup(func() { inserter.Close() })
 	listen := listener(t, pool, b.channel)
 	marker := func() {
 		t.Helper()
@@ -219,101 +223,60 @@ func TestFinishWakes(t *testing.T) {
 			t.Fatalf("came %q, want only the marker", got)
 		}
 	}
-	jobs := make([]*backend.JobInsertParams, 8)
-	for i := range jobs {
-		jobs[i] = &backend.JobInsertParams{Queue: "qf", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5}
-	}
-	if _, err := quiet.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := quiet.JobClaim(ctx, &backend.JobClaimParams{Queue: "qf", Max: 8, Lease: time.Minute, ClaimID: "c#1"})
-	if err != nil || len(rows) != 8 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
-	}
-	finish := func(fs ...backend.JobFinish) {
-		t.Helper()
-		res, err := quiet.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
-		if err != nil || len(res.Rejected) > 0 {
-			t.Fatalf("finish: %+v, %v", res, err)
-		}
-	}
-	lease := func(i int) backend.LeaseRef { return backend.LeaseRef{ID: rows[i].ID, Fence: rows[i].Fence} }
-
-	finish(backend.JobFinish{Lease: lease(0), Outcome: backend.OutcomeComplete})
-	marker()
-	finish(backend.JobFinish{Lease: lease(1), Outcome: backend.OutcomeRetry, Delay: time.Second},
-		backend.JobFinish{Lease: lease(2), Outcome: backend.OutcomeSnooze, Delay: time.Second},
-		backend.JobFinish{Lease: lease(3), Outcome: backend.OutcomeDiscard})
-	marker()
-	// Each beside a success in the same batch.
-	for i, f := range []backend.JobFinish{
-		{Lease: lease(4), Outcome: backend.OutcomeRelease},
-		{Lease: lease(5), Outcome: backend.OutcomeSnooze},
+	for _, tc := range []struct {
+		name, queue string
+		opts        Options
+	}{
+		{"trigger", "qt", Options{Wake: WakeOff, Claims: ClaimsLeaseRows}},
+		{"waker, lease rows", "ql", Options{Claims: ClaimsLeaseRows}},
+		{"waker, in place", "qp", Options{Claims: ClaimsInPlace}},
 	} {
-		finish(f, backend.JobFinish{Lease: lease(6 + i), Outcome: backend.OutcomeComplete})
-		got, _ := listen()
-		if q, _, ok := parseInsertNotice(got); !ok || q != "qf" {
-			t.Fatalf("outcome %d: notification %q, want one for queue qf", f.Outcome, got)
-		}
-		marker()
-	}
-}
-
-// A job released or snoozed without delay from its place in spool_jobs
-// (a small claim's, or any with spool_claims=in_place) is announced by
-// the waker after the finish, as an insert's jobs are: the insert trigger
-// does not see an update.
-func TestInPlaceReleaseWakes(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	b, pool := scratchBackend(t)
-	inPlace, err := New(pool, &Options{Schema: b.schema, Claims: ClaimsInPlace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inPlace.Close() })
-	listen := listener(t, pool, b.channel)
-	marker := func() {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			got, _ := listen()
-			if got == "marker" {
-				return
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Schema = b.schema
+			be, err := New(pool, &tc.opts)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	jobs := make([]*backend.JobInsertParams, 4)
-	for i := range jobs {
-		jobs[i] = &backend.JobInsertParams{Queue: "qr", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5}
-	}
-	if _, err := inPlace.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := inPlace.JobClaim(ctx, &backend.JobClaimParams{Queue: "qr", Max: 4, Lease: time.Minute, ClaimID: "c#1"})
-	if err != nil || len(rows) != 4 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
-	}
-	marker() // the insert's own wake-up, and anything else so far
-	finish := func(fs ...backend.JobFinish) {
-		t.Helper()
-		res, err := inPlace.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
-		if err != nil || len(res.Rejected) > 0 {
-			t.Fatalf("finish: %+v, %v", res, err)
-		}
-	}
-	lease := func(i int) backend.LeaseRef { return backend.LeaseRef{ID: rows[i].ID, Fence: rows[i].Fence} }
-	// Each beside a retry in the same batch, which is not announced.
-	for i, f := range []backend.JobFinish{
-		{Lease: lease(0), Outcome: backend.OutcomeRelease},
-		{Lease: lease(1), Outcome: backend.OutcomeSnooze},
-	} {
-		finish(f, backend.JobFinish{Lease: lease(2 + i), Outcome: backend.OutcomeRetry, Delay: time.Hour})
-		got, _ := listen()
-		if q, _, ok := parseInsertNotice(got); !ok || q != "qr" {
-			t.Fatalf("outcome %d: notification %q, want one for queue qr", f.Outcome, got)
-		}
+			defer be.Close()
+			jobs := make([]*backend.JobInsertParams, 8)
+			for i := range jobs {
+				jobs[i] = &backend.JobInsertParams{Queue: tc.queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5}
+			}
+			if _, err := inserter.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: tc.queue, Max: 8, Lease: time.Minute, ClaimID: "c#1"})
+			if err != nil || len(rows) != 8 {
+				t.Fatalf("claim: %d rows, %v", len(rows), err)
+			}
+			finish := func(fs ...backend.JobFinish) {
+				t.Helper()
+				res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
+				if err != nil || len(res.Rejected) > 0 {
+					t.Fatalf("finish: %+v, %v", res, err)
+				}
+			}
+			lease := func(i int) backend.LeaseRef { return backend.LeaseRef{ID: rows[i].ID, Fence: rows[i].Fence} }
+
+			finish(backend.JobFinish{Lease: lease(0), Outcome: backend.OutcomeComplete})
+			marker()
+			finish(backend.JobFinish{Lease: lease(1), Outcome: backend.OutcomeRetry, Delay: time.Second},
+				backend.JobFinish{Lease: lease(2), Outcome: backend.OutcomeSnooze, Delay: time.Second},
+				backend.JobFinish{Lease: lease(3), Outcome: backend.OutcomeDiscard})
+			marker()
+			// A release beside a success, a snooze without delay beside a
+			// retry, each in one batch.
+			for _, pair := range [][2]backend.JobFinish{
+				{{Lease: lease(4), Outcome: backend.OutcomeRelease}, {Lease: lease(5), Outcome: backend.OutcomeComplete}},
+				{{Lease: lease(6), Outcome: backend.OutcomeSnooze}, {Lease: lease(7), Outcome: backend.OutcomeRetry, Delay: time.Hour}},
+			} {
+				finish(pair[0], pair[1])
+				got, _ := listen()
+				if q, _, ok := parseInsertNotice(got); !ok || q != tc.queue {
+					t.Fatalf("outcome %d: notification %q, want one for queue %s", pair[0].Outcome, got, tc.queue)
+				}
+				marker()
+			}
+		})
 	}
 }
