@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -33,15 +35,72 @@ type Server interface {
 // PGBinDir is where Debian's PostgreSQL 15 keeps initdb and pg_ctl.
 const PGBinDir = "/usr/lib/postgresql/15/bin"
 
-// freeLoopbackPort returns a TCP port free on 127.0.0.1 at the time of the
-// call.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+// Ports for servers of this package's own come from below the kernel's
+// ephemeral range: a port picked by binding port 0 is an ephemeral one, and
+// between the pick and the server's bind the kernel may hand it to any
+// outgoing connection (every test's database clients make many) or to the
+// next pick, and the server then fails to start. Ports handed out once are
+// not handed out again by this process.
+const (
+	serverPortLow  = 20000
+	serverPortHigh = 32768 // Linux's default ephemeral range starts here
+)
+
+var (
+	portsMu  sync.Mutex
+	portsOut = map[int]bool{}
+)
+
+// serverPortRange is the range freeLoopbackPort picks from: from
+// serverPortLow up to the start of this machine's ephemeral range.
+func serverPortRange() (low, high int) {
+	low, high = serverPortLow, serverPortHigh
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil && start < high {
+				high = start
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return low, high
+}
+
+// freeLoopbackPort returns a TCP port free on 127.0.0.1 at the time of the
+// call, outside the ephemeral range, and not returned before by this
+// process.
+func freeLoopbackPort() (int, error) {
+	low, high := serverPortRange()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if high-low >= 1000 {
+		for range 200 {
+			port := low + rand.IntN(high-low)
+			if portsOut[port] {
+				continue
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				continue
+			}
+			_ = l.Close()
+			portsOut[port] = true
+			return port, nil
+		}
+	}
+	// The ephemeral range covers the usual server ports: let the kernel pick.
+	for range 200 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !portsOut[port] {
+			portsOut[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("find a free port: none free on 127.0.0.1")
 }
 
 // runLogged runs a command with a deadline, returning its output in the

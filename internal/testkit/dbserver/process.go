@@ -77,7 +77,7 @@ func waitMySQL(ctx context.Context, p *process, port int, errLog string, wait ti
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
 		select {
 		case <-p.exited:
-			return fmt.Errorf("mariadbd exited at start (see %s)", errLog)
+			return fmt.Errorf("mariadbd exited at start (log %s):\n%s", errLog, logErrors(errLog, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -90,6 +90,30 @@ func waitMySQL(ctx context.Context, p *process, port int, errLog string, wait ti
 		}
 	}
 	return fmt.Errorf("mariadbd on port %d not ready after %s: %w", port, wait, last)
+}
+
+// logErrors returns the last n lines of a server's log that report an
+// error or a failure (the last n lines if none do), so that a start that
+// failed on a machine since gone says why in the test's output.
+func logErrors(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var picked []string
+	for _, l := range lines {
+		if strings.Contains(l, "[ERROR]") || strings.Contains(l, "FATAL") || strings.Contains(l, "failed") || strings.Contains(l, "Failed") {
+			picked = append(picked, l)
+		}
+	}
+	if len(picked) == 0 {
+		picked = lines
+	}
+	if len(picked) > n {
+		picked = picked[len(picked)-n:]
+	}
+	return strings.Join(picked, "\n")
 }
 
 // postmasterPID reads a data directory's postmaster.pid (0 if absent).
