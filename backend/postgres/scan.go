@@ -6,46 +6,177 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/spoolq/spool/backend"
 )
 
-// scanJob reads one row of jobColumns.
-func scanJob(row pgx.Row) (*backend.JobRow, error) {
-	var (
-		j     backend.JobRow
-		state string
-		errs  []byte
-		args  []byte
-		meta  []byte
-		ust   int16
-		out   []byte
-	)
-	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
-		&j.Fence, &j.LeasedUntil, &j.LeasedBy, &j.CreatedAt, &j.AttemptedAt, &j.FinalizedAt, &errs, &j.Tags, &meta,
-		&j.UniqueKey, &ust, &out, &j.FlowKey); err != nil {
+// jobScanner reads rows of jobColumns into JobRows with a few allocations
+// per batch instead of about ten per row: rows come from chunks of
+// rowChunk, their JSON from shared byte chunks, and the texts every row
+// repeats (queue, kind, state, the lease holder) are interned.
+//
+// Scanning each column into a field of a new JobRow (pointers for the
+// nullable times, a copy per JSON column, a new string per text) put
+// scanJob at 20% of the client's CPU in a drain (--cpuprofile), beside 22%
+// in the allocator and 11% in the garbage collector.
+//
+// A JobRow shares its chunk with the others of its batch, which the
+// garbage collector frees once no row of the chunk is referenced: a chunk
+// is small, so a long-running job keeps little besides its own row alive.
+type jobScanner struct {
+	boxes []jobBox // the current chunk's rows not yet handed out
+	bytes []byte   // the current byte chunk's free space
+	texts map[string]string
+
+	// cur is the row being scanned; dest points into it once, so every
+	// row's Scan reuses the same destinations.
+	cur                                   backend.JobRow
+	state                                 string
+	leasedUntil, attemptedAt, finalizedAt pgtype.Timestamptz
+	uniqueStates                          int16
+	dest                                  []any
+}
+
+// jobBox is a JobRow with room for the times it points to.
+type jobBox struct {
+	row                                   backend.JobRow
+	leasedUntil, attemptedAt, finalizedAt time.Time
+}
+
+const (
+	// rowChunk is how many rows one allocation holds.
+	rowChunk = 64
+	// byteChunk is the size of a byte chunk; larger values get their own.
+	byteChunk = 8 << 10
+)
+
+func newJobScanner() *jobScanner {
+	s := &jobScanner{texts: make(map[string]string, 8)}
+	c := &s.cur
+	s.dest = []any{&c.ID, internText{s, &c.Queue}, internText{s, &c.Kind}, chunkBytes{s, &c.Args},
+		internText{s, &s.state}, &c.Priority, &c.RunAt, &c.Attempt, &c.MaxAttempts, &c.Fence,
+		&s.leasedUntil, internText{s, &c.LeasedBy}, &c.CreatedAt, &s.attemptedAt, &s.finalizedAt,
+		attemptErrors{s}, &c.Tags, chunkBytes{s, &c.Metadata},
+		internText{s, &c.UniqueKey}, &s.uniqueStates, chunkBytes{s, &c.Output}, internText{s, &c.FlowKey}}
+	return s
+}
+
+// scan reads one row.
+func (s *jobScanner) scan(row pgx.Row) (*backend.JobRow, error) {
+	s.cur = backend.JobRow{}
+	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	j.UniqueStates = backend.UniqueStates(ust)
-	if out != nil {
-		j.Output = json.RawMessage(out)
+	if len(s.boxes) == 0 {
+		s.boxes = make([]jobBox, rowChunk)
 	}
-	j.State = backend.State(state)
-	j.Args = json.RawMessage(args)
-	j.Metadata = json.RawMessage(meta)
-	if len(errs) > 0 {
-		if err := json.Unmarshal(errs, &j.Errors); err != nil {
-			return nil, fmt.Errorf("decode error history of job %d: %w", j.ID, err)
-		}
+	b := &s.boxes[0]
+	s.boxes = s.boxes[1:]
+	b.row = s.cur
+	j := &b.row
+	j.State = backend.State(s.state)
+	j.UniqueStates = backend.UniqueStates(s.uniqueStates)
+	if s.leasedUntil.Valid {
+		b.leasedUntil = s.leasedUntil.Time
+		j.LeasedUntil = &b.leasedUntil
 	}
-	return &j, nil
+	if s.attemptedAt.Valid {
+		b.attemptedAt = s.attemptedAt.Time
+		j.AttemptedAt = &b.attemptedAt
+	}
+	if s.finalizedAt.Valid {
+		b.finalizedAt = s.finalizedAt.Time
+		j.FinalizedAt = &b.finalizedAt
+	}
+	return j, nil
+}
+
+// internText scans a text into *dst, reusing the string of an equal text
+// scanned before (NULL reads as "").
+type internText struct {
+	s   *jobScanner
+	dst *string
+}
+
+// ScanBytes implements pgtype.BytesScanner.
+func (t internText) ScanBytes(v []byte) error {
+	if len(v) == 0 {
+		*t.dst = ""
+		return nil
+	}
+	if str, ok := t.s.texts[string(v)]; ok {
+		*t.dst = str
+		return nil
+	}
+	str := string(v)
+	if len(t.s.texts) < 256 { // a bound, against rows of many distinct holders or keys
+		t.s.texts[str] = str
+	}
+	*t.dst = str
+	return nil
+}
+
+// chunkBytes copies a JSON value into the scanner's byte chunk (NULL
+// reads as nil).
+type chunkBytes struct {
+	s   *jobScanner
+	dst *json.RawMessage
+}
+
+// ScanBytes implements pgtype.BytesScanner.
+func (c chunkBytes) ScanBytes(v []byte) error {
+	if v == nil {
+		*c.dst = nil
+		return nil
+	}
+	n := len(v)
+	if n > byteChunk/4 {
+		*c.dst = append(json.RawMessage(nil), v...)
+		return nil
+	}
+	if len(c.s.bytes) < n {
+		c.s.bytes = make([]byte, byteChunk)
+	}
+	// The capacity is cut to the value, so that an append to one job's
+	// JSON never writes over the next one's.
+	*c.dst = json.RawMessage(c.s.bytes[:n:n])
+	copy(*c.dst, v)
+	c.s.bytes = c.s.bytes[n:]
+	return nil
+}
+
+// attemptErrors decodes the error history of the row being scanned (NULL
+// or empty: none).
+type attemptErrors struct{ s *jobScanner }
+
+// ScanBytes implements pgtype.BytesScanner.
+func (a attemptErrors) ScanBytes(v []byte) error {
+	if len(v) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(v, &a.s.cur.Errors); err != nil {
+		return fmt.Errorf("decode error history of job %d: %w", a.s.cur.ID, err)
+	}
+	return nil
+}
+
+// scanJob reads one row of jobColumns.
+func scanJob(row pgx.Row) (*backend.JobRow, error) {
+	return newJobScanner().scan(row)
 }
 
 func collectJobs(rows pgx.Rows) ([]*backend.JobRow, error) {
 	defer rows.Close()
-	var out []*backend.JobRow
+	var (
+		out []*backend.JobRow
+		s   *jobScanner
+	)
 	for rows.Next() {
-		j, err := scanJob(rows)
+		if s == nil {
+			s = newJobScanner()
+		}
+		j, err := s.scan(rows)
 		if err != nil {
 			return nil, err
 		}
