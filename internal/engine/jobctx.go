@@ -18,7 +18,8 @@ import (
 // PostgreSQL drain (--cpuprofile, 400,000 no-op jobs): three allocations
 // per job, a children map, and every job registering with and leaving the
 // one parent under its lock. This one registers with nothing (its parent
-// is never cancelled); the timeout is a timer that cancels it.
+// is never cancelled), and its timeout is no timer of its own: the running
+// set's one timer ends it.
 type jobContext struct {
 	context.Context // context.WithCancelCause of a parent never cancelled
 	deadline        time.Time
@@ -26,20 +27,16 @@ type jobContext struct {
 }
 
 // newJobContext returns the context of row's run, started at startedAt,
-// cancelled with errJobTimeout after timeout (0: none), and its cancel
-// function; cancel(nil) releases the timer.
+// whose deadline is timeout later (0: none), and its cancel function. The
+// running set ends the run at its deadline (runningJobs.expire), with
+// errJobTimeout.
 func newJobContext(parent context.Context, be backend.Backend, row *backend.JobRow, startedAt time.Time, timeout time.Duration) (*jobContext, context.CancelCauseFunc) {
 	inner, cancel := context.WithCancelCause(parent)
 	c := &jobContext{Context: inner, run: Run{be: be, lease: row.Lease(), metadata: row.Metadata, startedAt: startedAt}}
-	if timeout <= 0 {
-		return c, cancel
+	if timeout > 0 {
+		c.deadline = startedAt.Add(timeout)
 	}
-	c.deadline = time.Now().Add(timeout)
-	t := time.AfterFunc(timeout, func() { cancel(errJobTimeout) })
-	return c, func(cause error) {
-		t.Stop()
-		cancel(cause)
-	}
+	return c, cancel
 }
 
 // Deadline reports when the job's timeout ends its run.

@@ -11,7 +11,7 @@ import (
 
 type ctxKey struct{}
 
-// A job's one context: its deadline, its Run, the parent's values, and each
+// A job's one context: its deadline (ended by the running set's timer), its Run, the parent's values, and each
 // cause of its end seen by the handler's context and by contexts derived
 // from it.
 func TestJobContext(t *testing.T) {
@@ -20,6 +20,8 @@ func TestJobContext(t *testing.T) {
 
 	ctx, cancel := newJobContext(parent, nil, row, time.Now(), 30*time.Millisecond)
 	defer cancel(nil)
+	running := &runningJobs{jobs: map[int64]*runningJob{}}
+	running.add(&runningJob{lease: row.Lease(), deadline: ctx.deadline, ctx: ctx, cancel: cancel})
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > 30*time.Millisecond {
 		t.Fatalf("deadline %v %v, want within the 30 ms timeout", d, ok)
 	}
@@ -79,5 +81,60 @@ func TestRunningStopAll(t *testing.T) {
 		if context.Cause(c) != ErrClientStopping {
 			t.Fatalf("%s job: cause %v, want ErrClientStopping", name, context.Cause(c))
 		}
+	}
+}
+
+// The running set's one timer ends each run at its own deadline: a job that
+// finished before its deadline leaves the timer armed for it, and the timer
+// then arms itself for the next deadline; a job added with an earlier
+// deadline than the armed one is ended first; a job without a timeout is
+// never ended.
+func TestRunningTimeouts(t *testing.T) {
+	r := &runningJobs{jobs: map[int64]*runningJob{}}
+	start := time.Now()
+	add := func(id int64, timeout time.Duration) *jobContext {
+		ctx, cancel := newJobContext(context.Background(), nil, &backend.JobRow{ID: id}, start, timeout)
+		t.Cleanup(func() { cancel(nil) })
+		r.add(&runningJob{lease: backend.LeaseRef{ID: id}, started: start, timeout: timeout, deadline: ctx.deadline, ctx: ctx, cancel: cancel})
+		return ctx
+	}
+	finished := add(1, 40*time.Millisecond)
+	late := add(2, 120*time.Millisecond)
+	early := add(3, 20*time.Millisecond)
+	never := add(4, 0)
+	r.mu.Lock()
+	armed := r.timerAt
+	r.mu.Unlock()
+	if !armed.Equal(early.deadline) {
+		t.Fatalf("the timer is armed for %v, want the earliest deadline %v", armed, early.deadline)
+	}
+	r.handlerDone(backend.LeaseRef{ID: 1})
+	r.remove([]backend.LeaseRef{{ID: 1}})
+
+	for _, c := range []struct {
+		name string
+		ctx  *jobContext
+		at   time.Duration
+	}{{"early", early, 20 * time.Millisecond}, {"late", late, 120 * time.Millisecond}} {
+		select {
+		case <-c.ctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the %s job was not ended by its timeout", c.name)
+		}
+		if took := time.Since(start); took < c.at {
+			t.Fatalf("the %s job ended after %s, before its %s timeout", c.name, took, c.at)
+		}
+		if context.Cause(c.ctx) != errJobTimeout {
+			t.Fatalf("the %s job's cause: %v, want errJobTimeout", c.name, context.Cause(c.ctx))
+		}
+	}
+	if finished.Err() != nil || never.Err() != nil {
+		t.Fatalf("ended without a timeout passing: finished job %v, job without a timeout %v", finished.Err(), never.Err())
+	}
+	r.mu.Lock()
+	armed = r.timerAt
+	r.mu.Unlock()
+	if !armed.IsZero() {
+		t.Fatalf("the timer is armed for %v with no deadline left", armed)
 	}
 }
