@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/spoolq/spool/backend"
 )
 
@@ -78,32 +80,37 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 	due := dueAtOnce(ids, outcomes, delays)
 	byWaker := len(due) > 0 && db == DBTX(b.pool) && b.waker != nil
 	quiet := len(due) == 0 || byWaker
-	var wake map[string]claimKey
-	scan := func(r pgx.CollectableRow) (backend.LeaseRef, error) {
-		var (
-			l     backend.LeaseRef
-			queue *string
-			key   claimKey
-		)
-		err := r.Scan(&l.ID, &l.Fence, &queue, &key.priority, &key.runAt)
-		if err == nil && queue != nil {
+	var (
+		wake map[string]claimKey
+		done = make([]backend.LeaseRef, 0, len(ids))
+		// One set of destinations for every row: closures or locals taken
+		// by address per row cost three allocations a job.
+		l     backend.LeaseRef
+		queue pgtype.Text
+		key   claimKey
+		dest  = []any{&l.ID, &l.Fence, &queue, &key.priority, &key.runAt}
+	)
+	err := b.queryBatch(ctx, db, query, quiet, len(ids), func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			done = append(done, l)
+			if !queue.Valid {
+				continue
+			}
 			key.id = l.ID
-			b.floors.lower(*queue, key)
+			b.floors.lower(queue.String, key)
 			if byWaker && due[l.ID] {
-				if cur, ok := wake[*queue]; !ok || key.less(cur) {
+				if cur, ok := wake[queue.String]; !ok || key.less(cur) {
 					if wake == nil {
 						wake = map[string]claimKey{}
 					}
-					wake[*queue] = key
+					wake[queue.String] = key
 				}
 			}
 		}
-		return l, err
-	}
-	var done []backend.LeaseRef
-	err := b.queryBatch(ctx, db, query, quiet, len(ids), func(rows pgx.Rows) (err error) {
-		done, err = pgx.CollectRows(rows, scan)
-		return err
+		return rows.Err()
 	}, ids, fences, outcomes, delays, errs, deleteCompleted)
 	if err == nil && len(wake) > 0 {
 		b.waker.add(wake)

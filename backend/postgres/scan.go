@@ -187,11 +187,19 @@ func collectJobs(rows pgx.Rows) ([]*backend.JobRow, error) {
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// collectLeases reads (id, fence) rows.
+// collectLeases reads (id, fence) rows into one destination.
 func collectLeases(rows pgx.Rows) ([]backend.LeaseRef, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (backend.LeaseRef, error) {
-		var l backend.LeaseRef
-		err := r.Scan(&l.ID, &l.Fence)
-		return l, err
-	})
+	defer rows.Close()
+	var (
+		out  []backend.LeaseRef
+		l    backend.LeaseRef
+		dest = []any{&l.ID, &l.Fence}
+	)
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
 }
