@@ -12,7 +12,7 @@ import (
 )
 
 // jobScanner reads rows of jobColumns into JobRows with a few allocations
-// per batch instead of about ten per row: rows come from chunks of
+// per batch instead of about ten per row: rows come from chunks of up to
 // rowChunk, their JSON from shared byte chunks, and the texts every row
 // repeats (queue, kind, state, the lease holder) are interned.
 //
@@ -27,7 +27,11 @@ import (
 type jobScanner struct {
 	boxes []jobBox // the current chunk's rows not yet handed out
 	bytes []byte   // the current byte chunk's free space
-	texts map[string]string
+	// nextRows and nextBytes size the next chunks: they start small and
+	// double up to rowChunk and byteChunk, so that a claim of one job (a
+	// steady queue's usual claim) allocates about what it reads.
+	nextRows, nextBytes int
+	texts               map[string]string
 
 	// cur is the row being scanned; dest points into it once, so every
 	// row's Scan reuses the same destinations.
@@ -45,14 +49,15 @@ type jobBox struct {
 }
 
 const (
-	// rowChunk is how many rows one allocation holds.
+	// rowChunk is the most rows one allocation holds.
 	rowChunk = 64
-	// byteChunk is the size of a byte chunk; larger values get their own.
+	// byteChunk is the largest byte chunk; values over a quarter of it get
+	// their own.
 	byteChunk = 8 << 10
 )
 
 func newJobScanner() *jobScanner {
-	s := &jobScanner{texts: make(map[string]string, 8)}
+	s := &jobScanner{texts: make(map[string]string, 8), nextRows: 1, nextBytes: 256}
 	c := &s.cur
 	s.dest = []any{&c.ID, internText{s, &c.Queue}, internText{s, &c.Kind}, chunkBytes{s, &c.Args},
 		internText{s, &s.state}, &c.Priority, &c.RunAt, &c.Attempt, &c.MaxAttempts, &c.Fence,
@@ -69,7 +74,8 @@ func (s *jobScanner) scan(row pgx.Row) (*backend.JobRow, error) {
 		return nil, err
 	}
 	if len(s.boxes) == 0 {
-		s.boxes = make([]jobBox, rowChunk)
+		s.boxes = make([]jobBox, s.nextRows)
+		s.nextRows = min(2*s.nextRows, rowChunk)
 	}
 	b := &s.boxes[0]
 	s.boxes = s.boxes[1:]
@@ -136,7 +142,9 @@ func (c chunkBytes) ScanBytes(v []byte) error {
 		return nil
 	}
 	if len(c.s.bytes) < n {
-		c.s.bytes = make([]byte, byteChunk)
+		size := max(c.s.nextBytes, n)
+		c.s.bytes = make([]byte, size)
+		c.s.nextBytes = min(2*size, byteChunk)
 	}
 	// The capacity is cut to the value, so that an append to one job's
 	// JSON never writes over the next one's.

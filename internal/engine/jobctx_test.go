@@ -11,9 +11,9 @@ import (
 
 type ctxKey struct{}
 
-// A job's one context: its deadline (ended by the running set's timer), its Run, the parent's values, and each
-// cause of its end seen by the handler's context and by contexts derived
-// from it.
+// A job's one context: its deadline (ended by the running set's timer),
+// its Run, the parent's values, and each cause of its end seen by the
+// handler's context and by contexts derived from it.
 func TestJobContext(t *testing.T) {
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
 	row := &backend.JobRow{ID: 7, Fence: 3}
