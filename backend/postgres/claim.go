@@ -110,11 +110,35 @@ func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClai
 	if _, err := b.pool.Exec(ctx, b.sql.unleaseClaim, p.ClaimID); err != nil {
 		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
 	}
-	tag, err := b.pool.Exec(ctx, b.sql.releaseClaim, p.ClaimID)
+	rows, err := b.pool.Query(ctx, b.sql.releaseClaim, p.ClaimID)
 	if err != nil {
 		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
 	}
-	return int(tag.RowsAffected()), nil
+	var (
+		n      int
+		lowest map[string]claimKey
+		queue  string
+		key    claimKey
+	)
+	for rows.Next() {
+		if err := rows.Scan(&queue, &key.priority, &key.runAt, &key.id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
+		}
+		n++
+		if cur, ok := lowest[queue]; !ok || key.less(cur) {
+			if lowest == nil {
+				lowest = map[string]claimKey{}
+			}
+			lowest[queue] = key
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
+	}
+	// Other processes hear of the released jobs as of new ones.
+	b.announceDue(ctx, lowest)
+	return n, nil
 }
 
 // readInTx reads the results of queryInTx's batch.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -72,11 +73,13 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 	// Jobs made due at once (a release, a snooze without delay) are
 	// announced as an insert's are. On the pool with a waker, the waker
 	// sends them after the statement's commit, whichever statement wrote
-	// them: the insert trigger sees the rows the leased one writes back,
-	// not the in-place one's updates. The trigger is then told to return
-	// at once (quietSettings), as it is for a finish with nothing to
-	// announce. Elsewhere (a caller's transaction, no waker) the trigger
-	// announces the leased statement's rows at commit.
+	// them, and the insert trigger is told to return at once
+	// (quietSettings), as it is for a finish with nothing to announce.
+	// Elsewhere (a caller's transaction, a backend without a waker) they
+	// are announced in the statement's transaction, so at its commit: the
+	// insert trigger announces the rows the leased statement writes back
+	// into spool_jobs, and a notification sent after the in-place
+	// statement (notifyDue) the rows it updates, which no trigger sees.
 	due := dueAtOnce(ids, outcomes, delays)
 	byWaker := len(due) > 0 && db == DBTX(b.pool) && b.waker != nil
 	quiet := len(due) == 0 || byWaker
@@ -101,7 +104,7 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 			}
 			key.id = l.ID
 			b.floors.lower(queue.String, key)
-			if byWaker && due[l.ID] {
+			if due[l.ID] {
 				if cur, ok := wake[queue.String]; !ok || key.less(cur) {
 					if wake == nil {
 						wake = map[string]claimKey{}
@@ -112,10 +115,53 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 		}
 		return rows.Err()
 	}, ids, fences, outcomes, delays, errs, deleteCompleted)
-	if err == nil && len(wake) > 0 {
+	switch {
+	case err != nil || len(wake) == 0:
+	case byWaker:
 		b.waker.add(wake)
+	case query != b.sql.finishLeased:
+		err = b.notifyDue(ctx, db, wake)
 	}
 	return done, err
+}
+
+// announceDue announces jobs a statement on the pool made due by an
+// update, which no trigger sees: through the waker if there is one, else
+// at once. A wake-up that fails is lost, not the statement's work: the
+// jobs are committed, and workers find them by their poll.
+func (b *Backend) announceDue(ctx context.Context, keys map[string]claimKey) {
+	if len(keys) == 0 {
+		return
+	}
+	if b.waker != nil {
+		b.waker.add(keys)
+		return
+	}
+	_ = b.notifyDue(ctx, b.pool, keys)
+}
+
+// notifySQL sends one notification on channel $1 per payload of $2.
+const notifySQL = `SELECT pg_notify($1, x) FROM unnest($2::text[]) x`
+
+// duePayloads are the notifications announcing each queue's lowest claim
+// key, in the insert trigger's format (parseInsertNotice).
+func duePayloads(keys map[string]claimKey) []string {
+	payloads := make([]string, 0, len(keys))
+	for q, k := range keys {
+		payloads = append(payloads, q+" "+strconv.Itoa(int(k.priority))+" "+strconv.FormatInt(k.runAt.UnixMicro(), 10))
+	}
+	return payloads
+}
+
+// notifyDue announces jobs made due by an update, in db's transaction: at
+// its commit in a caller's transaction, where an error is the
+// transaction's; at once on the pool, whose statement has committed, where
+// a failure loses only the wake-up (announceDue).
+func (b *Backend) notifyDue(ctx context.Context, db DBTX, keys map[string]claimKey) error {
+	if _, err := db.Exec(ctx, notifySQL, b.channel, duePayloads(keys)); err != nil && db != DBTX(b.pool) {
+		return fmt.Errorf("announce released jobs: %w", err)
+	}
+	return nil
 }
 
 // routed runs a finish's or heartbeat's two statements over a batch sorted

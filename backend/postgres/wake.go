@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -136,11 +135,7 @@ func (w *waker) send(ctx context.Context, keys map[string]claimKey) {
 	if len(keys) == 0 {
 		return
 	}
-	payloads := make([]string, 0, len(keys))
-	for q, k := range keys {
-		payloads = append(payloads, q+" "+strconv.Itoa(int(k.priority))+" "+strconv.FormatInt(k.runAt.UnixMicro(), 10))
-	}
 	// An error loses only the wake-up: the jobs are committed, and workers
 	// find them by their poll.
-	_, _ = w.b.pool.Exec(ctx, `SELECT pg_notify($1, x) FROM unnest($2::text[]) x`, w.b.channel, payloads)
+	_, _ = w.b.pool.Exec(ctx, notifySQL, w.b.channel, duePayloads(keys))
 }

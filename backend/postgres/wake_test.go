@@ -226,10 +226,15 @@ func TestFinishWakes(t *testing.T) {
 	for _, tc := range []struct {
 		name, queue string
 		opts        Options
+		// inTx finishes in a caller's transaction: announced at its commit.
+		inTx bool
 	}{
-		{"trigger", "qt", Options{Wake: WakeOff, Claims: ClaimsLeaseRows}},
-		{"waker, lease rows", "ql", Options{Claims: ClaimsLeaseRows}},
-		{"waker, in place", "qp", Options{Claims: ClaimsInPlace}},
+		{"trigger", "qt", Options{Wake: WakeOff, Claims: ClaimsLeaseRows}, false},
+		{"waker, lease rows", "ql", Options{Claims: ClaimsLeaseRows}, false},
+		{"waker, in place", "qp", Options{Claims: ClaimsInPlace}, false},
+		{"no waker, in place", "qc", Options{Wake: WakeAtCommit, Claims: ClaimsInPlace}, false},
+		{"caller's transaction, in place", "qx", Options{Claims: ClaimsInPlace}, true},
+		{"caller's transaction, lease rows", "qy", Options{Claims: ClaimsLeaseRows}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.Schema = b.schema
@@ -251,9 +256,25 @@ func TestFinishWakes(t *testing.T) {
 			}
 			finish := func(fs ...backend.JobFinish) {
 				t.Helper()
-				res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
+				if !tc.inTx {
+					res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs})
+					if err != nil || len(res.Rejected) > 0 {
+						t.Fatalf("finish: %+v, %v", res, err)
+					}
+					return
+				}
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(ctx)
+				res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Tx: tx, Finishes: fs})
 				if err != nil || len(res.Rejected) > 0 {
 					t.Fatalf("finish: %+v, %v", res, err)
+				}
+				marker() // nothing is announced before the commit
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatal(err)
 				}
 			}
 			lease := func(i int) backend.LeaseRef { return backend.LeaseRef{ID: rows[i].ID, Fence: rows[i].Fence} }
@@ -276,6 +297,57 @@ func TestFinishWakes(t *testing.T) {
 					t.Fatalf("outcome %d: notification %q, want one for queue %s", pair[0].Outcome, got, tc.queue)
 				}
 				marker()
+			}
+		})
+	}
+}
+
+// TestReleaseClaimWakes: jobs handed back by JobReleaseClaim (a claim whose
+// reply was lost) are announced to other processes, whether the claim held
+// them in place or in lease rows, through the waker or at once.
+func TestReleaseClaimWakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	inserter, err := New(pool, &Options{Schema: b.schema, Wake: WakeOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inserter.Close() })
+	listen := listener(t, pool, b.channel)
+	for _, tc := range []struct {
+		name, queue string
+		opts        Options
+	}{
+		{"waker, in place", "rp", Options{Claims: ClaimsInPlace}},
+		{"waker, lease rows", "rl", Options{Claims: ClaimsLeaseRows}},
+		{"no waker, in place", "rc", Options{Wake: WakeAtCommit, Claims: ClaimsInPlace}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Schema = b.schema
+			be, err := New(pool, &tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			jobs := []*backend.JobInsertParams{
+				{Queue: tc.queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5},
+				{Queue: tc.queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5},
+			}
+			if _, err := inserter.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+				t.Fatal(err)
+			}
+			claimID := "lost#" + tc.queue
+			if rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: tc.queue, Max: 2, Lease: time.Minute, ClaimID: claimID}); err != nil || len(rows) != 2 {
+				t.Fatalf("claim: %d rows, %v", len(rows), err)
+			}
+			n, err := be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: claimID})
+			if err != nil || n != 2 {
+				t.Fatalf("release: %d jobs, %v", n, err)
+			}
+			got, _ := listen()
+			if q, _, ok := parseInsertNotice(got); !ok || q != tc.queue {
+				t.Fatalf("notification %q, want one for queue %s", got, tc.queue)
 			}
 		})
 	}
