@@ -198,22 +198,18 @@ func listener(t *testing.T, pool *pgxpool.Pool, channel string) func() (string, 
 
 // A finish announces what it makes pending and due at once (a release, a
 // snooze without delay), as a plain insert would, and nothing else: by the
-// insert trigger for the rows a leased finish writes back when the backend
-// has no waker, and otherwise by the waker after the finish's commit, for
-// jobs held in lease rows as for jobs claimed in place (whose update the
-// trigger does not see). The trigger is told to return at once for the
-// rest (quietSettings).
+// waker after the finish's commit when the finish runs on the pool of a
+// backend with one, for jobs held in lease rows as for jobs claimed in
+// place (whose update the trigger does not see); otherwise in the
+// finish's transaction, by the insert trigger for the rows a leased
+// finish writes back and by a notification for those updated in place,
+// in a caller's transaction only at its commit. The trigger is told to
+// return at once for the rest (quietSettings).
 func TestFinishWakes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, pool := scratchBackend(t)
-	// Inserts through a backend without wake-ups announce nothing.
-	inserter, err := New(pool, &Options{Schema: b.schema, Wake: WakeOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inserter.Close() })
-	listen := listener(t, pool, b.channel)
+	w := newWakeScratch(t)
+	b, pool, inserter, listen := w.b, w.pool, w.inserter, w.listen
 	marker := func() {
 		t.Helper()
 		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
@@ -237,12 +233,7 @@ func TestFinishWakes(t *testing.T) {
 		{"caller's transaction, lease rows", "qy", Options{Claims: ClaimsLeaseRows}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.opts.Schema = b.schema
-			be, err := New(pool, &tc.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer be.Close()
+			be := w.open(t, tc.opts)
 			jobs := make([]*backend.JobInsertParams, 8)
 			for i := range jobs {
 				jobs[i] = &backend.JobInsertParams{Queue: tc.queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5}
@@ -302,19 +293,48 @@ func TestFinishWakes(t *testing.T) {
 	}
 }
 
-// TestReleaseClaimWakes: jobs handed back by JobReleaseClaim (a claim whose
-// reply was lost) are announced to other processes, whether the claim held
-// them in place or in lease rows, through the waker or at once.
-func TestReleaseClaimWakes(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// wakeScratch is a scratch schema for the wake-up tests, with an inserter
+// that announces nothing (its inserts wake no one) and a listener on the
+// schema's channel.
+type wakeScratch struct {
+	b        *Backend
+	pool     *pgxpool.Pool
+	inserter *Backend
+	listen   func() (string, time.Time)
+}
+
+func newWakeScratch(t *testing.T) *wakeScratch {
+	t.Helper()
 	b, pool := scratchBackend(t)
 	inserter, err := New(pool, &Options{Schema: b.schema, Wake: WakeOff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inserter.Close() })
-	listen := listener(t, pool, b.channel)
+	return &wakeScratch{b: b, pool: pool, inserter: inserter, listen: listener(t, pool, b.channel)}
+}
+
+// open opens a backend with opts on the scratch schema, closed with the
+// test.
+func (w *wakeScratch) open(t *testing.T, opts Options) *Backend {
+	t.Helper()
+	opts.Schema = w.b.schema
+	be, err := New(w.pool, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+// TestReleaseClaimWakes: jobs handed back by JobReleaseClaim (a claim whose
+// reply was lost) are announced to other processes, whether the claim held
+// them in place or in lease rows, through the waker or at once.
+func TestReleaseClaimWakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWakeScratch(t)
+	inserter, listen := w.inserter, w.listen
 	for _, tc := range []struct {
 		name, queue string
 		opts        Options
@@ -324,12 +344,7 @@ func TestReleaseClaimWakes(t *testing.T) {
 		{"no waker, in place", "rc", Options{Wake: WakeAtCommit, Claims: ClaimsInPlace}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.opts.Schema = b.schema
-			be, err := New(pool, &tc.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer be.Close()
+			be := w.open(t, tc.opts)
 			jobs := []*backend.JobInsertParams{
 				{Queue: tc.queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5},
 				{Queue: tc.queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5},
