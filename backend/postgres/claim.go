@@ -116,7 +116,7 @@ func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClai
 	}
 	var (
 		n      int
-		lowest map[string]claimKey
+		lowest queueKeys
 		queue  string
 		key    claimKey
 	)
@@ -126,12 +126,7 @@ func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClai
 			return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
 		}
 		n++
-		if cur, ok := lowest[queue]; !ok || key.less(cur) {
-			if lowest == nil {
-				lowest = map[string]claimKey{}
-			}
-			lowest[queue] = key
-		}
+		lowest.note(queue, key)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)

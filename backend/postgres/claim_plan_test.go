@@ -169,7 +169,6 @@ func walkPlan(v any, visit func(map[string]any)) {
 // the whole table, every dead lease row included.
 func TestLeasedStatementsGenericPlan(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b, pool := scratchBackend(t)
 	statements := []struct {
 		name, query, args string
@@ -179,32 +178,7 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 	}
 	for _, st := range statements {
 		plan := func(settings string) string {
-			var out string
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, settings); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, "PREPARE leased_plan AS "+st.query); err != nil {
-					return err
-				}
-				var raw []byte
-				if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE leased_plan"+st.args).Scan(&raw); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, "DEALLOCATE leased_plan"); err != nil {
-					return err
-				}
-				var v any
-				if err := json.Unmarshal(raw, &v); err != nil {
-					return err
-				}
-				out = tableScans(v, "spool_leases")
-				return nil
-			})
-			if err != nil {
-				t.Fatalf("%s: %v", st.name, err)
-			}
-			return out
+			return preparedPlanScans(t, pool, settings, st.query, st.args, "spool_leases")
 		}
 		got := plan(genericPlanSettings)
 		scans := strings.Split(got, ", ")
@@ -216,6 +190,40 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 			t.Logf("note: %s: without the settings the generic plan reaches spool_leases by %s (no whole-table scan on this server)", st.name, without)
 		}
 	}
+}
+
+// preparedPlanScans prepares query after settings, in a transaction of
+// its own, and returns the scans of table in the plan EXECUTE with args
+// (tableScans).
+func preparedPlanScans(t *testing.T, pool *pgxpool.Pool, settings, query, args, table string) string {
+	t.Helper()
+	ctx := context.Background()
+	var out string
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, settings); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "PREPARE planned AS "+query); err != nil {
+			return err
+		}
+		var raw []byte
+		if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE planned"+args).Scan(&raw); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DEALLOCATE planned"); err != nil {
+			return err
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		out = tableScans(v, table)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("plan of %.40q…: %v", query, err)
+	}
+	return out
 }
 
 // tableScans lists the scans of an EXPLAIN (FORMAT JSON) plan that read
@@ -455,39 +463,7 @@ func TestSmallCompletionPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, stmt := range map[string]string{"keep": b.sql.completeKeepSmall, "delete": b.sql.completeDeleteSmall} {
-		var got string
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, smallPlanSettings); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `PREPARE small_completion AS `+stmt); err != nil {
-				return err
-			}
-			var raw []byte
-			if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE small_completion('{5,7}', '{1,1}')`).Scan(&raw); err != nil {
-				return err
-			}
-			var v any
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return err
-			}
-			var scans []string
-			walkPlan(v, func(node map[string]any) {
-				if rel, _ := node["Relation Name"].(string); rel == "spool_jobs" {
-					if n, _ := node["Node Type"].(string); n != "ModifyTable" {
-						idx, _ := node["Index Name"].(string)
-						scans = append(scans, n+" "+idx)
-					}
-				}
-			})
-			got = strings.Join(scans, ", ")
-			_, err := tx.Exec(ctx, `DEALLOCATE small_completion`)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != "Index Scan spool_jobs_pkey" {
+		if got := preparedPlanScans(t, pool, smallPlanSettings, stmt, `('{5,7}', '{1,1}')`, "spool_jobs"); got != "Index Scan on spool_jobs_pkey" {
 			t.Errorf("small completion (%s) reaches spool_jobs by %q, want only an Index Scan of spool_jobs_pkey", name, got)
 		}
 	}

@@ -84,7 +84,7 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 	byWaker := len(due) > 0 && db == DBTX(b.pool) && b.waker != nil
 	quiet := len(due) == 0 || byWaker
 	var (
-		wake map[string]claimKey
+		wake queueKeys
 		done = make([]backend.LeaseRef, 0, len(ids))
 		// One set of destinations for every row: closures or locals taken
 		// by address per row cost three allocations a job.
@@ -105,21 +105,16 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 			key.id = l.ID
 			b.floors.lower(queue.String, key)
 			if due[l.ID] {
-				if cur, ok := wake[queue.String]; !ok || key.less(cur) {
-					if wake == nil {
-						wake = map[string]claimKey{}
-					}
-					wake[queue.String] = key
-				}
+				wake.note(queue.String, key)
 			}
 		}
 		return rows.Err()
 	}, ids, fences, outcomes, delays, errs, deleteCompleted)
 	switch {
 	case err != nil || len(wake) == 0:
-	case byWaker:
-		b.waker.add(wake)
-	case query != b.sql.finishLeased:
+	case byWaker || (db == DBTX(b.pool) && query != b.sql.finishLeased):
+		b.announceDue(ctx, wake)
+	case query != b.sql.finishLeased: // in a caller's transaction
 		err = b.notifyDue(ctx, db, wake)
 	}
 	return done, err
@@ -129,7 +124,7 @@ func (b *Backend) finishRows(ctx context.Context, db DBTX, query string, ids []i
 // update, which no trigger sees: through the waker if there is one, else
 // at once. A wake-up that fails is lost, not the statement's work: the
 // jobs are committed, and workers find them by their poll.
-func (b *Backend) announceDue(ctx context.Context, keys map[string]claimKey) {
+func (b *Backend) announceDue(ctx context.Context, keys queueKeys) {
 	if len(keys) == 0 {
 		return
 	}
@@ -145,7 +140,7 @@ const notifySQL = `SELECT pg_notify($1, x) FROM unnest($2::text[]) x`
 
 // duePayloads are the notifications announcing each queue's lowest claim
 // key, in the insert trigger's format (parseInsertNotice).
-func duePayloads(keys map[string]claimKey) []string {
+func duePayloads(keys queueKeys) []string {
 	payloads := make([]string, 0, len(keys))
 	for q, k := range keys {
 		payloads = append(payloads, q+" "+strconv.Itoa(int(k.priority))+" "+strconv.FormatInt(k.runAt.UnixMicro(), 10))
@@ -153,12 +148,10 @@ func duePayloads(keys map[string]claimKey) []string {
 	return payloads
 }
 
-// notifyDue announces jobs made due by an update, in db's transaction: at
-// its commit in a caller's transaction, where an error is the
-// transaction's; at once on the pool, whose statement has committed, where
-// a failure loses only the wake-up (announceDue).
-func (b *Backend) notifyDue(ctx context.Context, db DBTX, keys map[string]claimKey) error {
-	if _, err := db.Exec(ctx, notifySQL, b.channel, duePayloads(keys)); err != nil && db != DBTX(b.pool) {
+// notifyDue announces jobs made due by an update in db's transaction, so
+// at its commit in a caller's transaction, at once on the pool.
+func (b *Backend) notifyDue(ctx context.Context, db DBTX, keys queueKeys) error {
+	if _, err := db.Exec(ctx, notifySQL, b.channel, duePayloads(keys)); err != nil {
 		return fmt.Errorf("announce released jobs: %w", err)
 	}
 	return nil

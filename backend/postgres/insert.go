@@ -72,7 +72,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 		dup   bool
 		runAt time.Time
 		due   bool
-		wake  map[string]claimKey // the lowest key of the due jobs by queue
+		wake  queueKeys // the lowest key of the due jobs by queue
 		// announce: the waker announces this insert after its commit.
 		announce = p.Tx == nil && b.waker != nil
 	)
@@ -88,13 +88,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 			} else {
 				res.Count++
 				if due && announce {
-					k := claimKey{priority: prios[i], runAt: runAt, id: id}
-					if cur, ok := wake[queues[i]]; !ok || k.less(cur) {
-						if wake == nil {
-							wake = map[string]claimKey{}
-						}
-						wake[queues[i]] = k
-					}
+					wake.note(queues[i], claimKey{priority: prios[i], runAt: runAt, id: id})
 				}
 			}
 			res.IDs = append(res.IDs, id)

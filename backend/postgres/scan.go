@@ -31,15 +31,23 @@ type jobScanner struct {
 	// double up to rowChunk and byteChunk, so that a claim of one job (a
 	// steady queue's usual claim) allocates about what it reads.
 	nextRows, nextBytes int
-	texts               map[string]string
+	// texts are the distinct texts read so far, at most maxTexts: a batch
+	// repeats a few (its queue, kinds, state, lease holder), which a look
+	// through a short list finds without allocating.
+	texts []string
 
-	// cur is the row being scanned; dest points into it once, so every
-	// row's Scan reuses the same destinations.
+	// cur is the row being scanned; dest points into it and at the column
+	// readers below, all inside the scanner, so that a scanner is one
+	// allocation and every row's Scan reuses the same destinations.
 	cur                                   backend.JobRow
 	state                                 string
 	leasedUntil, attemptedAt, finalizedAt pgtype.Timestamptz
 	uniqueStates                          int16
-	dest                                  []any
+	queue, kind, stateText, leasedBy      internText
+	uniqueKey, flowKey                    internText
+	args, metadata, output                chunkBytes
+	errors                                attemptErrors
+	dest                                  [22]any
 }
 
 // jobBox is a JobRow with room for the times it points to.
@@ -54,23 +62,29 @@ const (
 	// byteChunk is the largest byte chunk; values over a quarter of it get
 	// their own.
 	byteChunk = 8 << 10
+	// maxTexts bounds the texts a scanner keeps to reuse.
+	maxTexts = 16
 )
 
 func newJobScanner() *jobScanner {
-	s := &jobScanner{texts: make(map[string]string, 8), nextRows: 1, nextBytes: 256}
+	s := &jobScanner{nextRows: 1, nextBytes: 256}
 	c := &s.cur
-	s.dest = []any{&c.ID, internText{s, &c.Queue}, internText{s, &c.Kind}, chunkBytes{s, &c.Args},
-		internText{s, &s.state}, &c.Priority, &c.RunAt, &c.Attempt, &c.MaxAttempts, &c.Fence,
-		&s.leasedUntil, internText{s, &c.LeasedBy}, &c.CreatedAt, &s.attemptedAt, &s.finalizedAt,
-		attemptErrors{s}, &c.Tags, chunkBytes{s, &c.Metadata},
-		internText{s, &c.UniqueKey}, &s.uniqueStates, chunkBytes{s, &c.Output}, internText{s, &c.FlowKey}}
+	s.queue, s.kind, s.stateText = internText{s, &c.Queue}, internText{s, &c.Kind}, internText{s, &s.state}
+	s.leasedBy, s.uniqueKey, s.flowKey = internText{s, &c.LeasedBy}, internText{s, &c.UniqueKey}, internText{s, &c.FlowKey}
+	s.args, s.metadata, s.output = chunkBytes{s, &c.Args}, chunkBytes{s, &c.Metadata}, chunkBytes{s, &c.Output}
+	s.errors = attemptErrors{s}
+	s.dest = [22]any{&c.ID, &s.queue, &s.kind, &s.args,
+		&s.stateText, &c.Priority, &c.RunAt, &c.Attempt, &c.MaxAttempts, &c.Fence,
+		&s.leasedUntil, &s.leasedBy, &c.CreatedAt, &s.attemptedAt, &s.finalizedAt,
+		&s.errors, &c.Tags, &s.metadata,
+		&s.uniqueKey, &s.uniqueStates, &s.output, &s.flowKey}
 	return s
 }
 
 // scan reads one row.
 func (s *jobScanner) scan(row pgx.Row) (*backend.JobRow, error) {
 	s.cur = backend.JobRow{}
-	if err := row.Scan(s.dest...); err != nil {
+	if err := row.Scan(s.dest[:]...); err != nil {
 		return nil, err
 	}
 	if len(s.boxes) == 0 {
@@ -106,18 +120,20 @@ type internText struct {
 }
 
 // ScanBytes implements pgtype.BytesScanner.
-func (t internText) ScanBytes(v []byte) error {
+func (t *internText) ScanBytes(v []byte) error {
 	if len(v) == 0 {
 		*t.dst = ""
 		return nil
 	}
-	if str, ok := t.s.texts[string(v)]; ok {
-		*t.dst = str
-		return nil
+	for _, str := range t.s.texts {
+		if str == string(v) {
+			*t.dst = str
+			return nil
+		}
 	}
 	str := string(v)
-	if len(t.s.texts) < 256 { // a bound, against rows of many distinct holders or keys
-		t.s.texts[str] = str
+	if len(t.s.texts) < maxTexts {
+		t.s.texts = append(t.s.texts, str)
 	}
 	*t.dst = str
 	return nil
@@ -131,7 +147,7 @@ type chunkBytes struct {
 }
 
 // ScanBytes implements pgtype.BytesScanner.
-func (c chunkBytes) ScanBytes(v []byte) error {
+func (c *chunkBytes) ScanBytes(v []byte) error {
 	if v == nil {
 		*c.dst = nil
 		return nil
@@ -159,7 +175,7 @@ func (c chunkBytes) ScanBytes(v []byte) error {
 type attemptErrors struct{ s *jobScanner }
 
 // ScanBytes implements pgtype.BytesScanner.
-func (a attemptErrors) ScanBytes(v []byte) error {
+func (a *attemptErrors) ScanBytes(v []byte) error {
 	if len(v) == 0 {
 		return nil
 	}

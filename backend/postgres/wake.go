@@ -34,6 +34,22 @@ const WakeGapParam = "spool_wake_gap"
 // for about as long as workers poll.
 const MaxWakeGap = time.Second
 
+// queueKeys holds, by queue, the lowest claim key of the jobs a wake-up
+// announces.
+type queueKeys map[string]claimKey
+
+// note keeps k if it is below every key of its queue so far, making the
+// map on first use.
+func (m *queueKeys) note(queue string, k claimKey) {
+	if cur, ok := (*m)[queue]; ok && !k.less(cur) {
+		return
+	}
+	if *m == nil {
+		*m = queueKeys{}
+	}
+	(*m)[queue] = k
+}
+
 // waker announces jobs after their commit. An insert hands it the lowest
 // claim key it committed in each queue; the waker sends one notification
 // per queue for everything handed to it since its last send, in one
@@ -49,25 +65,23 @@ type waker struct {
 	b       *Backend
 	gap     time.Duration // Options.WakeGap
 	mu      sync.Mutex
-	pending map[string]claimKey // the lowest key committed per queue
-	kick    chan struct{}       // buffered 1: pending has entries
-	done    chan struct{}       // closed when run returns
+	pending queueKeys     // the lowest key committed per queue
+	kick    chan struct{} // buffered 1: pending has entries
+	done    chan struct{} // closed when run returns
 }
 
 func newWaker(b *Backend, gap time.Duration) *waker {
-	return &waker{b: b, gap: gap, pending: map[string]claimKey{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	return &waker{b: b, gap: gap, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // add records committed jobs' lowest keys by queue, to be announced.
-func (w *waker) add(keys map[string]claimKey) {
+func (w *waker) add(keys queueKeys) {
 	if len(keys) == 0 {
 		return
 	}
 	w.mu.Lock()
 	for q, k := range keys {
-		if cur, ok := w.pending[q]; !ok || k.less(cur) {
-			w.pending[q] = k
-		}
+		w.pending.note(q, k)
 	}
 	w.mu.Unlock()
 	select {
@@ -77,14 +91,14 @@ func (w *waker) add(keys map[string]claimKey) {
 }
 
 // take returns and clears what is pending.
-func (w *waker) take() map[string]claimKey {
+func (w *waker) take() queueKeys {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.pending) == 0 {
 		return nil
 	}
 	p := w.pending
-	w.pending = map[string]claimKey{}
+	w.pending = nil
 	return p
 }
 
@@ -131,7 +145,7 @@ func (w *waker) sendLast() {
 
 // send notifies each queue once with its lowest key, in the format of the
 // insert trigger (parseInsertNotice).
-func (w *waker) send(ctx context.Context, keys map[string]claimKey) {
+func (w *waker) send(ctx context.Context, keys queueKeys) {
 	if len(keys) == 0 {
 		return
 	}

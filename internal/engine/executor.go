@@ -137,7 +137,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 	defer cancel(nil)
 	x.cfg.Observer.started(row, startedAt)
 	x.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, queue: row.Queue, attempt: int(row.Attempt),
-		started: startedAt, timeout: timeout, deadline: runCtx.deadline, ctx: runCtx, cancel: cancel})
+		started: startedAt, timeout: timeout, ctx: runCtx, cancel: cancel})
 	err := safeRun(runCtx, h.Run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).

@@ -18,10 +18,11 @@ func TestJobContext(t *testing.T) {
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
 	row := &backend.JobRow{ID: 7, Fence: 3}
 
-	ctx, cancel := newJobContext(parent, nil, row, time.Now(), 30*time.Millisecond)
+	start := time.Now()
+	ctx, cancel := newJobContext(parent, nil, row, start, 30*time.Millisecond)
 	defer cancel(nil)
 	running := &runningJobs{jobs: map[int64]*runningJob{}}
-	running.add(&runningJob{lease: row.Lease(), deadline: ctx.deadline, ctx: ctx, cancel: cancel})
+	running.add(&runningJob{lease: row.Lease(), started: start, timeout: 30 * time.Millisecond, ctx: ctx, cancel: cancel})
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > 30*time.Millisecond {
 		t.Fatalf("deadline %v %v, want within the 30 ms timeout", d, ok)
 	}
@@ -95,7 +96,7 @@ func TestRunningTimeouts(t *testing.T) {
 	add := func(id int64, timeout time.Duration) *jobContext {
 		ctx, cancel := newJobContext(context.Background(), nil, &backend.JobRow{ID: id}, start, timeout)
 		t.Cleanup(func() { cancel(nil) })
-		r.add(&runningJob{lease: backend.LeaseRef{ID: id}, started: start, timeout: timeout, deadline: ctx.deadline, ctx: ctx, cancel: cancel})
+		r.add(&runningJob{lease: backend.LeaseRef{ID: id}, started: start, timeout: timeout, ctx: ctx, cancel: cancel})
 		return ctx
 	}
 	finished := add(1, 40*time.Millisecond)

@@ -18,7 +18,6 @@ type runningJob struct {
 	attempt       int
 	started       time.Time
 	timeout       time.Duration // 0: none
-	deadline      time.Time     // started + timeout; zero: none
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	completedInTx bool
@@ -29,6 +28,15 @@ type runningJob struct {
 	// gave up on it); the handler's own outcome, if it ever returns, is
 	// expected to be fenced out.
 	abandoned bool
+}
+
+// deadline is when the job's timeout ends its run (zero: no timeout), as
+// its context reports it.
+func (j *runningJob) deadline() time.Time {
+	if j.timeout <= 0 {
+		return time.Time{}
+	}
+	return j.started.Add(j.timeout)
 }
 
 // runningJobs is the set of jobs this client holds.
@@ -57,8 +65,8 @@ func (r *runningJobs) add(j *runningJob) {
 	if r.stopCause != nil {
 		j.cancel(r.stopCause)
 	}
-	if !j.deadline.IsZero() && (r.timerAt.IsZero() || j.deadline.Before(r.timerAt)) {
-		r.armLocked(j.deadline)
+	if d := j.deadline(); !d.IsZero() && (r.timerAt.IsZero() || d.Before(r.timerAt)) {
+		r.armLocked(d)
 	}
 	r.mu.Unlock()
 }
@@ -81,15 +89,16 @@ func (r *runningJobs) expire() {
 	now := time.Now()
 	var next time.Time
 	for _, j := range r.jobs {
-		if j.deadline.IsZero() || j.handlerDone || j.ctx.Err() != nil {
+		d := j.deadline()
+		if d.IsZero() || j.handlerDone || j.ctx.Err() != nil {
 			continue
 		}
-		if !now.Before(j.deadline) {
+		if !now.Before(d) {
 			j.cancel(errJobTimeout)
 			continue
 		}
-		if next.IsZero() || j.deadline.Before(next) {
-			next = j.deadline
+		if next.IsZero() || d.Before(next) {
+			next = d
 		}
 	}
 	r.timerAt = time.Time{}
@@ -138,7 +147,7 @@ func (r *runningJobs) overrun(now time.Time, grace time.Duration) []runningJob {
 		if j.handlerDone || j.abandoned || j.completedInTx || j.timeout <= 0 {
 			continue
 		}
-		if !errors.Is(context.Cause(j.ctx), errJobTimeout) || now.Before(j.started.Add(j.timeout+grace)) {
+		if !errors.Is(context.Cause(j.ctx), errJobTimeout) || now.Before(j.deadline().Add(grace)) {
 			continue
 		}
 		j.abandoned = true
