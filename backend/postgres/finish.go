@@ -233,8 +233,17 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 	if deleteCompleted {
 		query = b.sql.completeDelete
 	}
-	done, err := b.routed(ids, fences, func(idx []int) ([]backend.LeaseRef, error) {
-		return b.finishRows(ctx, db, b.sql.finishLeased, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), deleteCompleted)
+	done, err := b.routed(ids, fences, func(idx []int) (done []backend.LeaseRef, err error) {
+		if !deleteCompleted {
+			return b.finishRows(ctx, db, b.sql.finishLeased, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), false)
+		}
+		// Nothing goes back into spool_jobs: no row for the insert
+		// trigger, no job pending again to announce or to lower a floor.
+		err = b.queryBatch(ctx, db, b.sql.completeLeasedDelete, false, len(idx), func(rows pgx.Rows) (err error) {
+			done, err = collectLeases(rows)
+			return err
+		}, pick(ids, idx), pick(fences, idx))
+		return done, err
 	}, func(idx []int) (rest []backend.LeaseRef, err error) {
 		query := query
 		if len(idx) <= genericPlanMax && distinctIDs(ids, idx) {
@@ -339,6 +348,8 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 		wide = b.sql.finishLeasedWide
 	case b.sql.heartbeatLeased:
 		wide = b.sql.heartbeatLeasedWide
+	case b.sql.completeLeasedDelete:
+		wide = b.sql.completeLeasedDeleteWide
 	}
 	cached := db == DBTX(b.pool) && b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	if cached && (query == b.sql.completeKeepSmall || query == b.sql.completeDeleteSmall) {

@@ -397,3 +397,92 @@ func TestSmallClaims(t *testing.T) {
 		t.Fatalf("%d completed and %d retryable (%v), want %d and 1", completed, retryable, err, len(rows)-1)
 	}
 }
+
+// TestLeasedCompletionsDeleted completes jobs held in lease rows with
+// completed jobs deleted (complete_leased_delete.sql): a batch of 30 on
+// the small statement's plan, with stale fences and a job moved back into
+// spool_jobs among them, then the remaining 70 on the wide one. Outcomes
+// under a stale fence are rejected and leave their job running; the
+// others leave nothing behind, and lease rows go with their last job.
+func TestLeasedCompletionsDeleted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := testdb.Postgres(t)
+	jobs := make([]*backend.JobInsertParams, 100)
+	for i := range jobs {
+		jobs[i] = plainJob()
+	}
+	insertJobs(t, be, jobs...)
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 100 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	leaseRows := func() (n int) {
+		t.Helper()
+		if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+be.Schema()+`.spool_leases`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := leaseRows(); n != 2 {
+		t.Fatalf("%d lease rows after a claim of 100, want 2", n)
+	}
+	// Recording output moves rows[3] back into spool_jobs.
+	if ok, err := be.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[3].Lease(), Output: json.RawMessage(`{}`)}); err != nil || !ok {
+		t.Fatalf("record: %v, %v", ok, err)
+	}
+	complete := func(rs []*backend.JobRow, stale map[int64]bool) *backend.JobFinishManyResult {
+		t.Helper()
+		fs := make([]backend.JobFinish, len(rs))
+		for i, r := range rs {
+			l := r.Lease()
+			if stale[r.ID] {
+				l.Fence++
+			}
+			fs[i] = backend.JobFinish{Lease: l, Outcome: backend.OutcomeComplete}
+		}
+		res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs, DeleteCompleted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	stale := map[int64]bool{rows[0].ID: true, rows[10].ID: true, rows[29].ID: true}
+	res := complete(rows[:30], stale)
+	if len(res.Rejected) != len(stale) {
+		t.Fatalf("first batch: %d rejected, want the %d with stale fences", len(res.Rejected), len(stale))
+	}
+	for _, l := range res.Rejected {
+		if !stale[l.ID] {
+			t.Fatalf("first batch: job %d rejected under its own fence", l.ID)
+		}
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 73 || inPlace != 0 {
+		t.Fatalf("after the first batch: %d jobs in lease rows and %d running in place, want 73 and 0", leased, inPlace)
+	}
+	if n := leaseRows(); n != 2 {
+		t.Fatalf("%d lease rows after the first batch, want both, their jobs marked done", n)
+	}
+	var left []*backend.JobRow
+	for _, r := range rows {
+		if stale[r.ID] {
+			left = append(left, r)
+		}
+	}
+	if res := complete(append(left, rows[30:]...), nil); len(res.Rejected) != 0 {
+		t.Fatalf("second batch: %d rejected, want none", len(res.Rejected))
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 0 || inPlace != 0 {
+		t.Fatalf("after the second batch: %d jobs in lease rows and %d running in place, want none", leased, inPlace)
+	}
+	if n := leaseRows(); n != 0 {
+		t.Fatalf("%d lease rows left, want none", n)
+	}
+	var kept int
+	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+be.Schema()+`.spool_jobs`).Scan(&kept); err != nil || kept != 0 {
+		t.Fatalf("%d job rows left (%v), want every completed job deleted", kept, err)
+	}
+	if res := complete(rows, nil); len(res.Rejected) != len(rows) {
+		t.Fatalf("completing again: %d rejected, want all %d", len(res.Rejected), len(rows))
+	}
+}

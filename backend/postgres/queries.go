@@ -21,13 +21,15 @@ type queries struct {
 	claim, claimInPlace, claimSmall, releaseClaim, finish, heartbeat, rescue, cleanup string
 	// The leased parts of finish and heartbeat, and the statements that
 	// move jobs out of lease rows back into spool_jobs (spool_unlease).
-	// finishLeased and heartbeatLeased find their lease rows through the
-	// GIN index; their wide forms, for batches of more than genericPlanMax
-	// jobs, by hashing the batch's ids (locateByIndex, locateByHash).
-	finishLeased, heartbeatLeased                           string
-	finishLeasedWide, heartbeatLeasedWide                   string
-	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue string
-	completeKeep, completeDelete, probeBelow                string
+	// completeLeasedDelete is the leased part of a completion-only finish
+	// that deletes completed jobs. These three find their lease rows
+	// through the GIN index; their wide forms, for batches of more than
+	// genericPlanMax jobs, by hashing the batch's ids (locateByIndex,
+	// locateByHash).
+	finishLeased, heartbeatLeased, completeLeasedDelete             string
+	finishLeasedWide, heartbeatLeasedWide, completeLeasedDeleteWide string
+	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue         string
+	completeKeep, completeDelete, probeBelow                        string
 	// completeKeepSmall and completeDeleteSmall complete small batches on
 	// a cached generic plan (smallPlanSettings).
 	completeKeepSmall, completeDeleteSmall string
@@ -79,69 +81,74 @@ func buildQueries(schema string) (queries, error) {
 	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ, "{{allcols}}", allColumns)
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
-		"claim":                 &q.claim,
-		"claim_small":           &q.claimSmall,
-		"release_claim":         &q.releaseClaim,
-		"finish":                &q.finish,
-		"finish_leased":         &q.finishLeased,
-		"heartbeat_leased":      &q.heartbeatLeased,
-		"unlease_jobs":          &q.unleaseJobs,
-		"unlease_claim":         &q.unleaseClaim,
-		"unlease_expired":       &q.unleaseExpired,
-		"unlease_queue":         &q.unleaseQueue,
-		"probe_below":           &q.probeBelow,
-		"complete_keep":         &q.completeKeep,
-		"complete_delete":       &q.completeDelete,
-		"complete_keep_small":   &q.completeKeepSmall,
-		"complete_delete_small": &q.completeDeleteSmall,
-		"heartbeat":             &q.heartbeat,
-		"rescue":                &q.rescue,
-		"cleanup":               &q.cleanup,
-		"insert":                &q.insert,
-		"insert_unique":         &q.insertUnique,
-		"bulk_retry":            &q.bulkRetry,
-		"record":                &q.record,
-		"bulk_cancel":           &q.bulkCancel,
-		"bulk_delete":           &q.bulkDelete,
-		"now":                   &q.now,
-		"get":                   &q.get,
-		"list":                  &q.list,
-		"delete":                &q.deleteJob,
-		"throughput":            &q.throughput,
-		"retry":                 &q.retry,
-		"cancel":                &q.cancel,
-		"stats":                 &q.stats,
-		"leader_elect":          &q.leaderElect,
-		"leader_resign":         &q.leaderResign,
-		"schema_version":        &q.schemaVersion,
-		"optimistic_window":     &q.optimisticWindow,
-		"optimistic_claim":      &q.optimisticClaim,
-		"queue_pause":           &q.queuePause,
-		"queue_resume":          &q.queueResume,
-		"queue_paused_all":      &q.queuePausedAll,
-		"flow_lock":             &q.flow.lock,
-		"flow_lock_shared":      &q.flow.lockShared,
-		"flow_lock_stripe":      &q.flow.lockStripe,
-		"flow_state":            &q.flow.state,
-		"flow_running":          &q.flow.running,
-		"flow_live":             &q.flow.live,
-		"flow_keys":             &q.flow.keys,
-		"flow_rates":            &q.flow.rates,
-		"flow_save_rates":       &q.flow.saveRates,
-		"flow_take_key":         &q.flow.takeKey,
-		"flow_take_block":       &q.flow.takeBlock,
-		"flow_take_step":        &q.flow.takeStep,
-		"flow_take_keyless":     &q.flow.takeKeyless,
-		"flow_use":              &q.flow.use,
-		"flow_use_rates":        &q.flow.useRates,
-		"flow_prune_rates":      &q.flow.pruneRates,
-		"flow_quick":            &q.flow.quick,
+		"claim":                  &q.claim,
+		"claim_small":            &q.claimSmall,
+		"release_claim":          &q.releaseClaim,
+		"finish":                 &q.finish,
+		"finish_leased":          &q.finishLeased,
+		"heartbeat_leased":       &q.heartbeatLeased,
+		"unlease_jobs":           &q.unleaseJobs,
+		"unlease_claim":          &q.unleaseClaim,
+		"unlease_expired":        &q.unleaseExpired,
+		"unlease_queue":          &q.unleaseQueue,
+		"probe_below":            &q.probeBelow,
+		"complete_keep":          &q.completeKeep,
+		"complete_delete":        &q.completeDelete,
+		"complete_keep_small":    &q.completeKeepSmall,
+		"complete_delete_small":  &q.completeDeleteSmall,
+		"complete_leased_delete": &q.completeLeasedDelete,
+		"heartbeat":              &q.heartbeat,
+		"rescue":                 &q.rescue,
+		"cleanup":                &q.cleanup,
+		"insert":                 &q.insert,
+		"insert_unique":          &q.insertUnique,
+		"bulk_retry":             &q.bulkRetry,
+		"record":                 &q.record,
+		"bulk_cancel":            &q.bulkCancel,
+		"bulk_delete":            &q.bulkDelete,
+		"now":                    &q.now,
+		"get":                    &q.get,
+		"list":                   &q.list,
+		"delete":                 &q.deleteJob,
+		"throughput":             &q.throughput,
+		"retry":                  &q.retry,
+		"cancel":                 &q.cancel,
+		"stats":                  &q.stats,
+		"leader_elect":           &q.leaderElect,
+		"leader_resign":          &q.leaderResign,
+		"schema_version":         &q.schemaVersion,
+		"optimistic_window":      &q.optimisticWindow,
+		"optimistic_claim":       &q.optimisticClaim,
+		"queue_pause":            &q.queuePause,
+		"queue_resume":           &q.queueResume,
+		"queue_paused_all":       &q.queuePausedAll,
+		"flow_lock":              &q.flow.lock,
+		"flow_lock_shared":       &q.flow.lockShared,
+		"flow_lock_stripe":       &q.flow.lockStripe,
+		"flow_state":             &q.flow.state,
+		"flow_running":           &q.flow.running,
+		"flow_live":              &q.flow.live,
+		"flow_keys":              &q.flow.keys,
+		"flow_rates":             &q.flow.rates,
+		"flow_save_rates":        &q.flow.saveRates,
+		"flow_take_key":          &q.flow.takeKey,
+		"flow_take_block":        &q.flow.takeBlock,
+		"flow_take_step":         &q.flow.takeStep,
+		"flow_take_keyless":      &q.flow.takeKeyless,
+		"flow_use":               &q.flow.use,
+		"flow_use_rates":         &q.flow.useRates,
+		"flow_prune_rates":       &q.flow.pruneRates,
+		"flow_quick":             &q.flow.quick,
 	})
 	if err == nil && strings.Count(q.claim, leasing) != 2 {
 		err = fmt.Errorf("load SQL: claim.sql no longer decides leasing in two places (%s)", leasing)
 	}
 	q.claim, q.claimInPlace = strings.ReplaceAll(q.claim, leasing, "true"), strings.ReplaceAll(q.claim, leasing, "false")
-	for _, st := range []struct{ narrow, wide *string }{{&q.finishLeased, &q.finishLeasedWide}, {&q.heartbeatLeased, &q.heartbeatLeasedWide}} {
+	for _, st := range []struct{ narrow, wide *string }{
+		{&q.finishLeased, &q.finishLeasedWide},
+		{&q.heartbeatLeased, &q.heartbeatLeasedWide},
+		{&q.completeLeasedDelete, &q.completeLeasedDeleteWide},
+	} {
 		if err == nil && strings.Count(*st.narrow, locate) != 1 {
 			err = fmt.Errorf("load SQL: a leased statement no longer finds its lease rows in one place (%s)", locate)
 		}
@@ -167,8 +174,8 @@ func buildQueries(schema string) (queries, error) {
 // leasing marks claim.sql's choice of the jobs that go into lease rows.
 const leasing = "{{leasing}}"
 
-// locate marks where finish_leased.sql and heartbeat_leased.sql find the
-// lease rows holding any of the batch's ids ($1).
+// locate marks where finish_leased.sql, heartbeat_leased.sql and
+// complete_leased_delete.sql find the lease rows holding any of the batch's ids ($1).
 const locate = "{{locate}}"
 
 // locateByIndex finds the lease rows through the GIN index on ids. Both
