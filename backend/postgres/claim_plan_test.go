@@ -162,9 +162,10 @@ func walkPlan(v any, visit func(map[string]any)) {
 }
 
 // TestLeasedStatementsGenericPlan builds the generic plans of the leased
-// finish and heartbeat as queryBatch runs small batches, on a lease table never
-// analysed, and requires them to reach spool_leases through its indexes
-// only: the GIN index on ids for the jobs' lease rows, the primary key for
+// finish, completion and heartbeat as queryBatch runs small batches, on a
+// lease table never analysed, and requires them to reach spool_leases
+// through its indexes only: the index of spans for the jobs' lease rows,
+// the primary key for
 // the rows they update. Without genericPlanSettings the generic plan scans
 // the whole table, every dead lease row included.
 func TestLeasedStatementsGenericPlan(t *testing.T) {
@@ -175,6 +176,7 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 	}{
 		{"finish", b.sql.finishLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], '{1,1}'::smallint[], '{0,0}'::bigint[], ARRAY[NULL, NULL]::jsonb[], false)`},
 		{"heartbeat", b.sql.heartbeatLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], 30000000)`},
+		{"completion", b.sql.completeLeasedDelete, `('{1,2}'::bigint[], '{1,1}'::integer[])`},
 	}
 	for _, st := range statements {
 		plan := func(settings string) string {
@@ -183,7 +185,7 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 		got := plan(genericPlanSettings)
 		scans := strings.Split(got, ", ")
 		if slices.ContainsFunc(scans, func(s string) bool { return !strings.HasPrefix(s, "Bitmap ") }) ||
-			!slices.Contains(scans, "Bitmap Index Scan on spool_leases_ids") {
+			!slices.Contains(scans, "Bitmap Index Scan on spool_leases_span") {
 			t.Errorf("%s: generic plan with the settings reaches spool_leases by %s", st.name, got)
 		}
 		if without := plan(`SET LOCAL plan_cache_mode = force_generic_plan`); !strings.Contains(without, "Seq Scan") {

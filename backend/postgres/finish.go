@@ -278,7 +278,7 @@ const genericPlanMax = 64
 
 // genericPlanSettings make a statement run on its cached generic plan, built
 // with bitmap scans as the only way into a table: the leased statements
-// reach spool_leases only through the GIN index on ids and the primary key,
+// reach spool_leases only through the index of spans and the primary key,
 // whatever the statistics say. Without them, PostgreSQL keeps planning
 // per call on some connections (it compares the generic plan's cost with
 // the custom plans'), and the generic plan it builds for a table whose

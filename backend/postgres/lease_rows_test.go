@@ -310,24 +310,66 @@ func TestLeaseRowsConcurrentOps(t *testing.T) {
 	}
 }
 
-// TestLeaseIdsIndexWithoutPendingList checks that the index finishes and
-// heartbeats search lease rows by has no pending list (schema 13): with
-// one, every search read all entries added since the last merge.
-func TestLeaseIdsIndexWithoutPendingList(t *testing.T) {
+// TestLeaseRowsFoundBySpan claims two lease rows whose spans overlap
+// (odd ids first by priority, then even ones) and holds a lock on the one
+// of odd ids: heartbeats, finishes, reads and a record of even jobs find
+// theirs without waiting on it, so a row whose span only overlaps a
+// batch's is neither locked nor read (locateByIndex's check of the ids).
+func TestLeaseRowsFoundBySpan(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	be := testdb.Postgres(t)
-	var opts []string
-	err := be.Pool().QueryRow(context.Background(), `SELECT coalesce(reloptions, '{}') FROM pg_class
-  WHERE oid = ($1 || '.spool_leases_ids')::regclass`, be.Schema()).Scan(&opts)
+	jobs := make([]*backend.JobInsertParams, 128)
+	for i := range jobs {
+		jobs[i] = plainJob()
+		jobs[i].Priority = int16(1 + i%2)
+	}
+	insertJobs(t, be, jobs...)
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 128, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 128 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	s := be.Schema()
+	var overlap bool
+	if err := be.Pool().QueryRow(ctx, `SELECT count(*) = 2 AND bool_and(span && (SELECT span FROM `+s+`.spool_leases l2 WHERE l2.id <> l.id))
+  FROM `+s+`.spool_leases l`).Scan(&overlap); err != nil || !overlap {
+		t.Fatalf("want two lease rows whose spans overlap: %v, %v", overlap, err)
+	}
+	holder, err := be.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, o := range opts {
-		found = found || o == "fastupdate=off"
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM `+s+`.spool_leases WHERE ids[1] = $1 FOR UPDATE`, rows[0].ID); err != nil {
+		t.Fatal(err)
 	}
-	if !found {
-		t.Errorf("spool_leases_ids options %q, want fastupdate=off", opts)
+	var even []*backend.JobRow
+	for _, r := range rows {
+		if r.Priority == 2 {
+			even = append(even, r)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	leases := []backend.LeaseRef{even[0].Lease(), even[1].Lease()}
+	if hb, err := be.JobHeartbeatMany(wctx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: time.Hour}); err != nil || len(hb.Lost) != 0 {
+		t.Fatalf("heartbeat beside the locked row: %+v, %v", hb, err)
+	}
+	if got, err := be.JobGet(wctx, even[2].ID); err != nil || got.State != backend.StateRunning || got.Fence != even[2].Fence {
+		t.Fatalf("read beside the locked row: %+v, %v", got, err)
+	}
+	if ok, err := be.JobRecord(wctx, &backend.JobRecordParams{Lease: even[3].Lease(), Output: json.RawMessage(`{}`)}); err != nil || !ok {
+		t.Fatalf("record beside the locked row: %v, %v", ok, err)
+	}
+	for _, del := range []bool{false, true} {
+		fs := []backend.JobFinish{{Lease: even[4].Lease(), Outcome: backend.OutcomeComplete}, {Lease: even[5].Lease(), Outcome: backend.OutcomeComplete}}
+		if del {
+			fs = []backend.JobFinish{{Lease: even[6].Lease(), Outcome: backend.OutcomeComplete}, {Lease: even[7].Lease(), Outcome: backend.OutcomeComplete}}
+		}
+		res, err := be.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: fs, DeleteCompleted: del})
+		if err != nil || len(res.Rejected) != 0 {
+			t.Fatalf("finish beside the locked row (delete %v): %+v, %v", del, res, err)
+		}
 	}
 }
 

@@ -23,9 +23,9 @@ type queries struct {
 	// move jobs out of lease rows back into spool_jobs (spool_unlease).
 	// completeLeasedDelete is the leased part of a completion-only finish
 	// that deletes completed jobs. These three find their lease rows
-	// through the GIN index; their wide forms, for batches of more than
-	// genericPlanMax jobs, by hashing the batch's ids (locateByIndex,
-	// locateByHash).
+	// through the index on the spans of their ids; their wide forms, for
+	// batches of more than genericPlanMax jobs, by hashing the batch's ids
+	// (locateByIndex, locateByHash).
 	finishLeased, heartbeatLeased, completeLeasedDelete             string
 	finishLeasedWide, heartbeatLeasedWide, completeLeasedDeleteWide string
 	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue         string
@@ -178,24 +178,24 @@ const leasing = "{{leasing}}"
 // complete_leased_delete.sql find the lease rows holding any of the batch's ids ($1).
 const locate = "{{locate}}"
 
-// locateByIndex finds the lease rows through the GIN index on ids. Both
-// the index (which checks each candidate row against every key of the
-// query) and a scan filtered by && (which compares the arrays element by
-// element) cost the batch's size times the rows; for a small batch that
-// is little, and through the index it does not grow with the number of
-// lease rows in the table.
-const locateByIndex = "l.ids && $1::bigint[]"
+// locateByIndex finds the lease rows through the GiST index on the spans
+// of their ids (schema 15: one entry per lease row, where a GIN index of
+// the ids took one per job, about 2 µs of a claim's server time a job),
+// then checks each candidate's ids against a hash of the batch's
+// (PostgreSQL hashes = ANY of a constant array of 9 or more), so a row
+// whose span only overlaps the batch's is neither locked nor read further.
+const locateByIndex = `l.span && (SELECT int8range(min(x), max(x), '[]') FROM unnest($1::bigint[]) AS x)
+    AND EXISTS (SELECT FROM unnest(l.ids) AS k(id) WHERE k.id = ANY ($1::bigint[]))`
 
 // locateByHash finds them by reading every lease row and probing each of
-// its ids in a hash table of the batch (PostgreSQL hashes = ANY of a
-// constant array of 9 or more): linear in the lease rows, independent of
-// the batch's size. On 45 lease rows of 64 jobs and a finish of 2,000 ids:
-// 0.47 ms, against 3.2 ms comparing arrays (the plan large finishes had)
-// and 5.5 ms through the GIN index. Per lease row it costs about 6.5 µs
-// (1,600 rows: 10.5 ms, where the index took 0.4 ms for 100 ids). In a
-// drain, where comparing arrays had put 17% of the server's samples in
-// int8eq and its loop, the server CPU per job fell from 32.5 to 29.7 µs
-// (medians of 7 alternating rounds, BENCHMARKS.md).
+// its ids in the hash of the batch: linear in the lease rows, independent
+// of the batch's size. On 45 lease rows of 64 jobs and a finish of 2,000
+// ids: 0.47 ms, against 3.2 ms comparing arrays (the plan large finishes
+// had) and 5.5 ms through the GIN index of schema 12. Per lease row it
+// costs about 6.5 µs (1,600 rows: 10.5 ms). In a drain, where comparing
+// arrays had put 17% of the server's samples in int8eq and its loop, the
+// server CPU per job fell from 32.5 to 29.7 µs (medians of 7 alternating
+// rounds, BENCHMARKS.md).
 const locateByHash = "EXISTS (SELECT FROM unnest(l.ids) AS k(id) WHERE k.id = ANY ($1::bigint[]))"
 
 // deferWake makes an insert statement set spool.wake to mode for its
