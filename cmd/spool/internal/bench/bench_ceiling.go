@@ -153,6 +153,7 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	variantList := fs.String("variants", "", "comma-separated variants (default: all the backend has)")
 	rounds := fs.Int("rounds", 1, "rounds; variants alternate within each")
 	compareDrain := fs.Bool("compare-drain", false, "run bench drain (kept and deleted completions) in each round too")
+	drainFlags := fs.String("drain-flags", "", "more flags for the drains of --compare-drain, as one string")
 	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
 	if err := run.parse(args, c.Usage()); err != nil {
 		return err
@@ -189,11 +190,16 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	r := &ceilingRun{run: run, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk}
 	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, Sessions: *sessions, Rounds: *rounds,
 		GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	if *drainFlags != "" && !*compareDrain {
+		return cli.Usagef(run.name, "--drain-flags needs --compare-drain")
+	}
 	var drains []drainBeside
 	if *compareDrain {
+		extra := strings.Fields(*drainFlags)
+		name := strings.Join(append([]string{"drain"}, extra...), " ")
 		drains = []drainBeside{
-			{Name: "drain", Flags: []string{}},
-			{Name: "drain --delete-completed", Flags: []string{"--delete-completed"}},
+			{Name: name, Flags: extra},
+			{Name: name + " --delete-completed", Flags: append(slices.Clone(extra), "--delete-completed")},
 		}
 	}
 	var variants []ceilingVariant
@@ -494,6 +500,9 @@ Flags:
 		table shows medians (default 1)
 	--compare-drain
 		run bench drain beside the loops in every round
+	--drain-flags FLAGS
+		more flags for those drains, as one string, e.g. "--prefetch 2000"
+		(claims of about 1,000 jobs, the loops' batch)
 	--insert-chunk N
 		jobs per InsertMany call (default 10000)
 `+plotUsage+benchCommonUsage, "\n")
