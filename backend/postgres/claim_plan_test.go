@@ -176,7 +176,8 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 	}{
 		{"finish", b.sql.finishLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], '{1,1}'::smallint[], '{0,0}'::bigint[], ARRAY[NULL, NULL]::jsonb[], false)`},
 		{"heartbeat", b.sql.heartbeatLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], 30000000)`},
-		{"completion", b.sql.completeLeasedDelete, `('{1,2}'::bigint[], '{1,1}'::integer[])`},
+		{"completion, kept", b.sql.completeLeasedKeep, `('{1,2}'::bigint[], '{1,1}'::integer[])`},
+		{"completion, deleted", b.sql.completeLeasedDelete, `('{1,2}'::bigint[], '{1,1}'::integer[])`},
 	}
 	for _, st := range statements {
 		plan := func(settings string) string {
@@ -280,8 +281,8 @@ func claimedOnPool(t *testing.T, jobs int, configure func(*pgxpool.Config)) (*Ba
 
 // TestSmallFinishesRunOnTheGenericPlan heartbeats and finishes leased jobs a
 // few at a time through the backend on a pool of one connection, then reads
-// that connection's prepared statements: the leased heartbeat and finish
-// ran on their generic plan every time, never planned per call.
+// that connection's prepared statements: the leased heartbeat, finish and
+// completion ran on their generic plan every time, never planned per call.
 func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -298,26 +299,33 @@ func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
 		if err != nil || len(beat.Lost) != 0 {
 			t.Fatalf("heartbeat: %+v, %v", beat, err)
 		}
+		if i/batch%2 == 1 {
+			// Every other batch has a retry: the leased finish, not the
+			// leased completion.
+			finishes[0].Outcome, finishes[0].Delay = backend.OutcomeRetry, time.Hour
+		}
 		res, err := b.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes})
 		if err != nil || len(res.Rejected) != 0 {
 			t.Fatalf("finish: %+v, %v", res, err)
 		}
 	}
+	const batches = jobs / batch
 	var completed int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+b.schema+`.spool_jobs WHERE state = 'completed'`).Scan(&completed); err != nil || completed != jobs {
-		t.Fatalf("%d of %d jobs completed (%v)", completed, jobs, err)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+b.schema+`.spool_jobs WHERE state = 'completed'`).Scan(&completed); err != nil || completed != jobs-batches/2 {
+		t.Fatalf("%d of %d jobs completed (%v), want all but the %d retried", completed, jobs, err, batches/2)
 	}
 	for _, st := range []struct {
 		name, query string
-	}{{"finish", b.sql.finishLeased}, {"heartbeat", b.sql.heartbeatLeased}} {
+		runs        int64
+	}{{"finish", b.sql.finishLeased, batches / 2}, {"completion", b.sql.completeLeasedKeep, batches / 2}, {"heartbeat", b.sql.heartbeatLeased, batches}} {
 		var generic, custom int64
 		err := pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
   FROM pg_prepared_statements WHERE statement = $1`, st.query).Scan(&generic, &custom)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if generic != jobs/batch || custom != 0 {
-			t.Errorf("leased %s: %d runs on the generic plan, %d planned per call; want %d and 0", st.name, generic, custom, jobs/batch)
+		if generic != st.runs || custom != 0 {
+			t.Errorf("leased %s: %d runs on the generic plan, %d planned per call; want %d and 0", st.name, generic, custom, st.runs)
 		}
 	}
 }
@@ -371,13 +379,15 @@ func (l *statementLog) take(queries ...string) []int {
 
 // TestWideBatchesFindLeaseRowsByHash heartbeats and finishes batches on both
 // sides of genericPlanMax, with stale fences and a job moved back into
-// spool_jobs among them: a batch of more than genericPlanMax jobs runs the
-// wide statements (locateByHash), a smaller one the narrow ones, and both
-// apply each outcome once, to the right job, rejecting the stale ones.
+// spool_jobs among them, once with a retry among the outcomes (the leased
+// finish) and once with completions only (the leased completion): a batch
+// of more than genericPlanMax jobs runs the wide statements
+// (locateByHash), a smaller one the narrow ones, and both apply each
+// outcome once, to the right job, rejecting the stale ones.
 func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	const jobs = 3*genericPlanMax + 10
+	const jobs = 6*genericPlanMax + 20
 	log := &statementLog{}
 	b, pool, rows := claimedOnPool(t, jobs, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
 	// One job leaves its lease row for spool_jobs, still running.
@@ -385,8 +395,10 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 		t.Fatalf("record: %v, %v", ok, err)
 	}
 	stale := func(r *backend.JobRow) bool { return r.ID%7 == 0 }
-	for _, part := range [][]*backend.JobRow{rows[:genericPlanMax], rows[genericPlanMax:]} {
-		wide := len(part) > genericPlanMax
+	half := jobs / 2
+	retried := map[int64]bool{}
+	for i, part := range [][]*backend.JobRow{rows[:genericPlanMax], rows[genericPlanMax:half], rows[half : half+genericPlanMax], rows[half+genericPlanMax:]} {
+		wide, retry := len(part) > genericPlanMax, i < 2
 		var leases []backend.LeaseRef
 		var finishes []backend.JobFinish
 		wantRejected := 0
@@ -409,6 +421,18 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
 			t.Errorf("heartbeat of %d jobs: %d wide and %d narrow statements", len(part), wideRuns, narrowRuns)
 		}
+		narrow, wideForm := b.sql.completeLeasedKeep, b.sql.completeLeasedKeepWide
+		if retry {
+			narrow, wideForm = b.sql.finishLeased, b.sql.finishLeasedWide
+			for k, r := range part {
+				if !stale(r) && r.ID != rows[5].ID {
+					finishes[k].Outcome, finishes[k].Delay = backend.OutcomeRetry, time.Hour
+					finishes[k].Error = &backend.AttemptError{Attempt: 1, Error: "again"}
+					retried[r.ID] = true
+					break
+				}
+			}
+		}
 		res, err := b.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes})
 		if err != nil || len(res.Rejected) != wantRejected {
 			t.Fatalf("finish of %d: %d rejected, want %d (%v)", len(part), len(res.Rejected), wantRejected, err)
@@ -418,15 +442,16 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 				t.Errorf("finish of %d: rejected job %d, whose fence was current", len(part), l.ID)
 			}
 		}
-		runs = log.take(b.sql.finishLeased, b.sql.finishLeasedWide)
+		runs = log.take(narrow, wideForm)
 		narrowRuns, wideRuns = runs[0], runs[1]
 		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
-			t.Errorf("finish of %d jobs: %d wide and %d narrow statements", len(part), wideRuns, narrowRuns)
+			t.Errorf("finish of %d jobs (a retry among them: %v): %d wide and %d narrow statements", len(part), retry, wideRuns, narrowRuns)
 		}
 	}
-	var completed, running int
-	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'running')
-  FROM `+b.schema+`.spool_jobs`).Scan(&completed, &running)
+	var completed, running, retryable int
+	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'running'),
+  count(*) FILTER (WHERE state = 'retryable')
+  FROM `+b.schema+`.spool_jobs`).Scan(&completed, &running, &retryable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,9 +465,9 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 			staleJobs++
 		}
 	}
-	if completed != jobs-staleJobs || running+leased != staleJobs {
-		t.Fatalf("%d completed and %d still running (%d in place, %d leased); want %d and %d",
-			completed, running+leased, running, leased, jobs-staleJobs, staleJobs)
+	if completed != jobs-staleJobs-len(retried) || retryable != len(retried) || running+leased != staleJobs {
+		t.Fatalf("%d completed, %d retryable and %d still running (%d in place, %d leased); want %d, %d and %d",
+			completed, retryable, running+leased, running, leased, jobs-staleJobs-len(retried), len(retried), staleJobs)
 	}
 }
 

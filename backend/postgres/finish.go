@@ -220,26 +220,29 @@ func pick[T any](s []T, idx []int) []T {
 }
 
 // completeMany writes a batch of successes (fs sorted by id): the jobs
-// held in lease rows through finish_leased.sql, the rest with the lighter
+// held in lease rows through complete_leased_keep.sql or
+// complete_leased_delete.sql, the rest with the lighter in-place
 // completeKeep or completeDelete statement.
 func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFinish, deleteCompleted bool) (*backend.JobFinishManyResult, error) {
 	n := len(fs)
 	ids, fences := make([]int64, n), make([]int32, n)
-	outcomes, delays, errs := make([]int16, n), make([]int64, n), make([]json.RawMessage, n)
 	for i, f := range fs {
-		ids[i], fences[i], outcomes[i] = f.Lease.ID, f.Lease.Fence, int16(backend.OutcomeComplete)
+		ids[i], fences[i] = f.Lease.ID, f.Lease.Fence
 	}
 	query := b.sql.completeKeep
 	if deleteCompleted {
 		query = b.sql.completeDelete
 	}
 	done, err := b.routed(ids, fences, func(idx []int) (done []backend.LeaseRef, err error) {
-		if !deleteCompleted {
-			return b.finishRows(ctx, db, b.sql.finishLeased, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), false)
+		// A completion makes no job pending: nothing to announce and no
+		// floor to lower. A kept one goes back into spool_jobs, whose
+		// insert trigger has nothing to check in it (quiet); a deleted
+		// one writes nothing there.
+		leased := b.sql.completeLeasedKeep
+		if deleteCompleted {
+			leased = b.sql.completeLeasedDelete
 		}
-		// Nothing goes back into spool_jobs: no row for the insert
-		// trigger, no job pending again to announce or to lower a floor.
-		err = b.queryBatch(ctx, db, b.sql.completeLeasedDelete, false, len(idx), func(rows pgx.Rows) (err error) {
+		err = b.queryBatch(ctx, db, leased, !deleteCompleted, len(idx), func(rows pgx.Rows) (err error) {
 			done, err = collectLeases(rows)
 			return err
 		}, pick(ids, idx), pick(fences, idx))
@@ -348,6 +351,8 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 		wide = b.sql.finishLeasedWide
 	case b.sql.heartbeatLeased:
 		wide = b.sql.heartbeatLeasedWide
+	case b.sql.completeLeasedKeep:
+		wide = b.sql.completeLeasedKeepWide
 	case b.sql.completeLeasedDelete:
 		wide = b.sql.completeLeasedDeleteWide
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -440,19 +441,30 @@ func TestSmallClaims(t *testing.T) {
 	}
 }
 
-// TestLeasedCompletionsDeleted completes jobs held in lease rows with
-// completed jobs deleted (complete_leased_delete.sql): a batch of 30 on
-// the small statement's plan, with stale fences and a job moved back into
-// spool_jobs among them, then the remaining 70 on the wide one. Outcomes
-// under a stale fence are rejected and leave their job running; the
-// others leave nothing behind, and lease rows go with their last job.
-func TestLeasedCompletionsDeleted(t *testing.T) {
+// TestLeasedCompletions completes jobs held in lease rows
+// (complete_leased_keep.sql, complete_leased_delete.sql): a batch of 30
+// on the small statements' plans, with stale fences and a job moved back
+// into spool_jobs among them, then the remaining 70 on the wide ones.
+// Outcomes under a stale fence are rejected and leave their job running;
+// the others leave a completed row as the job ran, or nothing; lease rows
+// go with their last job.
+func TestLeasedCompletions(t *testing.T) {
 	t.Parallel()
+	for _, del := range []bool{false, true} {
+		t.Run(map[bool]string{false: "kept", true: "deleted"}[del], func(t *testing.T) {
+			t.Parallel()
+			testLeasedCompletions(t, del)
+		})
+	}
+}
+
+func testLeasedCompletions(t *testing.T, del bool) {
 	ctx := context.Background()
 	be := testdb.Postgres(t)
 	jobs := make([]*backend.JobInsertParams, 100)
 	for i := range jobs {
 		jobs[i] = plainJob()
+		jobs[i].Args = json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))
 	}
 	insertJobs(t, be, jobs...)
 	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
@@ -470,7 +482,7 @@ func TestLeasedCompletionsDeleted(t *testing.T) {
 		t.Fatalf("%d lease rows after a claim of 100, want 2", n)
 	}
 	// Recording output moves rows[3] back into spool_jobs.
-	if ok, err := be.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[3].Lease(), Output: json.RawMessage(`{}`)}); err != nil || !ok {
+	if ok, err := be.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[3].Lease(), Output: json.RawMessage(`{"r": 3}`)}); err != nil || !ok {
 		t.Fatalf("record: %v, %v", ok, err)
 	}
 	complete := func(rs []*backend.JobRow, stale map[int64]bool) *backend.JobFinishManyResult {
@@ -483,7 +495,7 @@ func TestLeasedCompletionsDeleted(t *testing.T) {
 			}
 			fs[i] = backend.JobFinish{Lease: l, Outcome: backend.OutcomeComplete}
 		}
-		res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs, DeleteCompleted: true})
+		res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs, DeleteCompleted: del})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,8 +533,29 @@ func TestLeasedCompletionsDeleted(t *testing.T) {
 		t.Fatalf("%d lease rows left, want none", n)
 	}
 	var kept int
-	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+be.Schema()+`.spool_jobs`).Scan(&kept); err != nil || kept != 0 {
-		t.Fatalf("%d job rows left (%v), want every completed job deleted", kept, err)
+	if err := be.Pool().QueryRow(ctx, `SELECT count(*) FROM `+be.Schema()+`.spool_jobs`).Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if del && kept != 0 {
+		t.Fatalf("%d job rows left, want every completed job deleted", kept)
+	}
+	if !del {
+		if kept != len(rows) {
+			t.Fatalf("%d job rows, want the %d completed", kept, len(rows))
+		}
+		for _, r := range rows {
+			got, err := be.JobGet(ctx, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != backend.StateCompleted || got.Fence != r.Fence || got.Attempt != 1 || string(got.Args) != string(r.Args) ||
+				got.FinalizedAt == nil || got.AttemptedAt == nil || !got.AttemptedAt.Equal(*r.AttemptedAt) || got.LeasedUntil != nil {
+				t.Fatalf("job %d completed as %+v, claimed as %+v", r.ID, got, r)
+			}
+			if r.ID == rows[3].ID && string(got.Output) != `{"r": 3}` {
+				t.Fatalf("job %d: output %s, want the recorded one", r.ID, got.Output)
+			}
+		}
 	}
 	if res := complete(rows, nil); len(res.Rejected) != len(rows) {
 		t.Fatalf("completing again: %d rejected, want all %d", len(res.Rejected), len(rows))

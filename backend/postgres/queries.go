@@ -21,15 +21,16 @@ type queries struct {
 	claim, claimInPlace, claimSmall, releaseClaim, finish, heartbeat, rescue, cleanup string
 	// The leased parts of finish and heartbeat, and the statements that
 	// move jobs out of lease rows back into spool_jobs (spool_unlease).
-	// completeLeasedDelete is the leased part of a completion-only finish
-	// that deletes completed jobs. These three find their lease rows
+	// completeLeasedKeep and completeLeasedDelete are the leased parts of
+	// a completion-only finish that keeps or deletes completed jobs. These
+	// find their lease rows
 	// through the index on the spans of their ids; their wide forms, for
 	// batches of more than genericPlanMax jobs, by hashing the batch's ids
 	// (locateByIndex, locateByHash).
-	finishLeased, heartbeatLeased, completeLeasedDelete             string
-	finishLeasedWide, heartbeatLeasedWide, completeLeasedDeleteWide string
-	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue         string
-	completeKeep, completeDelete, probeBelow                        string
+	finishLeased, heartbeatLeased, completeLeasedKeep, completeLeasedDelete                 string
+	finishLeasedWide, heartbeatLeasedWide, completeLeasedKeepWide, completeLeasedDeleteWide string
+	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue                                 string
+	completeKeep, completeDelete, probeBelow                                                string
 	// completeKeepSmall and completeDeleteSmall complete small batches on
 	// a cached generic plan (smallPlanSettings).
 	completeKeepSmall, completeDeleteSmall string
@@ -96,6 +97,7 @@ func buildQueries(schema string) (queries, error) {
 		"complete_delete":        &q.completeDelete,
 		"complete_keep_small":    &q.completeKeepSmall,
 		"complete_delete_small":  &q.completeDeleteSmall,
+		"complete_leased_keep":   &q.completeLeasedKeep,
 		"complete_leased_delete": &q.completeLeasedDelete,
 		"heartbeat":              &q.heartbeat,
 		"rescue":                 &q.rescue,
@@ -147,6 +149,7 @@ func buildQueries(schema string) (queries, error) {
 	for _, st := range []struct{ narrow, wide *string }{
 		{&q.finishLeased, &q.finishLeasedWide},
 		{&q.heartbeatLeased, &q.heartbeatLeasedWide},
+		{&q.completeLeasedKeep, &q.completeLeasedKeepWide},
 		{&q.completeLeasedDelete, &q.completeLeasedDeleteWide},
 	} {
 		if err == nil && strings.Count(*st.narrow, locate) != 1 {

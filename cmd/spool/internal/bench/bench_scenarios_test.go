@@ -279,16 +279,20 @@ func TestBenchCeiling(t *testing.T) {
 	checkStoresDropped(t, res.Stores...)
 	checkPlot(t, plotFile)
 
-	// One variant, and the table.
+	// One variant, drains with flags of their own, and the table.
 	r := mustSpool(t, "bench", "ceiling", "--jobs", "300", "--variants", "claim-delete", "--sessions", "3", "--quiet",
-		"--database-url", testdb.PostgresURL())
-	for _, want := range []string{"VARIANT", "claim-delete", "3 sessions"} {
+		"--compare-drain", "--drain-flags", "--prefetch 50  --workers 4", "--database-url", testdb.PostgresURL())
+	for _, want := range []string{"VARIANT", "claim-delete", "3 sessions", "drain --prefetch 50 --workers 4 --delete-completed"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.Stdout)
 		}
 	}
 	if strings.Contains(r.Stdout, "spool-keep") {
 		t.Errorf("--variants claim-delete ran other variants:\n%s", r.Stdout)
+	}
+	if r := runSpool(t, "bench", "ceiling", "--drain-flags", "--prefetch 50", "--database-url", testdb.PostgresURL()); r.Code != 2 ||
+		!strings.Contains(r.Stderr, "--drain-flags needs --compare-drain") {
+		t.Errorf("--drain-flags without --compare-drain: exit %d, %s", r.Code, r.Stderr)
 	}
 }
 

@@ -1,0 +1,48 @@
+-- Complete, leased part, completed jobs kept: the common finish of a drain
+-- that keeps history ($1 ids, $2 fences, all successes). finish_leased.sql
+-- with every outcome a completion: the same lock and rule (each job's
+-- lease row locked and read as locked, an outcome applied only under the
+-- job's fence and only once), the same completed row written back into
+-- spool_jobs, without the per-row choices of outcome, delay and error, and
+-- with two arrays sent instead of five. Returns the (id, fence) of each
+-- job completed.
+WITH input AS MATERIALIZED (
+  SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
+),
+-- The lease rows holding any of $1, found as queries.go's locate says.
+locked AS MATERIALIZED (
+  SELECT l.id, l.claimed_at, l.done, l.ids, l.fences, l.jobs FROM {{s}}.spool_leases l
+  WHERE {{locate}}
+  ORDER BY l.id
+  FOR NO KEY UPDATE
+),
+held AS MATERIALIZED (
+  SELECT l.id AS lease, l.claimed_at AS lease_at, l.fences[j.ordinality] AS run_fence, j.*
+  FROM locked l CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
+  WHERE j.id <> ALL (l.done)
+),
+hit AS MATERIALIZED (
+  SELECT h.* FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
+),
+written AS (
+  INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,
+    max_attempts, queue, kind, args, errors, tags, metadata, unique_key, unique_states, output, flow_key)
+  SELECT h.id, h.run_at, h.created_at, h.lease_at, now(), h.run_fence, 'completed', h.priority, h.attempt + 1,
+    h.max_attempts, h.queue, h.kind, h.args, h.errors, h.tags, h.metadata, h.unique_key, h.unique_states, h.output,
+    h.flow_key
+  FROM hit h
+),
+marks AS (
+  SELECT lease, array_agg(id) AS ids FROM hit GROUP BY lease
+),
+kept AS (
+  UPDATE {{s}}.spool_leases l SET done = l.done || m.ids
+  FROM marks m JOIN locked k ON k.id = m.lease
+  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) < cardinality(k.ids)
+),
+gone AS (
+  DELETE FROM {{s}}.spool_leases l
+  USING marks m JOIN locked k ON k.id = m.lease
+  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) >= cardinality(k.ids)
+)
+SELECT id, run_fence FROM hit
