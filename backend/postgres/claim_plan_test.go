@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,21 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	if strings.Contains(got, "Sort") || strings.Contains(got, "Bitmap") || strings.Contains(got, "Seq Scan") ||
 		strings.Contains(got, "Hash") || !strings.Contains(got, "Index Scan") {
 		t.Fatalf("claim plan with the claim settings: %s", got)
+	}
+	// JobClaim runs its statements on their generic plans: built on this
+	// table, they too reach spool_jobs and spool_queues by index scans
+	// only (claimPlanSettings).
+	args := `('default', 1100, 60000000, 't#1', ` + strconv.Itoa(int(headKey.priority)) + `, '-infinity', 0)`
+	for _, st := range []struct{ name, query string }{{"claim", b.sql.claim}, {"small claim", b.sql.claimSmall}} {
+		for _, table := range []string{"spool_jobs", "spool_queues"} {
+			scans := preparedPlanScans(t, pool, claimSettings+claimPlanSettings, st.query, args, table)
+			for _, scan := range strings.Split(scans, ", ") {
+				if !strings.HasPrefix(scan, "Index Scan") {
+					t.Errorf("%s: generic plan reaches %s by %s", st.name, table, scans)
+					break
+				}
+			}
+		}
 	}
 	// The hazard the settings guard against is real on this server: without
 	// them the same statement is planned with a sort of all pending rows.
@@ -327,6 +343,61 @@ func TestSmallFinishesRunOnTheGenericPlan(t *testing.T) {
 		if generic != st.runs || custom != 0 {
 			t.Errorf("leased %s: %d runs on the generic plan, %d planned per call; want %d and 0", st.name, generic, custom, st.runs)
 		}
+	}
+}
+
+// TestClaimsRunOnTheGenericPlan claims through the backend on a pool of
+// one connection, in lease rows and in place, then reads that connection's
+// prepared statements: both claim statements ran on their generic plan
+// every time (claimPlanSettings), never planned per call.
+func TestClaimsRunOnTheGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const claims = 8
+	base, _ := scratchBackend(t)
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b, err := New(pool, &Options{Schema: base.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 2000)`); err != nil {
+		t.Fatal(err)
+	}
+	// A claim of 100 makes the next one large, one of 2 the next one small
+	// (smallClaims): after the first, large and small alternate.
+	for i := 0; i < claims; i++ {
+		for _, n := range []int{100, 2} {
+			rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: n, Lease: time.Minute, ClaimID: "t#1"})
+			if err != nil || len(rows) != n {
+				t.Fatalf("claim of %d: %d jobs, %v", n, len(rows), err)
+			}
+		}
+	}
+	var total int64
+	for _, st := range []struct{ name, query string }{{"claim", b.sql.claim}, {"small claim", b.sql.claimSmall}} {
+		var generic, custom int64
+		err := pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+  FROM pg_prepared_statements WHERE statement = $1`, st.query).Scan(&generic, &custom)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if generic == 0 || custom != 0 {
+			t.Errorf("%s: %d runs on the generic plan, %d planned per call; want some and none", st.name, generic, custom)
+		}
+		total += generic
+	}
+	if total != 2*claims {
+		t.Errorf("%d claims ran on a generic plan, want all %d", total, 2*claims)
 	}
 }
 
