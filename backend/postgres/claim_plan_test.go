@@ -263,19 +263,17 @@ func tableScans(v any, table string) string {
 	return strings.Join(scans, ", ")
 }
 
-// claimedOnPool returns a backend on a scratch schema, on a pool of its own
-// that configure adjusts, with jobs no-op jobs inserted and claimed in one
-// claim (so held in lease rows), and the claimed rows.
-func claimedOnPool(t *testing.T, jobs int, configure func(*pgxpool.Config)) (*Backend, *pgxpool.Pool, []*backend.JobRow) {
+// onPool returns a backend on a scratch schema, on a pool of its own that
+// configure adjusts, and that pool.
+func onPool(t *testing.T, configure func(*pgxpool.Config)) (*Backend, *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
 	base, _ := scratchBackend(t)
 	cfg, err := pgxpool.ParseConfig(testURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	configure(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +283,16 @@ func claimedOnPool(t *testing.T, jobs int, configure func(*pgxpool.Config)) (*Ba
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
+	return b, pool
+}
+
+// claimedOnPool returns a backend and its pool as onPool does, with jobs
+// no-op jobs inserted and claimed in one claim (so held in lease rows),
+// and the claimed rows.
+func claimedOnPool(t *testing.T, jobs int, configure func(*pgxpool.Config)) (*Backend, *pgxpool.Pool, []*backend.JobRow) {
+	t.Helper()
+	ctx := context.Background()
+	b, pool := onPool(t, configure)
 	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, $1)`, jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -354,22 +362,7 @@ func TestClaimsRunOnTheGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const claims = 8
-	base, _ := scratchBackend(t)
-	cfg, err := pgxpool.ParseConfig(testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	b, err := New(pool, &Options{Schema: base.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b, pool := onPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 2000)`); err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,8 @@ var sqlFiles embed.FS
 // buildQueries fills in the statements of sql/*.sql for a schema. It fails
 // only when a file and a field do not match (a broken build).
 func buildQueries(schema string) (queries, error) {
-	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ, "{{allcols}}", allColumns)
+	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ, "{{allcols}}", allColumns,
+		"{{lease_done}}", strings.ReplaceAll(leaseDone, "{{s}}", schema))
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim":                  &q.claim,
@@ -173,6 +174,25 @@ func buildQueries(schema string) (queries, error) {
 	}
 	return q, err
 }
+
+// leaseDone ends the statements that take jobs out of lease rows
+// (finish_leased.sql and the leased completions): given the CTEs locked
+// (the lease rows, locked, as read: id, done, ids) and hit (lease, id:
+// the jobs that leave them), each lease row adds its jobs to done, or is
+// deleted when they are its last.
+const leaseDone = `marks AS (
+  SELECT lease, array_agg(id) AS ids FROM hit GROUP BY lease
+),
+kept AS (
+  UPDATE {{s}}.spool_leases l SET done = l.done || m.ids
+  FROM marks m JOIN locked k ON k.id = m.lease
+  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) < cardinality(k.ids)
+),
+gone AS (
+  DELETE FROM {{s}}.spool_leases l
+  USING marks m JOIN locked k ON k.id = m.lease
+  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) >= cardinality(k.ids)
+)`
 
 // leasing marks claim.sql's choice of the jobs that go into lease rows.
 const leasing = "{{leasing}}"

@@ -25,17 +25,7 @@ held AS MATERIALIZED (
 hit AS MATERIALIZED (
   SELECT h.lease, h.id, h.fence FROM held h JOIN input i ON i.id = h.id AND i.fence = h.fence
 ),
-marks AS (
-  SELECT lease, array_agg(id) AS ids FROM hit GROUP BY lease
-),
-kept AS (
-  UPDATE {{s}}.spool_leases l SET done = l.done || m.ids
-  FROM marks m JOIN locked k ON k.id = m.lease
-  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) < cardinality(k.ids)
-),
-gone AS (
-  DELETE FROM {{s}}.spool_leases l
-  USING marks m JOIN locked k ON k.id = m.lease
-  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) >= cardinality(k.ids)
-)
+-- The lease rows mark their jobs in hit done, or go with their last
+-- (queries.go, leaseDone).
+{{lease_done}}
 SELECT id, fence FROM hit

@@ -50,19 +50,9 @@ written AS (
   WHERE NOT ($6 AND h.outcome = 1)
   RETURNING id, fence, CASE WHEN state IN ('available', 'retryable', 'scheduled') THEN queue END, priority, run_at
 ),
-marks AS (
-  SELECT lease, array_agg(id) AS ids FROM hit GROUP BY lease
-),
-kept AS (
-  UPDATE {{s}}.spool_leases l SET done = l.done || m.ids
-  FROM marks m JOIN locked k ON k.id = m.lease
-  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) < cardinality(k.ids)
-),
-gone AS (
-  DELETE FROM {{s}}.spool_leases l
-  USING marks m JOIN locked k ON k.id = m.lease
-  WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) >= cardinality(k.ids)
-)
+-- The lease rows mark their jobs in hit done, or go with their last
+-- (queries.go, leaseDone).
+{{lease_done}}
 SELECT * FROM written
 UNION ALL
 SELECT id, run_fence, NULL, priority, run_at FROM hit WHERE $6 AND outcome = 1
