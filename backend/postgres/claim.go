@@ -31,7 +31,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	var jobs []*backend.JobRow
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
-	batch.Queue(b.claimTx + claimPlanSettings)
+	batch.Queue(b.jobClaimTx)
 	floored := b.queueFloored(batch, &jobs, query, p.Queue, p.Max, p.Lease, p.ClaimID)
 	batch.Queue("COMMIT")
 	// Close returns the first error, COMMIT's included: the floor moves
@@ -167,14 +167,14 @@ const claimSettings = `SELECT set_config('enable_sort', 'off', true), set_config
   set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
   set_config('jit', 'off', true)`
 
-// claimPlanSettings, appended to claimSettings, make JobClaim's statements
-// (claim.sql, claim_small.sql) run on their cached generic plan, with
-// sequential scans off so that the plan, built once per connection and
-// again whenever the tables' statistics change, reaches spool_jobs and
-// spool_queues through their indexes only, as the custom plans did. Left
-// to choose, PostgreSQL planned every claim anew, since the generic plan's
-// estimate (LIMIT $2 unknown) never beat the custom ones': 0.43 ms of
-// planning against 0.22 ms of execution for a one-job claim_small.sql,
-// 0.6-1.0 ms a claim of 500 jobs, where the generic plan takes 0.02-0.04
-// ms, the same plan.
+// claimPlanSettings, appended to claimSettings (Backend.jobClaimTx), make
+// JobClaim's statements (claim.sql, claim_small.sql) run on their cached
+// generic plan, with sequential scans off so that the plan, built once per
+// connection and again whenever the tables' statistics change, reaches
+// spool_jobs and spool_queues through their indexes only, as the custom
+// plans did. Left to choose, PostgreSQL planned every claim anew, since
+// the generic plan's estimate (LIMIT $2 unknown) never beat the custom
+// ones': 0.43 ms of planning against 0.22 ms of execution for a one-job
+// claim_small.sql, 0.6-1.0 ms a claim of 500 jobs, where the generic plan
+// takes 0.02-0.04 ms, the same plan.
 const claimPlanSettings = `, set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`

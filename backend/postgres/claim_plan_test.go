@@ -480,14 +480,14 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 		if err != nil || len(beat.Lost) != wantRejected {
 			t.Fatalf("heartbeat of %d: %d lost, want %d (%v)", len(part), len(beat.Lost), wantRejected, err)
 		}
-		runs := log.take(b.sql.heartbeatLeased, b.sql.heartbeatLeasedWide)
+		runs := log.take(b.sql.heartbeatLeased, b.sql.wideForm(b.sql.heartbeatLeased))
 		narrowRuns, wideRuns := runs[0], runs[1]
 		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
 			t.Errorf("heartbeat of %d jobs: %d wide and %d narrow statements", len(part), wideRuns, narrowRuns)
 		}
-		narrow, wideForm := b.sql.completeLeasedKeep, b.sql.completeLeasedKeepWide
+		narrow := b.sql.completeLeasedKeep
 		if retry {
-			narrow, wideForm = b.sql.finishLeased, b.sql.finishLeasedWide
+			narrow = b.sql.finishLeased
 			for k, r := range part {
 				if !stale(r) && r.ID != rows[5].ID {
 					finishes[k].Outcome, finishes[k].Delay = backend.OutcomeRetry, time.Hour
@@ -506,7 +506,7 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 				t.Errorf("finish of %d: rejected job %d, whose fence was current", len(part), l.ID)
 			}
 		}
-		runs = log.take(narrow, wideForm)
+		runs = log.take(narrow, b.sql.wideForm(narrow))
 		narrowRuns, wideRuns = runs[0], runs[1]
 		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
 			t.Errorf("finish of %d jobs (a retry among them: %v): %d wide and %d narrow statements", len(part), retry, wideRuns, narrowRuns)

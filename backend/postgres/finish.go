@@ -345,17 +345,7 @@ func distinctIDs(ids []int64, idx []int) bool {
 // (customPlan). A leased statement over a larger batch runs in its wide
 // form (locateByHash).
 func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet bool, n int, read func(pgx.Rows) error, args ...any) error {
-	var wide string
-	switch query {
-	case b.sql.finishLeased:
-		wide = b.sql.finishLeasedWide
-	case b.sql.heartbeatLeased:
-		wide = b.sql.heartbeatLeasedWide
-	case b.sql.completeLeasedKeep:
-		wide = b.sql.completeLeasedKeepWide
-	case b.sql.completeLeasedDelete:
-		wide = b.sql.completeLeasedDeleteWide
-	}
+	wide := b.sql.wideForm(query)
 	cached := db == DBTX(b.pool) && b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	if cached && (query == b.sql.completeKeepSmall || query == b.sql.completeDeleteSmall) {
 		return b.queryIn(ctx, smallPlanSettings, query, args, read)

@@ -181,11 +181,13 @@ type Backend struct {
 	waker         *waker // WakeAfterCommit's sender
 	// claimTx is the settings statement of a claim's transaction: the
 	// planner settings, and with ClaimCommitAsync an asynchronous commit.
-	claimTx   string
-	listenURL string
-	probes    sync.WaitGroup     // probes below claim floors in flight
-	ctx       context.Context    // ends at Close
-	cancel    context.CancelFunc // ends ctx
+	// jobClaimTx is JobClaim's: claimTx on the generic plan
+	// (claimPlanSettings).
+	claimTx, jobClaimTx string
+	listenURL           string
+	probes              sync.WaitGroup     // probes below claim floors in flight
+	ctx                 context.Context    // ends at Close
+	cancel              context.CancelFunc // ends ctx
 }
 
 var (
@@ -254,6 +256,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		inPlace:       o.Claims == ClaimsInPlace,
 		leaseRows:     o.Claims == ClaimsLeaseRows,
 		claimTx:       claimTx,
+		jobClaimTx:    claimTx + claimPlanSettings,
 		pool:          pool,
 		schema:        o.Schema,
 		channel:       "spool:" + o.Schema,

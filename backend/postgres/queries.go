@@ -23,14 +23,14 @@ type queries struct {
 	// move jobs out of lease rows back into spool_jobs (spool_unlease).
 	// completeLeasedKeep and completeLeasedDelete are the leased parts of
 	// a completion-only finish that keeps or deletes completed jobs. These
-	// find their lease rows
-	// through the index on the spans of their ids; their wide forms, for
-	// batches of more than genericPlanMax jobs, by hashing the batch's ids
-	// (locateByIndex, locateByHash).
-	finishLeased, heartbeatLeased, completeLeasedKeep, completeLeasedDelete                 string
-	finishLeasedWide, heartbeatLeasedWide, completeLeasedKeepWide, completeLeasedDeleteWide string
-	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue                                 string
-	completeKeep, completeDelete, probeBelow                                                string
+	// four find their lease rows through the index of spans
+	// (locateByIndex); leasedForms pairs each with its form for batches of
+	// more than genericPlanMax jobs, which hashes the batch's ids
+	// (locateByHash).
+	finishLeased, heartbeatLeased, completeLeasedKeep, completeLeasedDelete string
+	leasedForms                                                             []leasedForm
+	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue                 string
+	completeKeep, completeDelete, probeBelow                                string
 	// completeKeepSmall and completeDeleteSmall complete small batches on
 	// a cached generic plan (smallPlanSettings).
 	completeKeepSmall, completeDeleteSmall string
@@ -79,8 +79,13 @@ var sqlFiles embed.FS
 // buildQueries fills in the statements of sql/*.sql for a schema. It fails
 // only when a file and a field do not match (a broken build).
 func buildQueries(schema string) (queries, error) {
+	// The shared parts hold {{s}} and one {{locate}} each, which the
+	// replacer, in one pass, leaves: {{s}} is filled in first, {{locate}}
+	// below.
+	part := func(text string) string { return strings.ReplaceAll(text, "{{s}}", schema) }
 	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ, "{{allcols}}", allColumns,
-		"{{lease_done}}", strings.ReplaceAll(leaseDone, "{{s}}", schema))
+		"{{leased_hits}}", part(leasedHits), "{{leased_jobs}}", part(leasedJobs), "{{lease_done}}", part(leaseDone),
+		"{{locate_index}}", locateByIndex)
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim":                  &q.claim,
@@ -147,16 +152,12 @@ func buildQueries(schema string) (queries, error) {
 		err = fmt.Errorf("load SQL: claim.sql no longer decides leasing in two places (%s)", leasing)
 	}
 	q.claim, q.claimInPlace = strings.ReplaceAll(q.claim, leasing, "true"), strings.ReplaceAll(q.claim, leasing, "false")
-	for _, st := range []struct{ narrow, wide *string }{
-		{&q.finishLeased, &q.finishLeasedWide},
-		{&q.heartbeatLeased, &q.heartbeatLeasedWide},
-		{&q.completeLeasedKeep, &q.completeLeasedKeepWide},
-		{&q.completeLeasedDelete, &q.completeLeasedDeleteWide},
-	} {
-		if err == nil && strings.Count(*st.narrow, locate) != 1 {
+	for _, st := range []*string{&q.finishLeased, &q.heartbeatLeased, &q.completeLeasedKeep, &q.completeLeasedDelete} {
+		if err == nil && strings.Count(*st, locate) != 1 {
 			err = fmt.Errorf("load SQL: a leased statement no longer finds its lease rows in one place (%s)", locate)
 		}
-		*st.narrow, *st.wide = strings.Replace(*st.narrow, locate, locateByIndex, 1), strings.Replace(*st.narrow, locate, locateByHash, 1)
+		f := leasedForm{narrow: strings.Replace(*st, locate, locateByIndex, 1), wide: strings.Replace(*st, locate, locateByHash, 1)}
+		*st, q.leasedForms = f.narrow, append(q.leasedForms, f)
 	}
 	if err == nil {
 		// A quick flow claim counts running jobs in spool_jobs: its jobs
@@ -174,6 +175,51 @@ func buildQueries(schema string) (queries, error) {
 	}
 	return q, err
 }
+
+// leasedHits begins the leased statements that need only the lease rows'
+// ids and fences (heartbeat_leased.sql, complete_leased_delete.sql):
+// input, the batch ($1 ids, $2 fences); locked, the lease rows holding
+// any of $1 (found as locate says), locked and read as locked; hit
+// (lease, id, fence), the batch's jobs still in them under their fences.
+// The rows' ids are unnested once, then joined with the input: a nested
+// loop of the input per lease row re-read the input for every row.
+const leasedHits = `input AS MATERIALIZED (
+  SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
+),
+locked AS MATERIALIZED (
+  SELECT l.id, l.done, l.ids, l.fences FROM {{s}}.spool_leases l
+  WHERE {{locate}}
+  ORDER BY l.id
+  FOR NO KEY UPDATE
+),
+held AS MATERIALIZED (
+  SELECT l.id AS lease, k.id, k.fence
+  FROM locked l CROSS JOIN LATERAL unnest(l.ids, l.fences) AS k(id, fence)
+  WHERE k.id <> ALL (l.done)
+),
+hit AS MATERIALIZED (
+  SELECT h.lease, h.id, h.fence FROM held h JOIN input i ON i.id = h.id AND i.fence = h.fence
+)`
+
+// leasedJobs is the middle of the leased statements that write jobs back
+// into spool_jobs (finish_leased.sql, complete_leased_keep.sql): locked,
+// the lease rows holding any of $1 (found as locate says), locked and
+// read as locked; held, every job still in them, each row's array read
+// once, with its lease row (lease, lease_at) and its running fence and
+// attempt (run_fence, run_attempt). The statement joins held with its
+// input: a nested loop of the input per lease row re-read the input for
+// every row (13 ms of a 31 ms finish of 1,800 jobs from 30 rows).
+const leasedJobs = `locked AS MATERIALIZED (
+  SELECT l.id, l.claimed_at, l.done, l.ids, l.fences, l.jobs FROM {{s}}.spool_leases l
+  WHERE {{locate}}
+  ORDER BY l.id
+  FOR NO KEY UPDATE
+),
+held AS MATERIALIZED (
+  SELECT l.id AS lease, l.claimed_at AS lease_at, l.fences[j.ordinality] AS run_fence, j.attempt + 1 AS run_attempt, j.*
+  FROM locked l CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
+  WHERE j.id <> ALL (l.done)
+)`
 
 // leaseDone ends the statements that take jobs out of lease rows
 // (finish_leased.sql and the leased completions): given the CTEs locked
@@ -194,11 +240,25 @@ gone AS (
   WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) >= cardinality(k.ids)
 )`
 
+// leasedForm is a leased statement in its two forms (queries.leasedForms).
+type leasedForm struct{ narrow, wide string }
+
+// wideForm returns the form of a leased statement for batches of more than
+// genericPlanMax jobs, "" for any other statement.
+func (q *queries) wideForm(query string) string {
+	for _, f := range q.leasedForms {
+		if f.narrow == query {
+			return f.wide
+		}
+	}
+	return ""
+}
+
 // leasing marks claim.sql's choice of the jobs that go into lease rows.
 const leasing = "{{leasing}}"
 
-// locate marks where finish_leased.sql, heartbeat_leased.sql and
-// complete_leased_delete.sql find the lease rows holding any of the batch's ids ($1).
+// locate marks where the leased statements (leasedHits, leasedJobs) find
+// the lease rows holding any of the batch's ids ($1).
 const locate = "{{locate}}"
 
 // locateByIndex finds the lease rows through the GiST index on the spans

@@ -12,7 +12,18 @@ func TestQueriesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, stmt := range map[string]string{"claim": q.claim, "finish": q.finish, "heartbeat": q.heartbeat, "now": q.now, "optimistic_claim": q.optimisticClaim} {
+	stmts := map[string]string{"claim": q.claim, "finish": q.finish, "heartbeat": q.heartbeat, "now": q.now, "optimistic_claim": q.optimisticClaim,
+		// Built from the shared parts (leasedHits, leasedJobs, leaseDone, locateByIndex).
+		"finish_leased": q.finishLeased, "heartbeat_leased": q.heartbeatLeased, "complete_leased_keep": q.completeLeasedKeep,
+		"complete_leased_delete": q.completeLeasedDelete, "unlease_jobs": q.unleaseJobs}
+	for _, leased := range []string{"finish_leased", "heartbeat_leased", "complete_leased_keep", "complete_leased_delete"} {
+		wide := q.wideForm(stmts[leased])
+		if wide == "" || wide == stmts[leased] || !strings.Contains(wide, locateByHash) {
+			t.Errorf("%s has no wide form of its own: %q", leased, wide)
+		}
+		stmts[leased+" (wide)"] = wide
+	}
+	for name, stmt := range stmts {
 		if stmt == "" || strings.Contains(stmt, "{{") || strings.HasPrefix(strings.TrimSpace(stmt), "--") {
 			t.Errorf("%s: %q", name, stmt)
 		}

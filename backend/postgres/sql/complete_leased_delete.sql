@@ -7,24 +7,10 @@
 -- read as locked, an outcome applies only under the job's fence and only
 -- once; the row marks its jobs done, or goes with its last job. Returns
 -- the (id, fence) of each job completed.
-WITH input AS MATERIALIZED (
-  SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
-),
--- The lease rows holding any of $1, found as queries.go's locate says.
-locked AS MATERIALIZED (
-  SELECT l.id, l.done, l.ids, l.fences FROM {{s}}.spool_leases l
-  WHERE {{locate}}
-  ORDER BY l.id
-  FOR NO KEY UPDATE
-),
-held AS MATERIALIZED (
-  SELECT l.id AS lease, k.id, k.fence
-  FROM locked l CROSS JOIN LATERAL unnest(l.ids, l.fences) AS k(id, fence)
-  WHERE k.id <> ALL (l.done)
-),
-hit AS MATERIALIZED (
-  SELECT h.lease, h.id, h.fence FROM held h JOIN input i ON i.id = h.id AND i.fence = h.fence
-),
+WITH
+-- input, locked and hit: the jobs of $1 under their fences $2 in the
+-- lease rows holding them, locked (queries.go, leasedHits).
+{{leased_hits}},
 -- The lease rows mark their jobs in hit done, or go with their last
 -- (queries.go, leaseDone).
 {{lease_done}}

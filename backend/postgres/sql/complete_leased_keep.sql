@@ -9,25 +9,16 @@
 WITH input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
 ),
--- The lease rows holding any of $1, found as queries.go's locate says.
-locked AS MATERIALIZED (
-  SELECT l.id, l.claimed_at, l.done, l.ids, l.fences, l.jobs FROM {{s}}.spool_leases l
-  WHERE {{locate}}
-  ORDER BY l.id
-  FOR NO KEY UPDATE
-),
-held AS MATERIALIZED (
-  SELECT l.id AS lease, l.claimed_at AS lease_at, l.fences[j.ordinality] AS run_fence, j.*
-  FROM locked l CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
-  WHERE j.id <> ALL (l.done)
-),
+-- locked and held: the lease rows holding any of $1, locked, and every
+-- job still in them (queries.go, leasedJobs).
+{{leased_jobs}},
 hit AS MATERIALIZED (
   SELECT h.* FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
 ),
 written AS (
   INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,
     max_attempts, queue, kind, args, errors, tags, metadata, unique_key, unique_states, output, flow_key)
-  SELECT h.id, h.run_at, h.created_at, h.lease_at, now(), h.run_fence, 'completed', h.priority, h.attempt + 1,
+  SELECT h.id, h.run_at, h.created_at, h.lease_at, now(), h.run_fence, 'completed', h.priority, h.run_attempt,
     h.max_attempts, h.queue, h.kind, h.args, h.errors, h.tags, h.metadata, h.unique_key, h.unique_states, h.output,
     h.flow_key
   FROM hit h

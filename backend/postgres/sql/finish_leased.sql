@@ -10,22 +10,9 @@ WITH input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[])
     AS t(id, fence, outcome, delay_us, err)
 ),
--- The lease rows holding any of $1, found as queries.go's locate says.
-locked AS MATERIALIZED (
-  SELECT l.id, l.claimed_at, l.done, l.ids, l.fences, l.jobs FROM {{s}}.spool_leases l
-  WHERE {{locate}}
-  ORDER BY l.id
-  FOR NO KEY UPDATE
-),
--- Every job still in the locked rows, each row's array read once; then
--- one join with the input (a nested loop of the input per lease row
--- re-read the input for every row: 13 ms of a 31 ms finish of 1,800 jobs
--- from 30 rows).
-held AS MATERIALIZED (
-  SELECT l.id AS lease, l.claimed_at AS lease_at, l.fences[j.ordinality] AS run_fence, j.attempt + 1 AS run_attempt, j.*
-  FROM locked l CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
-  WHERE j.id <> ALL (l.done)
-),
+-- locked and held: the lease rows holding any of $1, locked, and every
+-- job still in them (queries.go, leasedJobs).
+{{leased_jobs}},
 hit AS MATERIALIZED (
   SELECT i.outcome, i.delay_us, i.err, h.*
   FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
