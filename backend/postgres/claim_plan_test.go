@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -181,19 +182,28 @@ func walkPlan(v any, visit func(map[string]any)) {
 // finish, completion and heartbeat as queryBatch runs small batches, on a
 // lease table never analysed, and requires them to reach spool_leases
 // through its indexes only: the index of spans for the jobs' lease rows,
-// the primary key for
-// the rows they update. Without genericPlanSettings the generic plan scans
-// the whole table, every dead lease row included.
+// the primary key for the rows they update. Without genericPlanSettings
+// the generic plan scans the whole table, every dead lease row included.
+// A wide batch's plan, made per call with widePlanSettings, must take the
+// index of spans too.
 func TestLeasedStatementsGenericPlan(t *testing.T) {
 	t.Parallel()
 	b, pool := scratchBackend(t)
+	// A batch of 100 ids and fences, for the plan a wide batch gets.
+	var list []string
+	for id := range 100 {
+		list = append(list, strconv.Itoa(id+1))
+	}
+	ids := "'{" + strings.Join(list, ",") + "}'::bigint[]"
+	fences := `array_fill(1, ARRAY[100])::integer[]`
 	statements := []struct {
-		name, query, args string
+		name, query, args, wideArgs string
 	}{
-		{"finish", b.sql.finishLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], '{1,1}'::smallint[], '{0,0}'::bigint[], ARRAY[NULL, NULL]::jsonb[], false)`},
-		{"heartbeat", b.sql.heartbeatLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], 30000000)`},
-		{"completion, kept", b.sql.completeLeasedKeep, `('{1,2}'::bigint[], '{1,1}'::integer[])`},
-		{"completion, deleted", b.sql.completeLeasedDelete, `('{1,2}'::bigint[], '{1,1}'::integer[])`},
+		{"finish", b.sql.finishLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], '{1,1}'::smallint[], '{0,0}'::bigint[], ARRAY[NULL, NULL]::jsonb[], false)`,
+			`(` + ids + `, ` + fences + `, array_fill(1, ARRAY[100])::smallint[], array_fill(0, ARRAY[100])::bigint[], array_fill(NULL::jsonb, ARRAY[100]), false)`},
+		{"heartbeat", b.sql.heartbeatLeased, `('{1,2}'::bigint[], '{1,1}'::integer[], 30000000)`, `(` + ids + `, ` + fences + `, 30000000)`},
+		{"completion, kept", b.sql.completeLeasedKeep, `('{1,2}'::bigint[], '{1,1}'::integer[])`, `(` + ids + `, ` + fences + `)`},
+		{"completion, deleted", b.sql.completeLeasedDelete, `('{1,2}'::bigint[], '{1,1}'::integer[])`, `(` + ids + `, ` + fences + `)`},
 	}
 	for _, st := range statements {
 		plan := func(settings string) string {
@@ -207,6 +217,25 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 		}
 		if without := plan(`SET LOCAL plan_cache_mode = force_generic_plan`); !strings.Contains(without, "Seq Scan") {
 			t.Logf("note: %s: without the settings the generic plan reaches spool_leases by %s (no whole-table scan on this server)", st.name, without)
+		}
+	}
+	// Lease rows for 5,000 jobs, analysed: a wide batch is planned per call
+	// with its real ids, for a table the planner knows, and must take the
+	// span index, not read every lease row.
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 5000)`); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 5000, Lease: time.Minute, ClaimID: "t#1"}); err != nil || len(rows) != 5000 {
+		t.Fatalf("claim: %d jobs, %v", len(rows), err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE `+b.schema+`.spool_leases`); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range statements {
+		if wide := preparedPlanScans(t, pool, widePlanSettings, st.query, st.wideArgs, "spool_leases"); strings.Contains(wide, "Seq Scan") ||
+			!strings.Contains(wide, "Index Scan on spool_leases_span") {
+			t.Errorf("%s: a wide batch's plan reaches spool_leases by %s", st.name, wide)
 		}
 	}
 }
@@ -425,14 +454,15 @@ func (l *statementLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.
 func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // take returns how many of the statements sent since the last take were
-// each of queries, and forgets them.
+// each of queries, and forgets them. A query ending in "…" counts the
+// statements that begin with the rest of it.
 func (l *statementLog) take(queries ...string) []int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := make([]int, len(queries))
 	for _, s := range l.sql {
 		for i, q := range queries {
-			if s == q {
+			if s == q || strings.HasSuffix(q, "…") && strings.HasPrefix(s, strings.TrimSuffix(q, "…")) {
 				n[i]++
 			}
 		}
@@ -441,14 +471,16 @@ func (l *statementLog) take(queries ...string) []int {
 	return n
 }
 
-// TestWideBatchesFindLeaseRowsByHash heartbeats and finishes batches on both
+// TestWideBatchesFindLeaseRowsBySpan heartbeats and finishes batches on both
 // sides of genericPlanMax, with stale fences and a job moved back into
 // spool_jobs among them, once with a retry among the outcomes (the leased
-// finish) and once with completions only (the leased completion): a batch
-// of more than genericPlanMax jobs runs the wide statements
-// (locateByHash), a smaller one the narrow ones, and both apply each
-// outcome once, to the right job, rejecting the stale ones.
-func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
+// finish) and once with completions only (the leased completion): every
+// batch runs the statements that find lease rows by their span
+// (locateByIndex), a batch of more than genericPlanMax jobs planned per call
+// with sequential scans off (widePlanSettings), a smaller one on its
+// generic plan, and both apply each outcome once, to the right job,
+// rejecting the stale ones.
+func TestWideBatchesFindLeaseRowsBySpan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const jobs = 6*genericPlanMax + 20
@@ -480,11 +512,7 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 		if err != nil || len(beat.Lost) != wantRejected {
 			t.Fatalf("heartbeat of %d: %d lost, want %d (%v)", len(part), len(beat.Lost), wantRejected, err)
 		}
-		runs := log.take(b.sql.heartbeatLeased, b.sql.wideForm(b.sql.heartbeatLeased))
-		narrowRuns, wideRuns := runs[0], runs[1]
-		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
-			t.Errorf("heartbeat of %d jobs: %d wide and %d narrow statements", len(part), wideRuns, narrowRuns)
-		}
+		checkForm(t, fmt.Sprintf("heartbeat of %d jobs", len(part)), wide, log.take(b.sql.heartbeatLeased, b.sql.wideForm(b.sql.heartbeatLeased), widePlanSettings+"…", genericPlanSettings+"…"))
 		narrow := b.sql.completeLeasedKeep
 		if retry {
 			narrow = b.sql.finishLeased
@@ -506,11 +534,7 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 				t.Errorf("finish of %d: rejected job %d, whose fence was current", len(part), l.ID)
 			}
 		}
-		runs = log.take(narrow, b.sql.wideForm(narrow))
-		narrowRuns, wideRuns = runs[0], runs[1]
-		if wide && (wideRuns != 1 || narrowRuns != 0) || !wide && (wideRuns != 0 || narrowRuns != 1) {
-			t.Errorf("finish of %d jobs (a retry among them: %v): %d wide and %d narrow statements", len(part), retry, wideRuns, narrowRuns)
-		}
+		checkForm(t, fmt.Sprintf("finish of %d jobs (a retry among them: %v)", len(part), retry), wide, log.take(narrow, b.sql.wideForm(narrow), widePlanSettings+"…", genericPlanSettings+"…"))
 	}
 	var completed, running, retryable int
 	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'running'),
@@ -532,6 +556,67 @@ func TestWideBatchesFindLeaseRowsByHash(t *testing.T) {
 	if completed != jobs-staleJobs-len(retried) || retryable != len(retried) || running+leased != staleJobs {
 		t.Fatalf("%d completed, %d retryable and %d still running (%d in place, %d leased); want %d, %d and %d",
 			completed, retryable, running+leased, running, leased, jobs-staleJobs-len(retried), len(retried), staleJobs)
+	}
+}
+
+// checkForm checks the counts statementLog.take returned for a leased
+// statement, its wide form, and the settings of a wide and a small batch
+// on the pool: one run of the statement (never its wide form) after the
+// settings of its size.
+func checkForm(t *testing.T, what string, wide bool, runs []int) {
+	t.Helper()
+	want := []int{1, 0, 0, 1}
+	if wide {
+		want = []int{1, 0, 1, 0}
+	}
+	if !slices.Equal(runs, want) {
+		t.Errorf("%s: %d runs of the statement, %d of its wide form, %d after the wide batches' settings and %d after the small ones', want %v",
+			what, runs[0], runs[1], runs[2], runs[3], want)
+	}
+}
+
+// TestWideBatchesInATransactionHashIDs completes a batch of more than
+// genericPlanMax leased jobs in a caller's transaction, where no setting can
+// be scoped to the statement: it runs the wide form (locateByHash), and the
+// jobs are completed once the transaction commits, not before.
+func TestWideBatchesInATransactionHashIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const jobs = 2*genericPlanMax + 5
+	log := &statementLog{}
+	b, pool, rows := claimedOnPool(t, jobs, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
+	finishes := make([]backend.JobFinish, len(rows))
+	for i, r := range rows {
+		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	log.take()
+	res, err := b.JobFinishMany(ctx, &backend.JobFinishManyParams{Tx: tx, Finishes: finishes})
+	if err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("finish in a transaction: %v, %d rejected", err, len(res.Rejected))
+	}
+	if runs := log.take(b.sql.completeLeasedKeep, b.sql.wideForm(b.sql.completeLeasedKeep)); runs[0] != 0 || runs[1] != 1 {
+		t.Errorf("finish of %d jobs in a transaction: %d runs of the statement, %d of its wide form, want only the wide form once", jobs, runs[0], runs[1])
+	}
+	count := func() (completed int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+b.schema+`.spool_jobs WHERE state = 'completed'`).Scan(&completed); err != nil {
+			t.Fatal(err)
+		}
+		return completed
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d jobs completed before the transaction committed", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != jobs {
+		t.Fatalf("%d jobs completed after the commit, want %d", n, jobs)
 	}
 }
 

@@ -25,8 +25,8 @@ type queries struct {
 	// a completion-only finish that keeps or deletes completed jobs. These
 	// four find their lease rows through the index of spans
 	// (locateByIndex); leasedForms pairs each with its form for batches of
-	// more than genericPlanMax jobs, which hashes the batch's ids
-	// (locateByHash).
+	// more than genericPlanMax jobs in a caller's transaction, which hashes
+	// the batch's ids (locateByHash; queryBatch).
 	finishLeased, heartbeatLeased, completeLeasedKeep, completeLeasedDelete string
 	leasedForms                                                             []leasedForm
 	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue                 string
@@ -244,7 +244,8 @@ gone AS (
 type leasedForm struct{ narrow, wide string }
 
 // wideForm returns the form of a leased statement for batches of more than
-// genericPlanMax jobs, "" for any other statement.
+// genericPlanMax jobs sent outside the pool's cached statements, "" for any
+// other statement.
 func (q *queries) wideForm(query string) string {
 	for _, f := range q.leasedForms {
 		if f.narrow == query {
@@ -278,7 +279,9 @@ const locateByIndex = `l.span && (SELECT int8range(min(x), max(x), '[]') FROM un
 // costs about 6.5 µs (1,600 rows: 10.5 ms). In a drain, where comparing
 // arrays had put 17% of the server's samples in int8eq and its loop, the
 // server CPU per job fell from 32.5 to 29.7 µs (medians of 7 alternating
-// rounds, BENCHMARKS.md).
+// rounds, BENCHMARKS.md). Only batches sent outside the pool's cached
+// statements use it now; on the pool a large batch goes through the span
+// index too (widePlanSettings).
 const locateByHash = "EXISTS (SELECT FROM unnest(l.ids) AS k(id) WHERE k.id = ANY ($1::bigint[]))"
 
 // deferWake makes an insert statement set spool.wake to mode for its
