@@ -59,7 +59,6 @@ type failureLog struct {
 // past the last attempt, which the store turns into a discard) at Error. A
 // cancellation the handler asked for is logged at Info.
 func (f *failureLog) record(row *backend.JobRow, fin *backend.JobFinish, elapsed time.Duration) {
-	now := time.Now()
 	var (
 		level slog.Level
 		msg   string
@@ -83,6 +82,9 @@ func (f *failureLog) record(row *backend.JobRow, fin *backend.JobFinish, elapsed
 	if level == slog.LevelError {
 		lim = &f.errorRate
 	}
+	// Read the clock only for a failure: a success is most outcomes, and
+	// time.Now had been 3% of a no-op drain's client CPU here.
+	now := time.Now()
 	ok, suppressed := lim.allow(now)
 	if !ok {
 		return
