@@ -58,7 +58,7 @@ const asynqConcurrency = 500
 var allSystems = []*system{
 	{name: "spool", store: storePostgres, exec: execSelf, methods: []string{methodMany, methodFast}, steady: true,
 		about: "Spool on PostgreSQL (this tree), backend.Open (pgx pool of 16); per queue MaxWorkers = --workers, " +
-			"Prefetch 1000, CompletionBatchMax 2000, CompletionDelay 0 (the defaults of 'spool bench drain'); completed rows kept"},
+			"Prefetch 3000, CompletionBatchMax 2000, CompletionDelay 0 (the defaults of 'spool bench drain'); completed rows kept"},
 	{name: "spool-delete", store: storePostgres, exec: execSelf, steady: true,
 		about: "spool with completed jobs deleted as their completion is written (CompletedRetention < 0): the work Graphile Worker " +
 			"and asynq do; their rows are compared with it"},

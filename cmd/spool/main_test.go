@@ -371,7 +371,7 @@ func TestBenchDrain(t *testing.T) {
 
 	t.Run("table and keep", func(t *testing.T) {
 		r := mustSpool(t, "bench", "drain", "--jobs", "300", "--keep", "--quiet", "--database-url", testdb.PostgresURL())
-		for _, want := range []string{"jobs", "300", "jobs/s", "insert jobs/s", "workers", "100", "prefetch", "1000",
+		for _, want := range []string{"jobs", "300", "jobs/s", "insert jobs/s", "workers", "100", "prefetch", "3000",
 			"batch", "2000", "completion delay", "delete completed", "backend", "postgres"} {
 			if !strings.Contains(r.Stdout, want) {
 				t.Errorf("table lacks %q:\n%s", want, r.Stdout)

@@ -65,11 +65,21 @@ type drainResult struct {
 	SessionCPUPerJobUS float64 `json:"session_cpu_per_job_us,omitempty"`
 }
 
+// drainPrefetch is the drain's --prefetch: a claim is sent when half the
+// prefetch is left, for about the other half, so the prefetch sets the
+// claims' size. On PostgreSQL (100 workers, 200,000 jobs, rows kept, 3
+// alternating rounds on the shared machine) 1,000 ran 89k / 94k / 95k
+// jobs/s, 2,000 93k / 107k / 111k, 3,000 100k / 109k / 116k and 5,000
+// 86k / 108k / 113k, with less CPU per job on both sides at 3,000; a
+// drain deleting its jobs gained as much, MariaDB 24k / 26k → 31k / 31k,
+// SQLite within its noise (BENCHMARKS.md).
+const drainPrefetch = 3000
+
 // Run implements cli.Command.
 func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	r := newScenarioRun(c.m, "drain").withStrategy()
 	jobs := r.fs.Int("jobs", 0, "number of jobs (required)")
-	q := r.addQueueFlags()
+	q := r.addQueueFlags(drainPrefetch)
 	fast := r.fs.Bool("insert-fast", false, "insert with InsertManyFast (no ids returned)")
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
@@ -230,7 +240,9 @@ Flags:
 	--workers N
 		MaxWorkers of the queue (default 100)
 	--prefetch N
-		Prefetch of the queue; 0 disables prefetch (default 1000)
+		Prefetch of the queue; 0 disables prefetch (default 3000: claims of
+		about 1,500 jobs, which paid the claim's round trips less often than
+		claims of 500 at 1000)
 	--batch N
 		CompletionBatchMax, outcomes per write (default 2000)
 	--completion-delay DURATION

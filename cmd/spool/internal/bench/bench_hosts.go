@@ -115,7 +115,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	rounds := r.fs.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
 	pin := r.fs.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.fs.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
-	q := r.addQueueFlags()
+	q := r.addQueueFlags(defaultPrefetch)
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func (c *BenchPruneCommand) Run(ctx context.Context, args []string) error {
 	jobs := r.fs.Int("jobs", 100_000, "jobs in each drain")
 	pruneBatch := r.fs.Int("prune-batch", 10_000, "jobs JobsPrune deletes per transaction")
 	prunePause := r.fs.Duration("prune-pause", 0, "pause between JobsPrune's batches")
-	q := r.addQueueFlags()
+	q := r.addQueueFlags(defaultPrefetch)
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}

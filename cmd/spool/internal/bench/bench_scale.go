@@ -77,7 +77,7 @@ func (c *BenchScaleCommand) Run(ctx context.Context, args []string) error {
 	r := newScenarioRun(c.m, "scale")
 	backlogList := r.fs.String("backlogs", "1e4,1e5,1e6,1e7", "comma-separated backlog sizes")
 	jobs := r.fs.Int("jobs", 100000, "measured jobs drained per backlog")
-	q := r.addQueueFlags()
+	q := r.addQueueFlags(defaultPrefetch)
 	settle := r.fs.Bool("settle", true, "update the table statistics after inserting, before the clock starts")
 	rounds := r.fs.Int("rounds", 1, "rounds over all backlogs")
 	if err := r.parse(args, c.Usage()); err != nil {

@@ -74,7 +74,7 @@ func (c *BenchShardsCommand) Run(ctx context.Context, args []string) error {
 	jobs := r.fs.Int("jobs", 50000, "jobs per drain")
 	rounds := r.fs.Int("rounds", 1, "drains per shard count (medians; the order alternates)")
 	placement := r.fs.String("placement", "key", "key (the queue spans every shard) or queue (one queue per shard)")
-	q := r.addQueueFlags()
+	q := r.addQueueFlags(defaultPrefetch)
 	if err := r.parse(args, c.Usage()); err != nil {
 		return err
 	}

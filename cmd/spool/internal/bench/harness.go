@@ -175,6 +175,10 @@ func (r *scenarioRun) finish(res any, table func(io.Writer) error, figure func()
 	return writeResult(r.env, r.name, *r.common.asJSON, res, table, *r.plot, figure)
 }
 
+// defaultPrefetch is the queue's --prefetch in the scenarios other than
+// the drain (drainPrefetch).
+const defaultPrefetch = 1000
+
 // queueFlags are the flags of scenarios that run one client over a queue of
 // no-op jobs: its concurrency and outcome writing, and how the jobs are
 // inserted.
@@ -184,12 +188,13 @@ type queueFlags struct {
 	deleteCompleted                 *bool
 }
 
-// addQueueFlags registers the queue flags on r.
-func (r *scenarioRun) addQueueFlags() *queueFlags {
+// addQueueFlags registers the queue flags on r, --prefetch defaulting to
+// prefetch.
+func (r *scenarioRun) addQueueFlags(prefetch int) *queueFlags {
 	fs := r.fs
 	return &queueFlags{
 		workers:         fs.Int("workers", 100, "MaxWorkers of the queue"),
-		prefetch:        fs.Int("prefetch", 1000, "Prefetch of the queue (0: none)"),
+		prefetch:        fs.Int("prefetch", prefetch, "Prefetch of the queue (0: none)"),
 		batch:           fs.Int("batch", 2000, "CompletionBatchMax"),
 		delay:           fs.Duration("completion-delay", 0, "CompletionDelay"),
 		deleteCompleted: fs.Bool("delete-completed", false, "delete jobs as they complete"),
