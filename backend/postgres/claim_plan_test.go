@@ -644,3 +644,39 @@ func TestSmallCompletionPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseJobsCompressedWithLZ4 claims jobs into lease rows on a server
+// that has lz4: the jobs arrays of full rows (64 jobs; a small one is not
+// compressed at all) are stored compressed with it (schema 16), and read
+// back whole.
+func TestLeaseJobsCompressedWithLZ4(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	if _, err := pool.Exec(ctx, `CREATE TEMP TABLE spool_lz4_probe (v text COMPRESSION lz4)`); err != nil {
+		t.Fatalf("this server cannot compress with lz4 (%v); the test servers of .ci/run can", err)
+	}
+	const jobs = 200
+	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind, args) SELECT 'noop', jsonb_build_object('n', g) FROM generate_series(1, $1) g`, jobs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: jobs, Lease: time.Minute, ClaimID: "t#1"})
+	if err != nil || len(rows) != jobs {
+		t.Fatalf("claim: %d jobs, %v", len(rows), err)
+	}
+	var methods []string
+	var full int
+	if err := pool.QueryRow(ctx, `SELECT array_agg(DISTINCT coalesce(pg_column_compression(jobs), 'none')), count(*)
+		FROM `+b.schema+`.spool_leases WHERE cardinality(jobs) = 64`).Scan(&methods, &full); err != nil {
+		t.Fatal(err)
+	}
+	if full != jobs/64 || !slices.Equal(methods, []string{"lz4"}) {
+		t.Fatalf("%d full lease rows, their jobs compressed by %v; want %d, by lz4", full, methods, jobs/64)
+	}
+	for _, r := range rows {
+		got, err := b.JobGet(ctx, r.ID)
+		if err != nil || got.State != backend.StateRunning || string(got.Args) != string(r.Args) || got.Fence != r.Fence {
+			t.Fatalf("job %d read back from its lease row: %+v, %v; claimed as %+v", r.ID, got, err, r)
+		}
+	}
+}
