@@ -332,6 +332,14 @@ func claimedOnPool(t *testing.T, jobs int, configure func(*pgxpool.Config)) (*Ba
 	return b, pool, rows
 }
 
+// claimedAndTraced is claimedOnPool on a pool whose statements are logged.
+func claimedAndTraced(t *testing.T, jobs int) (*Backend, *pgxpool.Pool, []*backend.JobRow, *statementLog) {
+	t.Helper()
+	log := &statementLog{}
+	b, pool, rows := claimedOnPool(t, jobs, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
+	return b, pool, rows, log
+}
+
 // TestSmallFinishesRunOnTheGenericPlan heartbeats and finishes leased jobs a
 // few at a time through the backend on a pool of one connection, then reads
 // that connection's prepared statements: the leased heartbeat, finish and
@@ -484,8 +492,7 @@ func TestWideBatchesFindLeaseRowsBySpan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const jobs = 6*genericPlanMax + 20
-	log := &statementLog{}
-	b, pool, rows := claimedOnPool(t, jobs, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
+	b, pool, rows, log := claimedAndTraced(t, jobs)
 	// One job leaves its lease row for spool_jobs, still running.
 	if ok, err := b.JobRecord(ctx, &backend.JobRecordParams{Lease: rows[5].Lease(), Output: json.RawMessage(`{}`)}); err != nil || !ok {
 		t.Fatalf("record: %v, %v", ok, err)
@@ -583,8 +590,7 @@ func TestWideBatchesInATransactionHashIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const jobs = 2*genericPlanMax + 5
-	log := &statementLog{}
-	b, pool, rows := claimedOnPool(t, jobs, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
+	b, pool, rows, log := claimedAndTraced(t, jobs)
 	finishes := make([]backend.JobFinish, len(rows))
 	for i, r := range rows {
 		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
