@@ -184,8 +184,9 @@ func walkPlan(v any, visit func(map[string]any)) {
 // through its indexes only: the index of spans for the jobs' lease rows,
 // the primary key for the rows they update. Without genericPlanSettings
 // the generic plan scans the whole table, every dead lease row included.
-// A wide batch's plan, made per call with widePlanSettings, must take the
-// index of spans too.
+// A wide batch's plan, made per call with widePlanSettings on the pool or
+// without settings in a caller's transaction, must take the index of spans
+// too.
 func TestLeasedStatementsGenericPlan(t *testing.T) {
 	t.Parallel()
 	b, pool := scratchBackend(t)
@@ -221,7 +222,7 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 	}
 	// Lease rows for 5,000 jobs, analysed: a wide batch is planned per call
 	// with its real ids, for a table the planner knows, and must take the
-	// span index, not read every lease row.
+	// span index, not read every lease row, on the pool (widePlanSettings).
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 5000)`); err != nil {
 		t.Fatal(err)
@@ -232,10 +233,14 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ANALYZE `+b.schema+`.spool_leases`); err != nil {
 		t.Fatal(err)
 	}
+	// In a caller's transaction the statement is planned per call without
+	// the settings (customPlan), and takes the index as well.
 	for _, st := range statements {
-		if wide := preparedPlanScans(t, pool, widePlanSettings, st.query, st.wideArgs, "spool_leases"); strings.Contains(wide, "Seq Scan") ||
-			!strings.Contains(wide, "Index Scan on spool_leases_span") {
-			t.Errorf("%s: a wide batch's plan reaches spool_leases by %s", st.name, wide)
+		for _, settings := range []string{widePlanSettings, customPlanSettings} {
+			if wide := preparedPlanScans(t, pool, settings, st.query, st.wideArgs, "spool_leases"); strings.Contains(wide, "Seq Scan") ||
+				!strings.Contains(wide, "Index Scan on spool_leases_span") {
+				t.Errorf("%s: a wide batch's plan after %.60q… reaches spool_leases by %s", st.name, settings, wide)
+			}
 		}
 	}
 }
@@ -519,7 +524,7 @@ func TestWideBatchesFindLeaseRowsBySpan(t *testing.T) {
 		if err != nil || len(beat.Lost) != wantRejected {
 			t.Fatalf("heartbeat of %d: %d lost, want %d (%v)", len(part), len(beat.Lost), wantRejected, err)
 		}
-		checkForm(t, fmt.Sprintf("heartbeat of %d jobs", len(part)), wide, log.take(b.sql.heartbeatLeased, b.sql.wideForm(b.sql.heartbeatLeased), widePlanSettings+"…", genericPlanSettings+"…"))
+		checkForm(t, fmt.Sprintf("heartbeat of %d jobs", len(part)), wide, log, b.sql.heartbeatLeased)
 		narrow := b.sql.completeLeasedKeep
 		if retry {
 			narrow = b.sql.finishLeased
@@ -541,7 +546,7 @@ func TestWideBatchesFindLeaseRowsBySpan(t *testing.T) {
 				t.Errorf("finish of %d: rejected job %d, whose fence was current", len(part), l.ID)
 			}
 		}
-		checkForm(t, fmt.Sprintf("finish of %d jobs (a retry among them: %v)", len(part), retry), wide, log.take(narrow, b.sql.wideForm(narrow), widePlanSettings+"…", genericPlanSettings+"…"))
+		checkForm(t, fmt.Sprintf("finish of %d jobs (a retry among them: %v)", len(part), retry), wide, log, narrow)
 	}
 	var completed, running, retryable int
 	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'running'),
@@ -566,27 +571,27 @@ func TestWideBatchesFindLeaseRowsBySpan(t *testing.T) {
 	}
 }
 
-// checkForm checks the counts statementLog.take returned for a leased
-// statement, its wide form, and the settings of a wide and a small batch
-// on the pool: one run of the statement (never its wide form) after the
-// settings of its size.
-func checkForm(t *testing.T, what string, wide bool, runs []int) {
+// checkForm checks the statements log took since its last take: one run of
+// stmt, after the settings of a wide batch or of a small one, as wide says.
+func checkForm(t *testing.T, what string, wide bool, log *statementLog, stmt string) {
 	t.Helper()
-	want := []int{1, 0, 0, 1}
+	runs := log.take(stmt, widePlanSettings+"…", genericPlanSettings+"…")
+	want := []int{1, 0, 1}
 	if wide {
-		want = []int{1, 0, 1, 0}
+		want = []int{1, 1, 0}
 	}
 	if !slices.Equal(runs, want) {
-		t.Errorf("%s: %d runs of the statement, %d of its wide form, %d after the wide batches' settings and %d after the small ones', want %v",
-			what, runs[0], runs[1], runs[2], runs[3], want)
+		t.Errorf("%s: %d runs of the statement, %d after the wide batches' settings and %d after the small ones', want %v",
+			what, runs[0], runs[1], runs[2], want)
 	}
 }
 
-// TestWideBatchesInATransactionHashIDs completes a batch of more than
+// TestWideBatchesInATransaction completes a batch of more than
 // genericPlanMax leased jobs in a caller's transaction, where no setting can
-// be scoped to the statement: it runs the wide form (locateByHash), and the
-// jobs are completed once the transaction commits, not before.
-func TestWideBatchesInATransactionHashIDs(t *testing.T) {
+// be scoped to the statement: it runs the leased completion once, with no
+// settings statement, and the jobs are completed once the transaction
+// commits, not before.
+func TestWideBatchesInATransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const jobs = 2*genericPlanMax + 5
@@ -605,8 +610,8 @@ func TestWideBatchesInATransactionHashIDs(t *testing.T) {
 	if err != nil || len(res.Rejected) != 0 {
 		t.Fatalf("finish in a transaction: %v, %d rejected", err, len(res.Rejected))
 	}
-	if runs := log.take(b.sql.completeLeasedKeep, b.sql.wideForm(b.sql.completeLeasedKeep)); runs[0] != 0 || runs[1] != 1 {
-		t.Errorf("finish of %d jobs in a transaction: %d runs of the statement, %d of its wide form, want only the wide form once", jobs, runs[0], runs[1])
+	if runs := log.take(b.sql.completeLeasedKeep, "SELECT set_config(…"); runs[0] != 1 || runs[1] != 0 {
+		t.Errorf("finish of %d jobs in a transaction: %d runs of the statement, %d settings statements, want the statement once and no settings", jobs, runs[0], runs[1])
 	}
 	count := func() (completed int) {
 		t.Helper()

@@ -336,48 +336,37 @@ func distinctIDs(ids []int64, idx []int) bool {
 
 // queryBatch runs a finish or heartbeat statement over a batch of n jobs on
 // db, and read consumes its rows. quiet says the statement writes no row
-// the insert trigger need look at (quietSettings). On the pool (not in a caller's
-// transaction, where the settings would outlast it) with prepared
-// statements cached, a leased statement over a small batch runs on its
-// generic plan (genericPlanSettings) and every other one is planned per
-// call (customPlanSettings), each in one round trip with its settings.
-// A leased statement over a larger batch is planned per call too, with
-// sequential scans off (widePlanSettings). Elsewhere statements are
-// planned per call by being sent unprepared (customPlan), where a leased
-// statement over a larger batch runs in its wide form (locateByHash),
-// since no setting can be scoped to one statement of a caller's
-// transaction.
+// the insert trigger need look at (quietSettings). On the pool (not in a
+// caller's transaction, where the settings would outlast it) with prepared
+// statements cached, each runs in one round trip after its settings: a
+// small completion in place or a leased statement over a small batch on
+// its generic plan (smallPlanSettings, genericPlanSettings), a leased
+// statement over a larger batch planned per call with sequential scans
+// off (widePlanSettings), any other planned per call (customPlanSettings).
+// Elsewhere statements are planned per call by being sent unprepared
+// (customPlan).
 func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet bool, n int, read func(pgx.Rows) error, args ...any) error {
-	wide := b.sql.wideForm(query)
 	cached := db == DBTX(b.pool) && b.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
-	if cached && (query == b.sql.completeKeepSmall || query == b.sql.completeDeleteSmall) {
-		return b.queryIn(ctx, smallPlanSettings, query, args, read)
+	if !cached {
+		rows, err := db.Query(ctx, query, b.customPlan(args...)...)
+		if err != nil {
+			return err
+		}
+		return read(rows)
 	}
+	settings := customPlanSettings
 	switch {
-	case wide != "" && n > genericPlanMax && cached:
-		if quiet {
-			return b.queryIn(ctx, widePlanSettings+quietSettings, query, args, read)
-		}
-		return b.queryIn(ctx, widePlanSettings, query, args, read)
-	case wide != "" && n > genericPlanMax:
-		query = wide
-	case wide != "" && cached:
-		if quiet {
-			return b.queryIn(ctx, genericPlanSettings+quietSettings, query, args, read)
-		}
-		return b.queryIn(ctx, genericPlanSettings, query, args, read)
+	case query == b.sql.completeKeepSmall || query == b.sql.completeDeleteSmall:
+		settings = smallPlanSettings
+	case b.sql.leased(query) && n > genericPlanMax:
+		settings = widePlanSettings
+	case b.sql.leased(query):
+		settings = genericPlanSettings
 	}
-	if cached {
-		if quiet {
-			return b.queryIn(ctx, customPlanSettings+quietSettings, query, args, read)
-		}
-		return b.queryIn(ctx, customPlanSettings, query, args, read)
+	if quiet {
+		settings += quietSettings
 	}
-	rows, err := db.Query(ctx, query, b.customPlan(args...)...)
-	if err != nil {
-		return err
-	}
-	return read(rows)
+	return b.queryIn(ctx, settings, query, args, read)
 }
 
 // customPlanSettings make a cached prepared statement planned with its
@@ -391,10 +380,10 @@ const customPlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_p
 // jobs per call, as customPlanSettings do, with sequential scans off, so
 // that it finds its lease rows through the index of spans however few
 // rows the statistics of spool_leases count. A drain's lease rows come and
-// go at thousands a second: a sequential scan there (the form that hashed
-// the batch's ids against every lease row, locateByHash) read every dead
-// version since the last vacuum, 2,000 to 7,000 of them in a drain, for a
-// batch whose ids lie in a few rows. Through the index a drain deleting
+// go at thousands a second: a sequential scan there (the form that had
+// hashed the batch's ids against every lease row) read every dead version
+// since the last vacuum, 2,000 to 7,000 of them in a drain, for a batch
+// whose ids lie in a few rows. Through the index a drain deleting
 // completed jobs used less server CPU per job in 4 of 4 alternating pairs
 // (10.9 / 10.9 / 12.2 / 9.9 against 9.6 / 10.8 / 10.2 / 9.5 µs) and ran
 // faster in all four (BENCHMARKS.md).

@@ -24,11 +24,8 @@ type queries struct {
 	// completeLeasedKeep and completeLeasedDelete are the leased parts of
 	// a completion-only finish that keeps or deletes completed jobs. These
 	// four find their lease rows through the index of spans
-	// (locateByIndex); leasedForms pairs each with its form for batches of
-	// more than genericPlanMax jobs in a caller's transaction, which hashes
-	// the batch's ids (locateByHash; queryBatch).
+	// (locateByIndex).
 	finishLeased, heartbeatLeased, completeLeasedKeep, completeLeasedDelete string
-	leasedForms                                                             []leasedForm
 	unleaseJobs, unleaseClaim, unleaseExpired, unleaseQueue                 string
 	completeKeep, completeDelete, probeBelow                                string
 	// completeKeepSmall and completeDeleteSmall complete small batches on
@@ -79,13 +76,12 @@ var sqlFiles embed.FS
 // buildQueries fills in the statements of sql/*.sql for a schema. It fails
 // only when a file and a field do not match (a broken build).
 func buildQueries(schema string) (queries, error) {
-	// The shared parts hold {{s}} and one {{locate}} each, which the
-	// replacer, in one pass, leaves: {{s}} is filled in first, {{locate}}
-	// below.
-	part := func(text string) string { return strings.ReplaceAll(text, "{{s}}", schema) }
+	// The shared parts hold {{s}} and {{locate}}, which the replacer, in
+	// one pass, leaves in the text it puts in: they are filled in first.
+	part := strings.NewReplacer("{{s}}", schema, "{{locate}}", locateByIndex).Replace
 	r := strings.NewReplacer("{{s}}", schema, "{{cols}}", jobColumns, "{{jcols}}", jobColumnsJ, "{{allcols}}", allColumns,
 		"{{leased_hits}}", part(leasedHits), "{{leased_jobs}}", part(leasedJobs), "{{lease_done}}", part(leaseDone),
-		"{{locate_index}}", locateByIndex)
+		"{{locate}}", locateByIndex)
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim":                  &q.claim,
@@ -152,13 +148,6 @@ func buildQueries(schema string) (queries, error) {
 		err = fmt.Errorf("load SQL: claim.sql no longer decides leasing in two places (%s)", leasing)
 	}
 	q.claim, q.claimInPlace = strings.ReplaceAll(q.claim, leasing, "true"), strings.ReplaceAll(q.claim, leasing, "false")
-	for _, st := range []*string{&q.finishLeased, &q.heartbeatLeased, &q.completeLeasedKeep, &q.completeLeasedDelete} {
-		if err == nil && strings.Count(*st, locate) != 1 {
-			err = fmt.Errorf("load SQL: a leased statement no longer finds its lease rows in one place (%s)", locate)
-		}
-		f := leasedForm{narrow: strings.Replace(*st, locate, locateByIndex, 1), wide: strings.Replace(*st, locate, locateByHash, 1)}
-		*st, q.leasedForms = f.narrow, append(q.leasedForms, f)
-	}
 	if err == nil {
 		// A quick flow claim counts running jobs in spool_jobs: its jobs
 		// stay there.
@@ -179,7 +168,7 @@ func buildQueries(schema string) (queries, error) {
 // leasedHits begins the leased statements that need only the lease rows'
 // ids and fences (heartbeat_leased.sql, complete_leased_delete.sql):
 // input, the batch ($1 ids, $2 fences); locked, the lease rows holding
-// any of $1 (found as locate says), locked and read as locked; hit
+// any of $1 (locateByIndex), locked and read as locked; hit
 // (lease, id, fence), the batch's jobs still in them under their fences.
 // The rows' ids are unnested once, then joined with the input: a nested
 // loop of the input per lease row re-read the input for every row.
@@ -203,7 +192,7 @@ hit AS MATERIALIZED (
 
 // leasedJobs is the middle of the leased statements that write jobs back
 // into spool_jobs (finish_leased.sql, complete_leased_keep.sql): locked,
-// the lease rows holding any of $1 (found as locate says), locked and
+// the lease rows holding any of $1 (locateByIndex), locked and
 // read as locked; held, every job still in them, each row's array read
 // once, with its lease row (lease, lease_at) and its running fence and
 // attempt (run_fence, run_attempt). The statement joins held with its
@@ -240,49 +229,33 @@ gone AS (
   WHERE l.id = m.lease AND cardinality(k.done) + cardinality(m.ids) >= cardinality(k.ids)
 )`
 
-// leasedForm is a leased statement in its two forms (queries.leasedForms).
-type leasedForm struct{ narrow, wide string }
-
-// wideForm returns the form of a leased statement for batches of more than
-// genericPlanMax jobs sent outside the pool's cached statements, "" for any
-// other statement.
-func (q *queries) wideForm(query string) string {
-	for _, f := range q.leasedForms {
-		if f.narrow == query {
-			return f.wide
-		}
+// leased reports whether query is one of the leased statements, which find
+// lease rows by the span index and run small batches on a generic plan
+// (queryBatch).
+func (q *queries) leased(query string) bool {
+	switch query {
+	case q.finishLeased, q.heartbeatLeased, q.completeLeasedKeep, q.completeLeasedDelete:
+		return true
 	}
-	return ""
+	return false
 }
 
 // leasing marks claim.sql's choice of the jobs that go into lease rows.
 const leasing = "{{leasing}}"
 
-// locate marks where the leased statements (leasedHits, leasedJobs) find
-// the lease rows holding any of the batch's ids ($1).
-const locate = "{{locate}}"
-
-// locateByIndex finds the lease rows through the GiST index on the spans
-// of their ids (schema 15: one entry per lease row, where a GIN index of
+// locateByIndex ({{locate}}) finds the lease rows holding any of a batch's
+// ids ($1) through the GiST index on the spans of their ids (schema 15: one entry per lease row, where a GIN index of
 // the ids took one per job, about 2 µs of a claim's server time a job),
 // then checks each candidate's ids against a hash of the batch's
 // (PostgreSQL hashes = ANY of a constant array of 9 or more), so a row
 // whose span only overlaps the batch's is neither locked nor read further.
+// A batch of any size uses it: a span lookup does not grow with the batch
+// as the GIN index's did, where a form that hashed the batch's ids against
+// every lease row (0.47 ms for 2,000 ids in 45 rows, against 5.5 ms through
+// the GIN index) served batches of more than genericPlanMax, until its
+// sequential scan read every dead lease row of a drain (widePlanSettings).
 const locateByIndex = `l.span && (SELECT int8range(min(x), max(x), '[]') FROM unnest($1::bigint[]) AS x)
     AND EXISTS (SELECT FROM unnest(l.ids) AS k(id) WHERE k.id = ANY ($1::bigint[]))`
-
-// locateByHash finds them by reading every lease row and probing each of
-// its ids in the hash of the batch: linear in the lease rows, independent
-// of the batch's size. On 45 lease rows of 64 jobs and a finish of 2,000
-// ids: 0.47 ms, against 3.2 ms comparing arrays (the plan large finishes
-// had) and 5.5 ms through the GIN index of schema 12. Per lease row it
-// costs about 6.5 µs (1,600 rows: 10.5 ms). In a drain, where comparing
-// arrays had put 17% of the server's samples in int8eq and its loop, the
-// server CPU per job fell from 32.5 to 29.7 µs (medians of 7 alternating
-// rounds, BENCHMARKS.md). Only batches sent outside the pool's cached
-// statements use it now; on the pool a large batch goes through the span
-// index too (widePlanSettings).
-const locateByHash = "EXISTS (SELECT FROM unnest(l.ids) AS k(id) WHERE k.id = ANY ($1::bigint[]))"
 
 // deferWake makes an insert statement set spool.wake to mode for its
 // transaction, so that the insert trigger sends no notification (schema

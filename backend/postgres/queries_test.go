@@ -16,12 +16,16 @@ func TestQueriesLoad(t *testing.T) {
 		// Built from the shared parts (leasedHits, leasedJobs, leaseDone, locateByIndex).
 		"finish_leased": q.finishLeased, "heartbeat_leased": q.heartbeatLeased, "complete_leased_keep": q.completeLeasedKeep,
 		"complete_leased_delete": q.completeLeasedDelete, "unlease_jobs": q.unleaseJobs}
-	for _, leased := range []string{"finish_leased", "heartbeat_leased", "complete_leased_keep", "complete_leased_delete"} {
-		wide := q.wideForm(stmts[leased])
-		if wide == "" || wide == stmts[leased] || !strings.Contains(wide, locateByHash) {
-			t.Errorf("%s has no wide form of its own: %q", leased, wide)
+	for _, leased := range []string{"finish_leased", "heartbeat_leased", "complete_leased_keep", "complete_leased_delete", "unlease_jobs"} {
+		if strings.Count(stmts[leased], locateByIndex) != 1 {
+			t.Errorf("%s does not find its lease rows once through the span index: %q", leased, stmts[leased])
 		}
-		stmts[leased+" (wide)"] = wide
+		if want := leased != "unlease_jobs"; q.leased(stmts[leased]) != want {
+			t.Errorf("%s: leased %v, want %v", leased, !want, want)
+		}
+	}
+	if q.leased(q.finish) || q.leased(q.heartbeat) {
+		t.Error("the in-place finish or heartbeat counts as leased")
 	}
 	for name, stmt := range stmts {
 		if stmt == "" || strings.Contains(stmt, "{{") || strings.HasPrefix(strings.TrimSpace(stmt), "--") {

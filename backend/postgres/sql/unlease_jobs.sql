@@ -4,4 +4,4 @@
 -- as the leased statements find theirs (queries.go, locateByIndex).
 SELECT coalesce({{s}}.spool_unlease(array_agg(l.id), $1::bigint[]), 0)
 FROM {{s}}.spool_leases l
-WHERE {{locate_index}}
+WHERE {{locate}}
