@@ -129,7 +129,8 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 		for _, table := range []string{"spool_jobs", "spool_queues"} {
 			scans := preparedPlanScans(t, pool, claimSettings+claimPlanSettings, st.query, args, table)
 			for _, scan := range strings.Split(scans, ", ") {
-				if !strings.HasPrefix(scan, "Index Scan") {
+				// The claim deletes the rows it locked by their tuple ids.
+				if !strings.HasPrefix(scan, "Index Scan") && scan != "Tid Scan on spool_jobs" {
 					t.Errorf("%s: generic plan reaches %s by %s", st.name, table, scans)
 					break
 				}
@@ -689,5 +690,93 @@ func TestLeaseJobsCompressedWithLZ4(t *testing.T) {
 		if err != nil || got.State != backend.StateRunning || string(got.Args) != string(r.Args) || got.Fence != r.Fence {
 			t.Fatalf("job %d read back from its lease row: %+v, %v; claimed as %+v", r.ID, got, err, r)
 		}
+	}
+}
+
+// TestClaimTakesRowsChangedAfterItsSnapshot runs the claim statement with
+// a gate that holds it, its snapshot taken, until a writer has changed a
+// pending row and committed. The lock meets that row in its latest
+// version, which claim.sql's delete by tuple id (moved) cannot see under
+// the statement's snapshot: the job must still be claimed (by late), whole
+// and in its new version, and leave spool_jobs for a lease row.
+func TestClaimTakesRowsChangedAfterItsSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	var first int64
+	if err := pool.QueryRow(ctx, `INSERT INTO `+b.schema+`.spool_jobs (queue, kind) SELECT 'default', 'noop'
+		FROM generate_series(1, 3) RETURNING id`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	const gate = 713305
+	gated := strings.Replace(b.sql.claim, "WITH ep AS MATERIALIZED (",
+		"WITH gate AS MATERIALIZED (SELECT pg_advisory_xact_lock("+strconv.Itoa(gate)+")), ep AS MATERIALIZED (", 1)
+	gated = strings.ReplaceAll(gated, "AND NOT EXISTS (SELECT 1 FROM", "AND EXISTS (SELECT FROM gate) AND NOT EXISTS (SELECT 1 FROM")
+	if strings.Count(gated, "SELECT FROM gate") != 2 || !strings.Contains(gated, "WITH gate") {
+		t.Fatal("claim.sql changed shape: the gate no longer goes in front of both locking arms")
+	}
+	writer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Rollback(ctx) }()
+	if _, err := writer.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, gate); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec(ctx, `UPDATE `+b.schema+`.spool_jobs SET tags = '{changed}' WHERE id = $1`, first); err != nil {
+		t.Fatal(err)
+	}
+	claimer, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claimer.Release()
+	tags := map[int64][]string{}
+	done := make(chan error, 1)
+	go func() {
+		done <- pgx.BeginFunc(ctx, claimer, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, claimSettings); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, gated, "default", 10, int64(60e6), "t#1", 0, "-infinity", 0)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				v, err := rows.Values()
+				if err != nil {
+					return err
+				}
+				var ts []string
+				for _, tag := range v[16].([]any) {
+					ts = append(ts, tag.(string))
+				}
+				tags[v[0].(int64)] = ts
+			}
+			return rows.Err()
+		})
+	}()
+	pid := claimer.Conn().PgConn().PID()
+	for waiting := false; !waiting; {
+		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event = 'advisory', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(tags) != 3 || !slices.Equal(tags[first], []string{"changed"}) {
+		t.Fatalf("claimed %v (id: tags); want 3 jobs, job %d with its committed tags [changed]", tags, first)
+	}
+	var pending, leased int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+b.schema+`.spool_jobs),
+		(SELECT count(*) FROM `+b.schema+`.spool_leased_jobs WHERE $1 = ANY (tags))`, "changed").Scan(&pending, &leased); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 || leased != 1 {
+		t.Fatalf("after the claim: %d rows left in spool_jobs, %d leased jobs with the new tags; want 0 and 1", pending, leased)
 	}
 }
