@@ -780,3 +780,39 @@ func TestClaimTakesRowsChangedAfterItsSnapshot(t *testing.T) {
 		t.Fatalf("after the claim: %d rows left in spool_jobs, %d leased jobs with the new tags; want 0 and 1", pending, leased)
 	}
 }
+
+// TestLeaseSpansWritten checks the spans of lease rows (schema 17): the
+// claim writes each row's span as spool_id_span(ids) would, and a row
+// inserted without one, as a client that knows only schema 16 inserts it,
+// gets it from the trigger.
+func TestLeaseSpansWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	const jobs = 200
+	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind, args) SELECT 'noop', '{}' FROM generate_series(1, $1)`, jobs+1); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: jobs, Lease: time.Minute, ClaimID: "t#1"})
+	if err != nil || len(rows) != jobs {
+		t.Fatalf("claim: %d jobs, %v", len(rows), err)
+	}
+	var leaseRows, right int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE span = `+b.schema+`.spool_id_span(ids))
+		FROM `+b.schema+`.spool_leases`).Scan(&leaseRows, &right); err != nil {
+		t.Fatal(err)
+	}
+	if leaseRows != (jobs+63)/64 || right != leaseRows {
+		t.Fatalf("%d lease rows, %d with the span of their ids; want %d, all", leaseRows, right, (jobs+63)/64)
+	}
+	var id int64
+	var span string
+	if err := pool.QueryRow(ctx, `INSERT INTO `+b.schema+`.spool_leases (queue, leased_by, leased_until, claimed_at, epoch, ids, fences, jobs)
+		SELECT 'default', 'old#1', now() + interval '1 minute', now(), 0, ARRAY[j.id], ARRAY[1], ARRAY[j]
+		FROM `+b.schema+`.spool_jobs j RETURNING ids[1], span::text`).Scan(&id, &span); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("[%d,%d)", id, id+1); span != want {
+		t.Fatalf("a lease row inserted without a span got %s; want %s", span, want)
+	}
+}

@@ -61,13 +61,15 @@ late AS MATERIALIZED (
     j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output
 ),
 -- The three arrays of a lease row are aggregated over the same rows in
--- the same order, so their elements line up. Lease rows take the jobs in
+-- the same order, so their elements line up; the span is written here, as
+-- spool_id_span(ids) would give it (schema 17). Lease rows take the jobs in
 -- the order the delete meets them, the table's, so their id spans stay
 -- narrow.
 leased AS (
-  INSERT INTO {{s}}.spool_leases (queue, leased_by, leased_until, claimed_at, epoch, ids, fences, jobs)
+  INSERT INTO {{s}}.spool_leases (queue, leased_by, leased_until, claimed_at, epoch, ids, fences, jobs, span)
   SELECT $1, $4, now() + $3::bigint * interval '1 microsecond', now(), ep.e,
-    array_agg(m.id), array_agg({{s}}.spool_next_fence(m.fence, ep.e)), array_agg(m.job)
+    array_agg(m.id), array_agg({{s}}.spool_next_fence(m.fence, ep.e)), array_agg(m.job),
+    int8range(min(m.id), max(m.id), '[]')
   FROM (SELECT m.id, m.fence, m.job, row_number() OVER () AS ord
     FROM (SELECT * FROM moved UNION ALL SELECT * FROM late) m) m, ep
   GROUP BY (m.ord - 1) / 64, ep.e
