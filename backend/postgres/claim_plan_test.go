@@ -816,3 +816,65 @@ func TestLeaseSpansWritten(t *testing.T) {
 		t.Fatalf("a lease row inserted without a span got %s; want %s", span, want)
 	}
 }
+
+// TestWideDeletedCompletionGenericPlan completes and deletes a batch of
+// more than genericPlanMax leased jobs, stale fences among them: the
+// deleted completion runs on its generic plan at that size too
+// (queryBatch), rejects the stale jobs and deletes the others. That plan
+// must join the batch with the lease rows' jobs by hashing, whatever the
+// batch's size, since a nested loop there would compare every id of the
+// batch with every job of the rows it locked.
+func TestWideDeletedCompletionGenericPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const jobs = 3*genericPlanMax + 10
+	b, pool, rows, log := claimedAndTraced(t, jobs)
+	finishes := make([]backend.JobFinish, len(rows))
+	stale := 0
+	for i, r := range rows {
+		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+		if i%9 == 0 {
+			finishes[i].Lease.Fence++
+			stale++
+		}
+	}
+	log.take()
+	res, err := b.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: finishes, DeleteCompleted: true})
+	if err != nil || len(res.Rejected) != stale {
+		t.Fatalf("completion of %d: %d rejected, want %d (%v)", jobs, len(res.Rejected), stale, err)
+	}
+	checkForm(t, fmt.Sprintf("deleted completion of %d jobs", jobs), false, log, b.sql.completeLeasedDelete)
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+b.schema+`.spool_leased_jobs`).Scan(&left); err != nil || left != stale {
+		t.Fatalf("%d jobs left in lease rows, want the %d stale ones (%v)", left, stale, err)
+	}
+	var joins []string
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, genericPlanSettings); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "PREPARE planned AS "+b.sql.completeLeasedDelete); err != nil {
+			return err
+		}
+		var raw []byte
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE planned('{1,2}'::bigint[], '{1,1}'::integer[])`).Scan(&raw); err != nil {
+			return err
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		walkPlan(v, func(node map[string]any) {
+			if node["Subplan Name"] == "CTE hit" {
+				joins = append(joins, fmt.Sprint(node["Node Type"]))
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(joins, []string{"Hash Join"}) {
+		t.Fatalf("the deleted completion's generic plan joins the batch with the lease rows' jobs by %v, want a Hash Join", joins)
+	}
+}
