@@ -195,8 +195,15 @@ func (b *Backend) routed(ids []int64, fences []int32, leased, inPlace func(idx [
 }
 
 // notDone returns those of the indexes idx whose (ids[i], fences[i]) are
-// not among done.
+// not among done. A statement returns one row per entry of idx that it
+// applied and none for any other (a repeated pair is matched, or updated,
+// once per entry at most), so as many rows as entries means all applied:
+// the common case, where building the set of done pairs was 3% of a
+// drain's client CPU.
 func notDone(done []backend.LeaseRef, ids []int64, fences []int32, idx []int) []int {
+	if len(done) >= len(idx) {
+		return nil
+	}
 	applied := make(map[backend.LeaseRef]bool, len(done))
 	for _, l := range done {
 		applied[l] = true
