@@ -572,6 +572,18 @@ func TestWideBatchesFindLeaseRowsBySpan(t *testing.T) {
 	}
 }
 
+// completionsTraced claims jobs as claimedAndTraced does and returns the
+// outcomes that complete each of them.
+func completionsTraced(t *testing.T, jobs int) (*Backend, *pgxpool.Pool, []backend.JobFinish, *statementLog) {
+	t.Helper()
+	b, pool, rows, log := claimedAndTraced(t, jobs)
+	finishes := make([]backend.JobFinish, len(rows))
+	for i, r := range rows {
+		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+	}
+	return b, pool, finishes, log
+}
+
 // checkForm checks the statements log took since its last take: one run of
 // stmt, after the settings of a wide batch or of a small one, as wide says.
 func checkForm(t *testing.T, what string, wide bool, log *statementLog, stmt string) {
@@ -596,11 +608,7 @@ func TestWideBatchesInATransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const jobs = 2*genericPlanMax + 5
-	b, pool, rows, log := claimedAndTraced(t, jobs)
-	finishes := make([]backend.JobFinish, len(rows))
-	for i, r := range rows {
-		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
-	}
+	b, pool, finishes, log := completionsTraced(t, jobs)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -828,11 +836,9 @@ func TestWideDeletedCompletionGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const jobs = 3*genericPlanMax + 10
-	b, pool, rows, log := claimedAndTraced(t, jobs)
-	finishes := make([]backend.JobFinish, len(rows))
+	b, pool, finishes, log := completionsTraced(t, jobs)
 	stale := 0
-	for i, r := range rows {
-		finishes[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+	for i := range finishes {
 		if i%9 == 0 {
 			finishes[i].Lease.Fence++
 			stale++

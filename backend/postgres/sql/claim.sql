@@ -34,12 +34,11 @@ above AS MATERIALIZED (
 picked AS MATERIALIZED (
   SELECT * FROM higher UNION ALL SELECT * FROM above
 ),
--- moved deletes the rows by the tuple ids the locks above returned: one
--- TID scan of the sorted list instead of a primary-key lookup per job (a
+-- moved deletes the rows by the tuple ids the locks above returned, which
+-- cannot move or be pruned while this transaction holds them: one TID
+-- scan of the sorted list instead of a primary-key lookup per job (a
 -- drain's server CPU per job was lower in 7 of 8 alternating pairs, by
--- 8-23%).
--- A row locked by this transaction cannot move or be pruned before it
--- ends. It returns the columns the output reads beside the whole row:
+-- 8-23%). It returns the columns the output reads beside the whole row:
 -- read from the deleted row, each column costs one pass over the row,
 -- where a field of the whole row walks it again from its start (the row
 -- has nulls), which made the claim about 4% slower.
@@ -53,7 +52,8 @@ moved AS MATERIALIZED (
 -- statement's snapshot, but before the lock reached it, is locked in its
 -- latest version, which a TID scan under that snapshot does not see. A
 -- delete by id reaches the visible version and follows it to the latest.
--- It runs only when moved fell short, and skips the rows moved deleted.
+-- It runs only when moved fell short; a row moved deleted, earlier in the
+-- same statement, it leaves alone.
 late AS MATERIALIZED (
   DELETE FROM {{s}}.spool_jobs j USING picked p
   WHERE j.id = p.id AND p.leasable
