@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -97,9 +98,43 @@ func PostgresOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if err := awaitUnlocked(ctx, pool, schema); err != nil {
+			t.Errorf("drop test schema %s: %v", schema, err)
+			return
+		}
 		if _, err := pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
 			t.Errorf("drop test schema %s: %v", schema, err)
 		}
 	})
 	return be
+}
+
+// awaitUnlocked waits until no other session holds a lock on a table of
+// schema. A client the test stopped can leave a statement running on the
+// server: pgx ends a query whose context is cancelled by closing its
+// connection, and the server runs the statement to its end (the
+// maintenance's rescue of expired lease rows, cut off by the stop, was
+// seen there). DROP SCHEMA beside it deadlocked: the drop had locked
+// spool_jobs and waited for spool_leases, which the rescue held while its
+// spool_unlease waited for spool_jobs.
+func awaitUnlocked(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	for {
+		var held bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks l
+  JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE n.nspname = $1 AND l.pid <> pg_backend_pid())`, schema).Scan(&held)
+		if err != nil {
+			return fmt.Errorf("wait for the schema's tables to be unlocked: %w", err)
+		}
+		if !held {
+			return nil
+		}
+		// The statement left running ends on its own; look again shortly
+		// rather than keep the server busy asking.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the schema's tables to be unlocked: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
