@@ -251,8 +251,15 @@ func TestLeasedStatementsGenericPlan(t *testing.T) {
 // (tableScans).
 func preparedPlanScans(t *testing.T, pool *pgxpool.Pool, settings, query, args, table string) string {
 	t.Helper()
+	return tableScans(preparedPlan(t, pool, settings, query, args), table)
+}
+
+// preparedPlan prepares query after settings, in a transaction of its own,
+// and returns the decoded EXPLAIN (FORMAT JSON) of EXECUTE with args.
+func preparedPlan(t *testing.T, pool *pgxpool.Pool, settings, query, args string) any {
+	t.Helper()
 	ctx := context.Background()
-	var out string
+	var v any
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, settings); err != nil {
 			return err
@@ -267,17 +274,12 @@ func preparedPlanScans(t *testing.T, pool *pgxpool.Pool, settings, query, args, 
 		if _, err := tx.Exec(ctx, "DEALLOCATE planned"); err != nil {
 			return err
 		}
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return err
-		}
-		out = tableScans(v, table)
-		return nil
+		return json.Unmarshal(raw, &v)
 	})
 	if err != nil {
 		t.Fatalf("plan of %.40q…: %v", query, err)
 	}
-	return out
+	return v
 }
 
 // tableScans lists the scans of an EXPLAIN (FORMAT JSON) plan that read
@@ -766,6 +768,11 @@ func TestClaimTakesRowsChangedAfterItsSnapshot(t *testing.T) {
 	}()
 	pid := claimer.Conn().PgConn().PID()
 	for waiting := false; !waiting; {
+		select {
+		case err := <-done:
+			t.Fatalf("the claim ended before the gate held it: %v", err)
+		default:
+		}
 		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event = 'advisory', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
@@ -855,31 +862,11 @@ func TestWideDeletedCompletionGenericPlan(t *testing.T) {
 		t.Fatalf("%d jobs left in lease rows, want the %d stale ones (%v)", left, stale, err)
 	}
 	var joins []string
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, genericPlanSettings); err != nil {
-			return err
+	walkPlan(preparedPlan(t, pool, genericPlanSettings, b.sql.completeLeasedDelete, `('{1,2}'::bigint[], '{1,1}'::integer[])`), func(node map[string]any) {
+		if node["Subplan Name"] == "CTE hit" {
+			joins = append(joins, fmt.Sprint(node["Node Type"]))
 		}
-		if _, err := tx.Exec(ctx, "PREPARE planned AS "+b.sql.completeLeasedDelete); err != nil {
-			return err
-		}
-		var raw []byte
-		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE planned('{1,2}'::bigint[], '{1,1}'::integer[])`).Scan(&raw); err != nil {
-			return err
-		}
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return err
-		}
-		walkPlan(v, func(node map[string]any) {
-			if node["Subplan Name"] == "CTE hit" {
-				joins = append(joins, fmt.Sprint(node["Node Type"]))
-			}
-		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !slices.Equal(joins, []string{"Hash Join"}) {
 		t.Fatalf("the deleted completion's generic plan joins the batch with the lease rows' jobs by %v, want a Hash Join", joins)
 	}

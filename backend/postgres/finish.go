@@ -373,10 +373,10 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 	switch {
 	case query == b.sql.completeKeepSmall || query == b.sql.completeDeleteSmall:
 		settings = smallPlanSettings
-	case b.sql.leased(query) && n > genericPlanMax && query != b.sql.completeLeasedDelete:
-		settings = widePlanSettings
-	case b.sql.leased(query):
+	case query == b.sql.completeLeasedDelete || b.sql.leased(query) && n <= genericPlanMax:
 		settings = genericPlanSettings
+	case b.sql.leased(query):
+		settings = widePlanSettings
 	}
 	if quiet {
 		settings += quietSettings

@@ -244,8 +244,9 @@ func (q *queries) leased(query string) bool {
 const leasing = "{{leasing}}"
 
 // locateByIndex ({{locate}}) finds the lease rows holding any of a batch's
-// ids ($1) through the GiST index on the spans of their ids (schema 15: one entry per lease row, where a GIN index of
-// the ids took one per job, about 2 µs of a claim's server time a job),
+// ids ($1) through the GiST index on the spans of their ids (schema 15:
+// one entry per lease row, where a GIN index of the ids took one per job,
+// about 2 µs of a claim's server time a job),
 // then checks each candidate's ids against a hash of the batch's
 // (PostgreSQL hashes = ANY of a constant array of 9 or more), so a row
 // whose span only overlaps the batch's is neither locked nor read further.

@@ -61,6 +61,11 @@ late AS MATERIALIZED (
   RETURNING j AS job, j.id, j.queue, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts,
     j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output
 ),
+-- gone is every job that left spool_jobs, read in place by both its
+-- readers below rather than copied once more.
+gone AS NOT MATERIALIZED (
+  SELECT * FROM moved UNION ALL SELECT * FROM late
+),
 -- The three arrays of a lease row are aggregated over the same rows in
 -- the same order, so their elements line up; the span is written here, as
 -- spool_id_span(ids) would give it (schema 17). Lease rows take the jobs in
@@ -71,8 +76,7 @@ leased AS (
   SELECT $1, $4, now() + $3::bigint * interval '1 microsecond', now(), ep.e,
     array_agg(m.id), array_agg({{s}}.spool_next_fence(m.fence, ep.e)), array_agg(m.job),
     int8range(min(m.id), max(m.id), '[]')
-  FROM (SELECT m.id, m.fence, m.job, row_number() OVER () AS ord
-    FROM (SELECT * FROM moved UNION ALL SELECT * FROM late) m) m, ep
+  FROM (SELECT g.id, g.fence, g.job, row_number() OVER () AS ord FROM gone g) m, ep
   GROUP BY (m.ord - 1) / 64, ep.e
 ),
 updated AS (
@@ -87,6 +91,6 @@ SELECT m.id, m.queue, m.kind, m.args, 'running', m.priority, m.run_at,
   (m.attempt + 1)::smallint, m.max_attempts, {{s}}.spool_next_fence(m.fence, ep.e),
   now() + $3::bigint * interval '1 microsecond', $4::text, m.created_at, now(), NULL::timestamptz,
   m.errors, m.tags, m.metadata, '', 0::smallint, m.output, ''
-FROM (SELECT * FROM moved UNION ALL SELECT * FROM late) m, ep
+FROM gone m, ep
 UNION ALL
 SELECT * FROM updated
