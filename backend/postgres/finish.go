@@ -217,6 +217,29 @@ func notDone(done []backend.LeaseRef, ids []int64, fences []int32, idx []int) []
 	return rest
 }
 
+// appliedExcept returns the (id, fence) pairs at the indexes idx, but for
+// one entry per pair in missed: what a statement that returns the entries
+// it did not apply applied.
+func appliedExcept(ids []int64, fences []int32, idx []int, missed []backend.LeaseRef) []backend.LeaseRef {
+	var skip map[backend.LeaseRef]int
+	if len(missed) > 0 {
+		skip = make(map[backend.LeaseRef]int, len(missed))
+		for _, l := range missed {
+			skip[l]++
+		}
+	}
+	done := make([]backend.LeaseRef, 0, len(idx)-min(len(missed), len(idx)))
+	for _, i := range idx {
+		l := backend.LeaseRef{ID: ids[i], Fence: fences[i]}
+		if n := skip[l]; n > 0 {
+			skip[l] = n - 1
+			continue
+		}
+		done = append(done, l)
+	}
+	return done
+}
+
 // pick returns the elements of s at idx.
 func pick[T any](s []T, idx []int) []T {
 	out := make([]T, len(idx))
@@ -245,11 +268,20 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 		// floor to lower. A kept one goes back into spool_jobs, whose
 		// insert trigger has nothing to check in it (quiet); a deleted
 		// one writes nothing there.
-		leased := b.sql.completeLeasedKeep
 		if deleteCompleted {
-			leased = b.sql.completeLeasedDelete
+			// complete_leased_delete.sql returns the entries it did not
+			// apply instead.
+			var missed []backend.LeaseRef
+			err = b.queryBatch(ctx, db, b.sql.completeLeasedDelete, false, len(idx), func(rows pgx.Rows) (err error) {
+				missed, err = collectLeases(rows)
+				return err
+			}, pick(ids, idx), pick(fences, idx))
+			if err != nil {
+				return nil, err
+			}
+			return appliedExcept(ids, fences, idx, missed), nil
 		}
-		err = b.queryBatch(ctx, db, leased, !deleteCompleted, len(idx), func(rows pgx.Rows) (err error) {
+		err = b.queryBatch(ctx, db, b.sql.completeLeasedKeep, true, len(idx), func(rows pgx.Rows) (err error) {
 			done, err = collectLeases(rows)
 			return err
 		}, pick(ids, idx), pick(fences, idx))

@@ -6,7 +6,9 @@
 -- and same rule as finish_leased.sql: each job's lease row is locked and
 -- read as locked, an outcome applies only under the job's fence and only
 -- once; the row marks its jobs done, or goes with its last job. Returns
--- the (id, fence) of each job completed.
+-- the (id, fence) of each entry of the batch it did not complete, usually
+-- none (completeMany): returning a row per job completed, for the client
+-- to read back, cost more than this anti-join.
 WITH
 -- input, locked and hit: the jobs of $1 under their fences $2 in the
 -- lease rows holding them, locked (queries.go, leasedHits).
@@ -14,4 +16,5 @@ WITH
 -- The lease rows mark their jobs in hit done, or go with their last
 -- (queries.go, leaseDone).
 {{lease_done}}
-SELECT id, fence FROM hit
+SELECT i.id, i.fence FROM input i
+WHERE NOT EXISTS (SELECT 1 FROM hit h WHERE h.id = i.id AND h.fence = i.fence)
