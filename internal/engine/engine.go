@@ -424,9 +424,9 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 	took := time.Since(began)
 	defer e.running.remove([]backend.LeaseRef{row.Lease()})
 	if !rejectExpected {
-		e.exec.failures.record(row, f, took)
+		e.exec.failures.record(row, &f, took)
 	}
-	res, err := e.be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{*f}, DeleteCompleted: e.cfg.DeleteCompleted})
+	res, err := e.be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{f}, DeleteCompleted: e.cfg.DeleteCompleted})
 	if err == nil {
 		err = res.Incomplete()
 	}
@@ -434,7 +434,7 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 		return row, fmt.Errorf("run one job: write the outcome of job %d: %w", row.ID, err)
 	}
 	if len(res.Rejected) == 0 && e.cfg.Outcome != nil {
-		e.cfg.Outcome(Outcome{Result: ResultOf(f, row.Attempt, row.MaxAttempts), Finish: *f, Kind: row.Kind, Queue: row.Queue, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Duration: took})
+		e.cfg.Outcome(Outcome{Result: ResultOf(&f, row.Attempt, row.MaxAttempts), Finish: f, Kind: row.Kind, Queue: row.Queue, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, Duration: took})
 	}
 	return row, nil
 }

@@ -75,10 +75,10 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 	finish, rejectExpected := x.executeIn(x.jobsBase, row, began)
 	took := time.Since(began)
 	if !rejectExpected {
-		x.failures.record(row, finish, took)
+		x.failures.record(row, &finish, took)
 	}
 	run := &runInfo{kind: row.Kind, queue: row.Queue, attempt: row.Attempt, maxAttempts: row.MaxAttempts, duration: took}
-	if !x.out.addRun(*finish, row.Queue, run, rejectExpected) {
+	if !x.out.addRun(finish, row.Queue, run, rejectExpected) {
 		x.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",
 			"job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "outcome", finish.Outcome)
 	}
@@ -119,11 +119,12 @@ func (x *executor) runnerLoop(task func()) {
 }
 
 // executeIn runs one job, started at startedAt, in a context derived from
-// parent, and returns the outcome to write, and whether the store is
+// parent, and returns the outcome to write (a value: a pointer cost an
+// allocation per job), and whether the store is
 // expected to reject it: the handler called CompleteTx (if that transaction
 // committed, the write is a fenced no-op; if it rolled back, the outcome is
 // what happened), or the job's lease was found lost.
-func (x *executor) executeIn(parent context.Context, row *backend.JobRow, startedAt time.Time) (f *backend.JobFinish, rejectExpected bool) {
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow, startedAt time.Time) (f backend.JobFinish, rejectExpected bool) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
@@ -143,7 +144,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
 	if err == nil {
-		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}, rejectExpected
+		return backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}, rejectExpected
 	}
 
 	var (
@@ -154,13 +155,13 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 	)
 	switch {
 	case errors.As(err, &oe):
-		f := &backend.JobFinish{Lease: row.Lease(), Outcome: oe.Outcome, Delay: max(oe.Delay, 0)}
+		f := backend.JobFinish{Lease: row.Lease(), Outcome: oe.Outcome, Delay: max(oe.Delay, 0)}
 		if oe.Err != nil {
 			f.Error = &backend.AttemptError{Attempt: int(row.Attempt), Error: oe.Err.Error()}
 		}
 		return f, rejectExpected
 	case errors.As(err, &de):
-		return &backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
+		return backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
 			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.Err)}}, rejectExpected
 	}
 	cause := context.Cause(runCtx)
@@ -184,8 +185,8 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 	return x.failure(row, errors.New(msg), trace, delay), rejectExpected
 }
 
-func (x *executor) failure(row *backend.JobRow, err error, trace string, delay time.Duration) *backend.JobFinish {
-	return &backend.JobFinish{
+func (x *executor) failure(row *backend.JobRow, err error, trace string, delay time.Duration) backend.JobFinish {
+	return backend.JobFinish{
 		Lease:   row.Lease(),
 		Outcome: backend.OutcomeRetry,
 		Delay:   max(delay, 0),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,11 @@ type producer struct {
 	mu sync.Mutex
 	// buffer holds the claimed jobs not yet started, in claim order.
 	buffer []bufferedJob
+	// bufferArray is the whole array buffer lives in (nil once buffer was
+	// handed away): pop slices buffer from its front, so the next claim's
+	// jobs go back to the front of the array rather than into a new one
+	// (pushLocked).
+	bufferArray []bufferedJob
 	// running counts the queue's job goroutines: jobs started and not yet
 	// finished, at most maxWorkers.
 	running int
@@ -348,7 +354,7 @@ func (p *producer) run() {
 		buffered, running := len(p.buffer), p.running
 		var unstarted []bufferedJob
 		if stopping {
-			unstarted, p.buffer = p.buffer, nil
+			unstarted, p.buffer, p.bufferArray = p.buffer, nil, nil
 		}
 		p.mu.Unlock()
 		if stopping {
@@ -419,9 +425,7 @@ func (p *producer) run() {
 			}
 			replyAt := time.Now()
 			p.mu.Lock()
-			for _, row := range r.rows {
-				p.buffer = append(p.buffer, bufferedJob{row: row, claimedAt: r.sentAt, replyAt: replyAt})
-			}
+			p.pushLocked(r.rows, r.sentAt, replyAt)
 			p.mu.Unlock()
 		case <-retryC:
 			retryC = nil
@@ -438,7 +442,7 @@ func (p *producer) run() {
 		case <-p.pausedCh:
 			p.mu.Lock()
 			buffer := p.buffer
-			p.buffer = nil
+			p.buffer, p.bufferArray = nil, nil
 			p.mu.Unlock()
 			if len(buffer) > 0 {
 				p.logger.Info("spool: queue paused; prefetched jobs handed back unstarted", "queue", p.queue, "jobs", len(buffer))
@@ -600,6 +604,32 @@ func (p *producer) releaseStale() (left bool) {
 // than maxWait ago.
 func (p *producer) startable(j bufferedJob, now time.Time) bool {
 	return j.claimedAt.After(now.Add(-p.maxWait))
+}
+
+// pushLocked appends the jobs of a claim sent at claimedAt, whose reply
+// arrived at replyAt, to the buffer. mu is held.
+//
+// Appending past the end of a buffer that pop had sliced from its front
+// allocated a new array for nearly every claim of a drain (150 bytes per
+// job, 14% of the client's allocation): the jobs still waiting move to
+// the front of the array instead, when it holds them all.
+func (p *producer) pushLocked(rows []*backend.JobRow, claimedAt, replyAt time.Time) {
+	if cap(p.buffer)-len(p.buffer) < len(rows) && len(p.buffer)+len(rows) <= cap(p.bufferArray) {
+		whole := p.bufferArray[:cap(p.bufferArray)]
+		n := len(p.buffer)
+		from := cap(whole) - cap(p.buffer) // where the waiting jobs start
+		copy(whole, p.buffer)
+		clear(whole[max(n, from) : from+n]) // their old places, but those just written
+		p.buffer = whole[:n]
+	}
+	before := cap(p.buffer)
+	p.buffer = slices.Grow(p.buffer, len(rows))
+	for _, row := range rows {
+		p.buffer = append(p.buffer, bufferedJob{row: row, claimedAt: claimedAt, replyAt: replyAt})
+	}
+	if cap(p.buffer) != before {
+		p.bufferArray = p.buffer[:0] // append moved the buffer to a new array, at its front
+	}
 }
 
 // pop takes the first job out of the buffer. mu is held and the buffer is
