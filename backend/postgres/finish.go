@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,13 +23,13 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	if len(p.Finishes) == 0 {
 		return &backend.JobFinishManyResult{}, nil
 	}
+	if allCompleted(p.Finishes) {
+		return b.completeMany(ctx, db, p.Finishes, p.DeleteCompleted)
+	}
 	// Lock rows in id order, as heartbeats do, so two batches never deadlock.
 	fs := slices.Clone(p.Finishes)
-	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return int(a.Lease.ID - b.Lease.ID) })
+	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return cmp.Compare(a.Lease.ID, b.Lease.ID) })
 	n := len(fs)
-	if allCompleted(fs) {
-		return b.completeMany(ctx, db, fs, p.DeleteCompleted)
-	}
 	var (
 		ids      = make([]int64, n)
 		fences   = make([]int32, n)
@@ -249,15 +250,24 @@ func pick[T any](s []T, idx []int) []T {
 	return out
 }
 
-// completeMany writes a batch of successes (fs sorted by id): the jobs
-// held in lease rows through complete_leased_keep.sql or
-// complete_leased_delete.sql, the rest with the lighter in-place
-// completeKeep or completeDelete statement.
+// completeMany writes a batch of successes: the jobs held in lease rows
+// through complete_leased_keep.sql or complete_leased_delete.sql, the rest
+// with the lighter in-place completeKeep or completeDelete statement, each
+// in id order, as JobFinishMany locks rows.
+//
+// It sorts the leases alone: sorting the finishes (40 bytes each, where a
+// lease is 16) took 250 µs a batch of 2,000 against 70 µs, 5% of the
+// client's CPU in a drain (--cpuprofile: pdqsortCmpFunc).
 func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFinish, deleteCompleted bool) (*backend.JobFinishManyResult, error) {
 	n := len(fs)
-	ids, fences := make([]int64, n), make([]int32, n)
+	leases := make([]backend.LeaseRef, n)
 	for i, f := range fs {
-		ids[i], fences[i] = f.Lease.ID, f.Lease.Fence
+		leases[i] = f.Lease
+	}
+	slices.SortFunc(leases, func(a, b backend.LeaseRef) int { return cmp.Compare(a.ID, b.ID) })
+	ids, fences := make([]int64, n), make([]int32, n)
+	for i, l := range leases {
+		ids[i], fences[i] = l.ID, l.Fence
 	}
 	query := b.sql.completeKeep
 	if deleteCompleted {
