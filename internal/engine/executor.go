@@ -137,8 +137,9 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 	runCtx, cancel := newJobContext(parent, x.out.be, row, startedAt, timeout)
 	defer cancel(nil)
 	x.cfg.Observer.started(row, startedAt)
-	x.running.add(&runningJob{lease: row.Lease(), kind: row.Kind, queue: row.Queue, attempt: int(row.Attempt),
-		started: startedAt, timeout: timeout, ctx: runCtx, cancel: cancel})
+	runCtx.running = runningJob{lease: row.Lease(), kind: row.Kind, queue: row.Queue, attempt: int(row.Attempt),
+		started: startedAt, timeout: timeout, ctx: runCtx, cancel: cancel}
+	x.running.add(&runCtx.running)
 	err := safeRun(runCtx, h.Run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).

@@ -24,6 +24,9 @@ type jobContext struct {
 	context.Context // context.WithCancelCause of a parent never cancelled
 	deadline        time.Time
 	run             Run
+	// running is the job's entry in the running set, allocated with its
+	// context: one allocation per job fewer.
+	running runningJob
 }
 
 // newJobContext returns the context of row's run, started at startedAt,
