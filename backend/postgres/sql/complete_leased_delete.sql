@@ -7,8 +7,9 @@
 -- read as locked, an outcome applies only under the job's fence and only
 -- once; the row marks its jobs done, or goes with its last job. Returns
 -- the (id, fence) of each entry of the batch it did not complete, usually
--- none (completeMany): returning a row per job completed, for the client
--- to read back, cost more than this anti-join.
+-- none (completeMany takes them out of the batch): a row per job
+-- completed cost the client reading it back, and the server no less
+-- than this anti-join.
 WITH
 -- input, locked and hit: the jobs of $1 under their fences $2 in the
 -- lease rows holding them, locked (queries.go, leasedHits).
