@@ -614,21 +614,20 @@ func (p *producer) startable(j bufferedJob, now time.Time) bool {
 // job, 14% of the client's allocation): the jobs still waiting move to
 // the front of the array instead, when it holds them all.
 func (p *producer) pushLocked(rows []*backend.JobRow, claimedAt, replyAt time.Time) {
-	if cap(p.buffer)-len(p.buffer) < len(rows) && len(p.buffer)+len(rows) <= cap(p.bufferArray) {
-		whole := p.bufferArray[:cap(p.bufferArray)]
-		n := len(p.buffer)
-		from := cap(whole) - cap(p.buffer) // where the waiting jobs start
-		copy(whole, p.buffer)
-		clear(whole[max(n, from) : from+n]) // their old places, but those just written
-		p.buffer = whole[:n]
+	if n := len(p.buffer); cap(p.buffer)-n < len(rows) {
+		if n+len(rows) <= cap(p.bufferArray) {
+			whole := p.bufferArray[:cap(p.bufferArray)]
+			from := cap(whole) - cap(p.buffer) // where the waiting jobs start
+			copy(whole, p.buffer)
+			clear(whole[max(n, from) : from+n]) // their old places, but those just written
+			p.buffer = whole[:n]
+		} else {
+			p.buffer = slices.Grow(p.buffer, len(rows))
+			p.bufferArray = p.buffer[:0] // a new array, the buffer at its front
+		}
 	}
-	before := cap(p.buffer)
-	p.buffer = slices.Grow(p.buffer, len(rows))
 	for _, row := range rows {
 		p.buffer = append(p.buffer, bufferedJob{row: row, claimedAt: claimedAt, replyAt: replyAt})
-	}
-	if cap(p.buffer) != before {
-		p.bufferArray = p.buffer[:0] // append moved the buffer to a new array, at its front
 	}
 }
 
