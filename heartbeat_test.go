@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -100,5 +101,75 @@ func TestSlowHeartbeatKeepsLease(t *testing.T) {
 	}
 	if out := logs.String(); strings.Contains(out, "heartbeat failed") {
 		t.Errorf("a heartbeat slower than its interval was given up:\n%s", out)
+	}
+}
+
+// TestLeaseEndCancelsHandler: when no heartbeat lands within the lease (the
+// database answers none in time), the handler is cancelled as its lease
+// ends, with ErrLeaseLost, and not left running beside the run rescue
+// gives the job to next.
+func TestLeaseEndCancelsHandler(t *testing.T) {
+	ctx := context.Background()
+	inner := migratedMemory(t)
+	const lease = 600 * time.Millisecond
+	be := &slowBeatBackend{Backend: inner, delay: time.Hour} // no beat lands
+	var (
+		running  atomic.Int64
+		overlaps atomic.Int64
+		starts   atomic.Int64
+	)
+	causes := make(chan error, 1)
+	second := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[longArgs]) error {
+		if running.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		defer running.Add(-1)
+		if starts.Add(1) > 1 {
+			close(second)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			causes <- context.Cause(ctx)
+			return context.Cause(ctx)
+		case <-time.After(10 * lease):
+			causes <- nil
+			return nil
+		}
+	}))
+	var logs backendtest.LogBuffer
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers:        ws,
+		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}},
+		LeaseDuration:  lease,
+		PollInterval:   20 * time.Millisecond,
+		RescueInterval: 20 * time.Millisecond,
+		Logger:         slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Insert(ctx, longArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	if cause := <-causes; !errors.Is(cause, spool.ErrLeaseLost) {
+		t.Fatalf("the first run ended with cause %v, want ErrLeaseLost; warnings:\n%s", cause, logs.String())
+	}
+	select {
+	case <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the job was not run again after its lease ended; warnings:\n%s", logs.String())
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("a run started while another ran (%d times)", n)
+	}
+	if out := logs.String(); !strings.Contains(out, "leases ended before a heartbeat could extend them") {
+		t.Errorf("no warning says why the handler was cancelled:\n%s", out)
 	}
 }

@@ -356,7 +356,9 @@ type JobRecordParams struct {
 	Metadata json.RawMessage
 }
 
-// JobHeartbeatManyParams extends the leases of running jobs.
+// JobHeartbeatManyParams extends the leases of running jobs to Lease past the
+// store's now. A lease is never shortened: a client may have two beats out at
+// once, and the one sent first may land last.
 type JobHeartbeatManyParams struct {
 	Leases []LeaseRef
 	Lease  time.Duration
@@ -669,6 +671,16 @@ type Wake struct {
 // (MySQL) says how many it retried since it was opened.
 type DeadlockCounter interface {
 	DeadlockRetries() uint64
+}
+
+// StallCrediter is an optional capability of a store that credits a stall
+// of its writers (a process stopped while it holds the write lock, which no
+// write can pass) to every running lease afterwards. A lease of such a
+// store can outlast what its holder saw of it, so the holder does not end
+// a handler when the lease runs out by its own clock; it waits for a
+// heartbeat to say the lease is lost.
+type StallCrediter interface {
+	CreditsStalls() bool
 }
 
 // Notifier is an optional capability: push wake-ups when jobs become runnable

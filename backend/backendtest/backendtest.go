@@ -91,6 +91,7 @@ func Run(t *testing.T, h Harness) {
 		{"FencingRejectsStaleLease", testFencing},
 		{"ReleaseLostClaim", testReleaseLostClaim},
 		{"HeartbeatKeepsLongJob", testHeartbeatKeepsLongJob},
+		{"HeartbeatNeverShortensLease", testHeartbeatNeverShortens},
 		{"LostLeaseCancelsJob", testLostLeaseCancelsJob},
 		{"RescueExpiredLease", testRescue},
 		{"RescueDiscardsAtMaxAttempts", testRescueDiscards},

@@ -80,6 +80,68 @@ func testFencing(t *testing.T, h Harness) {
 // testReleaseLostClaim: the jobs of a claim whose caller never got the reply
 // go back by claim id, attempt given back; other claims are untouched, and
 // the lost claim's fence stays void.
+// testHeartbeatNeverShortens: a beat asking for a shorter lease than the
+// job holds leaves it as it is, and reports the lease held. A client may
+// have two beats out at once, and the one sent first (with the earlier
+// "now") may land last; it must not cut short what the later one gave.
+func testHeartbeatNeverShortens(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		insert(t, c, NoteArgs{N: i}, nil)
+	}
+	var held []*backend.JobRow
+	for _, n := range []int{1, 2} { // a claim of one job, and of several (some stores keep those apart)
+		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: n, Lease: time.Minute, ClaimID: fmt.Sprintf("c#%d", n)})
+		if err != nil || len(rows) != n {
+			t.Fatalf("claim %d: %v %v", n, rowIDs(rows), err)
+		}
+		held = append(held, rows...)
+	}
+	leases := make([]backend.LeaseRef, len(held))
+	for i, r := range held {
+		leases[i] = r.Lease()
+	}
+	beat := func(d time.Duration) {
+		t.Helper()
+		res, err := be.JobHeartbeatMany(ctx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: d})
+		if err != nil || len(res.Lost) != 0 || res.Incomplete() != nil {
+			t.Fatalf("heartbeat of %s: %+v %v", d, res, err)
+		}
+	}
+	until := func() map[int64]time.Time {
+		out := map[int64]time.Time{}
+		for _, r := range held {
+			j := getJob(t, be, r.ID)
+			if j.LeasedUntil == nil || j.State != backend.StateRunning {
+				t.Fatalf("job %d after a heartbeat: %+v", r.ID, j)
+			}
+			out[r.ID] = *j.LeasedUntil
+		}
+		return out
+	}
+	beat(time.Hour)
+	long := until()
+	for id, u := range long {
+		if time.Until(u) < 50*time.Minute {
+			t.Fatalf("job %d: a one-hour beat leased it until %s", id, u)
+		}
+	}
+	beat(time.Second)
+	for id, u := range until() {
+		if u.Before(long[id]) {
+			t.Fatalf("job %d: a shorter beat moved its lease back from %s to %s", id, long[id], u)
+		}
+	}
+	beat(2 * time.Hour)
+	for id, u := range until() {
+		if !u.After(long[id].Add(30 * time.Minute)) {
+			t.Fatalf("job %d: a longer beat left its lease at %s (was %s)", id, u, long[id])
+		}
+	}
+}
+
 func testReleaseLostClaim(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	c := newClient(t, be, &spool.Config{Logger: quietLogger()})

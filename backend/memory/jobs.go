@@ -202,7 +202,9 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	var alive []backend.LeaseRef
 	for _, l := range p.Leases {
 		if j, ok := s.held(l); ok {
-			j.LeasedUntil = timePtr(t.Add(p.Lease))
+			if until := t.Add(p.Lease); j.LeasedUntil == nil || until.After(*j.LeasedUntil) {
+				j.LeasedUntil = timePtr(until)
+			}
 			alive = append(alive, l)
 		}
 	}

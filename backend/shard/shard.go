@@ -325,6 +325,18 @@ func (b *Backend) Close() error {
 	return errors.Join(errs...)
 }
 
+// CreditsStalls reports whether any shard credits its writers' stalls to
+// running leases (backend.StallCrediter): then a lease of this store may
+// outlast its holder's clock.
+func (b *Backend) CreditsStalls() bool {
+	for _, be := range b.shards {
+		if sc, ok := be.(backend.StallCrediter); ok && sc.CreditsStalls() {
+			return true
+		}
+	}
+	return false
+}
+
 // DeadlockRetries sums the shards' deadlock retries (those that count them).
 func (b *Backend) DeadlockRetries() uint64 {
 	var n uint64

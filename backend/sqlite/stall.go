@@ -276,3 +276,7 @@ func creditStall(ctx context.Context, tx *sql.Tx, w stallWindow) error {
 	}
 	return nil
 }
+
+// CreditsStalls implements backend.StallCrediter: a stall is credited to
+// every running lease, so a lease outlasts what its holder saw of it.
+func (b *Backend) CreditsStalls() bool { return true }

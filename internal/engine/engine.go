@@ -81,8 +81,12 @@ func New(be backend.Backend, cfg Config, logger *slog.Logger) *Engine {
 	}
 	e.out = newOutcomeWriter(be, &e.cfg, logger, e.running, e.wakeAt, e.Wake)
 	e.beat = newHeartbeat(be, &e.cfg, logger, e.running)
+	e.running.leaseEnded = e.beat.leaseEnded
 	e.exec = &executor{cfg: &e.cfg, logger: logger, failures: &failureLog{logger: logger}, running: e.running, out: e.out,
 		idleRunners: make(chan func()), gaveUp: e.gaveUp, stopped: e.stopped}
+	if sc, ok := be.(backend.StallCrediter); !ok || !sc.CreditsStalls() {
+		e.exec.leaseClock = true
+	}
 	env := &producerEnv{be: be, cfg: &e.cfg, logger: logger, exec: e.exec, out: e.out, gaveUp: e.gaveUp}
 	for name, q := range cfg.Queues {
 		e.producers[name] = newProducer(env, name, q)
@@ -408,8 +412,10 @@ func (e *Engine) WakeInserted(rows []*backend.JobInsertParams) {
 // goroutine as a worker would (handler, timeout, outcome), then writes its
 // outcome. It returns the job as claimed, nil when none was due. No
 // heartbeat extends its lease unless the engine is started, so the handler
-// should take less than LeaseDuration. For tests and tools.
+// should take less than LeaseDuration: its context is cancelled (cause
+// ErrLeaseLost) when the lease ends. For tests and tools.
 func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, error) {
+	sentAt := time.Now()
 	rows, err := e.be.JobClaim(ctx, &backend.JobClaimParams{Queue: queue, Max: 1, Lease: e.cfg.LeaseDuration,
 		ClaimID: e.cfg.ClientID + "#one-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
 	if err != nil {
@@ -420,7 +426,7 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 	}
 	row := rows[0]
 	began := time.Now()
-	f, rejectExpected := e.exec.executeIn(ctx, row, time.Now())
+	f, rejectExpected := e.exec.executeIn(ctx, row, sentAt, time.Now())
 	took := time.Since(began)
 	defer e.running.remove([]backend.LeaseRef{row.Lease()})
 	if !rejectExpected {

@@ -27,6 +27,10 @@ type executor struct {
 	// running job through the running set), so a job's context registers
 	// with no parent.
 	jobsBase context.Context
+	// leaseClock: end a handler when its lease runs out by this client's
+	// clock (heldUntil). Off for a store that credits stalls to leases
+	// (backend.StallCrediter), where only a heartbeat can tell.
+	leaseClock bool
 	// gaveUp is closed when a stop gives up on handlers that ignore their
 	// context; stopped when the stop has finished.
 	gaveUp, stopped <-chan struct{}
@@ -72,7 +76,7 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 		x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, nil, true)
 		return
 	}
-	finish, rejectExpected := x.executeIn(x.jobsBase, row, began)
+	finish, rejectExpected := x.executeIn(x.jobsBase, row, j.claimedAt, began)
 	took := time.Since(began)
 	if !rejectExpected {
 		x.failures.record(row, &finish, took)
@@ -118,13 +122,14 @@ func (x *executor) runnerLoop(task func()) {
 	}
 }
 
-// executeIn runs one job, started at startedAt, in a context derived from
+// executeIn runs one job claimed by a claim sent at claimedAt, started at
+// startedAt, in a context derived from
 // parent, and returns the outcome to write (a value: a pointer cost an
 // allocation per job), and whether the store is
 // expected to reject it: the handler called CompleteTx (if that transaction
 // committed, the write is a fenced no-op; if it rolled back, the outcome is
 // what happened), or the job's lease was found lost.
-func (x *executor) executeIn(parent context.Context, row *backend.JobRow, startedAt time.Time) (f backend.JobFinish, rejectExpected bool) {
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
@@ -139,6 +144,9 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 	x.cfg.Observer.started(row, startedAt)
 	runCtx.running = runningJob{lease: row.Lease(), kind: row.Kind, queue: row.Queue, attempt: int(row.Attempt),
 		started: startedAt, timeout: timeout, ctx: runCtx, cancel: cancel}
+	if x.leaseClock {
+		runCtx.running.heldUntil = claimedAt.Add(x.cfg.LeaseDuration)
+	}
 	x.running.add(&runCtx.running)
 	err := safeRun(runCtx, h.Run, row)
 	// The store will reject this outcome, as expected, if CompleteTx
@@ -172,8 +180,8 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, starte
 		return x.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0), rejectExpected
 	case errors.Is(cause, errJobTimeout):
 		msg = fmt.Sprintf("job timed out after %s: %s", timeout, msg)
-	case errors.Is(cause, ErrLeaseLost):
-		msg = fmt.Sprintf("lease lost: %s", msg)
+	case errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost):
+		msg = fmt.Sprintf("%v: %s", cause, msg)
 	}
 	trace := ""
 	if errors.As(err, &pe) {

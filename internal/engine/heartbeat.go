@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -21,6 +24,8 @@ type heartbeat struct {
 	running *runningJobs
 	// beatNow asks the loop for an immediate beat (capacity 1).
 	beatNow chan struct{}
+	// slow rate-limits the warnings about slow heartbeats.
+	slow slowNotes
 }
 
 func newHeartbeat(be backend.Backend, cfg *Config, logger *slog.Logger, running *runningJobs) *heartbeat {
@@ -36,12 +41,30 @@ func (h *heartbeat) now() {
 	}
 }
 
-// heartbeatLoop extends the leases of held jobs every third of the lease (or
-// at once when asked), in one write, and cancels jobs whose lease is gone.
+// maxBeatsInFlight bounds the heartbeats out at once. A beat is sent every
+// third of the lease whether or not the last one has landed, so one slow
+// beat does not hold the next back: with two out, beats keep a lease for as
+// long as each lands within two thirds of it; one at a time, within half.
+const maxBeatsInFlight = 2
+
+// run extends the leases of held jobs every third of the lease (or at once
+// when asked), in one write, and cancels the handlers whose lease is gone.
+//
+// A beat in flight is never cut off while a lease it carries can still be
+// extended: it may take until the latest of their known ends (heldUntil).
+// On a slow database, cutting it sooner loses a beat that would have
+// landed, and closes a connection the next beat must open again. A lease is
+// lost only when a beat's answer says so, or when it has ended with no
+// beat landed (the running set's timer then cancels the handler).
 func (h *heartbeat) run(ctx context.Context) {
 	interval := h.cfg.LeaseDuration / 3
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var (
+		inFlight sync.WaitGroup
+		out      atomic.Int32
+	)
+	defer inFlight.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -54,27 +77,134 @@ func (h *heartbeat) run(ctx context.Context) {
 		if len(leases) == 0 {
 			continue
 		}
-		// A beat may take until the leases it extends end: the last beat
-		// went out an interval ago, so they have two intervals left. Cut
-		// off at one interval, a store answering in 1.5 intervals failed
-		// every beat, the leases ended while their handlers ran, and rescue
-		// gave the jobs to a second run (TestSlowHeartbeatKeepsLease).
-		hbCtx, cancel := context.WithTimeout(ctx, h.cfg.LeaseDuration-interval)
-		res, err := h.be.JobHeartbeatMany(hbCtx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: h.cfg.LeaseDuration})
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				h.logger.Warn("spool: heartbeat failed; leases not extended", "jobs", len(leases), "error", err)
-			}
+		if out.Load() >= maxBeatsInFlight {
+			h.slow.note(h.logger, "spool: heartbeats are slower than the lease allows: the last beats have not landed, so this one is not sent; leases whose end passes before one lands are given up", "in_flight", maxBeatsInFlight, "lease", h.cfg.LeaseDuration)
 			continue
 		}
-		if len(res.Unextended) > 0 && ctx.Err() == nil {
-			h.logger.Warn("spool: heartbeat failed on part of the store; those leases not extended", "jobs", len(res.Unextended), "of", len(leases), "error", res.Err)
-		}
-		if len(res.Lost) > 0 {
-			h.leasesLost(ctx, res.Lost, interval)
-		}
+		out.Add(1)
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			defer out.Add(-1)
+			h.beat(ctx, leases, interval)
+		}()
 	}
+}
+
+// beat sends one heartbeat for leases and applies its answer.
+func (h *heartbeat) beat(ctx context.Context, leases []backend.LeaseRef, interval time.Duration) {
+	sentAt := time.Now()
+	hbCtx, cancel := h.untilLeasesEnd(ctx, leases, sentAt.Add(h.cfg.LeaseDuration-interval))
+	res, err := h.be.JobHeartbeatMany(hbCtx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: h.cfg.LeaseDuration})
+	tooLate := errors.Is(context.Cause(hbCtx), errBeatTooLate)
+	cancel()
+	took := time.Since(sentAt)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case tooLate:
+			h.logger.Warn("spool: heartbeat given up: the database had not answered when the leases it carried ended", "jobs", len(leases), "took", took.Round(time.Millisecond), "lease", h.cfg.LeaseDuration, "error", err)
+		default:
+			h.logger.Warn("spool: heartbeat failed; leases not extended", "jobs", len(leases), "took", took.Round(time.Millisecond), "error", err)
+		}
+		return
+	}
+	if took > interval && ctx.Err() == nil {
+		h.slow.note(h.logger, "spool: heartbeats land late: the database took longer to extend the leases than the time between beats", "took", took.Round(time.Millisecond), "between_beats", interval, "lease", h.cfg.LeaseDuration)
+	}
+	extended := leases
+	if len(res.Lost) > 0 || len(res.Unextended) > 0 {
+		extended = backend.Unapplied(leases, append(slices.Clone(res.Lost), res.Unextended...), func(l backend.LeaseRef) backend.LeaseRef { return l })
+	}
+	h.running.extend(extended, sentAt.Add(h.cfg.LeaseDuration))
+	if len(res.Unextended) > 0 && ctx.Err() == nil {
+		h.logger.Warn("spool: heartbeat failed on part of the store; those leases not extended", "jobs", len(res.Unextended), "of", len(leases), "error", res.Err)
+	}
+	if len(res.Lost) > 0 {
+		h.leasesLost(ctx, res.Lost, interval)
+	}
+}
+
+// untilLeasesEnd returns a context that ends when the latest known end of
+// the leases has passed, or at floor if that is later: two intervals from
+// the send, when the last beat went out an interval ago and landed. Leases
+// untracked (a store that credits stalls) or already ended (a job whose
+// outcome waits to be written may still hold its lease, as nobody rescued
+// it yet) get that much. The end is read again when it comes, as another
+// beat may have moved it meanwhile.
+func (h *heartbeat) untilLeasesEnd(ctx context.Context, leases []backend.LeaseRef, floor time.Time) (context.Context, context.CancelFunc) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+		check func()
+	)
+	check = func() {
+		end := h.running.heldUntilLatest(leases)
+		if end.Before(floor) {
+			end = floor
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if wait := time.Until(end); wait > 0 && bctx.Err() == nil {
+			timer = time.AfterFunc(wait, check)
+			return
+		}
+		cancel(errBeatTooLate)
+	}
+	check()
+	return bctx, func() {
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// errBeatTooLate ends a heartbeat that had not landed when every lease it
+// carried had ended.
+var errBeatTooLate = errors.New("every lease it carried ended before it landed")
+
+// slowNotes logs a recurring condition of the heartbeat at most once a
+// minute, with how often it happened since the last line.
+type slowNotes struct {
+	mu     sync.Mutex
+	last   time.Time
+	missed int
+}
+
+func (s *slowNotes) note(logger *slog.Logger, msg string, args ...any) {
+	s.mu.Lock()
+	if !s.last.IsZero() && time.Since(s.last) < time.Minute {
+		s.missed++
+		s.mu.Unlock()
+		return
+	}
+	s.last = time.Now()
+	missed := s.missed
+	s.missed = 0
+	s.mu.Unlock()
+	logger.Warn(msg, append(args, "times_since_last_said", missed)...)
+}
+
+// leaseEnded logs the handlers the running set cancelled because their
+// lease ended with no heartbeat landed.
+func (h *heartbeat) leaseEnded(jobs []runningJob) {
+	ids := make([]int64, 0, min(len(jobs), maxLossLookups))
+	for _, j := range jobs[:min(len(jobs), maxLossLookups)] {
+		ids = append(ids, j.lease.ID)
+	}
+	byQueue := map[string]int{}
+	for _, j := range jobs {
+		byQueue[j.queue]++
+	}
+	for q, n := range byQueue {
+		h.cfg.Observer.leasesLost(q, n)
+	}
+	h.logger.Warn("spool: job leases ended before a heartbeat could extend them; cancelling those jobs' handlers, as the jobs may be rescued and run again elsewhere",
+		"jobs", len(jobs), "job_ids", ids, "cause", "no heartbeat reached the database within the lease (the database was unreachable or too slow, or this process was paused)")
 }
 
 // maxLossLookups bounds the rows read to explain lost leases after one beat.
@@ -105,24 +235,31 @@ func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, tim
 		}
 		rows[l] = row
 	}
+	var committed []backend.LeaseRef
 	for _, l := range inTx {
 		lookup(l)
 		row, err := rows[l], errs[l]
 		switch {
 		case row != nil && row.Fence == l.Fence && row.State == backend.StateCompleted:
-			continue // the CompleteTx transaction committed
+			committed = append(committed, l) // the CompleteTx transaction committed
+			continue
 		case errors.Is(err, backend.ErrNotFound) && h.cfg.DeleteCompleted:
-			continue // committed, and the row deleted on completion
+			committed = append(committed, l) // committed, and the row deleted on completion
+			continue
 		case row == nil && !errors.Is(err, backend.ErrNotFound):
 			// Not read (past the lookup bound, or the read failed, as
 			// one outlasting its deadline on a loaded machine does):
 			// assume the commit, as is usual. The lease stays in the
 			// running set, so if it was not that, the next beat finds it
 			// lost again and reads again.
+			committed = append(committed, l)
 			continue
 		}
 		running = append(running, l)
 	}
+	// A lease ended by the handler's own commit is not one whose end
+	// should cancel the handler.
+	h.running.settled(committed)
 	n, byQueue := h.running.cancelRunning(running, ErrLeaseLost)
 	for q, k := range byQueue {
 		h.cfg.Observer.leasesLost(q, k)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -12,12 +13,19 @@ import (
 // runningJob is a job this client holds, as the heartbeat sees it: from the
 // start of its handler until its outcome is written.
 type runningJob struct {
-	lease         backend.LeaseRef
-	kind          string
-	queue         string
-	attempt       int
-	started       time.Time
-	timeout       time.Duration // 0: none
+	lease   backend.LeaseRef
+	kind    string
+	queue   string
+	attempt int
+	started time.Time
+	timeout time.Duration // 0: none
+	// heldUntil is the latest time the job's lease is known to last: the
+	// send time of the claim, or of the last heartbeat that extended it,
+	// plus the lease. The database started or extended the lease no
+	// earlier than that send, so its lease ends no earlier; past heldUntil
+	// the job may have been rescued and the handler is cancelled (zero:
+	// not tracked).
+	heldUntil     time.Time
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	completedInTx bool
@@ -39,6 +47,11 @@ func (j *runningJob) deadline() time.Time {
 	return j.started.Add(j.timeout)
 }
 
+// errLeaseEnded is the context cause of a handler whose lease ended before
+// a heartbeat could extend it: the job may already be rescued and running
+// elsewhere, so this run must stop.
+var errLeaseEnded = fmt.Errorf("%w: no heartbeat reached the database within the lease (the database was unreachable or too slow, or this process was paused)", ErrLeaseLost)
+
 // runningJobs is the set of jobs this client holds.
 type runningJobs struct {
 	mu   sync.Mutex
@@ -46,7 +59,7 @@ type runningJobs struct {
 	// stopCause, once a hard stop began, cancels every job added after it.
 	stopCause error
 
-	// timer ends the runs whose deadline has passed (expire). One timer for
+	// timer ends the runs whose deadline or lease has passed (expire). One timer for
 	// the set, armed for the earliest deadline it knows of, instead of one
 	// per job: a timer started and stopped per job took 6-7% of the
 	// client's CPU in a drain (--cpuprofile: time.AfterFunc). Jobs that
@@ -55,6 +68,10 @@ type runningJobs struct {
 	// at the jobs held and arms itself for the earliest deadline left.
 	timer   *time.Timer
 	timerAt time.Time // when timer fires; zero when not armed
+
+	// leaseEnded, when set, is told of the handlers expire cancelled
+	// because their lease ended (called without the lock held).
+	leaseEnded func([]runningJob)
 }
 
 // add records a job whose handler is about to start; after a hard stop
@@ -65,10 +82,61 @@ func (r *runningJobs) add(j *runningJob) {
 	if r.stopCause != nil {
 		j.cancel(r.stopCause)
 	}
-	if d := j.deadline(); !d.IsZero() && (r.timerAt.IsZero() || d.Before(r.timerAt)) {
+	if d := j.nextExpiry(); !d.IsZero() && (r.timerAt.IsZero() || d.Before(r.timerAt)) {
 		r.armLocked(d)
 	}
 	r.mu.Unlock()
+}
+
+// nextExpiry is the earlier of the job's deadline and the end of its known
+// lease; zero when it has neither.
+func (j *runningJob) nextExpiry() time.Time {
+	d := j.deadline()
+	if h := j.heldUntil; !h.IsZero() && (d.IsZero() || h.Before(d)) {
+		return h
+	}
+	return d
+}
+
+// extend records that a heartbeat sent at sentAt extended the leases
+// given (the others it carried are unchanged): each now lasts at least
+// until sentAt plus lease. A beat that lands after a later one moves
+// nothing back.
+func (r *runningJobs) extend(leases []backend.LeaseRef, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l && until.After(j.heldUntil) {
+			j.heldUntil = until
+		}
+	}
+}
+
+// settled stops tracking the end of the given leases, ended (as far as the
+// heartbeat can tell) by the commit of the handler's own CompleteTx: their
+// end must not cancel the handler.
+func (r *runningJobs) settled(leases []backend.LeaseRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+			j.heldUntil = time.Time{}
+		}
+	}
+}
+
+// heldUntilLatest returns the latest end of the known leases of the jobs
+// given (zero when none is tracked).
+func (r *runningJobs) heldUntilLatest(leases []backend.LeaseRef) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var latest time.Time
+	for _, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && j.lease == l && j.heldUntil.After(latest) {
+			latest = j.heldUntil
+		}
+	}
+	return latest
 }
 
 // armLocked sets the timer to fire at at.
@@ -81,29 +149,42 @@ func (r *runningJobs) armLocked(at time.Time) {
 	r.timer.Reset(time.Until(at))
 }
 
-// expire ends with errJobTimeout the runs whose deadline has passed, and
-// arms the timer for the earliest deadline of the runs left.
+// expire ends the runs whose lease has ended (errLeaseEnded) or whose
+// deadline has passed (errJobTimeout), and arms the timer for the earliest
+// of those times among the runs left. The lease is checked first: a run
+// past both may be running elsewhere already, and its outcome is fenced out.
 func (r *runningJobs) expire() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := time.Now()
-	var next time.Time
+	var (
+		next  time.Time
+		ended []runningJob
+	)
 	for _, j := range r.jobs {
-		d := j.deadline()
-		if d.IsZero() || j.handlerDone || j.ctx.Err() != nil {
+		if j.handlerDone || j.ctx.Err() != nil {
 			continue
 		}
-		if !now.Before(d) {
+		if h := j.heldUntil; !h.IsZero() && !now.Before(h) {
+			j.cancel(errLeaseEnded)
+			ended = append(ended, *j)
+			continue
+		}
+		if d := j.deadline(); !d.IsZero() && !now.Before(d) {
 			j.cancel(errJobTimeout)
 			continue
 		}
-		if next.IsZero() || d.Before(next) {
+		if d := j.nextExpiry(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
 			next = d
 		}
 	}
 	r.timerAt = time.Time{}
 	if !next.IsZero() {
 		r.armLocked(next)
+	}
+	leaseEnded := r.leaseEnded
+	r.mu.Unlock()
+	if len(ended) > 0 && leaseEnded != nil {
+		leaseEnded(ended)
 	}
 }
 

@@ -1,4 +1,5 @@
--- Heartbeat, leased part (schema 12): extend by $3 microseconds the lease
+-- Heartbeat, leased part (schema 12): extend by $3 microseconds, never
+-- moving one back (a client's beats may land out of order), the lease
 -- rows holding any of the jobs ($1 ids, $2 fences), and return the jobs
 -- found in them; the rest go to heartbeat.sql after it. A lease row's
 -- jobs share one lease, so a beat for one extends its siblings too: they
@@ -8,7 +9,7 @@ WITH
 -- lease rows holding them, locked (queries.go, leasedHits).
 {{leased_hits}},
 extended AS (
-  UPDATE {{s}}.spool_leases l SET leased_until = now() + $3::bigint * interval '1 microsecond'
+  UPDATE {{s}}.spool_leases l SET leased_until = greatest(l.leased_until, now() + $3::bigint * interval '1 microsecond')
   WHERE l.id IN (SELECT lease FROM hit)
 )
 SELECT id, fence FROM hit
