@@ -36,61 +36,129 @@ type Maintainer struct {
 	cfg     Config
 	logger  *slog.Logger
 	leading atomic.Bool
+	// termEnds (Unix nanoseconds) is when the term won by the last
+	// successful election ends at the latest: the election was sent then
+	// minus the term, and the store started the term no earlier.
+	termEnds atomic.Int64
+	// won is poked when the election makes this client the leader, so
+	// that maintenance starts at once (capacity 1).
+	won chan struct{}
 }
 
-// Leading reports whether the last election made this client the leader.
-// A leader that stalls past its term may still believe it leads; what it
-// does as leader must be safe to do twice.
-func (m *Maintainer) Leading() bool { return m.leading.Load() }
+// Leading reports whether this client leads: its last election made it
+// the leader, and that term has not ended. A failed renewal does not end
+// it; no other client can win before the term ends. A leader that stalls
+// past its term may still believe it leads; what it does as leader must be
+// safe to do twice.
+func (m *Maintainer) Leading() bool {
+	return m.leading.Load() && time.Now().UnixNano() < m.termEnds.Load()
+}
 
 // New returns a maintainer over be.
 func New(be backend.Backend, cfg Config, logger *slog.Logger) *Maintainer {
-	return &Maintainer{be: be, cfg: cfg, logger: logger}
+	return &Maintainer{be: be, cfg: cfg, logger: logger, won: make(chan struct{}, 1)}
 }
 
+// term is the leader's term: the larger of the job lease and 5 s.
+func (m *Maintainer) term() time.Duration { return max(m.cfg.LeaseDuration, 5*time.Second) }
+
 // Run takes part in the election until ctx ends, and while it leads,
-// rescues and cleans up on their intervals.
+// rescues and cleans up on their intervals. The election runs on a loop of
+// its own, so a slow rescue or cleanup never delays the renewal of the
+// term.
 func (m *Maintainer) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.elect(ctx)
+	}()
+	defer func() { <-done }()
 	cfg := &m.cfg
-	ttl := max(cfg.LeaseDuration, 5*time.Second)
-	tick := min(cfg.RescueInterval, ttl/3)
-	t := time.NewTicker(tick)
+	t := time.NewTicker(min(cfg.RescueInterval, m.term()/3))
 	defer t.Stop()
-	var (
-		leader      bool
-		nextElect   time.Time
-		nextRescue  time.Time
-		nextCleanup time.Time
-	)
+	var nextRescue, nextCleanup time.Time
 	for {
-		now := time.Now()
-		if !now.Before(nextElect) {
-			ok, err := m.be.LeaderElect(ctx, &backend.LeaderElectParams{Name: LeaderName, ClientID: cfg.ClientID, TTL: ttl})
-			switch {
-			case err != nil:
-				if ctx.Err() != nil {
-					return
-				}
-				m.logger.Warn("spool: leader election failed", "error", err)
-				leader = false
-			case ok != leader:
-				m.logger.Info("spool: maintenance leadership changed", "leader", ok)
-				leader = ok
-			}
-			m.leading.Store(leader)
-			nextElect = now.Add(ttl / 3)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.won:
 		}
-		if leader && !now.Before(nextRescue) {
+		if !m.Leading() {
+			continue
+		}
+		now := time.Now()
+		if !now.Before(nextRescue) {
 			m.rescue(ctx)
 			nextRescue = now.Add(cfg.RescueInterval)
 		}
-		if leader && !now.Before(nextCleanup) {
+		if !now.Before(nextCleanup) {
 			m.cleanup(ctx)
 			nextCleanup = now.Add(cfg.CleanupInterval)
 		}
+	}
+}
+
+// elect renews or seeks leadership every third of the term until ctx
+// ends. A renewal that fails keeps the leadership until the term ends and
+// is tried again sooner; only the store saying another client leads, or
+// the term running out, hands it over.
+func (m *Maintainer) elect(ctx context.Context) {
+	ttl := m.term()
+	defer m.leading.Store(false)
+	var failing bool
+	for {
+		sentAt := time.Now()
+		// A renewal may take until the term it renews ends; a client not
+		// leading gives its try a third of the term.
+		deadline := sentAt.Add(ttl / 3)
+		if m.Leading() {
+			deadline = time.Unix(0, m.termEnds.Load())
+		}
+		ectx, cancel := context.WithDeadline(ctx, deadline)
+		ok, err := m.be.LeaderElect(ectx, &backend.LeaderElectParams{Name: LeaderName, ClientID: m.cfg.ClientID, TTL: ttl})
+		cancel()
+		wait := ttl / 3
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			wait = min(ttl/10, time.Second)
+			if m.Leading() {
+				left := time.Until(time.Unix(0, m.termEnds.Load()))
+				m.logger.Warn("spool: could not renew maintenance leadership; still leading until the term ends, trying again", "term_left", left.Round(time.Millisecond), "retry_in", wait, "error", err)
+			} else if m.leading.Swap(false) {
+				m.logger.Warn("spool: maintenance leadership lost: its term ended before a renewal reached the store", "term", ttl, "error", err)
+			} else if !failing {
+				m.logger.Warn("spool: leader election failed; trying again", "retry_in", wait, "error", err)
+			}
+			failing = true
+		default:
+			if failing {
+				m.logger.Info("spool: leader election reaches the store again")
+			}
+			failing = false
+			if ok {
+				m.termEnds.Store(sentAt.Add(ttl).UnixNano())
+			}
+			if was := m.leading.Swap(ok); was != ok {
+				m.logger.Info("spool: maintenance leadership changed", "leader", ok)
+				if ok {
+					select {
+					case m.won <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+		if m.Leading() {
+			// Renew before the term ends even if the wait would pass it.
+			wait = min(wait, time.Until(time.Unix(0, m.termEnds.Load()))/2)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			m.leading.Store(false)
+			t.Stop()
 			return
 		case <-t.C:
 		}
