@@ -421,10 +421,17 @@ func TestRebindingHostRefused(t *testing.T) {
 		t.Error("the refusal has no CSP")
 	}
 
-	// The attacker's page posting as the browser would: its own origin,
-	// the dashboard's cookie (same site for the browser), and a token it
-	// read from a page it fetched (which the check above already refuses).
-	req, _ = http.NewRequest(http.MethodPost, srv.URL+page+"/cancel", strings.NewReader(url.Values{"csrf": {tok}}.Encode()))
+	// The attacker's page does what a page of the dashboard's own origin
+	// may: fetch the job's page (the browser keeps the CSRF cookie it
+	// sets, for evil.example), read the token from it, post with both.
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+page, nil)
+	req.Host = evil
+	_, _, evilPage := s.do(req)
+	evilTok := tok
+	if m := csrfField.FindStringSubmatch(evilPage); m != nil {
+		evilTok = m[1]
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+page+"/cancel", strings.NewReader(url.Values{"csrf": {evilTok}}.Encode()))
 	req.Host = evil
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "http://"+evil)
@@ -560,6 +567,11 @@ func TestBadInputAnswers4xx(t *testing.T) {
 				if strings.Contains(body, "ERROR") || strings.Contains(body, "SQLSTATE") || strings.Contains(body, "Index of") || strings.Contains(body, `href="vendor/"`) {
 					t.Errorf("%s: the page shows a database error or a listing:\n%.300s", path, body)
 				}
+			}
+			// The last id there is: no window of ids past it to read, no
+			// link to newer jobs (its edge overflowed to a negative id).
+			if _, _, body := s.get("/jobs?kind=ok&after=9223372036854775807"); strings.Contains(body, "-922") || strings.Contains(body, `rel="prev"`) {
+				t.Errorf("a list after the largest id reads or links past it:\n%s", body)
 			}
 			if l := logs.String(); l != "" {
 				t.Errorf("bad input was logged as an error:\n%s", l)
