@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ui"
 )
 
 // xssKind is a job kind that would run a script if a page did not escape it.
@@ -314,8 +315,13 @@ func TestBrowserSecurity(t *testing.T) {
 	if txt := get(t, b, "refusal text", chromedp.Text(chromedp.CSS(`body`))); !strings.Contains(txt, "does not answer to host") || !strings.Contains(txt, "--allowed-host") || strings.Contains(txt, "secret-note") {
 		t.Errorf("the refusal through evil.example:\n%s", txt)
 	}
-	status := get(t, b, "rebinding post", chromedp.Evaluate[int](
-		fmt.Sprintf(`fetch("/jobs/%d/cancel", {method: "POST"}).then(r => r.status)`, victim), chromedp.EvalAwaitPromise))
+	// Its script posts an action with the token of the page it got, if
+	// it got one (a dashboard page carries it in hx-headers).
+	status := get(t, b, "rebinding post", chromedp.Evaluate[int](fmt.Sprintf(`(() => {
+		let tok = "";
+		try { tok = JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRF-Token"]; } catch (e) {}
+		return fetch("/jobs/%d/cancel", {method: "POST", headers: {"X-CSRF-Token": tok}}).then(r => r.status);
+	})()`, victim), chromedp.EvalAwaitPromise))
 	if status != 421 {
 		t.Errorf("POST from the rebinding page: status %d, want 421", status)
 	}
@@ -346,6 +352,16 @@ func TestBrowserSecurity(t *testing.T) {
 	if loc := get(t, b, "location", chromedp.Evaluate[string](`location.href`)); loc != srv.URL+"/" {
 		t.Errorf("after the post from //evil.example/x the browser is at %q, want %q", loc, srv.URL+"/")
 	}
+	// TokenAuth's redirect, which takes the token out of the address, from
+	// a path that reads as another site.
+	const token = "0123456789abcdef0123"
+	ft := newFixture(t, &ui.Options{Authorize: ui.TokenAuth(token)})
+	srvT := httptest.NewServer(ft.handler)
+	t.Cleanup(srvT.Close)
+	b.do(t, "token URL", chromedp.Navigate(srvT.URL+"//evil.example/x?token="+token))
+	if loc := get(t, b, "location", chromedp.Evaluate[string](`location.href`)); loc != srvT.URL+"/" {
+		t.Errorf("TokenAuth from //evil.example/x sent the browser to %q, want %q", loc, srvT.URL+"/")
+	}
 
 	// Long values: the table stays within the window, the row's last
 	// cells on screen; a 4 kB error wraps on the job's page.
@@ -359,7 +375,7 @@ func TestBrowserSecurity(t *testing.T) {
 	if widths[1] > widths[0] || widths[2] > widths[0] || widths[3] > widths[0] {
 		t.Errorf("a 250-character kind widens the jobs page past the window: %v", widths)
 	}
-	if title := get(t, b, "kind title", chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('tr[data-job="%d"] td.kind .cut').title`, long))); title != longKind {
+	if title := get(t, b, "kind title", chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('tr[data-job="%d"] td.kind .cut')?.title ?? ""`, long))); title != longKind {
 		t.Errorf("the cut kind's title is %q, want the whole kind", title)
 	}
 	failed := f.failedJob(t, strings.Repeat("E", 4096))
