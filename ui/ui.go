@@ -298,7 +298,7 @@ func (h *Handler) back(w http.ResponseWriter, r *http.Request, target string) {
 
 // localPath cleans an escaped URL path that a browser reads as a path of
 // this site, or reports false for one it may not: a browser takes
-// "//host/x" for another site, and "/\\host/x" too (a backslash is a slash
+// "//host/x" for another site, and "/\host/x" too (a backslash is a slash
 // in http URLs), and drops tabs and newlines before it reads a URL. An
 // empty segment, a backslash (raw or %5C) or an escaped dot (which a
 // browser resolves as a dot segment, out of the prefix the path seemed to
