@@ -302,8 +302,8 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 		return nil, invalid("args", nil, "args are nil")
 	}
 	kind := args.Kind()
-	if kind == "" || len(kind) > MaxKindLength || !printable(kind) || !utf8.ValidString(kind) {
-		return nil, invalid("kind", nil, "kind %q must be 1 to %d printable characters of valid UTF-8", kind, MaxKindLength)
+	if err := ValidateKind(kind); err != nil {
+		return nil, err
 	}
 	if c.config.Workers != nil && !c.config.AllowUnknownKinds && !c.config.Workers.has(kind) {
 		return nil, invalid("kind", ErrUnknownKind, "no worker registered for kind %q (set Config.AllowUnknownKinds to insert it anyway)", kind)
@@ -443,6 +443,15 @@ func mergeOpts(base, over InsertOpts) InsertOpts {
 func ValidateQueueName(name string) error {
 	if !validQueue(name) {
 		return invalid("queue", nil, "queue name %q must be 1 to 128 of a-z A-Z 0-9 _ . -, not starting with . or -", name)
+	}
+	return nil
+}
+
+// ValidateKind checks a job kind: 1 to MaxKindLength bytes of printable
+// characters of valid UTF-8. It returns an *InvalidJobError.
+func ValidateKind(kind string) error {
+	if kind == "" || len(kind) > MaxKindLength || !printable(kind) || !utf8.ValidString(kind) {
+		return invalid("kind", nil, "kind %q must be 1 to %d printable characters of valid UTF-8", kind, MaxKindLength)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ui"
 )
 
 // xssKind is a job kind that would run a script if a page did not escape it.
@@ -74,6 +75,9 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.WindowSize(1280, 900),
+		// A name an attacker would point at this machine (DNS
+		// rebinding), resolved to loopback inside this browser only.
+		chromedp.Flag("host-resolver-rules", "MAP evil.example 127.0.0.1"),
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -273,5 +277,150 @@ func TestBrowser(t *testing.T) {
 			continue // the two refused posts above
 		}
 		t.Errorf("browser error (a CSP violation or a script error): %s", e)
+	}
+}
+
+// navStatus is the HTTP status of the page the browser shows.
+func navStatus(t *testing.T, b *browser) int {
+	t.Helper()
+	return get(t, b, "navigation status", chromedp.Evaluate[int](`performance.getEntriesByType("navigation")[0].responseStatus`))
+}
+
+// TestBrowserSecurity drives the dashboard's defences against hostile
+// input in headless Chromium: a page reached through a name that resolves
+// to 127.0.0.1 (DNS rebinding) gets 421 and cannot post an action; a bad
+// filter is a 400 page that states the rule and does not refresh; a form
+// posted from a page whose URL path reads as another site
+// ("//evil.example/x") comes back to the dashboard; a 250-character kind
+// and a 4 kB error do not widen a page past the window; args show
+// "<script>" as written; a page whose job is deleted stops refreshing.
+func TestBrowserSecurity(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	srv := httptest.NewServer(f.handler)
+	t.Cleanup(srv.Close)
+	port := mustURL(t, srv.URL).Port()
+	dir := artifactDir(t)
+	b := newBrowser(t)
+	var expected []string // network errors the steps cause on purpose
+
+	// DNS rebinding: evil.example resolves to 127.0.0.1, so its page is
+	// same-origin with whatever listens there.
+	victim := f.insert(t, "note", "", nil)
+	evil := "http://evil.example:" + port
+	b.do(t, "rebinding page", chromedp.Navigate(evil+"/jobs"))
+	if st := navStatus(t, b); st != 421 {
+		t.Errorf("the dashboard through evil.example: status %d, want 421", st)
+	}
+	if txt := get(t, b, "refusal text", chromedp.Text(chromedp.CSS(`body`))); !strings.Contains(txt, "does not answer to host") || !strings.Contains(txt, "--allowed-host") || strings.Contains(txt, "secret-note") {
+		t.Errorf("the refusal through evil.example:\n%s", txt)
+	}
+	// Its script posts an action with the token of the page it got, if
+	// it got one (a dashboard page carries it in hx-headers).
+	status := get(t, b, "rebinding post", chromedp.Evaluate[int](fmt.Sprintf(`(() => {
+		let tok = "";
+		try { tok = JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRF-Token"]; } catch (e) {}
+		return fetch("/jobs/%d/cancel", {method: "POST", headers: {"X-CSRF-Token": tok}}).then(r => r.status);
+	})()`, victim), chromedp.EvalAwaitPromise))
+	if status != 421 {
+		t.Errorf("POST from the rebinding page: status %d, want 421", status)
+	}
+	expected = append(expected, "421 (Misdirected Request) "+evil+"/jobs", fmt.Sprintf("421 (Misdirected Request) %s/jobs/%d/cancel", evil, victim))
+	if j, err := f.client.JobGet(ctx, victim); err != nil || j.State != spool.JobStateAvailable {
+		t.Fatalf("job after the rebinding post: %+v %v", j, err)
+	}
+
+	// A bad filter: 400, the rule on the page, no live refresh.
+	b.do(t, "bad kind filter", chromedp.Navigate(srv.URL+"/jobs?kind=%ff"), chromedp.WaitVisible(chromedp.CSS(`p.error`)))
+	if st := navStatus(t, b); st != 400 {
+		t.Errorf("/jobs?kind=%%ff: status %d, want 400", st)
+	}
+	if txt := get(t, b, "filter error", chromedp.Text(chromedp.CSS(`p.error`))); !strings.Contains(txt, "printable characters of valid UTF-8") {
+		t.Errorf("the bad filter's message: %q", txt)
+	}
+	if get(t, b, "refresh attribute", chromedp.Evaluate[bool](`document.getElementById("live").hasAttribute("hx-trigger")`)) {
+		t.Error("the error page refreshes itself")
+	}
+	expected = append(expected, "400 (Bad Request) "+srv.URL+"/jobs?kind=%ff")
+
+	// A plain form post (no htmx) from a page whose path reads as another
+	// site: the browser sends it as Referer, the answer must not follow it.
+	b.do(t, "queues page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="default"] button[data-action="pause"]`)))
+	get(t, b, "pushState", chromedp.Evaluate[bool](`history.pushState(null, "", location.origin + "//evil.example/x"), true`))
+	get(t, b, "submit", chromedp.Evaluate[bool](`document.querySelector('tr[data-queue="default"] form.action').submit(), true`))
+	b.do(t, "back on the dashboard", chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="default"] button[data-action="resume"]`)))
+	if loc := get(t, b, "location", chromedp.Evaluate[string](`location.href`)); loc != srv.URL+"/" {
+		t.Errorf("after the post from //evil.example/x the browser is at %q, want %q", loc, srv.URL+"/")
+	}
+	// TokenAuth's redirect, which takes the token out of the address, from
+	// a path that reads as another site.
+	const token = "0123456789abcdef0123"
+	ft := newFixture(t, &ui.Options{Authorize: ui.TokenAuth(token)})
+	srvT := httptest.NewServer(ft.handler)
+	t.Cleanup(srvT.Close)
+	b.do(t, "token URL", chromedp.Navigate(srvT.URL+"//evil.example/x?token="+token))
+	if loc := get(t, b, "location", chromedp.Evaluate[string](`location.href`)); loc != srvT.URL+"/" {
+		t.Errorf("TokenAuth from //evil.example/x sent the browser to %q, want %q", loc, srvT.URL+"/")
+	}
+
+	// Long values: the table stays within the window, the row's last
+	// cells on screen; a 4 kB error wraps on the job's page.
+	longKind := strings.Repeat("k", 250)
+	long := f.insert(t, longKind, "", nil)
+	b.do(t, "jobs with a long kind", chromedp.Navigate(srv.URL+"/jobs"), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-job="%d"]`, long))))
+	b.screenshot(t, dir, "jobs-long-kind")
+	widths := get(t, b, "widths", chromedp.Evaluate[[]float64](fmt.Sprintf(`[window.innerWidth, document.querySelector("table.jobs").getBoundingClientRect().width,
+		document.documentElement.scrollWidth, document.querySelector('tr[data-job="%d"] td:last-child').getBoundingClientRect().right]`, long)))
+	t.Logf("jobs page with a 250-character kind: window %.0f px, table %.0f px, document %.0f px, last cell's right edge %.0f px", widths[0], widths[1], widths[2], widths[3])
+	if widths[1] > widths[0] || widths[2] > widths[0] || widths[3] > widths[0] {
+		t.Errorf("a 250-character kind widens the jobs page past the window: %v", widths)
+	}
+	if title := get(t, b, "kind title", chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector('tr[data-job="%d"] td.kind .cut')?.title ?? ""`, long))); title != longKind {
+		t.Errorf("the cut kind's title is %q, want the whole kind", title)
+	}
+	failed := f.failedJob(t, strings.Repeat("E", 4096))
+	b.do(t, "job with a long error", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, failed)), chromedp.WaitVisible(chromedp.CSS(`#job-state`)))
+	b.screenshot(t, dir, "job-long-error")
+	widths = get(t, b, "job widths", chromedp.Evaluate[[]float64](`[window.innerWidth, document.documentElement.scrollWidth]`))
+	t.Logf("job page with a 4 kB error: window %.0f px, document %.0f px", widths[0], widths[1])
+	if widths[1] > widths[0] {
+		t.Errorf("a 4 kB error widens the job page past the window: %v", widths)
+	}
+
+	// Args as written.
+	res, err := f.client.Insert(ctx, rawArgs{kind: "markup", Data: "<script>alert(1)</script> & co"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "job with markup args", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, res.ID)), chromedp.WaitVisible(chromedp.CSS(`#args`)))
+	if args := get(t, b, "args text", chromedp.Text(chromedp.CSS(`#args`))); !strings.Contains(args, `"data": "<script>alert(1)</script> & co"`) {
+		t.Errorf("args shown as %q, want the text as written", args)
+	}
+
+	// The job is deleted while its page is open: the refresh stops.
+	gone := f.insert(t, "note", "", nil)
+	b.do(t, "job page", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, gone)), chromedp.WaitVisible(chromedp.CSS(`#job-state`)))
+	if _, err := f.client.JobDelete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "refresh stops", chromedp.WaitVisible(chromedp.CSS(`#live-stopped`)))
+	if get(t, b, "still polling", chromedp.Evaluate[bool](`document.getElementById("live").hasAttribute("hx-trigger")`)) {
+		t.Error("the page still refreshes after an error")
+	}
+	expected = append(expected, fmt.Sprintf("404 (Not Found) %s/jobs/%d", srv.URL, gone))
+	htmxError := fmt.Sprintf(`console: "Response Status Error Code 404 from /jobs/%d,`, gone) // htmx logs the failed refresh
+
+	dialogs, errs := b.seen()
+	for _, d := range dialogs {
+		t.Errorf("unexpected dialog %q", d)
+	}
+	for _, e := range errs {
+		ok := strings.HasPrefix(e, htmxError)
+		for _, x := range expected {
+			ok = ok || strings.HasPrefix(e, "log (network): ") && strings.HasSuffix(e, x)
+		}
+		if !ok {
+			t.Errorf("browser error (a CSP violation or a script error): %s", e)
+		}
 	}
 }

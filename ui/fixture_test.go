@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,11 +10,51 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 	"github.com/spoolq/spool/ui"
 )
 
-// fixture is a dashboard over a fresh SQLite store, served by a client that
-// defines a flow-limited queue and a periodic job.
+// testBackends are the stores the tests of bad input run on, each: the
+// review that found them saw PostgreSQL answer a kind of invalid UTF-8
+// with a 500, where SQLite took it.
+var testBackends = []string{"sqlite", "postgres", "mysql"}
+
+// fixtureBackend is the store newFixture uses: $SPOOL_TEST_UI_BACKEND
+// (sqlite, postgres or mysql), else SQLite.
+func fixtureBackend() string {
+	if b := os.Getenv("SPOOL_TEST_UI_BACKEND"); b != "" {
+		return b
+	}
+	return "sqlite"
+}
+
+// openBackend returns a fresh, migrated store of the kind named, dropped
+// when the test ends; a missing server fails the test.
+func openBackend(t testing.TB, name string) backend.Backend {
+	t.Helper()
+	switch name {
+	case "sqlite":
+		ctx := context.Background()
+		be, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "ui.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = be.Close() })
+		if err := be.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return be
+	case "postgres":
+		return testdb.Postgres(t)
+	case "mysql":
+		return testdb.MySQL(t, nil)
+	}
+	t.Fatalf("no test backend %q (sqlite, postgres, mysql)", name)
+	return nil
+}
+
+// fixture is a dashboard over a fresh store (see fixtureBackend), served
+// by a client that defines a flow-limited queue and a periodic job.
 type fixture struct {
 	be      backend.Backend
 	client  *spool.Client
@@ -33,17 +74,15 @@ type reportArgs struct{}
 
 func (reportArgs) Kind() string { return "report" }
 
-func newFixture(t *testing.T, opts *ui.Options) *fixture {
+func newFixture(t testing.TB, opts *ui.Options) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	be, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "ui.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	return newFixtureOn(t, fixtureBackend(), opts)
+}
+
+// newFixtureOn is newFixture on the backend named.
+func newFixtureOn(t testing.TB, backendName string, opts *ui.Options) *fixture {
+	t.Helper()
+	be := openBackend(t, backendName)
 	client, err := spool.NewClient(be, &spool.Config{
 		AllowUnknownKinds: true,
 		Queues: map[string]spool.QueueConfig{
@@ -68,7 +107,7 @@ func newFixture(t *testing.T, opts *ui.Options) *fixture {
 }
 
 // insert adds a job of kind to queue ("" for the default queue).
-func (f *fixture) insert(t *testing.T, kind, queue string, opts *spool.InsertOpts) int64 {
+func (f *fixture) insert(t testing.TB, kind, queue string, opts *spool.InsertOpts) int64 {
 	t.Helper()
 	if opts == nil {
 		opts = &spool.InsertOpts{}
@@ -102,11 +141,17 @@ func (f *fixture) runningJob(t *testing.T) int64 {
 
 // discardedJob makes a job whose only attempt failed with a stack trace.
 func (f *fixture) discardedJob(t *testing.T) int64 {
+	return f.failedJob(t, "smtp: 550 <no such user>")
+}
+
+// failedJob makes a job whose only attempt failed with msg and a stack
+// trace.
+func (f *fixture) failedJob(t *testing.T, msg string) int64 {
 	id := f.insert(t, "note", "claims", &spool.InsertOpts{MaxAttempts: 1})
 	row := f.claim(t, id)
 	res, err := f.be.JobFinishMany(context.Background(), &backend.JobFinishManyParams{Finishes: []backend.JobFinish{{
 		Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
-		Error: &backend.AttemptError{Attempt: 1, At: time.Now(), Error: "smtp: 550 <no such user>", Trace: "goroutine 1 [running]:\nmain.send()"},
+		Error: &backend.AttemptError{Attempt: 1, At: time.Now(), Error: msg, Trace: "goroutine 1 [running]:\nmain.send()"},
 	}}})
 	if err != nil || len(res.Rejected) != 0 {
 		t.Fatalf("discard job %d: %v %v", id, res, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -33,6 +34,9 @@ type page struct {
 	// Self is the page's own URL, which live refresh fetches again.
 	Self string
 	Data any
+	// Status is the page's HTTP status (0: 200). A page that answers an
+	// error does not refresh: the same request would fail again.
+	Status int
 }
 
 // parsePages parses each page template with the layout.
@@ -81,7 +85,7 @@ func dict(kv ...any) (map[string]any, error) {
 // only the part that changes.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p *page) {
 	p.Prefix, p.ReadOnly, p.CSRF = h.opts.Prefix, h.opts.ReadOnly, h.csrfToken(w, r)
-	if h.opts.Refresh > 0 {
+	if h.opts.Refresh > 0 && p.Status < 400 {
 		p.Refresh = int(h.opts.Refresh / time.Millisecond)
 	}
 	p.Self = r.URL.RequestURI()
@@ -96,6 +100,9 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p 
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	if p.Status != 0 {
+		w.WriteHeader(p.Status)
+	}
 	_, _ = w.Write(buf.Bytes())
 }
 
@@ -223,6 +230,14 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 			bad = append(bad, err.Error())
 		}
 	}
+	if d.Kind != "" {
+		// As an insert checks it: a kind no job can have is refused here
+		// rather than by the database (PostgreSQL refuses invalid UTF-8
+		// and NUL in a query's text).
+		if err := spool.ValidateKind(d.Kind); err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
 	for _, tb := range []struct {
 		v   string
 		dst *time.Time
@@ -233,6 +248,13 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 		t, err := time.Parse(dateLayout, tb.v)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("time %q is not YYYY-MM-DDTHH:MM", tb.v))
+			continue
+		}
+		if t.Before(spool.MinRunAt) || t.After(spool.MaxRunAt) {
+			// The times every backend can hold (MariaDB's DATETIME
+			// begins with year 1000, SQLite's count with 1970).
+			bad = append(bad, fmt.Sprintf("time %q is out of range %s..%s", tb.v,
+				spool.MinRunAt.Format(dateLayout), spool.MaxRunAt.Format(dateLayout)))
 			continue
 		}
 		*tb.dst = t
@@ -250,8 +272,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(bad) > 0 {
 		d.Error = strings.Join(bad, "; ")
-		w.WriteHeader(http.StatusBadRequest)
-		h.render(w, r, "jobs", &page{Title: "Jobs", Nav: "jobs", Data: d})
+		h.render(w, r, "jobs", &page{Title: "Jobs", Nav: "jobs", Data: d, Status: http.StatusBadRequest})
 		return
 	}
 	if after > 0 {
@@ -369,7 +390,7 @@ func (h *Handler) narrow(ctx context.Context, p *spool.JobListParams, byKind boo
 			p.AfterID = floor - 1
 			win.limited, win.from, win.to = true, floor, top-1
 		}
-	} else if edge := p.AfterID + scanWindow + 1; p.BeforeID == 0 || edge < p.BeforeID {
+	} else if edge := p.AfterID + scanWindow + 1; p.AfterID < math.MaxInt64-scanWindow && (p.BeforeID == 0 || edge < p.BeforeID) {
 		p.BeforeID = edge
 		win.limited, win.from, win.to = true, p.AfterID+1, edge-1
 	}
@@ -611,8 +632,7 @@ func (h *Handler) limitsPage(w http.ResponseWriter, r *http.Request) {
 	if d.Queue != "" {
 		if err := spool.ValidateQueueName(d.Queue); err != nil {
 			d.Error = err.Error()
-			w.WriteHeader(http.StatusBadRequest)
-			h.render(w, r, "limits", &page{Title: "Limits", Nav: "limits", Data: d})
+			h.render(w, r, "limits", &page{Title: "Limits", Nav: "limits", Data: d, Status: http.StatusBadRequest})
 			return
 		}
 		queues[d.Queue] = true
@@ -658,7 +678,10 @@ func ago(t time.Time) string {
 	}
 }
 
-// prettyJSON indents a JSON document for display ("–" for none).
+// prettyJSON indents a JSON document for display ("–" for none), with the
+// characters encoding/json escapes for HTML (<, >, &, U+2028, U+2029) shown
+// as themselves: html/template escapes the page, and "\u003cscript\u003e"
+// is not what the user wrote.
 func prettyJSON(raw json.RawMessage) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "–"
@@ -667,5 +690,34 @@ func prettyJSON(raw json.RawMessage) string {
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return string(raw)
 	}
-	return b.String()
+	return unescapeHTMLSafe(b.Bytes())
+}
+
+// htmlEscapes are the escapes encoding/json writes for HTML's sake, and the
+// characters they stand for.
+var htmlEscapes = map[string]string{`u003c`: "<", `u003e`: ">", `u0026`: "&", `u2028`: "\u2028", `u2029`: "\u2029"}
+
+// unescapeHTMLSafe replaces, in valid JSON, the escapes of htmlEscapes with
+// their characters; every other escape stays as it is. It reads escapes in
+// order, so the text of an escaped backslash ("\\u003c") is left alone.
+func unescapeHTMLSafe(doc []byte) string {
+	var out strings.Builder
+	out.Grow(len(doc))
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '\\' || i+1 >= len(doc) {
+			out.WriteByte(doc[i])
+			continue
+		}
+		if doc[i+1] == 'u' && i+6 <= len(doc) {
+			if c, ok := htmlEscapes[strings.ToLower(string(doc[i+1:i+6]))]; ok {
+				out.WriteString(c)
+				i += 5
+				continue
+			}
+		}
+		out.WriteByte(doc[i])
+		out.WriteByte(doc[i+1])
+		i++
+	}
+	return out.String()
 }

@@ -7,8 +7,10 @@
 // bound to the browser (a request without one gets 403) and a same-origin
 // fetch; every page is served with a Content-Security-Policy that allows
 // only the dashboard's own scripts and styles and forbids framing;
-// everything stored in a job is escaped by html/template. Access control is
-// the application's: Options.Authorize (BasicAuth and TokenAuth are given).
+// everything stored in a job is escaped by html/template; without
+// Options.Authorize it answers only to loopback host names and
+// Options.AllowedHosts (DNS rebinding). Access control is the
+// application's: Options.Authorize (BasicAuth and TokenAuth are given).
 //
 // Pages are rendered on the server; htmx refreshes them in place and uPlot
 // draws the throughput chart, both embedded (see assets/vendor.sh).
@@ -20,14 +22,17 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -69,6 +74,23 @@ type Options struct {
 	Refresh time.Duration
 	// Logger receives errors of requests (default slog.Default()).
 	Logger *slog.Logger
+	// AllowedHosts are the host names (the Host header without its port)
+	// the dashboard answers to, besides the loopback names (localhost,
+	// 127.0.0.1, ::1 and every loopback address) and the address the
+	// request arrived at, which it always answers to. A name starting with
+	// a dot also admits its subdomains (".example.com": example.com and
+	// a.example.com); "*" admits any host. Any other host gets 421
+	// Misdirected Request: a page of another site whose name an attacker
+	// points at this machine (DNS rebinding) is same-origin with the
+	// dashboard in the browser, so without this check it could read the
+	// pages and post actions.
+	//
+	// When AllowedHosts is empty and Authorize is set, any host is
+	// admitted: credentials a browser keeps (a cookie, basic
+	// authentication) are sent to the site they were given to, never to a
+	// rebinding page. An Authorize that admits by network address (the
+	// client's IP) is no such credential: give it AllowedHosts too.
+	AllowedHosts []string
 }
 
 // How old the shared counts may be before a request refreshes them.
@@ -86,8 +108,12 @@ type Handler struct {
 	opts   Options
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
+	// next is what ServeHTTP serves after its checks: mux, or the
+	// handler Guard was given.
+	next   http.Handler
 	origin *http.CrossOriginProtection
 	redact map[string]bool
+	hosts  hostRules
 	// stats are the queues' counts by state; throughput the chart's
 	// buckets of every queue (cache.go).
 	stats      *cache[queueCounts]
@@ -125,6 +151,9 @@ func New(client *spool.Client, opts *Options) (*Handler, error) {
 		h.redact[k] = true
 	}
 	var err error
+	if h.hosts, err = newHostRules(h.opts.AllowedHosts, h.opts.Authorize != nil); err != nil {
+		return nil, err
+	}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -152,7 +181,7 @@ func (h *Handler) routes() {
 	m := http.NewServeMux()
 	p := h.opts.Prefix
 	static, _ := fs.Sub(staticFS, "static")
-	m.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", cacheStatic(http.FileServerFS(static))))
+	m.Handle("GET "+p+"/static/", http.StripPrefix(p+"/static/", staticFiles(static)))
 	m.HandleFunc("GET "+p+"/{$}", h.queuesPage)
 	m.HandleFunc("GET "+p+"/jobs", h.jobsPage)
 	m.HandleFunc("GET "+p+"/jobs/{id}", h.jobPage)
@@ -161,7 +190,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"/api/throughput", h.throughputAPI)
 	m.HandleFunc("POST "+p+"/jobs/{id}/{action}", h.action(h.jobAction))
 	m.HandleFunc("POST "+p+"/queues/{action}", h.action(h.queueAction))
-	h.mux = m
+	h.mux, h.next = m, m
 }
 
 // ServeHTTP implements http.Handler.
@@ -172,10 +201,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("X-Frame-Options", "DENY")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "same-origin")
+	if !h.hostAllowed(r) {
+		http.Error(w, h.hostRefusal(r), http.StatusMisdirectedRequest)
+		return
+	}
 	if h.opts.Authorize != nil && !h.opts.Authorize(w, r) {
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	h.next.ServeHTTP(w, r)
+}
+
+// Guard returns a handler that serves next behind the dashboard's own
+// checks: the security headers, the allowed hosts and Authorize (a
+// Prometheus endpoint beside the dashboard, as `spool ui` serves).
+func (h *Handler) Guard(next http.Handler) http.Handler {
+	g := *h
+	g.next = next
+	return &g
 }
 
 // csrfCookie holds the browser's CSRF secret; pages embed the same value in
@@ -242,16 +284,44 @@ func (h *Handler) back(w http.ResponseWriter, r *http.Request, target string) {
 		target = h.opts.Prefix + "/"
 		// Back to the page the form was on: its path only, and only a
 		// page of the dashboard (never a redirect to another site).
-		if ref, err := url.Parse(r.Header.Get("Referer")); err == nil && ref.Host == r.Host &&
-			(ref.Path == h.opts.Prefix+"/" || strings.HasPrefix(ref.Path, h.opts.Prefix+"/")) {
-			target = ref.Path
-			if ref.RawQuery != "" {
-				target += "?" + ref.RawQuery
+		if ref, err := url.Parse(r.Header.Get("Referer")); err == nil && ref.Host == r.Host {
+			if p, ok := localPath(ref.EscapedPath()); ok && strings.HasPrefix(p, h.opts.Prefix+"/") {
+				target = p
+				if q := ref.RawQuery; q != "" && !strings.ContainsFunc(q, notURLByte) {
+					target += "?" + q
+				}
 			}
 		}
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
+
+// localPath cleans an escaped URL path that a browser reads as a path of
+// this site, or reports false for one it may not: a browser takes
+// "//host/x" for another site, and "/\host/x" too (a backslash is a slash
+// in http URLs), and drops tabs and newlines before it reads a URL. An
+// empty segment, a backslash (raw or %5C) or an escaped dot (which a
+// browser resolves as a dot segment, out of the prefix the path seemed to
+// have) is no path of the dashboard's, so each is refused outright.
+func localPath(escaped string) (string, bool) {
+	lower := strings.ToLower(escaped)
+	if !strings.HasPrefix(escaped, "/") || strings.ContainsFunc(escaped, notURLByte) || strings.Contains(escaped, "//") ||
+		strings.ContainsRune(escaped, '\\') || strings.Contains(lower, "%5c") || strings.Contains(lower, "%2e") {
+		return "", false
+	}
+	if _, err := url.PathUnescape(escaped); err != nil {
+		return "", false // "%" without two hex digits
+	}
+	p := path.Clean(escaped)
+	if strings.HasSuffix(escaped, "/") && p != "/" {
+		p += "/"
+	}
+	return p, true
+}
+
+// notURLByte reports a rune that has no place unescaped in a URL's path or
+// query as a browser sends it: controls, spaces and non-ASCII.
+func notURLByte(r rune) bool { return r <= ' ' || r >= 0x7f }
 
 // statusError is an error with the HTTP status it answers with.
 type statusError struct {
@@ -276,16 +346,40 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.Canceled):
 		// The browser went away.
 	default:
-		h.opts.Logger.Error("spool ui: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-		http.Error(w, "internal error: "+err.Error(), http.StatusInternalServerError)
+		// The cause stays in the log: a database's message names its
+		// tables and settings, and is no help to the browser.
+		ref := make([]byte, 6)
+		_, _ = rand.Read(ref)
+		id := hex.EncodeToString(ref)
+		h.opts.Logger.Error("spool ui: request failed", "method", r.Method, "path", r.URL.Path, "ref", id, "error", err)
+		http.Error(w, "internal error: the server's log has its cause (ref "+id+")", http.StatusInternalServerError)
 	}
 }
 
-// cacheStatic lets browsers keep the embedded files for an hour.
-func cacheStatic(next http.Handler) http.Handler {
+// staticFiles serves the embedded files, and nothing else: a directory or
+// a name that is no file of files is 404 (http.FileServer lists
+// directories, and answers 500 to a name fs.ValidPath refuses, such as
+// invalid UTF-8). Browsers may keep the files for an hour.
+func staticFiles(files fs.FS) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fs.ValidPath(r.URL.Path) {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := files.Open(r.URL.Path)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		rs, seekable := f.(io.ReadSeeker)
+		if err != nil || st.IsDir() || !seekable {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
-		next.ServeHTTP(w, r)
+		http.ServeContent(w, r, st.Name(), st.ModTime(), rs)
 	})
 }
 
@@ -323,9 +417,16 @@ func TokenAuth(token string) func(http.ResponseWriter, *http.Request) bool {
 			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", HttpOnly: true,
 				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			// The same page, but only ever a path of this site: a path
+			// such as "//evil.example/" would send the browser away.
+			target, ok := localPath(r.URL.EscapedPath())
+			if !ok {
+				target = "/"
+			}
+			if len(q) > 0 {
+				target += "?" + q.Encode()
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
 			return false
 		}
 		http.Error(w, "a token is required: open the URL that spool ui printed", http.StatusUnauthorized)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 	"github.com/spoolq/spool/ui"
 )
 
@@ -369,5 +371,324 @@ func TestJobsPages(t *testing.T) {
 	}
 	if code, _, _ := s.get("/jobs/999999"); code != http.StatusNotFound {
 		t.Errorf("/jobs/999999: status %d, want 404", code)
+	}
+}
+
+// do sends req through the session's client (its cookies, no redirects
+// followed) and returns the status, headers and body.
+func (s *session) do(req *http.Request) (int, http.Header, string) {
+	s.t.Helper()
+	resp, err := s.c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(body)
+}
+
+// TestRebindingHostRefused: without auth, a request whose Host is a name
+// an attacker can point at 127.0.0.1 (DNS rebinding: the attacker's page
+// is then same-origin with the dashboard) gets 421 saying which hosts are
+// served, sets no cookie, shows no job and changes nothing, even with a
+// matching Origin and the browser's own CSRF cookie and token. Loopback
+// names and addresses are served; AllowedHosts admits more.
+func TestRebindingHostRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	srv := serve(t, f)
+	s := newSession(t, srv)
+	id := f.insert(t, "note", "", nil)
+	page := fmt.Sprintf("/jobs/%d", id)
+	tok := s.token(page)
+	port := mustURL(t, srv.URL).Port()
+	evil := "evil.example:" + port
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs", nil)
+	req.Host = evil
+	code, h, body := s.do(req)
+	if code != http.StatusMisdirectedRequest {
+		t.Errorf("GET /jobs with Host %s: status %d, want 421", evil, code)
+	}
+	for _, want := range []string{`"` + evil + `"`, "localhost", "127.0.0.1", "--allowed-host", "AllowedHosts"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "secret-note") || h.Get("Set-Cookie") != "" {
+		t.Errorf("the refusal shows a job or sets a cookie: %v\n%s", h, body)
+	}
+	if h.Get("Content-Security-Policy") == "" {
+		t.Error("the refusal has no CSP")
+	}
+
+	// The attacker's page does what a page of the dashboard's own origin
+	// may: fetch the job's page (the browser keeps the CSRF cookie it
+	// sets, for evil.example), read the token from it, post with both.
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+page, nil)
+	req.Host = evil
+	_, _, evilPage := s.do(req)
+	evilTok := tok
+	if m := csrfField.FindStringSubmatch(evilPage); m != nil {
+		evilTok = m[1]
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+page+"/cancel", strings.NewReader(url.Values{"csrf": {evilTok}}.Encode()))
+	req.Host = evil
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://"+evil)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if code, _, body := s.do(req); code != http.StatusMisdirectedRequest {
+		t.Errorf("POST cancel with Host %s: status %d, want 421: %s", evil, code, body)
+	}
+	if j, err := f.client.JobGet(context.Background(), id); err != nil || j.State != spool.JobStateAvailable {
+		t.Fatalf("job after the rebinding post: %+v %v", j, err)
+	}
+
+	for host, want := range map[string]int{
+		"localhost:" + port: 200, "LocalHost.:" + port: 200, "127.0.0.1:" + port: 200, "[::1]:" + port: 200,
+		"127.0.0.2:" + port: 200, "localhost": 200,
+		"evil.example": 421, "localhost.evil.example:" + port: 421, "127.0.0.1.evil.example:" + port: 421,
+		"10.1.2.3:" + port: 421, "dash.internal:" + port: 421,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs", nil)
+		req.Host = host
+		if code, _, _ := s.do(req); code != want {
+			t.Errorf("Host %q: status %d, want %d", host, code, want)
+		}
+	}
+	// A request without a Host (HTTP/1.0) names nothing the dashboard serves.
+	r := httptest.NewRequest(http.MethodGet, "/jobs", nil)
+	r.Host = ""
+	rec := httptest.NewRecorder()
+	f.handler.ServeHTTP(rec, r)
+	if rec.Code != http.StatusMisdirectedRequest {
+		t.Errorf("no Host: status %d, want 421", rec.Code)
+	}
+
+	// Configured names, and a domain with its subdomains.
+	fa := newFixture(t, &ui.Options{AllowedHosts: []string{"Dash.Internal", ".corp.example"}})
+	sa := newSession(t, serve(t, fa))
+	for host, want := range map[string]int{
+		"dash.internal:" + port: 200, "corp.example": 200, "jobs.corp.example:" + port: 200, "localhost": 200,
+		"evilcorp.example": 421, "evil.example:" + port: 421, "dash.internal.evil.example": 421,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, sa.base+"/", nil)
+		req.Host = host
+		if code, _, _ := sa.do(req); code != want {
+			t.Errorf("AllowedHosts, Host %q: status %d, want %d", host, code, want)
+		}
+	}
+	for _, bad := range []string{"dash.internal:8080", "http://dash.internal", "", "a b"} {
+		if _, err := ui.New(f.client, &ui.Options{AllowedHosts: []string{bad}}); err == nil {
+			t.Errorf("AllowedHosts %q accepted", bad)
+		}
+	}
+}
+
+// TestHostWithAuthorize: with Authorize set, any host is admitted unless
+// AllowedHosts names some (a rebinding page never gets the credentials a
+// browser keeps for the dashboard's own site); with AllowedHosts, the
+// check holds before authorization. Guard puts a handler of the
+// application's behind the same checks and headers.
+func TestHostWithAuthorize(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	get := func(h http.Handler, host, path string, bearer bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Host = host
+		if bearer {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	open := newFixture(t, &ui.Options{Authorize: ui.TokenAuth(token)})
+	if c := get(open.handler, "dash.example.com", "/", true).Code; c != 200 {
+		t.Errorf("Authorize, no AllowedHosts, a token: status %d, want 200", c)
+	}
+	if c := get(open.handler, "dash.example.com", "/", false).Code; c != 401 {
+		t.Errorf("Authorize, no AllowedHosts, no token: status %d, want 401", c)
+	}
+	strict := newFixture(t, &ui.Options{Authorize: ui.TokenAuth(token), AllowedHosts: []string{"dash.example.com"}})
+	if c := get(strict.handler, "dash.example.com", "/", true).Code; c != 200 {
+		t.Errorf("AllowedHosts, allowed host: status %d, want 200", c)
+	}
+	if c := get(strict.handler, "evil.example", "/", true).Code; c != 421 {
+		t.Errorf("AllowedHosts, another host with the token: status %d, want 421", c)
+	}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "jobs 1\n") })
+	guarded := strict.handler.Guard(metrics)
+	if rec := get(guarded, "evil.example", "/metrics", true); rec.Code != 421 {
+		t.Errorf("guarded, another host: status %d, want 421", rec.Code)
+	}
+	if rec := get(guarded, "dash.example.com", "/metrics", false); rec.Code != 401 {
+		t.Errorf("guarded, no token: status %d, want 401", rec.Code)
+	}
+	rec := get(guarded, "dash.example.com", "/metrics", true)
+	if rec.Code != 200 || rec.Body.String() != "jobs 1\n" {
+		t.Errorf("guarded, with the token: %d %q", rec.Code, rec.Body)
+	}
+	if !strings.Contains(rec.Header().Get("Content-Security-Policy"), "frame-ancestors 'none'") || rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("guarded handler's headers: %v", rec.Header())
+	}
+}
+
+// TestBadInputAnswers4xx: every filter is checked as an insert checks names
+// (400 with the rule), on every backend: a kind of invalid UTF-8 or with a
+// NUL reached PostgreSQL, which answered 500 with its own error. Static
+// paths that name no file are 404 (a directory listed its files, a name of
+// invalid UTF-8 was 500), and no step logs an error.
+func TestBadInputAnswers4xx(t *testing.T) {
+	for _, name := range testBackends {
+		t.Run(name, func(t *testing.T) {
+			var logs testdb.LogBuffer
+			f := newFixtureOn(t, name, &ui.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			s := newSession(t, serve(t, f))
+			long := strings.Repeat("k", spool.MaxKindLength+1)
+			for path, want := range map[string]int{
+				"/jobs?kind=%00": 400, "/jobs?kind=%ff": 400, "/jobs?kind=a%C3%28": 400, "/jobs?kind=a%0Ab": 400,
+				"/jobs?kind=" + long: 400, "/jobs?kind=%7F": 400,
+				"/jobs?queue=%ff": 400, "/jobs?queue=%00": 400,
+				"/jobs?since=0999-12-31T23:59": 400, "/jobs?until=0001-01-01T00:00": 400, "/jobs?since=1969-12-31T23:59": 400,
+				"/jobs?since=a%00": 400, "/jobs?state=%ff": 400, "/jobs?before=%ff": 400, "/jobs?after=99999999999999999999": 400,
+				"/limits?queue=%ff": 400, "/limits?queue=%00": 400,
+				"/jobs?kind=ok&after=9223372036854775807": 200, "/jobs?before=9223372036854775807": 200,
+				"/jobs?since=1970-01-01T00:00&until=9999-12-31T23:59": 200, "/jobs?kind=" + long[1:]: 200,
+				"/jobs/%ff": 404, "/jobs/9223372036854775808": 404, "/jobs/-1": 404,
+				"/static/%ff": 404, "/static/": 404, "/static/vendor/": 404, "/static/vendor": 404, "/static/nope.js": 404,
+				"/static/..%2f..%2fgo.mod": 404, "/static/app.css": 200,
+			} {
+				code, _, body := s.get(path)
+				if code != want {
+					t.Errorf("%s: status %d, want %d\n%.300s", path, code, want, body)
+				}
+				if code == 400 && path[:5] == "/jobs" && !strings.Contains(body, "must be") && !strings.Contains(body, "is not") && !strings.Contains(body, "out of range") {
+					t.Errorf("%s: the 400 page does not state the rule:\n%.600s", path, body)
+				}
+				if strings.Contains(body, "ERROR") || strings.Contains(body, "SQLSTATE") || strings.Contains(body, "Index of") || strings.Contains(body, `href="vendor/"`) {
+					t.Errorf("%s: the page shows a database error or a listing:\n%.300s", path, body)
+				}
+			}
+			// The last id there is: no window of ids past it to read, no
+			// link to newer jobs (its edge overflowed to a negative id).
+			if _, _, body := s.get("/jobs?kind=ok&after=9223372036854775807"); strings.Contains(body, "-922") || strings.Contains(body, `rel="prev"`) {
+				t.Errorf("a list after the largest id reads or links past it:\n%s", body)
+			}
+			if l := logs.String(); l != "" {
+				t.Errorf("bad input was logged as an error:\n%s", l)
+			}
+		})
+	}
+}
+
+// TestInternalErrorHidesCause: an error of the store answers 500 with a
+// reference to the log line that has the cause, not the cause itself.
+func TestInternalErrorHidesCause(t *testing.T) {
+	var logs testdb.LogBuffer
+	f := newFixtureOn(t, "sqlite", &ui.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s := newSession(t, serve(t, f))
+	if err := f.be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := s.get("/jobs")
+	ref := regexp.MustCompile(`\(ref ([0-9a-f]{12})\)`).FindStringSubmatch(body)
+	if code != http.StatusInternalServerError || ref == nil || strings.Contains(body, "closed") || strings.Contains(body, "sql") {
+		t.Fatalf("GET /jobs on a closed store: %d %q", code, body)
+	}
+	if l := logs.String(); !strings.Contains(l, "ref="+ref[1]) || !strings.Contains(l, "closed") {
+		t.Errorf("the log lacks the reference %s or the cause:\n%s", ref[1], l)
+	}
+}
+
+// TestLongValuesAndArgs: a long kind and queue are cut in the list with the
+// whole value in a title; args are shown as written (html/template escapes
+// them once: "&lt;script&gt;", never encoding/json's "\u003cscript\u003e");
+// a page that answers an error does not refresh itself.
+func TestLongValuesAndArgs(t *testing.T) {
+	f := newFixture(t, nil)
+	s := newSession(t, serve(t, f))
+	kind := strings.Repeat("verylongkind", 20)
+	f.insert(t, kind, "", nil)
+	_, _, body := s.get("/jobs")
+	if !strings.Contains(body, `<span class="cut" title="`+kind+`">`+kind+`</span>`) {
+		t.Errorf("the long kind is not cut with its title in the list:\n%s", body)
+	}
+	res, err := f.client.Insert(context.Background(), rawArgs{kind: "markup", Data: `<script>alert(1)</script> & more`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, body = s.get(fmt.Sprintf("/jobs/%d", res.ID))
+	args := regexp.MustCompile(`(?s)<pre class="json" id="args">(.*?)</pre>`).FindStringSubmatch(body)
+	if args == nil || !strings.Contains(args[1], `&lt;script&gt;alert(1)&lt;/script&gt; &amp; more`) || strings.Contains(args[1], `u003c`) {
+		t.Errorf("args not shown as written: %q", args)
+	}
+	code, _, body := s.get("/jobs?state=bogus")
+	if code != http.StatusBadRequest || strings.Contains(body, "hx-trigger") {
+		t.Errorf("an error page refreshes itself (status %d):\n%s", code, body)
+	}
+	if _, _, body := s.get("/jobs"); !strings.Contains(body, `hx-trigger="every 2000ms"`) {
+		t.Errorf("the list does not refresh itself:\n%s", body)
+	}
+}
+
+// TestRedirectStaysOnDashboard: after an action the browser goes back to
+// the page it came from, but only to a path of the dashboard: a Referer
+// path a browser reads as another site ("//evil.example/x", "/\evil…")
+// sends it to the dashboard's root. TokenAuth's redirect that drops the
+// token from the URL likewise.
+func TestRedirectStaysOnDashboard(t *testing.T) {
+	for _, prefix := range []string{"", "/admin"} {
+		f := newFixture(t, &ui.Options{Prefix: prefix})
+		srv := serve(t, f) // the handler alone: no ServeMux cleans the path
+		s := newSession(t, srv)
+		id := f.insert(t, "note", "", nil)
+		tok := s.token(fmt.Sprintf("%s/jobs/%d", prefix, id))
+		host := mustURL(t, srv.URL).Host
+		for ref, want := range map[string]string{
+			prefix + "//evil.example/x":           prefix + "/",
+			prefix + `/\evil.example/x`:           prefix + "/",
+			prefix + "/%5Cevil.example/x":         prefix + "/",
+			prefix + "/%2e%2e//evil.example/x":    prefix + "/",
+			"//evil.example" + prefix + "/jobs":   prefix + "/",
+			prefix + "/jobs?state=available":      prefix + "/jobs?state=available",
+			prefix + "/jobs/../jobs?queue=mail":   prefix + "/jobs?queue=mail",
+			prefix + "/jobs/..//evil.example/x/":  prefix + "/",
+			prefix + "/jobs/../jobs/":             prefix + "/jobs/",
+			prefix + "/jobs?x=%0A//evil.example/": prefix + "/jobs?x=%0A//evil.example/",
+		} {
+			req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s%s/queues/pause", srv.URL, prefix), strings.NewReader(url.Values{"csrf": {tok}, "queue": {"mail"}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+			req.Header["Referer"] = []string{"http://" + host + ref}
+			code, h, _ := s.do(req)
+			loc := h.Get("Location")
+			if code != http.StatusSeeOther || loc != want {
+				t.Errorf("prefix %q, Referer path %q: %d to %q, want 303 to %q", prefix, ref, code, loc, want)
+			}
+		}
+	}
+
+	const token = "0123456789abcdef0123"
+	f := newFixture(t, &ui.Options{Authorize: ui.TokenAuth(token)})
+	srv := serve(t, f)
+	for path, want := range map[string]string{
+		"//evil.example/x":      "/",
+		`/\evil.example/x`:      "/",
+		`/\/evil.example/x`:     "/",
+		"/%5Cevil.example/x":    "/",
+		"/jobs?state=failed":    "/jobs?state=failed",
+		"/jobs/?state=failed":   "/jobs/?state=failed",
+		"/%2e%2e//evil.example": "/",
+	} {
+		s := newSession(t, srv) // no token cookie yet
+		u := srv.URL + path
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		req, _ := http.NewRequest(http.MethodGet, u+sep+"token="+token, nil)
+		code, h, _ := s.do(req)
+		if loc := h.Get("Location"); code != http.StatusSeeOther || loc != want {
+			t.Errorf("TokenAuth at %q: %d to %q, want 303 to %q", path, code, loc, want)
+		}
 	}
 }

@@ -45,6 +45,8 @@ func (c *UICommand) Run(ctx context.Context, args []string) error {
 	prefix := fs.String("prefix", "", "serve under this path (for a reverse proxy), for example /spool")
 	var redact cli.StringList
 	fs.Var(&redact, "redact-kind", "never show the args of jobs of this kind (repeatable)")
+	var hosts cli.StringList
+	fs.Var(&hosts, "allowed-host", "also answer to this host name (repeatable; .example.com admits its subdomains, * any host)")
 	if _, err := cli.ParseFlags(fs, args, c.Usage()); err != nil {
 		return err
 	}
@@ -59,7 +61,7 @@ func (c *UICommand) Run(ctx context.Context, args []string) error {
 	if *token != "" && *basic != "" {
 		return cli.Usagef("ui", "give --token or --basic-auth, not both")
 	}
-	opts := &ui.Options{Prefix: *prefix, ReadOnly: *readOnly, RedactKinds: redact}
+	opts := &ui.Options{Prefix: *prefix, ReadOnly: *readOnly, RedactKinds: redact, AllowedHosts: hosts}
 	switch {
 	case *token != "":
 		if len(*token) < 16 {
@@ -93,7 +95,7 @@ func (c *UICommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("spool ui: %w", err)
 	}
-	srv := &http.Server{Handler: withMetrics(h, client, *prefix, opts.Authorize), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withMetrics(h, client, *prefix), ReadHeaderTimeout: 10 * time.Second}
 	u := url.URL{Scheme: "http", Host: ln.Addr().String(), Path: strings.TrimRight(*prefix, "/") + "/"}
 	if *token != "" {
 		u.RawQuery = url.Values{"token": {*token}}.Encode()
@@ -118,22 +120,18 @@ func (c *UICommand) Run(ctx context.Context, args []string) error {
 }
 
 // withMetrics serves Prometheus metrics at PREFIX/metrics beside the
-// dashboard, behind the same authorization: the store's jobs by queue and
-// state and the oldest jobs' ages (this process runs no jobs, so the
-// counters of work stay at zero here), and the process's own.
-func withMetrics(dashboard http.Handler, client *spool.Client, prefix string, authorize func(http.ResponseWriter, *http.Request) bool) http.Handler {
+// dashboard, behind its checks (security headers, allowed hosts,
+// authorization): the store's jobs by queue and state and the oldest jobs'
+// ages (this process runs no jobs, so the counters of work stay at zero
+// here), and the process's own.
+func withMetrics(dashboard *ui.Handler, client *spool.Client, prefix string) http.Handler {
 	m := spoolprom.New(nil)
 	m.WatchStore(client)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
-	mux.Handle("GET "+strings.TrimRight(prefix, "/")+"/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if authorize != nil && !authorize(w, r) {
-			return
-		}
-		metrics.ServeHTTP(w, r)
-	}))
+	mux.Handle("GET "+strings.TrimRight(prefix, "/")+"/metrics", dashboard.Guard(metrics))
 	mux.Handle("/", dashboard)
 	return mux
 }
@@ -181,6 +179,14 @@ Flags:
 		serve under PATH, for a reverse proxy (for example /spool)
 	--redact-kind KIND
 		never show the args of KIND's jobs (repeatable)
+	--allowed-host NAME
+		also answer to host name NAME (repeatable; ".example.com" admits
+		the domain and its subdomains, "*" any host). Without --token or
+		--basic-auth the dashboard answers only to localhost, loopback
+		addresses and the address it listens on, and refuses any other
+		Host with 421: a site whose name points at this machine (DNS
+		rebinding) would otherwise be same-origin with it. With them, any
+		host is admitted unless --allowed-host names some
 	--database-url URL
 		database (default $SPOOL_DATABASE_URL)
 `, "\n")

@@ -105,6 +105,9 @@ func TestUIServes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `spool_queue_jobs{queue="mail",state="available"} 1`) {
 		t.Errorf("metrics: %d\n%s", resp.StatusCode, body)
 	}
+	if !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("metrics lack the pages' security headers: %v", resp.Header)
+	}
 	cancel()
 	select {
 	case code := <-done:
@@ -116,5 +119,56 @@ func TestUIServes(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "spool ui: serving http://127.0.0.1:") {
 		t.Errorf("stdout: %q", stdout.String())
+	}
+}
+
+// TestUIAllowedHosts: without auth, spool ui answers to loopback names and
+// refuses any other Host (DNS rebinding) with 421, on its pages and its
+// metrics, saying how to admit one; --allowed-host admits a name.
+func TestUIAllowedHosts(t *testing.T) {
+	db := sqliteStore(t)
+	var stdout, stderr testdb.LogBuffer
+	m := NewMain(&stdout, &stderr)
+	urls := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	cmd := &UICommand{m: m, ready: func(u string) { urls <- u }}
+	go func() {
+		done <- cli.Exit(&m.Env, cmd.Run(ctx, []string{"--addr", "127.0.0.1:0", "--allowed-host", "dash.internal", "--database-url", db}))
+	}()
+	var u string
+	select {
+	case u = <-urls:
+	case code := <-done:
+		t.Fatalf("spool ui exited %d: %s", code, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("spool ui did not start")
+	}
+	port := u[strings.LastIndex(u, ":")+1 : len(u)-1]
+	for _, path := range []string{"", "metrics"} {
+		for host, want := range map[string]int{"localhost:" + port: 200, "dash.internal:" + port: 200, "evil.example:" + port: 421} {
+			req, _ := http.NewRequest(http.MethodGet, u+path, nil)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("/%s with Host %s: %d, want %d", path, host, resp.StatusCode, want)
+			}
+			if want == 421 && (!strings.Contains(string(body), "--allowed-host") || !strings.Contains(string(body), "dash.internal")) {
+				t.Errorf("the refusal does not say how to admit a host: %s", body)
+			}
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after the stop: %s", code, stderr.String())
+	}
+	r := runSpool(t, "ui", "--addr", "127.0.0.1:0", "--allowed-host", "dash.internal:8080", "--database-url", db)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "dash.internal:8080") {
+		t.Errorf("a host with a port: exit %d\n%s", r.Code, r.Stderr)
 	}
 }

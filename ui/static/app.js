@@ -28,4 +28,27 @@
   }
 
   document.querySelectorAll("[data-chart]").forEach(draw);
+
+  // A live refresh that fails (the job was deleted, the server went away,
+  // the filter is refused) stops refreshing: the page stays as last shown,
+  // says why, and asking again every few seconds would fail again. htmx
+  // polls an element while it is in the document, so the element is
+  // replaced by a copy htmx never processed.
+  document.body.addEventListener("htmx:responseError", function (ev) { stopLive(ev, ev.detail.xhr.status + " " + ev.detail.xhr.statusText); });
+  document.body.addEventListener("htmx:sendError", function (ev) { stopLive(ev, "the server did not answer"); });
+  function stopLive(ev, why) {
+    var live = document.getElementById("live");
+    if (!live || ev.detail.elt !== live) { return; }
+    var still = live.cloneNode(true);
+    still.removeAttribute("hx-get");
+    still.removeAttribute("hx-trigger");
+    still.setAttribute("data-stopped", why);
+    var note = document.createElement("p");
+    note.className = "error";
+    note.id = "live-stopped";
+    note.setAttribute("role", "alert");
+    note.textContent = "Live refresh stopped: " + why + ". Reload the page to try again.";
+    live.replaceWith(still);
+    still.parentNode.insertBefore(note, still);
+  }
 })();
