@@ -79,13 +79,14 @@ byte txEffects = 0;   /* effects committed by CompleteTx transactions */
 #define holds(f) (job_state == RUNNING && job_fence == (f))
 #endif
 
-/* A fault point: nothing, a short or long pause, or death. */
+/* A fault point: nothing, a short or long pause, or death. Taking a fault
+ * is one step, so that two processes cannot both take the last one. */
 inline fault() {
 	if
 	:: true
-	:: faults < MAXF -> faults++; wake = now + 1; (now >= wake)
-	:: faults < MAXF -> faults++; wake = now + LONG; (now >= wake)
-	:: faults < MAXF -> faults++; goto died
+	:: atomic { faults < MAXF -> faults++; wake = now + 1 }; (now >= wake)
+	:: atomic { faults < MAXF -> faults++; wake = now + LONG }; (now >= wake)
+	:: atomic { faults < MAXF -> faults++ }; goto died
 	fi
 }
 
@@ -102,8 +103,11 @@ restart:
 	:: job_state == DONE -> break
 	:: job_state == AVAILABLE ->
 		/* internal/engine/producer.go claim: the claim time is read before the claim is sent */
-		claims++;
-		id = claims;
+		/* a claim id unique per call (ClientID#n): taken in one step */
+		atomic {
+			claims++;
+			id = claims
+		}
 		sentAt = now;
 		fault();
 		atomic {
@@ -122,14 +126,14 @@ restart:
 		/* the reply on its way back */
 		if
 		:: true
-		:: faults < MAXF -> faults++; wake = now + 1; (now >= wake)
-		:: faults < MAXF -> faults++; wake = now + LONG; (now >= wake)
-		:: faults < MAXF -> faults++; goto died
-		:: got && faults < MAXF ->
+		:: atomic { faults < MAXF -> faults++; wake = now + 1 }; (now >= wake)
+		:: atomic { faults < MAXF -> faults++; wake = now + LONG }; (now >= wake)
+		:: atomic { faults < MAXF -> faults++ }; goto died
+		:: atomic { got && faults < MAXF ->
 			/* reply lost: the claim id is released before the next claim
 			 * (JobReleaseClaim), which may come late or fail too */
 			faults++;
-			got = false;
+			got = false };
 			fault();
 			if
 			:: atomic {
