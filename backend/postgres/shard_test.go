@@ -87,7 +87,11 @@ func TestSharded(t *testing.T) {
 	t.Run("ConformanceByQueue", func(t *testing.T) { backendtest.Run(t, shardHarness(urls, nil)) })
 	t.Run("ConformanceByKey", func(t *testing.T) {
 		h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})
-		h.Exceptions = shard.ConformanceExceptionsByKey
+		h.Spread = &backendtest.Spread{
+			StoreOf:  func(_ backend.Backend, id int64) int { return shard.JobShard(id) },
+			KeyStore: func(be backend.Backend, key string) int { return be.(*shard.Backend).KeyShard(key) },
+			PerStore: shard.ConformancePerShardByKey,
+		}
 		backendtest.Run(t, h)
 	})
 	t.Run("EffectsOnce", func(t *testing.T) { testShardedEffectsOnce(t, urls) })
