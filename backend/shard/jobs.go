@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -527,15 +528,49 @@ func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*b
 	})
 }
 
-// LeaderElect elects on shard 0: one leader for the whole backend, which
-// runs maintenance on every shard.
+// LeaderElect runs the election on every shard at once, and the client
+// leads the whole backend when it leads the lowest-numbered shard whose
+// election answered. Every client of the backend takes part on every
+// shard, so each shard's election has a live holder, and when shard 0
+// cannot be reached, the holder of shard 1 leads at once (rescue, cleanup
+// and periodic jobs go on for the shards that can be reached), without
+// waiting for a term to end; when shard 0 is back, its holder leads again.
+// An election that takes longer than half the term counts as not
+// answered, so that a shard that hangs does not hold up the others'.
+//
+// Two clients lead at once only when they disagree on which shard is the
+// lowest that answers (one reaches shard 0, the other does not) or for a
+// moment as that changes: what the leader does is safe done twice, as it
+// is when a leader stalls past its term. Rescue and cleanup are conditional
+// updates and deletes, and a periodic slot's job has a unique key on the
+// shard that its queue (or key) places it on, the same shard for every
+// client, so two firings of a slot make one job.
 func (b *Backend) LeaderElect(ctx context.Context, p *backend.LeaderElectParams) (bool, error) {
-	return b.shards[0].LeaderElect(ctx, p)
+	won := make([]bool, len(b.shards))
+	ectx, cancel := context.WithTimeout(ctx, max(p.TTL/2, time.Second))
+	defer cancel()
+	failed, err := b.partial(b.all, func(s int) error {
+		ok, err := b.shards[s].LeaderElect(ectx, p)
+		won[s] = ok
+		return err
+	})
+	if ctx.Err() != nil {
+		return false, fmt.Errorf("leader election: %w", ctx.Err())
+	}
+	for _, s := range b.all {
+		if !slices.Contains(failed, s) {
+			return won[s], nil
+		}
+	}
+	return false, fmt.Errorf("leader election: %w", err)
 }
 
-// LeaderResign resigns on shard 0.
+// LeaderResign resigns on every shard: the client may hold any of them.
 func (b *Backend) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
-	return b.shards[0].LeaderResign(ctx, p)
+	if err := b.each(func(_ int, be backend.Backend) error { return be.LeaderResign(ctx, p) }); err != nil {
+		return fmt.Errorf("resign leadership: %w", err)
+	}
+	return nil
 }
 
 var _ backend.Backend = (*Backend)(nil)

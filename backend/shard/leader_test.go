@@ -1,0 +1,274 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/backend/shard"
+)
+
+// errUnreachable is what a downShard's calls return while it is down.
+var errUnreachable = errors.New("shard unreachable (test)")
+
+// downShard is a shard that can be made unreachable: while down is set,
+// every call a client makes to it (elections, claims, outcomes, inserts,
+// maintenance, listings) fails as it would with its server stopped.
+type downShard struct {
+	backend.Backend
+	down *atomic.Bool
+}
+
+func (d downShard) fail(op string) error {
+	if d.down.Load() {
+		return fmt.Errorf("%s: %w", op, errUnreachable)
+	}
+	return nil
+}
+
+func (d downShard) LeaderElect(ctx context.Context, p *backend.LeaderElectParams) (bool, error) {
+	if err := d.fail("elect"); err != nil {
+		return false, err
+	}
+	return d.Backend.LeaderElect(ctx, p)
+}
+
+func (d downShard) LeaderResign(ctx context.Context, p *backend.LeaderResignParams) error {
+	if err := d.fail("resign"); err != nil {
+		return err
+	}
+	return d.Backend.LeaderResign(ctx, p)
+}
+
+func (d downShard) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
+	if err := d.fail("rescue"); err != nil {
+		return nil, err
+	}
+	return d.Backend.JobRescue(ctx, p)
+}
+
+func (d downShard) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
+	if err := d.fail("cleanup"); err != nil {
+		return 0, err
+	}
+	return d.Backend.JobCleanup(ctx, p)
+}
+
+func (d downShard) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if err := d.fail("claim"); err != nil {
+		return nil, err
+	}
+	return d.Backend.JobClaim(ctx, p)
+}
+
+func (d downShard) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
+	if err := d.fail("claim"); err != nil {
+		return err
+	}
+	return d.Backend.JobClaimFlow(ctx, p, claim)
+}
+
+func (d downShard) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	if err := d.fail("insert"); err != nil {
+		return nil, err
+	}
+	return d.Backend.JobInsertMany(ctx, p)
+}
+
+func (d downShard) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	if err := d.fail("finish"); err != nil {
+		return nil, err
+	}
+	return d.Backend.JobFinishMany(ctx, p)
+}
+
+func (d downShard) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
+	if err := d.fail("heartbeat"); err != nil {
+		return nil, err
+	}
+	return d.Backend.JobHeartbeatMany(ctx, p)
+}
+
+func (d downShard) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	if err := d.fail("release"); err != nil {
+		return 0, err
+	}
+	return d.Backend.JobReleaseClaim(ctx, p)
+}
+
+func (d downShard) JobList(ctx context.Context, p *backend.JobListParams) ([]*backend.JobRow, error) {
+	if err := d.fail("list"); err != nil {
+		return nil, err
+	}
+	return d.Backend.JobList(ctx, p)
+}
+
+func (d downShard) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, error) {
+	if err := d.fail("paused queues"); err != nil {
+		return nil, err
+	}
+	return d.Backend.QueuePausedAll(ctx)
+}
+
+// quietLogger drops the clients' logs: shard 0's failures are expected.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func getJob(t *testing.T, be backend.Backend, id int64) *backend.JobRow {
+	t.Helper()
+	j, err := be.JobGet(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get job %d: %v", id, err)
+	}
+	return j
+}
+
+// tickArgs is the periodic job of TestLeadershipWithoutShardZero.
+type tickArgs struct{}
+
+func (tickArgs) Kind() string { return "tick" }
+
+// With shard 0 unreachable, the clients still elect a leader, which
+// rescues the jobs of the other shards and fires a periodic job (placed on
+// shard 2) at every slot, exactly once per slot. Two clients, each with the
+// periodic job, on three memory stores: the first leads alone (it holds
+// every shard's election), the second starts, shard 0 goes down, and the
+// leader stops, so that the second must take over without shard 0.
+func TestLeadershipWithoutShardZero(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	stores := []*memory.Backend{memory.New(), memory.New(), memory.New()}
+	opts := &shard.Options{Queues: map[string]int{"lost1": 1, "lost2": 2, "tick": 2}}
+	open := func() *shard.Backend {
+		be, err := shard.New([]backend.Backend{downShard{stores[0].Reopen(), &down}, stores[1].Reopen(), stores[2].Reopen()}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = be.Close() })
+		return be
+	}
+	const every = time.Second
+	cfg := func() *spool.Config {
+		ws := spool.NewWorkers()
+		spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[noteArgs]) error { return nil }))
+		return &spool.Config{
+			Workers: ws,
+			Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+			// A leader's term is 5 s (the least): each client elects
+			// every 1.7 s.
+			LeaseDuration:  time.Second,
+			RescueInterval: 50 * time.Millisecond,
+			PollInterval:   50 * time.Millisecond,
+			// The queue "tick" has no workers: its jobs stay, one per
+			// slot, to be counted.
+			AllowUnknownKinds: true,
+			PeriodicJobs: []spool.PeriodicJob{{Name: "tick", Schedule: spool.Every(every),
+				Args: func(time.Time) spool.JobArgs { return tickArgs{} }, Opts: &spool.InsertOpts{Queue: "tick"}}},
+			Logger: quietLogger(),
+		}
+	}
+	be := open()
+	startClient := func() *spool.Client {
+		c, err := spool.NewClient(open(), cfg())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := c.Stop(ctx); err != nil && !errors.Is(err, spool.ErrNotStarted) {
+				t.Errorf("stop: %v", err)
+			}
+		})
+		return c
+	}
+	ticks := func() []*backend.JobRow {
+		t.Helper()
+		rows, err := stores[2].JobList(ctx, &backend.JobListParams{Queue: "tick", Limit: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	// waitFor polls the stores (up to 15 s) until cond holds.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	leader := startClient()
+	waitFor("the first client to lead and fire the periodic job", func() bool { return len(ticks()) > 0 })
+	startClient()
+	down.Store(true)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := leader.Stop(stopCtx); err != nil {
+		t.Fatalf("stop the leader: %v", err)
+	}
+	downAt := time.Now()
+	// A worker on each shard still up claims a job and dies with it.
+	var lost []int64
+	for _, q := range []string{"lost1", "lost2"} {
+		id := insertJobs(t, be, job(q, ""))[0]
+		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: q, Max: 1, Lease: 300 * time.Millisecond, ClaimID: "dead-worker"})
+		if err != nil || len(rows) != 1 || rows[0].ID != id {
+			t.Fatalf("claim as the dead worker on queue %s: %d rows, %v", q, len(rows), err)
+		}
+		lost = append(lost, id)
+	}
+	for _, id := range lost {
+		waitFor(fmt.Sprintf("job %d (shard %d) to be rescued", id, shard.JobShard(id)), func() bool {
+			return getJob(t, be, id).State != backend.StateRunning
+		})
+		if j := getJob(t, be, id); j.State != backend.StateRetryable || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "lease expired") {
+			t.Fatalf("rescued job %d: state %s, errors %+v", id, j.State, j.Errors)
+		}
+	}
+	// Slots keep coming well past an election round (a third of the
+	// 5 s term) after the leader stopped.
+	past := downAt.Add(3 * time.Second)
+	waitFor("slots fired with shard 0 down", func() bool {
+		for _, j := range ticks() {
+			if j.RunAt.After(past) {
+				return true
+			}
+		}
+		return false
+	})
+	// Every slot from the first fired to the last has one job.
+	slots := map[time.Time]int{}
+	var first, last time.Time
+	for _, j := range ticks() {
+		at := j.RunAt.UTC()
+		slots[at]++
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	for at := first; !at.After(last); at = at.Add(every) {
+		if slots[at] != 1 {
+			t.Fatalf("slot %s has %d jobs, want 1 (slots %s to %s, leader stopped with shard 0 down at %s)", at.Format(time.RFC3339Nano), slots[at], first, last, downAt)
+		}
+	}
+	if n := len(slots); n != int(last.Sub(first)/every)+1 {
+		t.Fatalf("%d slots fired from %s to %s: some are not on the schedule", n, first, last)
+	}
+}
