@@ -272,3 +272,72 @@ func TestLeadershipWithoutShardZero(t *testing.T) {
 		t.Fatalf("%d slots fired from %s to %s: some are not on the schedule", n, first, last)
 	}
 }
+
+// hangingElections is a shard whose elections never answer (a server that
+// stopped answering without closing connections) until their context ends.
+type hangingElections struct{ backend.Backend }
+
+func (hangingElections) LeaderElect(ctx context.Context, _ *backend.LeaderElectParams) (bool, error) {
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+// The whole backend's leader is the holder of the lowest shard whose
+// election answers: shard 0 while it answers, even when another client
+// holds shard 1; the holder of shard 1 while shard 0 fails or hangs; no one
+// when every shard fails.
+func TestLeaderElectLowestAnswering(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	s0, s1 := memory.New(), memory.New()
+	be, err := shard.New([]backend.Backend{downShard{s0, &down}, s1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	elect := func(id string) (bool, error) {
+		return be.LeaderElect(ctx, &backend.LeaderElectParams{Name: "m", ClientID: id, TTL: time.Minute})
+	}
+	// b holds shard 1 alone; a holds shard 0.
+	if ok, err := s1.LeaderElect(ctx, &backend.LeaderElectParams{Name: "m", ClientID: "b", TTL: time.Minute}); !ok || err != nil {
+		t.Fatalf("b on shard 1: %v %v", ok, err)
+	}
+	if ok, err := elect("a"); !ok || err != nil {
+		t.Fatalf("a, holding shard 0: leads %v, %v; want to lead", ok, err)
+	}
+	if ok, err := elect("b"); ok || err != nil {
+		t.Fatalf("b, holding shard 1 only: leads %v, %v; want not to lead while shard 0 answers", ok, err)
+	}
+	down.Store(true)
+	if ok, err := elect("b"); !ok || err != nil {
+		t.Fatalf("b, holding shard 1, shard 0 down: leads %v, %v; want to lead", ok, err)
+	}
+	if ok, err := elect("a"); ok || err != nil {
+		t.Fatalf("a, shard 0 down and shard 1 held by b: leads %v, %v; want not to lead", ok, err)
+	}
+	both, err := shard.New([]backend.Backend{downShard{memory.New(), &down}, downShard{memory.New(), &down}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = both.Close() })
+	if ok, err := both.LeaderElect(ctx, &backend.LeaderElectParams{Name: "m", ClientID: "a", TTL: time.Minute}); ok || !errors.Is(err, errUnreachable) {
+		t.Fatalf("every shard down: leads %v, %v; want the shards' failure", ok, err)
+	}
+
+	// A shard 0 that hangs counts as not answering after half the term.
+	hung, err := shard.New([]backend.Backend{hangingElections{memory.New()}, memory.New()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hung.Close() })
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	began := time.Now()
+	ok, err := hung.LeaderElect(ctx, &backend.LeaderElectParams{Name: "m", ClientID: "a", TTL: 4 * time.Second})
+	if !ok || err != nil {
+		t.Fatalf("shard 0 hanging: leads %v, %v after %s; want to lead by shard 1 after half the 4 s term", ok, err, time.Since(began))
+	}
+	if took := time.Since(began); took < 2*time.Second {
+		t.Fatalf("the election gave up on shard 0 after %s, before half the 4 s term", took)
+	}
+}
