@@ -440,8 +440,8 @@ func (b *Backend) JobRecord(ctx context.Context, p *backend.JobRecordParams) (bo
 func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*backend.JobRescueResult, error) {
 	var mu sync.Mutex
 	out := &backend.JobRescueResult{}
-	err := b.each(func(_ int, be backend.Backend) error {
-		r, err := be.JobRescue(ctx, p)
+	failed, err := b.partial(b.all, func(s int) error {
+		r, err := b.shards[s].JobRescue(ctx, p)
 		if r != nil {
 			mu.Lock()
 			out.Retried += r.Retried
@@ -451,9 +451,19 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 		return err
 	})
 	if err != nil {
-		return out, fmt.Errorf("rescue: %w", err)
+		return out, fmt.Errorf("rescue: %s: %w", b.othersDone(failed, fmt.Sprintf("%d retried, %d discarded", out.Retried, out.Discarded)), err)
 	}
 	return out, nil
+}
+
+// othersDone says, for the error of a call to every shard, how many failed
+// and what the others did: a leader's warning that rescue or cleanup
+// failed is about those shards alone.
+func (b *Backend) othersDone(failed []int, did string) string {
+	if len(failed) == len(b.shards) {
+		return "every shard failed"
+	}
+	return fmt.Sprintf("%d of %d shards failed, the others done (%s)", len(failed), len(b.shards), did)
 }
 
 // JobCleanup cleans every shard, up to Max on each, and reports the total
@@ -461,13 +471,13 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 // what the full shards had left.
 func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (int, error) {
 	var total sumInt
-	err := b.each(func(_ int, be backend.Backend) error {
-		n, err := be.JobCleanup(ctx, p)
+	failed, err := b.partial(b.all, func(s int) error {
+		n, err := b.shards[s].JobCleanup(ctx, p)
 		total.add(n)
 		return err
 	})
 	if err != nil {
-		return total.get(), fmt.Errorf("cleanup: %w", err)
+		return total.get(), fmt.Errorf("cleanup: %s: %w", b.othersDone(failed, fmt.Sprintf("%d deleted", total.get())), err)
 	}
 	return total.get(), nil
 }

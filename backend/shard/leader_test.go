@@ -341,3 +341,45 @@ func TestLeaderElectLowestAnswering(t *testing.T) {
 		t.Fatalf("the election gave up on shard 0 after %s, before half the 4 s term", took)
 	}
 }
+
+// With a shard down, rescue and cleanup still do the other shards' work,
+// report it, and say that the failure is that shard's alone.
+func TestMaintenanceWithShardDown(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	be, err := shard.New([]backend.Backend{downShard{memory.New(), &down}, memory.New(), memory.New()},
+		&shard.Options{Queues: map[string]int{"q1": 1, "q2": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	for _, q := range []string{"q1", "q2"} {
+		insertJobs(t, be, job(q, ""))
+		if rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: q, Max: 1, Lease: 50 * time.Millisecond, ClaimID: "dead-worker"}); err != nil || len(rows) != 1 {
+			t.Fatalf("claim on %s: %d rows, %v", q, len(rows), err)
+		}
+	}
+	down.Store(true)
+	retried := 0
+	deadline := time.Now().Add(15 * time.Second)
+	for retried < 2 {
+		res, err := be.JobRescue(ctx, &backend.JobRescueParams{Max: 10})
+		if !errors.Is(err, errUnreachable) || res == nil {
+			t.Fatalf("rescue with shard 0 down: %+v, %v; want the other shards' result and shard 0's failure", res, err)
+		}
+		retried += res.Retried
+		if res.Retried > 0 {
+			if want := fmt.Sprintf("rescue: 1 of 3 shards failed, the others done (%d retried, 0 discarded): shard 0: ", res.Retried); !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("rescue's error %q, want it to start %q", err, want)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 jobs rescued on shards 1 and 2 in 15 s", retried)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	n, err := be.JobCleanup(ctx, &backend.JobCleanupParams{CompletedAge: time.Hour, Max: 10})
+	if want := "cleanup: 1 of 3 shards failed, the others done (0 deleted): shard 0: "; n != 0 || err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("cleanup with shard 0 down: %d, %v; want an error starting %q", n, err, want)
+	}
+}
