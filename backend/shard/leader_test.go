@@ -284,8 +284,8 @@ func (hangingElections) LeaderElect(ctx context.Context, _ *backend.LeaderElectP
 
 // The whole backend's leader is the holder of the lowest shard whose
 // election answers: shard 0 while it answers, even when another client
-// holds shard 1; the holder of shard 1 while shard 0 fails or hangs; no one
-// when every shard fails.
+// holds shard 1; the holder of shard 1 while shard 0 fails or hangs, and
+// shard 0's again once it is back; no one when every shard fails.
 func TestLeaderElectLowestAnswering(t *testing.T) {
 	ctx := context.Background()
 	var down atomic.Bool
@@ -315,6 +315,15 @@ func TestLeaderElectLowestAnswering(t *testing.T) {
 	if ok, err := elect("a"); ok || err != nil {
 		t.Fatalf("a, shard 0 down and shard 1 held by b: leads %v, %v; want not to lead", ok, err)
 	}
+	// Shard 0 back: its holder leads again, and b no longer.
+	down.Store(false)
+	if ok, err := elect("a"); !ok || err != nil {
+		t.Fatalf("a, holding shard 0 again: leads %v, %v; want to lead", ok, err)
+	}
+	if ok, err := elect("b"); ok || err != nil {
+		t.Fatalf("b, shard 0 back: leads %v, %v; want not to lead", ok, err)
+	}
+	down.Store(true)
 	both, err := shard.New([]backend.Backend{downShard{memory.New(), &down}, downShard{memory.New(), &down}}, nil)
 	if err != nil {
 		t.Fatal(err)
