@@ -57,10 +57,50 @@ type Harness struct {
 	// BeginTx opens a transaction on be's store.
 	BeginTx func(t *testing.T, be backend.Backend) Tx
 	// Exceptions names the tests of guarantees the backend documents it
-	// does not give, each with the reason (a sharded backend spreading a
-	// queue over several stores orders claims per store only, say). They
-	// are skipped with that reason; a name that is no test fails the run.
+	// does not give, each with the reason. They are skipped with that
+	// reason; a name that is no test fails the run. A backend whose
+	// guarantees hold per store (Spread) names them there instead, and
+	// their per-store variants run.
 	Exceptions map[string]string
+	// Spread, when not nil, says that the backend spreads one queue's jobs
+	// over several stores that each decide claims on their own (a sharded
+	// backend placing jobs by key). The tests it names run their per-store
+	// variant.
+	Spread *Spread
+
+	// perStore is set, for one test, when it runs its per-store variant.
+	perStore bool
+}
+
+// Spread describes a backend that spreads a queue over several stores:
+// where each job is, and which tests' guarantees hold per store. A test
+// named in PerStore asserts, instead of its whole-queue guarantee, what
+// holds on each store, and what holds for the whole queue when all its jobs
+// are on one store (one flow key's jobs are). No test is skipped.
+type Spread struct {
+	// StoreOf returns the store that holds job id.
+	StoreOf func(be backend.Backend, id int64) int
+	// KeyStore returns the store that holds the jobs of a flow key.
+	KeyStore func(be backend.Backend, key string) int
+	// PerStore names the tests whose guarantee holds per store, each with
+	// the reason, logged when it runs. A name that is not a test with a
+	// per-store variant fails the run.
+	PerStore map[string]string
+}
+
+// perStoreVariants are the tests that have a per-store variant.
+var perStoreVariants = map[string]bool{
+	"ClaimOrder": true, "FlowGlobalLimit": true, "FlowWideLimits": true, "FlowQuickClaim": true,
+	"FlowKilledWorkerSlotsReturn": true, "FlowFairShare": true, "FlowFairSmallNotStarved": true,
+}
+
+// spread returns h.Spread when the running test is to assert its per-store
+// variant, else nil.
+func (h Harness) spread() *Spread {
+	if !h.perStore {
+		return nil
+	}
+	return h.Spread
 }
 
 // Run runs every conformance test.
@@ -149,12 +189,26 @@ func Run(t *testing.T, h Harness) {
 			t.Errorf("exception %q names no conformance test", name)
 		}
 	}
+	if h.Spread != nil {
+		for name := range h.Spread.PerStore {
+			if !perStoreVariants[name] {
+				t.Errorf("per-store guarantee %q names no conformance test with a per-store variant", name)
+			}
+		}
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if reason, ok := h.Exceptions[tc.name]; ok {
 				t.Skip("documented exception: " + reason)
 			}
 			t.Parallel()
+			h := h
+			if h.Spread != nil {
+				if reason, ok := h.Spread.PerStore[tc.name]; ok {
+					t.Logf("asserting the per-store guarantee: %s", reason)
+					h.perStore = true
+				}
+			}
 			tc.fn(t, h)
 		})
 	}

@@ -2,7 +2,9 @@ package backendtest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,17 +31,70 @@ func testClaimOrder(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	if len(rows) != 3 || rows[0].ID != ids["p0-early"] || rows[1].ID != ids["p0-late2"] && rows[1].ID != ids["p0-late"] || rows[2].ID != ids["p0-late"] && rows[2].ID != ids["p0-late2"] {
-		t.Fatalf("claim order: %v", rowIDs(rows))
-	}
 	for _, r := range rows {
 		if r.State != backend.StateRunning || r.Attempt != 1 || r.Fence != 1 || r.LeasedUntil == nil || r.LeasedBy != "t" {
 			t.Fatalf("claimed row: %+v", r)
 		}
 	}
+	if sp := h.spread(); sp != nil {
+		claimOrderPerStore(t, be, sp, ids, rows)
+		return
+	}
+	if len(rows) != 3 || rows[0].ID != ids["p0-early"] || rows[1].ID != ids["p0-late2"] && rows[1].ID != ids["p0-late"] || rows[2].ID != ids["p0-late"] && rows[2].ID != ids["p0-late2"] {
+		t.Fatalf("claim order: %v", rowIDs(rows))
+	}
 	rows, err = be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 10, Lease: time.Minute, ClaimID: "t"})
 	if err != nil || len(rows) != 1 || rows[0].ID != ids["p5"] {
 		t.Fatalf("second claim: %v %v (want only p5: the future job waits)", rowIDs(rows), err)
+	}
+}
+
+// claimOrderPerStore checks claim order where the queue's jobs are spread
+// over stores that each order their own: a claim of 3 of the 4 runnable
+// jobs takes 3, and on each store, the jobs it takes come in order
+// (priority, then run time; the two jobs due about now in either order)
+// and before every job it leaves on that store. A second claim takes the
+// one left, never the future job or the other queue's.
+func claimOrderPerStore(t *testing.T, be backend.Backend, sp *Spread, ids map[string]int64, first []*backend.JobRow) {
+	rank := map[int64]int{ids["p0-early"]: 0, ids["p0-late"]: 1, ids["p0-late2"]: 1, ids["p5"]: 2}
+	names := map[int64]string{}
+	for name, id := range ids {
+		names[id] = fmt.Sprintf("%s (store %d)", name, sp.StoreOf(be, id))
+	}
+	show := func(rows []*backend.JobRow) []string {
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			out[i] = names[r.ID]
+		}
+		return out
+	}
+	second, err := be.JobClaim(context.Background(), &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 10, Lease: time.Minute, ClaimID: "t"})
+	if err != nil {
+		t.Fatalf("second claim: %v", err)
+	}
+	if len(first) != 3 || len(second) != 1 {
+		t.Fatalf("claims of 3 and then 10 took %v and %v: want 3 of the 4 runnable jobs, then the one left", show(first), show(second))
+	}
+	seen := map[int64]bool{}
+	for _, r := range append(slices.Clone(first), second...) {
+		if _, ok := rank[r.ID]; !ok || seen[r.ID] {
+			t.Fatalf("claims took %v and %v: %s is not runnable or was taken twice", show(first), show(second), names[r.ID])
+		}
+		seen[r.ID] = true
+	}
+	// On each store: the first claim's jobs in order, and none after the
+	// job left there.
+	last := map[int]int{}
+	for _, r := range first {
+		s := sp.StoreOf(be, r.ID)
+		if prev, ok := last[s]; ok && rank[r.ID] < prev {
+			t.Fatalf("first claim %v: on store %d, %s came after a job that runs later", show(first), s, names[r.ID])
+		}
+		last[s] = rank[r.ID]
+	}
+	left := second[0]
+	if prev, ok := last[sp.StoreOf(be, left.ID)]; ok && rank[left.ID] < prev {
+		t.Fatalf("first claim %v left %s, which runs before a job it took on the same store", show(first), names[left.ID])
 	}
 }
 

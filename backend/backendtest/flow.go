@@ -53,13 +53,19 @@ type flowRecorder struct {
 	// is not shows as a lower peak.
 	holdFor int
 	reached chan struct{}
+	// storeOf, when set, gives a job's store: running jobs are counted per
+	// store too (storePeak), for a queue spread over stores.
+	storeOf      func(id int64) int
+	storeRunning map[int]int
+	storePeak    map[int]int
 }
 
 // holdMax bounds a handler's wait for holdFor jobs running at once.
 const holdMax = 5 * time.Second
 
 func newFlowRecorder(jobs int) *flowRecorder {
-	return &flowRecorder{running: map[string]int{}, keyPeak: map[string]int{}, done: make(chan int, jobs), reached: make(chan struct{})}
+	return &flowRecorder{running: map[string]int{}, keyPeak: map[string]int{}, done: make(chan int, jobs), reached: make(chan struct{}),
+		storeRunning: map[int]int{}, storePeak: map[int]int{}}
 }
 
 func (r *flowRecorder) workers() *spool.Workers {
@@ -70,9 +76,17 @@ func (r *flowRecorder) workers() *spool.Workers {
 
 func (r *flowRecorder) work(ctx context.Context, j *spool.Job[flowArgs]) error {
 	key := j.FlowKey
+	store := -1
+	if r.storeOf != nil {
+		store = r.storeOf(j.ID)
+	}
 	r.mu.Lock()
 	r.running[key]++
 	r.total++
+	if store >= 0 {
+		r.storeRunning[store]++
+		r.storePeak[store] = max(r.storePeak[store], r.storeRunning[store])
+	}
 	r.peak = max(r.peak, r.total)
 	r.keyPeak[key] = max(r.keyPeak[key], r.running[key])
 	r.starts = append(r.starts, flowStart{key: key, n: j.Args.N, attempt: int(j.Attempt), at: time.Now(), running: r.running[key]})
@@ -97,6 +111,9 @@ func (r *flowRecorder) work(ctx context.Context, j *spool.Job[flowArgs]) error {
 		r.mu.Lock()
 		r.running[key]--
 		r.total--
+		if store >= 0 {
+			r.storeRunning[store]--
+		}
 		r.mu.Unlock()
 	}()
 	if j.Args.Sleep > 0 {
@@ -117,6 +134,17 @@ func (r *flowRecorder) snapshot() (peak int, keyPeak map[string]int, starts []fl
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.peak, maps(r.keyPeak), slices.Clone(r.starts)
+}
+
+// storePeaks returns the most jobs that ran at once on each store.
+func (r *flowRecorder) storePeaks() map[int]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int]int, len(r.storePeak))
+	for s, n := range r.storePeak {
+		out[s] = n
+	}
+	return out
 }
 
 func maps(m map[string]int) map[string]int {
@@ -188,7 +216,11 @@ func testFlowGlobalLimit(t *testing.T, h Harness) {
 	for i := range jobs {
 		batch = append(batch, flowArgs{N: i, Sleep: 15})
 	}
-	insertFlow(t, ins, batch...)
+	ids := insertFlow(t, ins, batch...)
+	if sp := h.spread(); sp != nil {
+		flowGlobalLimitPerStore(t, h, be, sp, rec, cfg, ids)
+		return
+	}
 	flowClients(t, h, be, 3, cfg)
 	rec.waitDone(t, jobs)
 	peak, _, _ := rec.snapshot()
@@ -197,6 +229,33 @@ func testFlowGlobalLimit(t *testing.T, h Harness) {
 	}
 	if peak < 3 {
 		t.Fatalf("at most %d jobs ran at once: the global limit of 3 was never reached with 15 workers", peak)
+	}
+}
+
+// flowGlobalLimitPerStore checks a global limit of 3 where the jobs (without
+// keys) are spread over stores that each keep the limit for their own: no
+// store ever runs more than 3 of them, and with the first handlers waiting
+// (up to holdMax) until every store could have 3 running (as many as the
+// 15 workers allow), that many run at once: each store reaches its 3.
+func flowGlobalLimitPerStore(t *testing.T, h Harness, be backend.Backend, sp *Spread, rec *flowRecorder, cfg func() *spool.Config, ids []int64) {
+	stores := map[int]bool{}
+	for _, id := range ids {
+		stores[sp.StoreOf(be, id)] = true
+	}
+	want := min(3*len(stores), 15)
+	rec.storeOf = func(id int64) int { return sp.StoreOf(be, id) }
+	rec.holdFor = want
+	flowClients(t, h, be, 3, cfg)
+	rec.waitDone(t, len(ids))
+	peak, _, _ := rec.snapshot()
+	peaks := rec.storePeaks()
+	for s, n := range peaks {
+		if n > 3 {
+			t.Fatalf("store %d ran %d jobs at once under a global limit of 3 (peaks by store %v)", s, n, peaks)
+		}
+	}
+	if peak != want {
+		t.Fatalf("at most %d jobs ran at once over %d stores under a limit of 3 each (peaks by store %v): want %d, each store at its limit", peak, len(stores), peaks, want)
 	}
 }
 
@@ -212,6 +271,11 @@ func testFlowWideLimits(t *testing.T, h Harness) {
 		{"global", &spool.Flow{GlobalLimit: 16}, ""},
 		{"per key", &spool.Flow{KeyLimit: 16}, "k"},
 	} {
+		if tc.key == "" && h.spread() != nil {
+			// A queue-wide limit is the queue's on each store: with every
+			// job under one key, all are on one store and it is exact.
+			tc.key = "one-store"
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			be := h.NewBackend(t)
 			const jobs = 300
@@ -229,7 +293,7 @@ func testFlowWideLimits(t *testing.T, h Harness) {
 			flowClients(t, h, be, 3, cfg)
 			rec.waitDone(t, jobs)
 			peak, keyPeak, _ := rec.snapshot()
-			if tc.key != "" {
+			if tc.flow.KeyLimit > 0 {
 				peak = keyPeak[tc.key]
 			}
 			if peak != 16 {
@@ -248,9 +312,16 @@ func testFlowWideLimits(t *testing.T, h Harness) {
 func testFlowQuickClaim(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	ctx := context.Background()
+	// Over stores that each keep the rule for their own jobs, the jobs are
+	// put under one key, so all are on one store: the claims that find
+	// nothing on the others reach it, and its rule is checked exactly.
+	key := ""
+	if h.spread() != nil {
+		key = "one-store"
+	}
 	jobs := make([]*backend.JobInsertParams, 40)
 	for i := range jobs {
-		jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3}
+		jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", FlowKey: key, Args: json.RawMessage(`{}`), MaxAttempts: 3}
 	}
 	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
 		t.Fatal(err)
@@ -295,8 +366,8 @@ func testFlowQuickClaim(t *testing.T, h Harness) {
 	if got := claim(backend.FlowQuick{Want: 5, Extra: 5, Limit: 16}); got.Striped || len(got.Jobs) != 5 {
 		t.Fatalf("whole-lock claim took %d jobs (striped %v), want 5", len(got.Jobs), got.Striped)
 	}
-	// A per-key limit counts the busiest key (here the jobs without one,
-	// 15 running): 24/8 = 3 a stripe, room needed 12, there is 9.
+	// A per-key limit counts the busiest key (here the jobs' one key, or
+	// the jobs without one: 15 running): 24/8 = 3 a stripe, room needed 12, there is 9.
 	if got := claim(backend.FlowQuick{Want: 5, Extra: 5, KeyLimit: 24, Stripes: 4}); len(got.Jobs) != 0 {
 		t.Fatalf("striped claim under a key limit took %d jobs with 15 running of 24", len(got.Jobs))
 	}
@@ -319,9 +390,16 @@ func testFlowKilledWorkerSlotsReturn(t *testing.T, h Harness) {
 		return c
 	}
 	c := newClient(t, be, cfg())
+	// Over stores that each count the limit's slots for their own jobs,
+	// the jobs are put under one key, so all are on one store, whose two
+	// slots the killed worker holds.
+	key := ""
+	if h.spread() != nil {
+		key = "one-store"
+	}
 	var batch []flowArgs
 	for i := range 6 {
-		batch = append(batch, flowArgs{N: i})
+		batch = append(batch, flowArgs{Key: key, N: i})
 	}
 	ids := insertFlow(t, c, batch...)
 	// A worker claims two jobs with a short lease and dies with them.
@@ -501,10 +579,9 @@ func testFlowOrderStepAside(t *testing.T, h Harness) {
 	testFlowOrdered(t, h, spool.FlowOrderStepAside)
 }
 
-// flowShare runs big and small backlogs under FairShare and returns the
-// keys of the starts, in order.
-func flowShares(t *testing.T, h Harness, weights map[string]int, jobs map[string]int) []string {
-	be := h.NewBackend(t)
+// flowShare runs big and small backlogs under FairShare on be and returns
+// the keys of the starts, in order.
+func flowShares(t *testing.T, be backend.Backend, weights map[string]int, jobs map[string]int) []string {
 	total := 0
 	for _, n := range jobs {
 		total += n
@@ -534,9 +611,33 @@ func flowShares(t *testing.T, h Harness, weights map[string]int, jobs map[string
 	return keys
 }
 
+// keyBeside returns, for a queue spread over stores, the first of name,
+// name-1, name-2, … whose jobs are on the same store as key's: fair shares
+// are kept among the keys of each store. Otherwise it returns name.
+func keyBeside(t *testing.T, h Harness, be backend.Backend, key, name string) string {
+	sp := h.spread()
+	if sp == nil {
+		return name
+	}
+	want := sp.KeyStore(be, key)
+	for i := range 10000 {
+		k := name
+		if i > 0 {
+			k = fmt.Sprintf("%s-%d", name, i)
+		}
+		if sp.KeyStore(be, k) == want {
+			return k
+		}
+	}
+	t.Fatalf("no key %s-N is on the store of %q", name, key)
+	return ""
+}
+
 func testFlowFairShare(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	small := keyBeside(t, h, be, "big", "small")
 	// 3:1 while both have work: the first 200 starts.
-	keys := flowShares(t, h, map[string]int{"big": 3}, map[string]int{"big": 300, "small": 300})
+	keys := flowShares(t, be, map[string]int{"big": 3}, map[string]int{"big": 300, small: 300})
 	n := 0
 	for _, k := range keys[:200] {
 		if k == "big" {
@@ -551,10 +652,12 @@ func testFlowFairShare(t *testing.T, h Harness) {
 func testFlowFairSmallNotStarved(t *testing.T, h Harness) {
 	// The big key's backlog was inserted first; the small key's ten jobs
 	// must not wait behind it: 1:1 puts every other start to the small key.
-	keys := flowShares(t, h, nil, map[string]int{"a-big": 1000, "b-small": 10})
-	last := slices.Index(keys, "b-small")
+	be := h.NewBackend(t)
+	small := keyBeside(t, h, be, "a-big", "b-small")
+	keys := flowShares(t, be, nil, map[string]int{"a-big": 1000, small: 10})
+	last := slices.Index(keys, small)
 	for i, k := range keys {
-		if k == "b-small" {
+		if k == small {
 			last = i
 		}
 	}

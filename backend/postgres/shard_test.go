@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,7 +90,11 @@ func TestSharded(t *testing.T) {
 	t.Run("ConformanceByQueue", func(t *testing.T) { backendtest.Run(t, shardHarness(urls, nil)) })
 	t.Run("ConformanceByKey", func(t *testing.T) {
 		h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})
-		h.Exceptions = shard.ConformanceExceptionsByKey
+		h.Spread = &backendtest.Spread{
+			StoreOf:  func(_ backend.Backend, id int64) int { return shard.JobShard(id) },
+			KeyStore: func(be backend.Backend, key string) int { return be.(*shard.Backend).KeyShard(key) },
+			PerStore: shard.ConformancePerShardByKey,
+		}
 		backendtest.Run(t, h)
 	})
 	t.Run("EffectsOnce", func(t *testing.T) { testShardedEffectsOnce(t, urls) })
@@ -286,5 +293,156 @@ func TestShardDown(t *testing.T) {
 	started.Range(func(any, any) bool { n++; return true })
 	if n != total {
 		t.Fatalf("%d jobs started, want %d", n, total)
+	}
+}
+
+type shardTickArgs struct{}
+
+func (shardTickArgs) Kind() string { return "shard-tick" }
+
+// TestShardZeroDown: with shard 0 cut off (three schemas of the test
+// server, shard 0's reached through a proxy that the test cuts) and the
+// leading client stopped, the other client takes the lead without shard 0:
+// it rescues a dead worker's job on each of shards 1 and 2, and fires a
+// periodic job (placed on shard 2) at every slot, exactly once per slot,
+// the slots its predecessor fired included.
+func TestShardZeroDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	proxy := testdb.NewProxy(t)
+	pools := []*pgxpool.Pool{
+		testdb.PostgresPoolAt(t, proxy.URL(), pgx.QueryExecModeCacheStatement),
+		testdb.PostgresPool(t),
+		testdb.PostgresPool(t),
+	}
+	schemas := make([]string, len(pools))
+	for i, p := range pools {
+		schemas[i] = testdb.PostgresOn(t, p).Schema()
+	}
+	// Cleanups run last first: shard 0's schema is dropped through the
+	// proxy, restored by then.
+	t.Cleanup(proxy.Restore)
+	opts := &shard.Options{Queues: map[string]int{"lost1": 1, "lost2": 2, "tick": 2}}
+	open := func() *shard.Backend {
+		shards := make([]backend.Backend, len(pools))
+		for i, p := range pools {
+			b, err := postgres.New(p, &postgres.Options{Schema: schemas[i]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			shards[i] = b
+		}
+		be, err := shard.New(shards, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
+	}
+	const every = time.Second
+	newClient := func() *spool.Client {
+		ws := spool.NewWorkers()
+		spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[effectArgs]) error { return nil }))
+		c, err := spool.NewClient(open(), &spool.Config{
+			Workers: ws,
+			Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+			// A leader's term is 5 s (the least): each client elects
+			// every 1.7 s.
+			LeaseDuration:  time.Second,
+			RescueInterval: 50 * time.Millisecond,
+			PollInterval:   50 * time.Millisecond,
+			// The queue "tick" has no workers: its jobs stay, one per
+			// slot, to be counted.
+			AllowUnknownKinds: true,
+			PeriodicJobs: []spool.PeriodicJob{{Name: "tick", Schedule: spool.Every(every),
+				Args: func(time.Time) spool.JobArgs { return shardTickArgs{} }, Opts: &spool.InsertOpts{Queue: "tick"}}},
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+		return c
+	}
+	be := open()
+	ticks := func() []*backend.JobRow {
+		t.Helper()
+		rows, err := be.Shard(2).JobList(ctx, &backend.JobListParams{Queue: "tick", Limit: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	leader := newClient()
+	waitFor("the first client to lead and fire the periodic job", func() bool { return len(ticks()) > 0 })
+	newClient()
+	proxy.Cut()
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := leader.Stop(stopCtx); err != nil {
+		t.Fatalf("stop the leader: %v", err)
+	}
+	downAt := time.Now()
+	var lost []int64
+	for _, q := range []string{"lost1", "lost2"} {
+		res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+			{Queue: q, Kind: "effect", Args: []byte(`{}`), MaxAttempts: 3}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: q, Max: 1, Lease: 300 * time.Millisecond, ClaimID: "dead-worker"})
+		if err != nil || len(rows) != 1 || rows[0].ID != res.IDs[0] {
+			t.Fatalf("claim as the dead worker on queue %s: %d rows, %v", q, len(rows), err)
+		}
+		lost = append(lost, res.IDs[0])
+	}
+	for _, id := range lost {
+		var j *backend.JobRow
+		waitFor(fmt.Sprintf("job %d (shard %d) to be rescued", id, shard.JobShard(id)), func() bool {
+			var err error
+			if j, err = be.JobGet(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			return j.State != backend.StateRunning
+		})
+		if j.State != backend.StateRetryable || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "lease expired") {
+			t.Fatalf("rescued job %d: state %s, errors %+v", id, j.State, j.Errors)
+		}
+	}
+	past := downAt.Add(3 * time.Second)
+	waitFor("slots fired with shard 0 down", func() bool {
+		return slices.ContainsFunc(ticks(), func(j *backend.JobRow) bool { return j.RunAt.After(past) })
+	})
+	slots := map[time.Time]int{}
+	var first, last time.Time
+	for _, j := range ticks() {
+		at := j.RunAt.UTC()
+		slots[at]++
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	for at := first; !at.After(last); at = at.Add(every) {
+		if slots[at] != 1 {
+			t.Fatalf("slot %s has %d jobs, want 1 (slots %s to %s, leader stopped with shard 0 cut off at %s)", at.Format(time.RFC3339Nano), slots[at], first, last, downAt)
+		}
+	}
+	if n := len(slots); n != int(last.Sub(first)/every)+1 {
+		t.Fatalf("%d slots fired from %s to %s: some are not on the schedule", n, first, last)
 	}
 }

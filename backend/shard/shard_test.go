@@ -50,9 +50,20 @@ func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
 // stores, each queue on one of them.
 func TestConformanceByQueue(t *testing.T) { backendtest.Run(t, memoryHarness(3, nil)) }
 
-// TestConformanceByKey runs it with every queue spread over the three.
+// TestConformanceByKey runs it with every queue spread over the three; the
+// guarantees that hold per shard are asserted per shard.
 func TestConformanceByKey(t *testing.T) {
 	h := memoryHarness(3, &shard.Options{Placement: shard.ByKey})
-	h.Exceptions = shard.ConformanceExceptionsByKey
+	h.Spread = spreadByKey()
 	backendtest.Run(t, h)
+}
+
+// spreadByKey tells the conformance suite where a sharded backend placing
+// by key puts jobs, and which guarantees hold per shard.
+func spreadByKey() *backendtest.Spread {
+	return &backendtest.Spread{
+		StoreOf:  func(_ backend.Backend, id int64) int { return shard.JobShard(id) },
+		KeyStore: func(be backend.Backend, key string) int { return be.(*shard.Backend).KeyShard(key) },
+		PerStore: shard.ConformancePerShardByKey,
+	}
 }
