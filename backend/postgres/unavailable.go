@@ -30,10 +30,10 @@ func unavailable(err error) bool {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "57P03", // cannot_connect_now: starting up, shutting down, in recovery
-			"53300", // too_many_connections (also: slots reserved for superusers)
-			"53000", // insufficient_resources
-			"57P01", // admin_shutdown: the session ended as the server stopped
-			"57P02", // crash_shutdown
+			"53300",                                     // too_many_connections (also: slots reserved for superusers)
+			"53000",                                     // insufficient_resources
+			"57P01",                                     // admin_shutdown: the session ended as the server stopped
+			"57P02",                                     // crash_shutdown
 			"08000", "08003", "08006", "08001", "08004": // connection exceptions
 			return true
 		}
