@@ -22,23 +22,31 @@ import (
 func simpleProxied(t *testing.T, be *postgres.Backend) (*spool.Client, *testdb.Proxy) {
 	t.Helper()
 	proxy := testdb.NewProxy(t)
+	return insertClient(t, simpleProxiedBackend(t, be, proxy, postgres.Options{})), proxy
+}
+
+// simpleProxiedBackend is a backend with options on be's schema through
+// proxy, sending each statement as text.
+func simpleProxiedBackend(t *testing.T, be *postgres.Backend, proxy *testdb.Proxy, opts postgres.Options) *postgres.Backend {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(proxy.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 2
+	cfg.MaxConns = 4
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	pbe, err := postgres.New(pool, &postgres.Options{Schema: be.Schema()})
+	opts.Schema = be.Schema()
+	pbe, err := postgres.New(pool, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pbe.Close() }) // before the pool closes
-	return insertClient(t, pbe), proxy
+	return pbe
 }
 
 // states returns the jobs' states by id, read directly.
