@@ -43,10 +43,10 @@ var (
 	// whether a cancel or retry took effect; see docs/guarantees.md on
 	// enqueueing idempotently. The error wraps the driver's cause too.
 	ErrOutcomeUnknown = backend.ErrOutcomeUnknown
-	// ErrUnavailable: opening a store failed in a way that may pass by
+	// ErrUnavailable: reaching a store failed in a way that may pass by
 	// itself (the server not running yet, restarting, out of connection
-	// slots, its name not resolvable yet); backend.Open tries again after
-	// it until its context ends.
+	// slots, its name not resolvable yet); backend.Open and Client.Start
+	// try again after it until their context ends.
 	ErrUnavailable = backend.ErrUnavailable
 	// ErrUniqueConflict: retrying a unique job whose key a newer job holds.
 	ErrUniqueConflict = backend.ErrUniqueConflict

@@ -18,12 +18,12 @@ import (
 // pass by itself with ErrUnavailable, and Open tries again after those.
 type Opener func(ctx context.Context, dsn string) (Backend, error)
 
-// ErrUnavailable marks a failure to open a store that may pass without
-// anyone changing anything: the server refuses connections or is not
+// ErrUnavailable marks a failure to reach a store (to open it, or to read
+// its schema version) that may pass without anyone changing anything: the server refuses connections or is not
 // reachable (it is not running yet, or restarting), it answers that it is
 // starting up or shutting down, it has no connection slot free, or its host
 // name does not resolve yet (a container's name before its container runs).
-// Open tries again after these.
+// Open and a client's Start try again after these.
 //
 // Failures that need an operator are not marked, and Open returns them at
 // once: a URL that does not parse or names no registered scheme, a rejected

@@ -159,3 +159,73 @@ func TestOpenDoesNotRetryMissingDatabase(t *testing.T) {
 		t.Fatalf("open of a closed port: got %v, want ErrUnavailable and the context's deadline", err)
 	}
 }
+
+// TestStartWaitsForServer: a client whose database goes down between
+// opening and Start waits in Start, logging why, and works a job once the
+// server is back.
+func TestStartWaitsForServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "spool-pg-start-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	srv, err := dbserver.StartPostgres(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	be, err := postgres.Open(ctx, srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	worked := make(chan int64, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+		worked <- j.ID
+		return nil
+	}))
+	logs := newWarnings()
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Logger: slog.New(logs), Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- c.Start(ctx) }()
+	select {
+	case <-logs.first:
+	case err := <-started:
+		t.Fatalf("start with the server down returned before a retry: %v", err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("start once the server is up: %v", err)
+	}
+	if text := logs.text(); !strings.Contains(text, "cannot start yet: the store is unavailable; trying again") || !strings.Contains(text, "next_try_in=") {
+		t.Fatalf("the retry's log does not say what failed and when the next try is:\n%s", text)
+	}
+	if id := <-worked; id != ins.ID {
+		t.Fatalf("worked job %d, want %d", id, ins.ID)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

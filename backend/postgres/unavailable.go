@@ -20,7 +20,8 @@ func openError(err error) error {
 }
 
 // unavailable reports a failure to reach the server that may pass without
-// anyone changing anything: the connection was refused, reset or timed out,
+// anyone changing anything: the connection was refused, reset, closed or
+// timed out,
 // the host is unreachable or its name does not resolve yet, or the server
 // answered that it cannot take the session now. The server's other answers
 // are final: a rejected password (28P01) or role (28000), a database that
@@ -43,6 +44,6 @@ func unavailable(err error) bool {
 		dnsErr *net.DNSError
 		opErr  *net.OpError
 	)
-	return errors.As(err, &dnsErr) || errors.As(err, &opErr) ||
+	return errors.As(err, &dnsErr) || errors.As(err, &opErr) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
