@@ -150,3 +150,21 @@ func TestAdminWriteReplyLostIsOutcomeUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertReplyLostSimpleProtocolIsOutcomeUnknown: through the simple
+// protocol (a transaction pooler's), an insert whose reply is lost after
+// it committed fails with ErrOutcomeUnknown, not ErrNotWritten, though pgx
+// reports the lost reply as "conn closed", safe to retry.
+func TestInsertReplyLostSimpleProtocolIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	be := testdb.Postgres(t)
+	c, proxy := simpleProxied(t, be)
+	proxy.DropReplyTo("INSERT INTO")
+	_, err := c.Insert(context.Background(), backendtest.NoteArgs{N: 1}, nil)
+	if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
+		t.Fatalf("insert whose reply was lost: got %v, want ErrOutcomeUnknown", err)
+	}
+	if got := countNotes(t, be); got != 1 {
+		t.Fatalf("jobs stored: %d, want 1 (the insert whose reply was lost committed)", got)
+	}
+}
