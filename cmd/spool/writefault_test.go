@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -57,5 +60,24 @@ func TestCancelReplyLostSaysOutcomeUnknown(t *testing.T) {
 	r = runSpool(t, "jobs", "list", "--database-url", proxied)
 	if r.Code != 1 || !strings.Contains(r.Stderr, "store unavailable") || strings.Contains(r.Stderr, "trying again") {
 		t.Fatalf("jobs list with the database unreachable: exit %d, stderr:\n%s", r.Code, r.Stderr)
+	}
+}
+
+// TestMigrateWaitsForDatabase: migrate, which deployments start beside
+// their database, waits for one it cannot reach yet, logging each try,
+// until it is interrupted; jobs list fails at once.
+func TestMigrateWaitsForDatabase(t *testing.T) {
+	proxy := testdb.NewProxy(t)
+	proxy.Cut()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	code := execMain(ctx, &cli.Env{Stdout: &stdout, Stderr: &stderr}, []string{"migrate", "--database-url", proxy.URL()})
+	if code != 1 || !strings.Contains(stderr.String(), "cannot open the store yet; trying again") ||
+		!strings.Contains(stderr.String(), "gave up after") || !strings.Contains(stderr.String(), "context deadline exceeded") {
+		t.Fatalf("migrate with the database unreachable: exit %d, stderr:\n%s", code, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "trying again"); n < 2 {
+		t.Fatalf("migrate tried %d times in 2 s, want several:\n%s", n, stderr.String())
 	}
 }
