@@ -27,7 +27,9 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) ([]*JobRow, erro
 
 // JobRetry makes a job that is not running available now with a fresh set of
 // attempts (for example a discarded job, from the dead-letter view). Old
-// leases on it stay fenced out. Errors match ErrNotFound or ErrInvalidState.
+// leases on it stay fenced out. Errors match ErrNotFound or ErrInvalidState;
+// a connection fault matches ErrNotWritten (the retry did not happen) or
+// ErrOutcomeUnknown (it may have: see JobGet).
 func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 	row, err := c.backend.JobRetry(ctx, &backend.JobRetryParams{ID: id})
 	if err == nil {
@@ -44,13 +46,16 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 // backend (a PostgreSQL notification, SQLite's and MySQL's cancellation
 // events), or at its next heartbeat in a client with PollOnly set; its
 // outcome is not written.
-// Errors match ErrNotFound or ErrInvalidState (already finished).
+// Errors match ErrNotFound or ErrInvalidState (already finished); a
+// connection fault matches ErrNotWritten (the job was not cancelled) or
+// ErrOutcomeUnknown (it may have been: see JobGet), wrapping the cause.
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 	return c.backend.JobCancel(ctx, &backend.JobCancelParams{ID: id})
 }
 
 // JobDelete deletes a job that is not running (cancel a running job first)
-// and returns it as it was. Errors match ErrNotFound or ErrInvalidState.
+// and returns it as it was. Errors match ErrNotFound or ErrInvalidState; a
+// connection fault matches ErrNotWritten or ErrOutcomeUnknown.
 func (c *Client) JobDelete(ctx context.Context, id int64) (*JobRow, error) {
 	return c.backend.JobDelete(ctx, &backend.JobDeleteParams{ID: id})
 }
@@ -82,7 +87,8 @@ func (c *Client) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
 // a process that missed the news stops too). Running jobs run to their end.
 // The pause is stored: it survives restarts. Pausing a paused queue is no
 // error. A queue name that could never exist is refused with an
-// *InvalidJobError for the field "queue".
+// *InvalidJobError for the field "queue". A connection fault matches
+// ErrNotWritten or ErrOutcomeUnknown; pausing again is safe either way.
 func (c *Client) QueuePause(ctx context.Context, queue string) error {
 	return c.setPaused(ctx, queue, true)
 }

@@ -37,7 +37,9 @@ type BulkResult struct {
 // JobsRetry makes the matching retryable, scheduled, completed, discarded
 // and cancelled jobs available now with a fresh set of attempts, as JobRetry
 // does one by one. Pending-now and running jobs are left alone, so running
-// it twice changes nothing the second time.
+// it twice changes nothing the second time. A connection fault ends it
+// with an error matching ErrNotWritten or ErrOutcomeUnknown for the batch
+// in flight; the jobs of earlier batches are counted in Changed.
 func (c *Client) JobsRetry(ctx context.Context, f JobFilter) (BulkResult, error) {
 	return c.bulk(ctx, backend.BulkRetry, f)
 }
@@ -57,7 +59,11 @@ func (c *Client) JobsDelete(ctx context.Context, f JobFilter) (BulkResult, error
 // bulk runs an action batch by batch, each in a short transaction of its
 // own, resuming after the last job the previous batch took, until a batch
 // takes none or ctx ends. It returns what it changed, also on an error.
-// Bad filters are refused with ErrInvalidConfig and change nothing.
+// Bad filters are refused with ErrInvalidConfig and change nothing. A
+// connection fault ends it with an error matching ErrNotWritten (the batch
+// in flight changed nothing) or ErrOutcomeUnknown (it may have been
+// applied, and is not counted in Changed); running the action again is
+// safe either way, since it changes only jobs still to change.
 func (c *Client) bulk(ctx context.Context, action backend.BulkAction, f JobFilter) (BulkResult, error) {
 	var res BulkResult
 	fail := func(err error) (BulkResult, error) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/internal/engine"
@@ -97,16 +99,44 @@ func (c *Client) Backend() backend.Backend { return c.backend }
 
 // Start checks the schema and starts working the configured queues. It
 // returns ErrSchemaNotMigrated or ErrSchemaTooNew rather than run against a
-// schema it does not match. When ctx ends, the client stops softly, as by Stop.
+// schema it does not match. When the store cannot be reached for the check
+// in a way that may pass by itself (ErrUnavailable: the database restarting
+// as the worker starts), Start logs the failure and tries again with
+// backoff until ctx ends, as backend.Open does. When ctx ends after Start
+// returned, the client stops softly, as by Stop.
 func (c *Client) Start(ctx context.Context) error {
 	if c.config.Workers == nil || len(c.config.Queues) == 0 {
 		return fmt.Errorf("start client: %w", ErrNoWorkers)
 	}
-	if err := c.engine.Start(context.WithValue(ctx, clientKey{}, c)); err != nil {
-		return fmt.Errorf("start client: %w", err)
+	ctx = context.WithValue(ctx, clientKey{}, c)
+	backoff := startFirstBackoff
+	for try := 1; ; try++ {
+		err := c.engine.Start(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return fmt.Errorf("start client: %w", err)
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		c.events.logger.Warn("spool: cannot start yet: the store is unavailable; trying again",
+			"try", try, "error", err, "next_try_in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("start client: gave up after %d tries: %w; last try: %w", try, context.Cause(ctx), err)
+		case <-t.C:
+		}
+		backoff = min(backoff*2, startMaxBackoff)
 	}
-	return nil
 }
+
+// Backoff between Start's tries, as backend.Open's.
+const (
+	startFirstBackoff = 100 * time.Millisecond
+	startMaxBackoff   = 5 * time.Second
+)
 
 // Stop stops softly: no more claims, buffered jobs go back to the queue at
 // once, running jobs finish and their outcomes are written. If ctx ends first

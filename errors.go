@@ -32,12 +32,22 @@ var (
 	ErrSchemaTooNew = backend.ErrSchemaTooNew
 	// ErrSchemaNotMigrated: the database has not been migrated.
 	ErrSchemaNotMigrated = backend.ErrSchemaNotMigrated
-	// ErrNotWritten: an insert failed on a connection fault before it could
-	// commit; nothing was written and retrying is safe.
+	// ErrNotWritten: a write (an insert, JobCancel, JobRetry, JobDelete, a
+	// bulk action's batch, a queue's pause or resume) failed on a
+	// connection fault before it could commit; nothing was changed and
+	// retrying is safe. The error wraps the driver's cause too.
 	ErrNotWritten = backend.ErrNotWritten
-	// ErrOutcomeUnknown: an insert's connection failed after it was sent; it
-	// may have committed. See docs/guarantees.md on enqueueing idempotently.
+	// ErrOutcomeUnknown: a write's connection failed after it was sent (in
+	// its COMMIT, or while its reply was awaited); it may have committed.
+	// Look before repeating one that is not idempotent: JobGet shows
+	// whether a cancel or retry took effect; see docs/guarantees.md on
+	// enqueueing idempotently. The error wraps the driver's cause too.
 	ErrOutcomeUnknown = backend.ErrOutcomeUnknown
+	// ErrUnavailable: reaching a store failed in a way that may pass by
+	// itself (the server not running yet, restarting, out of connection
+	// slots, its name not resolvable yet); backend.Open and Client.Start
+	// try again after it until their context ends.
+	ErrUnavailable = backend.ErrUnavailable
 	// ErrUniqueConflict: retrying a unique job whose key a newer job holds.
 	ErrUniqueConflict = backend.ErrUniqueConflict
 	// ErrNotStarted / ErrAlreadyStarted: Start and Stop called out of order.

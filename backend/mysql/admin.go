@@ -82,7 +82,8 @@ func (b *Backend) recordCancel(ctx context.Context, tx *sql.Tx, id int64) error 
 
 // changeJob runs a single-job state change and reads the row back in the
 // same transaction; when the update matched nothing it tells "no such job"
-// from "not allowed in its state".
+// from "not allowed in its state". A connection fault matches
+// backend.ErrNotWritten or backend.ErrOutcomeUnknown (writeTx).
 func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*backend.JobRow, error) {
 	return b.changeJobAfter(ctx, op, query, id, nil)
 }
@@ -90,7 +91,7 @@ func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*b
 // changeJobAfter is changeJob with before run first in the transaction.
 func (b *Backend) changeJobAfter(ctx context.Context, op, query string, id int64, before func(*sql.Tx) error) (*backend.JobRow, error) {
 	var j *backend.JobRow
-	err := b.inTx(ctx, func(tx *sql.Tx) error {
+	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		if before != nil {
 			if err := before(tx); err != nil {
 				return err
@@ -127,7 +128,7 @@ func (b *Backend) changeJobAfter(ctx context.Context, op, query string, id int64
 // JobDelete implements backend.Backend.
 func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
 	var j *backend.JobRow
-	err := b.inTx(ctx, func(tx *sql.Tx) error {
+	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if j, err = scanJob(tx.QueryRowContext(ctx, b.sql.getForUpdate, p.ID)); err != nil {
 			return err
@@ -191,7 +192,7 @@ func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) e
 		q = b.sql.queuePause
 	}
 	if _, err := b.db.ExecContext(ctx, q, p.Queue); err != nil {
-		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, err)
+		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, connWriteError(err, true))
 	}
 	return nil
 }

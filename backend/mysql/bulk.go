@@ -32,7 +32,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	query := "SELECT " + sqlfilter.BulkColumns + " FROM " + table + " WHERE id > ?" + conds.SQL() + " ORDER BY id LIMIT ? FOR UPDATE"
 	args := append(append([]any{p.AfterID}, conds.Args...), p.MaxOrDefault())
 	var batch *sqlfilter.Batch
-	err := b.inTx(ctx, func(tx *sql.Tx) error {
+	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err

@@ -42,7 +42,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	if callerTx != nil {
 		err = run(callerTx)
 	} else {
-		err = b.inTx(ctx, func(tx *sql.Tx) error { return run(tx) })
+		err = b.writeTx(ctx, func(tx *sql.Tx) error { return run(tx) })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)

@@ -33,7 +33,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat jobs: %w", err)
+		return nil, fmt.Errorf("heartbeat jobs: %w", connWriteError(err, true))
 	}
 	if int(matched) == len(ls) {
 		return &backend.JobHeartbeatManyResult{}, nil

@@ -185,6 +185,9 @@ func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, err
 	if errors.As(err, &me) && me.Number == 1146 { // table does not exist
 		return v, nil
 	}
+	if unavailable(err) {
+		return v, fmt.Errorf("read schema version of %q: %w: %w", b.database, backend.ErrUnavailable, err)
+	}
 	if err != nil {
 		return v, fmt.Errorf("read schema version of %q: %w", b.database, err)
 	}

@@ -161,7 +161,10 @@ func init() {
 // READ COMMITTED. innodb_lock_wait_timeout defaults to 10 seconds unless
 // cfg.Params sets it. cfg.DBName must name an existing database. The
 // driver's own notices (a pooled connection found closed, say) go to
-// opts.Logger with their cause, unless cfg.Logger is set.
+// opts.Logger with their cause, unless cfg.Logger is set. It tries once; a
+// failure that may pass by itself (the server not running yet or
+// restarting, out of connection slots, its name not resolvable yet)
+// matches backend.ErrUnavailable, after which backend.Open tries again.
 func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend, error) {
 	o := Options{}
 	if opts != nil {
@@ -193,7 +196,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 	}
 	info, err := probeServer(ctx, cfg, o.serverVersion)
 	if err != nil {
-		return nil, fmt.Errorf("open mysql: %w", err)
+		return nil, openError(err)
 	}
 	connector, err := mysql.NewConnector(sessionConfig(cfg, info))
 	if err != nil {
@@ -206,7 +209,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 	db.SetConnMaxLifetime(time.Hour)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("open mysql: %w", err)
+		return nil, openError(err)
 	}
 	queries, err := buildQueries(quoteIdent(cfg.DBName))
 	if err != nil {

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -67,4 +68,28 @@ func (c connectFailures) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, &connectError{err}
 	}
 	return conn, nil
+}
+
+// writeTx runs fn in a transaction of the backend's own (inTx, retried on
+// lock conflicts) and classifies a failure by what it says of the commit
+// (connWriteError): before the COMMIT was sent nothing committed, whatever
+// happened to the connection. The answers fn reads from the store (no such
+// row, a job in a state the change does not apply to) are returned as they
+// are, as are the errors the server answered with on a live session.
+func (b *Backend) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	committing := false
+	var fnErr error
+	err := b.inTx(ctx, func(tx *sql.Tx) error {
+		committing, fnErr = false, fn(tx)
+		committing = fnErr == nil
+		return fnErr
+	})
+	var se *stateError
+	switch {
+	case err == nil:
+		return nil
+	case fnErr != nil && (errors.Is(fnErr, sql.ErrNoRows) || errors.As(fnErr, &se)):
+		return err
+	}
+	return connWriteError(err, committing)
 }

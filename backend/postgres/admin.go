@@ -105,8 +105,10 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 // next heartbeat.
 func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
 	// A running job held in a lease row is cancelled in place.
+	// Moving the job out of its lease row does not cancel it: a failure
+	// here leaves the cancel not written, whatever became of the move.
 	if _, err := b.pool.Exec(ctx, b.sql.unleaseJobs, []int64{p.ID}); err != nil {
-		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
+		return nil, fmt.Errorf("cancel job %d: %w", p.ID, notWritten(err))
 	}
 	j, err := b.changeJob(ctx, "cancel", b.sql.cancel, p.ID)
 	if err != nil {
@@ -122,7 +124,8 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 }
 
 // changeJob runs a single-job state change and tells "no such job" from "not
-// allowed in its state" when the update matched nothing.
+// allowed in its state" when the update matched nothing. A connection fault
+// matches backend.ErrNotWritten or backend.ErrOutcomeUnknown.
 func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*backend.JobRow, error) {
 	j, err := scanJob(b.pool.QueryRow(ctx, query, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -131,7 +134,8 @@ func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*b
 			return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrNotFound)
 		}
 		if gerr != nil {
-			return nil, fmt.Errorf("%s job %d: %w", op, id, gerr)
+			// The change matched no row: it wrote nothing.
+			return nil, fmt.Errorf("%s job %d: %w", op, id, notWritten(gerr))
 		}
 		return nil, fmt.Errorf("%s job %d (state %s): %w", op, id, cur.State, backend.ErrInvalidState)
 	}
@@ -139,7 +143,7 @@ func (b *Backend) changeJob(ctx context.Context, op, query string, id int64) (*b
 		return nil, fmt.Errorf("%s job %d: %w", op, id, backend.ErrUniqueConflict)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s job %d: %w", op, id, err)
+		return nil, fmt.Errorf("%s job %d: %w", op, id, autocommitWriteError(err))
 	}
 	return j, nil
 }
@@ -187,7 +191,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	// batches of 10,000 took 490 s. With them a batch reads the primary key
 	// in order from AfterID, stops at its LIMIT, and updates by primary-key
 	// lookups: 120 ms per batch of 10,000.
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	err := b.ownTx(ctx, func(tx pgx.Tx) error {
 		res, notify, lower = &backend.JobBulkResult{}, nil, nil
 		if _, err := tx.Exec(ctx, claimSettings); err != nil {
 			return err
@@ -257,7 +261,7 @@ func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) e
 		_, err = b.pool.Exec(ctx, b.sql.queueResume, p.Queue, b.channel)
 	}
 	if err != nil {
-		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, err)
+		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, autocommitWriteError(err))
 	}
 	return nil
 }

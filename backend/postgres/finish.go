@@ -60,7 +60,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		return b.finishRows(ctx, db, b.sql.finish, pick(ids, idx), pick(fences, idx), pick(outcomes, idx), pick(delays, idx), pick(errs, idx), p.DeleteCompleted)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
+		return nil, fmt.Errorf("finish jobs: %w", ownWriteError(p.Tx == nil, err))
 	}
 	b.placed.forget(ids, fences)
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
@@ -162,7 +162,9 @@ func (b *Backend) notifyDue(ctx context.Context, db DBTX, keys queueKeys) error 
 // by id, each given indexes into ids and fences (in id order): the jobs
 // this backend claimed in place go to inPlace; the others, and any of
 // those inPlace did not apply, to leased; and what leased did not apply to
-// inPlace. It returns the leases applied.
+// inPlace. It returns the leases applied. Each statement commits on its
+// own: an error after the first statement succeeded matches
+// errPartlyApplied.
 func (b *Backend) routed(ids []int64, fences []int32, leased, inPlace func(idx []int) ([]backend.LeaseRef, error)) ([]backend.LeaseRef, error) {
 	placed, rest := b.placed.split(ids, fences)
 	var done []backend.LeaseRef
@@ -182,13 +184,16 @@ func (b *Backend) routed(ids []int64, fences []int32, leased, inPlace func(idx [
 	}
 	d, err := leased(rest)
 	if err != nil {
+		if len(placed) > 0 {
+			err = fmt.Errorf("%w: %w", errPartlyApplied, err)
+		}
 		return nil, err
 	}
 	done = append(done, d...)
 	if left := notDone(d, ids, fences, rest); len(left) > 0 {
 		d, err := inPlace(left)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", errPartlyApplied, err)
 		}
 		done = append(done, d...)
 	}
@@ -311,7 +316,7 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 		return rest, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
+		return nil, fmt.Errorf("finish jobs: %w", ownWriteError(db == DBTX(b.pool), err))
 	}
 	b.placed.forget(ids, fences)
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil

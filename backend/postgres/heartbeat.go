@@ -28,7 +28,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 		return b.heartbeatRows(ctx, b.sql.heartbeat, pick(ids, idx), pick(fences, idx), p.Lease)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat jobs: %w", err)
+		return nil, fmt.Errorf("heartbeat jobs: %w", ownWriteError(true, err))
 	}
 	return &backend.JobHeartbeatManyResult{Lost: backend.Unapplied(ls, done, func(l backend.LeaseRef) backend.LeaseRef { return l })}, nil
 }

@@ -73,6 +73,9 @@ func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, err
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined table / schema
 		return v, nil
 	}
+	if unavailable(err) {
+		return v, fmt.Errorf("read schema version of %q: %w: %w", b.schema, backend.ErrUnavailable, err)
+	}
 	if err != nil {
 		return v, fmt.Errorf("read schema version of %q: %w", b.schema, err)
 	}

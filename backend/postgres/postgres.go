@@ -287,7 +287,10 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 // mode and spool_wake_gap the least time between wake-ups (Options.WakeGap),
 // spool_pooler=transaction a connection through a transaction pooler and
 // spool_listen_url a direct connection for Listen. The backend owns the pool
-// and closes it.
+// and closes it. Open tries once; a failure that may pass by itself (the
+// server not running yet or restarting, out of connection slots, its name
+// not resolvable yet) matches backend.ErrUnavailable, after which
+// backend.Open tries again.
 func Open(ctx context.Context, dsn string) (*Backend, error) {
 	params, dsn, err := extractParams(dsn, SchemaParam, ClaimParam, WindowParam, WakeParam, WakeGapParam, PoolerParam, ListenURLParam, ClaimCommitParam, ClaimsParam)
 	if err != nil {
@@ -362,7 +365,7 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 	}
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open postgres: %w", err)
+		return nil, openError(err)
 	}
 	b, err := New(pool, &Options{Schema: params[SchemaParam], ClaimStrategy: params[ClaimParam], ClaimWindow: window,
 		Wake: params[WakeParam], WakeGap: wakeGap, ListenURL: params[ListenURLParam], ClaimCommit: params[ClaimCommitParam], Claims: params[ClaimsParam]})

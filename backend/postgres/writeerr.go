@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spoolq/spool/backend"
 )
@@ -23,6 +25,14 @@ func autocommitWriteError(err error) error {
 	switch {
 	case errors.Is(err, backend.ErrNotWritten) || errors.Is(err, backend.ErrOutcomeUnknown):
 		return err // classified already
+	case errors.Is(err, pgconn.ErrConnClosed):
+		// pgx (v5.12) reports a connection that died while a statement sent
+		// by the simple protocol awaited its reply (every COMMIT, and every
+		// statement through a transaction pooler) as "conn closed", safe to
+		// retry, as if nothing had been sent: the reply's read error is
+		// dropped and the next read finds the connection closed. The
+		// statement was sent, and may have committed.
+		return fmt.Errorf("%w: %w", backend.ErrOutcomeUnknown, err)
 	case errors.As(err, &connect) || pgconn.SafeToRetry(err):
 		return fmt.Errorf("%w: %w", backend.ErrNotWritten, err)
 	case errors.As(err, &pgErr) && !sessionEnding(pgErr):
@@ -60,4 +70,47 @@ func notWritten(err error) error {
 		return fmt.Errorf("%w: %w", backend.ErrNotWritten, err)
 	}
 	return err
+}
+
+// errPartlyApplied marks the failure of a later statement of a write made
+// of several (a finish's or heartbeat's leased and in-place statements,
+// routed): an earlier one committed its part.
+var errPartlyApplied = errors.New("an earlier statement of the batch committed its part")
+
+// ownWriteError classifies the error of a write the backend ran on its own
+// (own: not in the caller's transaction) as one or more autocommit
+// statements: as autocommitWriteError, except that a batch part of which
+// committed before a connection fault is never reported as not written. In
+// the caller's transaction the error is the caller's to judge and is
+// returned as it is.
+func ownWriteError(own bool, err error) error {
+	if !own || err == nil {
+		return err
+	}
+	c := autocommitWriteError(err)
+	if errors.Is(err, errPartlyApplied) && errors.Is(c, backend.ErrNotWritten) {
+		return fmt.Errorf("%w: %w", backend.ErrOutcomeUnknown, err)
+	}
+	return c
+}
+
+// ownTx runs fn in a transaction of the backend's own and classifies a
+// connection fault by what it says of the commit: before the COMMIT was
+// sent nothing can have committed (the server rolls back a transaction
+// whose session ended), so a fault then is backend.ErrNotWritten; a fault
+// in the COMMIT is classified as an autocommit statement's. Errors the
+// server answered with are returned as they are.
+func (b *Backend) ownTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		return notWritten(err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return notWritten(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return autocommitWriteError(err)
+	}
+	return nil
 }

@@ -148,8 +148,9 @@ func formatTimePtr(t *time.Time) string {
 }
 
 // explainJobChangeError turns the errors of JobRetry and JobCancel into
-// messages that say what happened and what is allowed. op is "retry" or
-// "cancel". The sentinels stay matchable with errors.Is.
+// messages that say what happened and what is allowed, or, after a
+// connection fault, whether the change happened (explainWriteFault). op is
+// "retry" or "cancel". The sentinels stay matchable with errors.Is.
 func explainJobChangeError(ctx context.Context, client *spool.Client, op string, id int64, err error) error {
 	switch {
 	case errors.Is(err, spool.ErrNotFound):
@@ -168,7 +169,7 @@ func explainJobChangeError(ctx context.Context, client *spool.Client, op string,
 				id, state, spool.ErrInvalidState)
 		}
 	}
-	return err
+	return explainWriteFault(err, fmt.Sprintf("'spool jobs show %d'", id), false)
 }
 
 // runJobAction is the body shared by the commands that act on one job by id

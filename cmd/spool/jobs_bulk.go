@@ -99,7 +99,9 @@ func runBulk(ctx context.Context, m *Main, name, usage, done string,
 	defer closeClient()
 	res, err := act(client, ctx, f)
 	if err != nil {
-		return err
+		// Every bulk action changes only the jobs still to change, so
+		// running it again is safe whatever became of the batch in flight.
+		return explainWriteFault(err, "", true)
 	}
 	action := strings.TrimPrefix(name, "jobs ")
 	if *asJSON {

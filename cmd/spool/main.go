@@ -111,6 +111,8 @@ Database:
 	spool_schema query parameter selects the schema (default "spool").
 	Several databases as one (docs/sharding.md): shard://URL;URL;…,
 	with placement=key or queue.NAME=N among the URLs.
+	migrate and ui wait for a database that cannot be reached yet; the
+	other commands report it at once.
 
 Run 'spool <command> -h' for a command's usage.
 `, "\n")

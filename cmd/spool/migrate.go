@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
 	"github.com/spoolq/spool/cmd/spool/internal/stores"
 )
@@ -29,7 +28,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	be, err := backend.Open(ctx, dsn)
+	be, err := openStore(ctx, c.m, dsn, true)
 	if err != nil {
 		return err
 	}
@@ -75,6 +74,12 @@ Usage: spool migrate [--database-url URL]
 
 Creates Spool's schema, or applies the migrations it is missing, and prints
 the schema version. Safe to run from many processes at once.
+
+A database that cannot be reached yet (not running, restarting, out of
+connection slots, its host name not resolvable yet) is waited for: each
+failed try is logged to stderr with its cause and when the next try is,
+until the database answers or the command is interrupted. A wrong
+password or a database that does not exist ends it at once.
 
 Flags:
 

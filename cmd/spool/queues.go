@@ -85,13 +85,13 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	switch action {
 	case "pause":
 		if err := client.QueuePause(ctx, pos[1]); err != nil {
-			return err
+			return explainWriteFault(err, "", true) // pausing a paused queue is no error
 		}
 		fmt.Fprintf(c.m.Stdout, "queue %s paused: no process claims its jobs until it is resumed; running jobs finish\n", pos[1])
 		return nil
 	case "resume":
 		if err := client.QueueResume(ctx, pos[1]); err != nil {
-			return err
+			return explainWriteFault(err, "", true)
 		}
 		fmt.Fprintf(c.m.Stdout, "queue %s resumed\n", pos[1])
 		return nil

@@ -82,7 +82,7 @@ func (c *UICommand) Run(ctx context.Context, args []string) error {
 	if opts.Authorize == nil && !loopback(host) {
 		return cli.Usagef("ui", "--addr %s is reachable from other machines: give --token (--token random makes one) or --basic-auth USER:PASSWORD", *addr)
 	}
-	client, closeClient, err := openClient(ctx, c.m, *dbURL)
+	client, closeClient, err := openClientWaiting(ctx, c.m, *dbURL, true)
 	if err != nil {
 		return err
 	}
@@ -162,6 +162,7 @@ confirmation and carries a CSRF token.
 It listens on 127.0.0.1:8080 unless --addr says otherwise; an address that
 other machines reach needs --token or --basic-auth. Applications can mount
 the same dashboard in their own server (package github.com/spoolq/spool/ui).
+Like migrate, it waits for a database that cannot be reached yet.
 
 Flags:
 

@@ -266,7 +266,7 @@ func (m *outcomeWriter) write(batch []pendingFinish) (later []pendingFinish) {
 			m.giveUp(batch, err)
 			return nil
 		}
-		m.logger.Warn("spool: writing job outcomes failed; retrying", "jobs", len(batch), "error", err, "retry_in", backoff)
+		m.logger.Warn(retryMessage(err), "jobs", len(batch), "write", backend.WriteFate(err), "error", err, "retry_in", backoff)
 		sleepCtx(m.abandonCtx, jitter(backoff))
 		backoff = min(backoff*2, maxRetryBackoff)
 	}
@@ -300,15 +300,35 @@ func (m *outcomeWriter) keepUnwritten(rest []pendingFinish, err error) []pending
 	}
 	if len(keep) > 0 {
 		m.logger.Warn("spool: part of the store could not write job outcomes; the rest were written, these are retried",
-			"jobs", len(keep), "error", err)
+			"jobs", len(keep), "write", backend.WriteFate(err), "error", err)
 	}
 	return keep
 }
 
+// retryMessage is the warning of a failed outcome write that is retried,
+// saying what the error tells of the write: a retry of a write that did
+// commit changes nothing (its fences no longer match) and is reported as
+// already applied (reportRejected).
+func retryMessage(err error) string {
+	switch backend.WriteFate(err) {
+	case backend.FateNotWritten:
+		return "spool: job outcomes not written: the database connection failed before they could commit; retrying"
+	case backend.FateOutcomeUnknown:
+		return "spool: job outcomes may or may not have been written: the database connection failed after they were sent; " +
+			"retrying (the jobs' fences make a second write of an applied outcome change nothing)"
+	default:
+		return "spool: writing job outcomes failed; retrying"
+	}
+}
+
 // giveUp drops outcomes that could not be written.
 func (m *outcomeWriter) giveUp(batch []pendingFinish, err error) {
-	m.logger.Error("spool: giving up writing job outcomes; their jobs will be rescued when their leases end",
-		"jobs", len(batch), "error", err)
+	msg := "spool: giving up writing job outcomes; their jobs will be rescued when their leases end"
+	if backend.WriteFate(err) == backend.FateOutcomeUnknown {
+		msg = "spool: giving up writing job outcomes, which may or may not have been written (the database connection " +
+			"failed after they were sent); the jobs whose outcome was not written will be rescued when their leases end"
+	}
+	m.logger.Error(msg, "jobs", len(batch), "write", backend.WriteFate(err), "error", err)
 	leases := make([]backend.LeaseRef, len(batch))
 	for i, p := range batch {
 		leases[i] = p.finish.Lease

@@ -397,6 +397,14 @@ func (s *MariaDB) signalAndWait(sig syscall.Signal, wait time.Duration) error {
 	return s.proc.stop(sig, wait)
 }
 
+// Start starts a server stopped by Stop again, on its datadir and port.
+func (s *MariaDB) Start(ctx context.Context) error {
+	if err := s.start(ctx); err != nil {
+		return fmt.Errorf("start MariaDB: %w", err)
+	}
+	return nil
+}
+
 // Stop implements Server.
 func (s *MariaDB) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time.Second) }
 

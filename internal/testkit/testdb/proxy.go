@@ -1,10 +1,11 @@
 package testdb
 
 import (
-	"io"
+	"bytes"
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -14,10 +15,13 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	drop  bool // DropReplies: the server's next bytes end the connection
-	conns map[net.Conn]struct{}
+	mu   sync.Mutex
+	cut  bool
+	drop bool // DropReplies: the server's next bytes end the connection
+	// dropAfter (DropReplyTo): the reply to the first request holding it
+	// is dropped, and that request's connection ended.
+	dropAfter []byte
+	conns     map[net.Conn]struct{}
 }
 
 // NewProxy starts a proxy to the PostgreSQL test server, closed when the
@@ -61,6 +65,30 @@ func (p *Proxy) DropReplies() {
 	p.mu.Unlock()
 }
 
+// DropReplyTo arms a one-shot fault: the first request from a client that
+// holds pattern (a statement's text, say COMMIT) is passed to the server,
+// which runs it, and the server's next bytes on that connection are
+// swallowed and the connection closed: the reply to that very statement
+// is lost, as when a network fails between a commit and its reply.
+// Requests sent before the armed one, on any connection, are answered.
+func (p *Proxy) DropReplyTo(pattern string) {
+	p.mu.Lock()
+	p.dropAfter = []byte(pattern)
+	p.mu.Unlock()
+}
+
+// takeDropAfter reports whether request matches the armed DropReplyTo
+// pattern, disarming it if so.
+func (p *Proxy) takeDropAfter(request []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.dropAfter) == 0 || !bytes.Contains(request, p.dropAfter) {
+		return false
+	}
+	p.dropAfter = nil
+	return true
+}
+
 // URL is the test database URL through the proxy.
 func (p *Proxy) URL() string {
 	u, _ := url.Parse(PostgresURL())
@@ -82,7 +110,7 @@ func (p *Proxy) Cut() {
 // Restore lets connections and replies through again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.cut, p.drop = false, false
+	p.cut, p.drop, p.dropAfter = false, false, nil
 	p.mu.Unlock()
 }
 
@@ -126,17 +154,34 @@ func (p *Proxy) serve(client net.Conn) {
 	p.conns[server] = struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		_ = dst.Close()
-		_ = src.Close()
+	// dropNext is set once a request matched DropReplyTo's pattern, before
+	// the request goes on to the server, so its reply cannot slip through.
+	var dropNext atomic.Bool
+	requests := func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				if p.takeDropAfter(buf[:n]) {
+					dropNext.Store(true)
+				}
+				if _, werr := server.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		_ = server.Close()
+		_ = client.Close()
 		done <- struct{}{}
 	}
 	replies := func() {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := server.Read(buf)
-			if n > 0 && p.dropping() {
+			if n > 0 && (p.dropping() || dropNext.Load()) {
 				break
 			}
 			if n > 0 {
@@ -152,7 +197,7 @@ func (p *Proxy) serve(client net.Conn) {
 		_ = server.Close()
 		done <- struct{}{}
 	}
-	go pipe(server, client)
+	go requests()
 	go replies()
 	<-done
 	<-done

@@ -190,15 +190,11 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// A worker started while the server restarts waits for it, a bounded
-	// time, as a deployed worker would be restarted until it connects.
-	var be backend.Backend
-	for i := 0; ; i++ {
-		if be, err = backend.Open(ctx, *dsn); err == nil || i >= 120 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	// A worker started while the server restarts waits for it (backend.Open
+	// tries again while the server is unreachable), a bounded time.
+	openCtx, cancelOpen := context.WithTimeout(ctx, 30*time.Second)
+	be, err := backend.Open(openCtx, *dsn)
+	cancelOpen()
 	if err != nil {
 		return fmt.Errorf("bench chaos worker: %w", err)
 	}

@@ -1,0 +1,52 @@
+package mysql
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/spoolq/spool/backend"
+)
+
+// MySQL error numbers with which a server refuses a session for now.
+const (
+	errTooManyConnections     = 1040 // ER_CON_COUNT_ERROR
+	errTooManyUserConnections = 1203 // ER_TOO_MANY_USER_CONNECTIONS
+)
+
+// openError marks a failure of Open with backend.ErrUnavailable when it may
+// pass by itself (see unavailable), so that backend.Open tries again.
+func openError(err error) error {
+	if unavailable(err) {
+		return fmt.Errorf("open mysql: %w: %w", backend.ErrUnavailable, err)
+	}
+	return fmt.Errorf("open mysql: %w", err)
+}
+
+// unavailable reports a failure to reach the server that may pass without
+// anyone changing anything: the connection was refused, reset or timed out,
+// the host is unreachable or its name does not resolve yet, the handshake
+// was cut (a server starting or stopping), or the server answered that it
+// has no connection free or is shutting down. The server's other answers
+// are final: access denied (1045), an unknown database (1049), a host
+// blocked after too many connection errors (1129, which needs FLUSH HOSTS).
+func unavailable(err error) bool {
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		switch my.Number {
+		case errTooManyConnections, errTooManyUserConnections, errServerShutdown, errConnectionKilled:
+			return true
+		}
+		return false
+	}
+	var (
+		dnsErr *net.DNSError
+		opErr  *net.OpError
+	)
+	return errors.As(err, &dnsErr) || errors.As(err, &opErr) ||
+		errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}

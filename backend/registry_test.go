@@ -1,0 +1,153 @@
+package backend_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/memory"
+)
+
+// flaky is an opener registered for the scheme "flaky-test": it fails with
+// the errors queued in fails, one per try, then opens a memory store.
+type flaky struct {
+	mu    sync.Mutex
+	fails []error
+	tries int
+}
+
+var flakyOpener = &flaky{}
+
+func init() {
+	backend.Register(func(ctx context.Context, dsn string) (backend.Backend, error) {
+		f := flakyOpener
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.tries++
+		if len(f.fails) > 0 {
+			err := f.fails[0]
+			f.fails = f.fails[1:]
+			return nil, err
+		}
+		return memory.New(), nil
+	}, "flaky-test")
+}
+
+// setFlaky queues failures for the flaky opener; tests using it run one at
+// a time.
+func setFlaky(t *testing.T, fails ...error) {
+	t.Helper()
+	flakyOpener.mu.Lock()
+	flakyOpener.fails, flakyOpener.tries = fails, 0
+	flakyOpener.mu.Unlock()
+}
+
+func flakyTries() int {
+	flakyOpener.mu.Lock()
+	defer flakyOpener.mu.Unlock()
+	return flakyOpener.tries
+}
+
+var errRefused = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+
+// TestOpenRetriesUnavailable: failures marked ErrUnavailable are tried
+// again, each logged with its cause and the wait before the next try;
+// the store opens once they stop.
+func TestOpenRetriesUnavailable(t *testing.T) {
+	unavail := func() error { return errors.Join(backend.ErrUnavailable, errRefused) }
+	setFlaky(t, unavail(), unavail())
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	be, err := backend.OpenWith(context.Background(), "flaky-test://x", backend.OpenOptions{Logger: logger})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	_ = be.Close()
+	if got := flakyTries(); got != 3 {
+		t.Fatalf("tries: %d, want 3", got)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "cannot open the store yet; trying again"); n != 2 {
+		t.Fatalf("want 2 warnings, one per failed try, got %d:\n%s", n, out)
+	}
+	for _, want := range []string{"connection refused", "next_try_in=", "try=1", "try=2", "store=flaky-test://x", "store opened", "tries=3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestOpenFinalErrorsAtOnce: a failure not marked ErrUnavailable (a bad
+// URL, a refused password) is returned at the first try, and Once returns
+// even an unavailable store's failure at once.
+func TestOpenFinalErrorsAtOnce(t *testing.T) {
+	final := errors.New("password authentication failed")
+	setFlaky(t, final)
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	if _, err := backend.OpenWith(context.Background(), "flaky-test://x", backend.OpenOptions{Logger: logger}); !errors.Is(err, final) {
+		t.Fatalf("open: got %v, want the authentication failure", err)
+	}
+	if got := flakyTries(); got != 1 {
+		t.Fatalf("tries: %d, want 1", got)
+	}
+	setFlaky(t, errors.Join(backend.ErrUnavailable, errRefused))
+	if _, err := backend.OpenWith(context.Background(), "flaky-test://x", backend.OpenOptions{Logger: logger, Once: true}); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("open once: got %v, want ErrUnavailable", err)
+	}
+	if got := flakyTries(); got != 1 {
+		t.Fatalf("tries with Once: %d, want 1", got)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("nothing retried, yet logged:\n%s", logs.String())
+	}
+	for _, dsn := range []string{"nope", "nosuchscheme://x"} {
+		if _, err := backend.Open(context.Background(), dsn); err == nil || errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("open %q: got %v, want a final error", dsn, err)
+		}
+	}
+}
+
+// TestOpenBoundedByContext: when ctx ends while the store is unavailable,
+// Open returns an error matching both ctx's error and the last failure.
+func TestOpenBoundedByContext(t *testing.T) {
+	fails := make([]error, 1000)
+	for i := range fails {
+		fails[i] = errors.Join(backend.ErrUnavailable, errRefused)
+	}
+	setFlaky(t, fails...)
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := make(chan struct{}, 1000)
+	logger := slog.New(handlerFunc(func(r slog.Record) {
+		logs <- struct{}{}
+	}))
+	done := make(chan error, 1)
+	go func() {
+		_, err := backend.OpenWith(ctx, "flaky-test://x", backend.OpenOptions{Logger: logger})
+		done <- err
+	}()
+	<-logs // a failed try, and a wait for the next
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "connection refused") {
+			t.Fatalf("open with ctx cancelled: got %v, want context.Canceled and the last failure", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open did not return within 10 s of its context's end")
+	}
+}
+
+// handlerFunc is a slog.Handler calling f for each record.
+type handlerFunc func(slog.Record)
+
+func (h handlerFunc) Enabled(context.Context, slog.Level) bool      { return true }
+func (h handlerFunc) Handle(_ context.Context, r slog.Record) error { h(r); return nil }
+func (h handlerFunc) WithAttrs([]slog.Attr) slog.Handler            { return h }
+func (h handlerFunc) WithGroup(string) slog.Handler                 { return h }
