@@ -103,9 +103,11 @@ func (h *heartbeat) beat(ctx context.Context, leases []backend.LeaseRef, interva
 		switch {
 		case ctx.Err() != nil:
 		case tooLate:
-			h.logger.Warn("spool: heartbeat given up: the database had not answered when the leases it carried ended", "jobs", len(leases), "took", took.Round(time.Millisecond), "lease", h.cfg.LeaseDuration, "error", err)
+			h.logger.Warn("spool: heartbeat given up: the database had not answered when the leases it carried ended", "jobs", len(leases), "took", took.Round(time.Millisecond), "lease", h.cfg.LeaseDuration, "write", backend.WriteFate(err), "error", err)
+		case errors.Is(err, backend.ErrOutcomeUnknown):
+			h.logger.Warn("spool: heartbeat's reply lost: the leases may or may not have been extended; the next beat tries again", "jobs", len(leases), "took", took.Round(time.Millisecond), "write", backend.WriteFate(err), "error", err)
 		default:
-			h.logger.Warn("spool: heartbeat failed; leases not extended", "jobs", len(leases), "took", took.Round(time.Millisecond), "error", err)
+			h.logger.Warn("spool: heartbeat failed; leases not extended", "jobs", len(leases), "took", took.Round(time.Millisecond), "write", backend.WriteFate(err), "error", err)
 		}
 		return
 	}
