@@ -11,8 +11,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 // slowBeatBackend answers every heartbeat after delay, or with the
@@ -66,7 +66,7 @@ func TestSlowHeartbeatKeepsLease(t *testing.T) {
 			return context.Cause(ctx)
 		}
 	}))
-	var logs backendtest.LogBuffer
+	var logs conformance.LogBuffer
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers:        ws,
 		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}},
@@ -139,7 +139,7 @@ func TestLeaseEndCancelsHandler(t *testing.T) {
 			return nil
 		}
 	}))
-	var logs backendtest.LogBuffer
+	var logs conformance.LogBuffer
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers:        ws,
 		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}},

@@ -349,7 +349,7 @@ func (b *Backend) DeadlockRetries() uint64 {
 }
 
 // ConformancePerShardByKey names the conformance tests
-// (backendtest.Spread.PerStore) of guarantees that hold per shard when a
+// (conformance.Spread.PerStore) of guarantees that hold per shard when a
 // queue spans the shards, each with what holds (docs/sharding.md). Those
 // tests assert it instead of the whole queue's guarantee.
 var ConformancePerShardByKey = map[string]string{

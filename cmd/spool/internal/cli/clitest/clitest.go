@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/cmd/spool/internal/cli"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 )
 
 // Exec runs a command line on env and returns its exit code, as the spool
@@ -27,7 +27,7 @@ type Result struct {
 // buffers for the outputs, and logs the outcome.
 func Run(t testing.TB, exec Exec, stdin io.Reader, args ...string) Result {
 	t.Helper()
-	var stdout, stderr testdb.LogBuffer
+	var stdout, stderr conformance.LogBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := exec(ctx, &cli.Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr}, args)

@@ -1,11 +1,11 @@
-// Package backendtest is the conformance suite every Spool backend passes,
+// Package conformance is the conformance suite every Spool backend passes,
 // the built-in ones and any other: a backend's own tests call Run with a
 // Harness that makes fresh stores. The suite drives the public client API
 // (and the backend interface directly where the contract is about the store)
 // against a fresh store per test. Its files follow the subjects of the
 // contract: insert, claim, outcomes, leases, maintenance, wakeups, admin,
 // stop, inputs (edge values) and limits (docs/limits.md restated).
-package backendtest
+package conformance
 
 import (
 	"bytes"

@@ -8,6 +8,11 @@
 // backend's replacer fills in (a schema or database name it quoted itself).
 // A statement that the code completes at run time (an id list appended)
 // says so in its comment.
+//
+// It is public, beside the backend interface in the core module, because
+// each SQL backend is a module of its own: it is what they share, versioned
+// with the interface they implement, not an internal package of another
+// module that promises nothing across versions.
 package sqltext
 
 import (

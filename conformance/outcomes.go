@@ -1,4 +1,4 @@
-package backendtest
+package conformance
 
 import (
 	"context"

@@ -4,6 +4,11 @@
 // Conds.Numbered), the reading of a bulk batch, and row-by-row reads
 // (ReadRows, ReadThroughput). Every value is bound; only column names, known
 // states and placeholders are written into the statement.
+//
+// It is public, beside the backend interface in the core module, because
+// each SQL backend is a module of its own: it is what they share, versioned
+// with the interface they implement, not an internal package of another
+// module that promises nothing across versions.
 package sqlfilter
 
 import (
