@@ -78,15 +78,15 @@ func (m *Maintainer) Run(ctx context.Context) {
 				leader = ok
 			}
 			m.leading.Store(leader)
-			nextElect = now.Add(ttl / 3)
+			nextElect = dueAfter(now, ttl/3, tick)
 		}
 		if leader && !now.Before(nextRescue) {
 			m.rescue(ctx)
-			nextRescue = now.Add(cfg.RescueInterval)
+			nextRescue = dueAfter(now, cfg.RescueInterval, tick)
 		}
 		if leader && !now.Before(nextCleanup) {
 			m.cleanup(ctx)
-			nextCleanup = now.Add(cfg.CleanupInterval)
+			nextCleanup = dueAfter(now, cfg.CleanupInterval, tick)
 		}
 		select {
 		case <-ctx.Done():
@@ -95,6 +95,17 @@ func (m *Maintainer) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// dueAfter returns when work done at now, the loop's reading of the clock
+// at a tick of period tick, is due again, interval later: half a tick
+// early, so that it comes due at the tick nearest to now + interval. The
+// ticks come at fixed times but the loop reads the clock a scheduling delay
+// after each; a due time of now + interval fell just after the tick it
+// meant whenever that tick's delay was the shorter (half the time), and the
+// work waited one more tick: rescue at a 1 s interval ran every 1 or 2 s.
+func dueAfter(now time.Time, interval, tick time.Duration) time.Time {
+	return now.Add(interval - tick/2)
 }
 
 // Resign hands leadership over at once, so another client need not wait
