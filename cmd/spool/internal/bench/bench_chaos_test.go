@@ -376,3 +376,30 @@ func TestBenchChaosFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestChaosMarkdown: the markdown output has a column per backend and a
+// recovery row per fault kind, the p99 over the target in bold.
+func TestChaosMarkdown(t *testing.T) {
+	a := cleanAudit()
+	a.Jobs[0].Rescues = []time.Time{a.Starts[1].At.Add(-time.Second)}
+	a.Claims = append(a.Claims, chaosClaim{ID: 1, Fence: 2, Proc: "w1g0", At: a.Starts[1].At.Add(-10 * time.Millisecond)})
+	round := chaosRound{Backend: "sqlite", Workers: 4, Concurrency: 4, LeaseMS: 1000, WorkMS: 40, FaultLog: a.Faults, chaosCheck: *checkChaos(a)}
+	round.OK = round.chaosCheck.OK()
+	var b strings.Builder
+	if err := printChaosMarkdown(&b, &chaosResult{Rounds: []chaosRound{round}}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| | sqlite |\n|---|---:|\n",
+		"| lost | 0 |\n",
+		"| invariants | held |\n",
+		// Lease 1 s: the target is 2 × (1 s + 333 ms); job 1 took 4 s.
+		"= 2,667 ms.",
+		"| sqlite | kill_worker | 1 | 3,000 / 3,000 / 3,000 (1) | 990 / 990 / 990 (1) | 10 / 10 / 10 (1) | **4,000 / 4,000 / 4,000 (1)** |\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}
