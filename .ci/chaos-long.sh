@@ -10,7 +10,9 @@
 #
 #   .ci/chaos-long.sh > chaos-long.md
 #
-# CHAOS_SEED (default 1) and CHAOS_DURATION (default 3m) change the run.
+# CHAOS_SEED (default 1) and CHAOS_DURATION (default 3m) change the run;
+# CHAOS_KEEP=1 keeps each backend's directory (audit, worker and server
+# logs, the SQLite file) to look into a figure, and names it on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
@@ -36,4 +38,4 @@ fi
 echo "Run $(date -u '+%Y-%m-%d from %H:%M UTC') at commit $commit, on $(nproc) cores, one backend after the other:"
 echo
 "$bin/spool" bench chaos --backend all --duration "${CHAOS_DURATION:-3m}" --jobs 50000 \
-  --seed "${CHAOS_SEED:-1}" --markdown --timeout 45m
+  --seed "${CHAOS_SEED:-1}" --markdown --timeout 45m ${CHAOS_KEEP:+--keep-dir}
