@@ -2,8 +2,8 @@
 # Short chaos suite for CI: builds spool and runs `spool bench chaos` on
 # PostgreSQL, MariaDB and SQLite (servers of its own, on free loopback ports;
 # never the shared ones), 35 s of faults each, failing on any invariant
-# violation. docs/guarantees.md describes the faults and the invariants; the
-# long run there uses --duration 3m --jobs 50000.
+# violation. docs/guarantees.md describes the faults and the invariants;
+# .ci/chaos-long.sh is its long run (3 minutes of faults per backend).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"

@@ -379,3 +379,33 @@ func TestFloorSeesDueHigherPriority(t *testing.T) {
 	wantIDs(t, "next claim", ft.claim(1), due)
 	wantIDs(t, "last claim", ft.claim(1), low[2])
 }
+
+// A job rescued by another process keeps its key, below this process's
+// floor, and no trigger sees a rescue: the rescuer must announce it, or this
+// process finds it only at its next probe (an hour away here; 1 to 10 s in
+// production, which was most of a rescued job's wait behind a backlog in
+// bench chaos).
+func TestFloorSeesJobRescuedElsewhere(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	other, err := New(ft.b.pool, &Options{Schema: ft.b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	first, second, third := ft.insert(ft.b.pool, 0), ft.insert(ft.b.pool, 0), ft.insert(ft.b.pool, 0)
+	ft.awaitWakes(3)
+	// The other process claims the first job on a lease that has ended by
+	// its rescue's statement; this one claims the second, its floor there.
+	jobs, err := other.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 1, Lease: time.Microsecond, ClaimID: "other#1"})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != first {
+		t.Fatalf("other's claim: %v %v", jobs, err)
+	}
+	wantIDs(t, "first claim", ft.claim(1), second)
+	res, err := other.JobRescue(ctx, &backend.JobRescueParams{Max: 10})
+	if err != nil || res.Retried != 1 {
+		t.Fatalf("rescue: %+v %v", res, err)
+	}
+	ft.awaitWakes(4)
+	wantIDs(t, "claim after the rescue", ft.claim(10), first, third)
+}

@@ -25,6 +25,7 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 	var (
 		state, queue string
 		key          claimKey
+		lowest       queueKeys
 	)
 	_, err = pgx.ForEachRow(rows, []any{&state, &queue, &key.priority, &key.runAt, &key.id}, func() error {
 		if backend.State(state) == backend.StateDiscarded {
@@ -32,12 +33,18 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 		} else {
 			res.Retried++
 			b.floors.lower(queue, key)
+			lowest.note(queue, key)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
+	// A rescued job keeps its run_at, below the claim floors of the other
+	// processes, which no trigger tells (rescue updates rows in place):
+	// they hear of it as of a new job, and their next claim reads from
+	// below it, instead of finding it only at their next probe (1 to 10 s).
+	b.announceDue(ctx, lowest)
 	return res, nil
 }
 

@@ -74,7 +74,8 @@ func (m *Maintainer) Run(ctx context.Context) {
 	}()
 	defer func() { <-done }()
 	cfg := &m.cfg
-	t := time.NewTicker(min(cfg.RescueInterval, m.term()/3))
+	tick := min(cfg.RescueInterval, m.term()/3)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	var nextRescue, nextCleanup time.Time
 	for {
@@ -90,13 +91,24 @@ func (m *Maintainer) Run(ctx context.Context) {
 		now := time.Now()
 		if !now.Before(nextRescue) {
 			m.rescue(ctx)
-			nextRescue = now.Add(cfg.RescueInterval)
+			nextRescue = dueAfter(now, cfg.RescueInterval, tick)
 		}
 		if !now.Before(nextCleanup) {
 			m.cleanup(ctx)
-			nextCleanup = now.Add(cfg.CleanupInterval)
+			nextCleanup = dueAfter(now, cfg.CleanupInterval, tick)
 		}
 	}
+}
+
+// dueAfter returns when work done at now, the loop's reading of the clock
+// at a tick of period tick, is due again, interval later: half a tick
+// early, so that it comes due at the tick nearest to now + interval. The
+// ticks come at fixed times but the loop reads the clock a scheduling delay
+// after each; a due time of now + interval fell just after the tick it
+// meant whenever that tick's delay was the shorter (half the time), and the
+// work waited one more tick.
+func dueAfter(now time.Time, interval, tick time.Duration) time.Time {
+	return now.Add(interval - tick/2)
 }
 
 // elect renews or seeks leadership every third of the term until ctx

@@ -81,6 +81,7 @@ type chaosRound struct {
 	Workers        int            `json:"worker_processes"`
 	Concurrency    int            `json:"workers_per_process"`
 	LeaseMS        float64        `json:"lease_ms"`
+	WorkMS         float64        `json:"work_ms"`
 	Faults         map[string]int `json:"faults"`
 	FaultLog       []chaosFault   `json:"fault_log"`
 	WorkerRestarts int            `json:"worker_restarts"`
@@ -117,6 +118,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	which := fs.String("backend", "all", "postgres, mysql, sqlite or all")
 	duration := fs.Duration("duration", 3*time.Minute, "how long faults are injected, per backend")
 	seed := fs.Uint64("seed", 1, "seed of the fault schedule and the jobs")
+	markdown := fs.Bool("markdown", false, "print the results as the markdown tables of docs/guarantees.md")
 	claimCommit := fs.String("claim-commit", "", "PostgreSQL: the workers' spool_claim_commit, sync or async (default: the backend's, sync)")
 	load := addChaosLoadFlags(fs, chaosLoadDefaults{jobs: 50000, workers: 4, concurrency: 4,
 		work: 40 * time.Millisecond, lease: 3 * time.Second, drain: 2 * time.Minute})
@@ -140,6 +142,8 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usagef(name, "--duration must be between 5s and 2h")
 	case *claimCommit != "" && *claimCommit != "sync" && *claimCommit != "async":
 		return cli.Usagef(name, "--claim-commit must be sync or async")
+	case *markdown && *load.asJSON:
+		return cli.Usagef(name, "--markdown and --json exclude each other")
 	}
 	if err := load.check(name); err != nil {
 		return err
@@ -161,9 +165,12 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 			failed = append(failed, be+": "+strings.Join(round.Violations, ", "))
 		}
 	}
-	if *load.asJSON {
+	switch {
+	case *load.asJSON:
 		err = cli.WriteJSON(c.m.Stdout, res)
-	} else {
+	case *markdown:
+		err = printChaosMarkdown(c.m.Stdout, &res)
+	default:
 		err = printChaos(c.m.Stdout, &res)
 	}
 	if err != nil {
@@ -755,7 +762,7 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	go pool.supervise(superCtx)
 
 	round = &chaosRound{Backend: beName, Seed: o.seed, JobsTarget: o.jobs, Workers: o.workers, Concurrency: o.concurrency,
-		LeaseMS: ms(o.lease), Faults: map[string]int{}}
+		LeaseMS: ms(o.lease), WorkMS: ms(o.work), Faults: map[string]int{}}
 	start := time.Now()
 	prod := startChaosProducer(ctx, store.client, o, start)
 	var probe *writeProbe
@@ -825,6 +832,10 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	return round, nil
 }
 
+// rescueErrorPrefix begins the error every store's rescue records for the
+// attempt whose lease ran out.
+const rescueErrorPrefix = "lease expired"
+
 // readChaosStore reads every job row and effect row into a.
 func readChaosStore(ctx context.Context, s *chaosStore, a *chaosAudit) error {
 	var after int64
@@ -838,7 +849,13 @@ func readChaosStore(ctx context.Context, s *chaosStore, a *chaosAudit) error {
 			if err := json.Unmarshal(r.Args, &args); err != nil {
 				return fmt.Errorf("job %d: args: %w", r.ID, err)
 			}
-			a.Jobs = append(a.Jobs, chaosJob{ID: r.ID, Seq: args.Seq, State: r.State, Fence: r.Fence, FinalizedAt: r.FinalizedAt, Effect: args.Effect})
+			j := chaosJob{ID: r.ID, Seq: args.Seq, State: r.State, Fence: r.Fence, FinalizedAt: r.FinalizedAt, Effect: args.Effect}
+			for _, e := range r.Errors {
+				if strings.HasPrefix(e.Error, rescueErrorPrefix) {
+					j.Rescues = append(j.Rescues, e.At)
+				}
+			}
+			a.Jobs = append(a.Jobs, j)
 			after = max(after, r.ID)
 		}
 		if len(rows) == 0 {
@@ -1213,18 +1230,7 @@ func printChaos(w io.Writer, r *chaosResult) error {
 			return err
 		}
 		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "fault\tcount\tjobs restarted\tp50 ms\tp99 ms\tmax ms\tfirst start ms\t\n")
-		kinds := make([]string, 0, len(rd.Recovery))
-		for k := range rd.Recovery {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		for _, k := range kinds {
-			s := rd.Recovery[k]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n", k, s.Faults, s.Jobs, s.P50MS, s.P99MS, s.MaxMS, s.FirstStartMS)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := printChaosRecovery(w, &rd); err != nil {
 			return err
 		}
 		if rd.LateByClaimLiveInDB > 0 {
@@ -1240,6 +1246,136 @@ func printChaos(w io.Writer, r *chaosResult) error {
 	}
 	if r.OK {
 		fmt.Fprintln(w, "all invariants held")
+	}
+	return nil
+}
+
+// recoveryTargetMS is what the recovery of a job a fault interrupted
+// should take at most, at the 99th percentile: twice the lease plus the
+// rescue interval (the workers' default, a third of the lease).
+func recoveryTargetMS(leaseMS float64) float64 { return 2 * (leaseMS + leaseMS/3) }
+
+// printChaosRecovery prints one round's recovery table: per fault kind, the
+// time from the fault to the rescue of the jobs it interrupted, from the
+// rescue to their claim, from the claim to their start, and from the fault
+// to their start (p50 / p99 / max, ms).
+func printChaosRecovery(w io.Writer, rd *chaosRound) error {
+	target := recoveryTargetMS(rd.LeaseMS)
+	fmt.Fprintf(w, "recovery of the jobs each fault interrupted, ms, p50 / p99 / max (target: p99 of fault → running again ≤ %.0f)\n", target)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "fault\tcount\tjobs\tfault → rescue\trescue → claim\tclaim → start\tfault → running again\t\tfirst start anywhere\t\n")
+	for _, k := range sortedKinds(rd.Recovery) {
+		s := rd.Recovery[k]
+		mark := ""
+		if s.Jobs > 0 && s.P99MS > target {
+			mark = "over"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t\n", k, s.Faults, s.Jobs, phaseCell(s.FaultToRescue), phaseCell(s.RescueToClaim),
+			phaseCell(s.ClaimToStart), phaseCell(phaseStats{Jobs: s.Jobs, P50MS: s.P50MS, P99MS: s.P99MS, MaxMS: s.MaxMS}), mark, s.FirstStartMS)
+	}
+	return tw.Flush()
+}
+
+// sortedKinds returns the fault kinds of a recovery map in order.
+func sortedKinds(m map[string]recoveryStats) []string {
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return kinds
+}
+
+// phaseCell formats a phase as "p50 / p99 / max (jobs)", or "—" when no
+// job went through it.
+func phaseCell(p phaseStats) string {
+	if p.Jobs == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s / %s / %s (%d)", thousands(p.P50MS), thousands(p.P99MS), thousands(p.MaxMS), p.Jobs)
+}
+
+// thousands formats a non-negative number rounded to an integer, with commas
+// between thousands.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// printChaosMarkdown prints the rounds as the markdown tables of
+// docs/guarantees.md's "Latest long run": the counts and invariants with a
+// column per backend, then the recovery of each fault kind per backend.
+func printChaosMarkdown(w io.Writer, r *chaosResult) error {
+	if len(r.Rounds) == 0 {
+		return nil
+	}
+	rd0 := r.Rounds[0]
+	fmt.Fprintf(w, "%d worker processes × %d workers, lease %s, handlers of %s mean, %.0f s of faults per backend, seed %d.\n\n",
+		rd0.Workers, rd0.Concurrency, time.Duration(rd0.LeaseMS*float64(time.Millisecond)), time.Duration(rd0.WorkMS*float64(time.Millisecond)), rd0.FaultSeconds, rd0.Seed)
+	fmt.Fprint(w, "| |")
+	for _, rd := range r.Rounds {
+		fmt.Fprintf(w, " %s |", rd.Backend)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range r.Rounds {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	row := func(name string, cell func(rd *chaosRound) string) {
+		fmt.Fprintf(w, "| %s |", name)
+		for i := range r.Rounds {
+			fmt.Fprintf(w, " %s |", cell(&r.Rounds[i]))
+		}
+		fmt.Fprintln(w)
+	}
+	n := func(f func(rd *chaosRound) int64) func(rd *chaosRound) string {
+		return func(rd *chaosRound) string { return thousands(float64(f(rd))) }
+	}
+	row("faults injected", n(func(rd *chaosRound) int64 { return int64(len(rd.FaultLog)) }))
+	row("enqueued", n(func(rd *chaosRound) int64 { return rd.Enqueued }))
+	row("completed", n(func(rd *chaosRound) int64 { return rd.Completed }))
+	row("discarded", n(func(rd *chaosRound) int64 { return rd.Discarded }))
+	row("pending after drain", n(func(rd *chaosRound) int64 { return rd.Pending }))
+	row("lost", n(func(rd *chaosRound) int64 { return rd.Lost }))
+	row("runs after committed completion", n(func(rd *chaosRound) int64 { return rd.RunsAfterCommittedCompletion }))
+	row("stale completions accepted", n(func(rd *chaosRound) int64 { return rd.StaleCompletionsAccepted }))
+	row("overlapping live leases", n(func(rd *chaosRound) int64 { return rd.OverlappingLiveLeases }))
+	row("late starts", n(func(rd *chaosRound) int64 { return rd.LateStarts }))
+	row("duplicate effects", n(func(rd *chaosRound) int64 { return rd.DuplicateEffects }))
+	row("missing effects", n(func(rd *chaosRound) int64 { return rd.MissingEffects }))
+	row("slow stops", n(func(rd *chaosRound) int64 { return int64(rd.SlowStops) }))
+	row("unacknowledged inserts that committed", n(func(rd *chaosRound) int64 { return rd.CommittedUnacked }))
+	row("handler starts", n(func(rd *chaosRound) int64 { return rd.Starts }))
+	row("jobs started more than once", n(func(rd *chaosRound) int64 { return rd.JobsRunTwice }))
+	row("worker processes replaced", n(func(rd *chaosRound) int64 { return int64(rd.WorkerRestarts) }))
+	row("drain after the faults (s)", func(rd *chaosRound) string { return strconv.FormatFloat(rd.DrainSeconds, 'f', 1, 64) })
+	row("longest time without a start (ms)", func(rd *chaosRound) string { return thousands(rd.LongestStartGapMS) })
+	row("longest SIGTERM → exit (ms)", func(rd *chaosRound) string { return thousands(rd.MaxStopMS) })
+	row("invariants", func(rd *chaosRound) string {
+		if rd.OK {
+			return "held"
+		}
+		return "**violated: " + strings.Join(rd.Violations, ", ") + "**"
+	})
+
+	fmt.Fprintf(w, "\nRecovery of the jobs each fault interrupted (held by the process it hit, claimed or running), ms: p50 / p99 / max (jobs). "+
+		"Fault → rescue and rescue → claim count the jobs whose lease ran out and rescue returned; claim → start and fault → running again count them all. "+
+		"Target: p99 of fault → running again ≤ 2 × (lease + rescue interval) = %s ms.\n\n", thousands(recoveryTargetMS(rd0.LeaseMS)))
+	fmt.Fprintln(w, "| backend | fault | faults | fault → rescue | rescue → claim | claim → start | fault → running again |")
+	fmt.Fprintln(w, "|---|---|---:|---|---|---|---|")
+	for _, rd := range r.Rounds {
+		for _, k := range sortedKinds(rd.Recovery) {
+			s := rd.Recovery[k]
+			total := phaseCell(phaseStats{Jobs: s.Jobs, P50MS: s.P50MS, P99MS: s.P99MS, MaxMS: s.MaxMS})
+			if s.Jobs > 0 && s.P99MS > recoveryTargetMS(rd.LeaseMS) {
+				total = "**" + total + "**"
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s |\n", rd.Backend, k, s.Faults,
+				phaseCell(s.FaultToRescue), phaseCell(s.RescueToClaim), phaseCell(s.ClaimToStart), total)
+		}
 	}
 	return nil
 }
@@ -1302,6 +1438,8 @@ Flags:
 		how long the queue may take to drain after the faults (default 2m)
 	--json
 		print only a JSON object with the results on stdout
+	--markdown
+		print the results as markdown tables (docs/guarantees.md's)
 	--quiet
 		draw no progress on stderr
 	--timeout DURATION

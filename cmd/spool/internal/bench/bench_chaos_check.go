@@ -61,6 +61,10 @@ type chaosJob struct {
 	FinalizedAt *time.Time
 	// Effect: the handler completes it only with CompleteTx and an effect row.
 	Effect bool
+	// Rescues are when rescue returned the job to the queue after its lease
+	// ended (the time of each "lease expired" entry of its error history,
+	// on the store's clock: one machine's clock here).
+	Rescues []time.Time
 }
 
 // chaosEffect is one row of the effect table, written with CompleteTx.
@@ -109,17 +113,39 @@ type chaosAudit struct {
 }
 
 // recoveryStats summarises, for one kind of fault, how long after the fault
-// the jobs it interrupted started again.
+// the jobs it interrupted started again, and where that time went.
 type recoveryStats struct {
 	Faults int `json:"faults"`
-	// Jobs is how many interrupted jobs started again.
+	// Jobs is how many interrupted jobs started again; P50MS, P99MS and
+	// MaxMS are the times from the fault to their next start.
 	Jobs  int     `json:"jobs_restarted"`
 	P50MS float64 `json:"p50_ms"`
 	P99MS float64 `json:"p99_ms"`
 	MaxMS float64 `json:"max_ms"`
+	// FaultToRescue is, for the interrupted jobs rescue returned to the
+	// queue (their lease ran out), the time from the fault to that rescue;
+	// RescueToClaim the time from the rescue to the claim that took the job
+	// again; ClaimToStart the time from that claim to the next start (every
+	// interrupted job, rescued or handed back by its process).
+	FaultToRescue phaseStats `json:"fault_to_rescue"`
+	RescueToClaim phaseStats `json:"rescue_to_claim"`
+	ClaimToStart  phaseStats `json:"claim_to_start"`
 	// FirstStartMS is the longest time, over the faults of this kind, from
 	// the fault to the next handler start anywhere.
 	FirstStartMS float64 `json:"first_start_after_ms"`
+}
+
+// phaseStats summarises one phase of recovery over the jobs it applies to.
+type phaseStats struct {
+	Jobs  int     `json:"jobs"`
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+func phaseOf(ds []time.Duration) phaseStats {
+	st := summarize(ds)
+	return phaseStats{Jobs: st.Count, P50MS: st.P50, P99MS: st.P99, MaxMS: st.Max}
 }
 
 // chaosCheck is the checker's verdict.
@@ -367,12 +393,25 @@ func sortedStarts(ss []chaosStart) []chaosStart {
 
 // recoveries measures, per fault kind, the time from each fault to the next
 // start of every job it interrupted (a job whose handler was running, in a
-// process the fault hit, and that had to start again).
+// process the fault hit, and that had to start again), and splits it: fault
+// to rescue (for jobs whose lease ran out), rescue to the claim that took
+// the job again, that claim to the start.
 func recoveries(a *chaosAudit, byJob map[int64][]chaosStart, ends map[leaseKey]time.Time) map[string]recoveryStats {
-	samples := map[string][]time.Duration{}
+	type phases struct{ total, toRescue, toClaim, toStart []time.Duration }
+	samples := map[string]*phases{}
 	out := map[string]recoveryStats{}
 	starts := sortedStarts(a.Starts)
 	held := slices.Clone(a.Claims)
+	claimsOf := map[int64][]chaosClaim{}
+	for _, c := range a.Claims {
+		claimsOf[c.ID] = append(claimsOf[c.ID], c)
+	}
+	rescuesOf := map[int64][]time.Time{}
+	for _, j := range a.Jobs {
+		if len(j.Rescues) > 0 {
+			rescuesOf[j.ID] = j.Rescues
+		}
+	}
 	for _, s := range a.Starts {
 		held = append(held, chaosClaim{ID: s.ID, Fence: s.Fence, Proc: s.Proc, At: s.At})
 	}
@@ -387,8 +426,14 @@ func recoveries(a *chaosAudit, byJob map[int64][]chaosStart, ends map[leaseKey]t
 		for _, p := range f.Procs {
 			hit[p] = true
 		}
+		ph := samples[f.Kind]
+		if ph == nil {
+			ph = &phases{}
+			samples[f.Kind] = ph
+		}
 		// Jobs held at the fault by a process it hit: claimed or started
-		// before it, and not returned by then.
+		// before it, not returned by then, and not claimed again since (a
+		// job that failed and was claimed again is held by its new claim).
 		seen := map[int64]bool{}
 		for _, h := range held {
 			if h.At.After(f.At) || (len(hit) > 0 && !hit[h.Proc]) || seen[h.ID] {
@@ -397,26 +442,65 @@ func recoveries(a *chaosAudit, byJob map[int64][]chaosStart, ends map[leaseKey]t
 			if end, ok := ends[leaseKey{h.ID, h.Fence}]; ok && !end.After(f.At) {
 				continue
 			}
+			if claimedAgainBy(claimsOf[h.ID], h.Fence, f.At) {
+				continue
+			}
 			// When did it start again?
-			var next time.Time
+			var next chaosStart
 			for _, t := range byJob[h.ID] {
-				if t.Fence > h.Fence && t.At.After(f.At) && (next.IsZero() || t.At.Before(next)) {
-					next = t.At
+				if t.Fence > h.Fence && t.At.After(f.At) && (next.At.IsZero() || t.At.Before(next.At)) {
+					next = t
 				}
 			}
-			if !next.IsZero() {
-				seen[h.ID] = true
-				samples[f.Kind] = append(samples[f.Kind], next.Sub(f.At))
+			if next.At.IsZero() {
+				continue
 			}
+			seen[h.ID] = true
+			ph.total = append(ph.total, next.At.Sub(f.At))
+			// The claim of that start, and the last rescue before it since
+			// the job was held.
+			var claim time.Time
+			for _, c := range claimsOf[h.ID] {
+				if c.Fence == next.Fence {
+					claim = c.At
+				}
+			}
+			if claim.IsZero() {
+				continue
+			}
+			ph.toStart = append(ph.toStart, next.At.Sub(claim))
+			var rescue time.Time
+			for _, t := range rescuesOf[h.ID] {
+				if t.After(h.At) && !t.After(claim) && t.After(rescue) {
+					rescue = t
+				}
+			}
+			if rescue.IsZero() {
+				continue // handed back by its process, not rescued
+			}
+			ph.toRescue = append(ph.toRescue, max(0, rescue.Sub(f.At)))
+			ph.toClaim = append(ph.toClaim, claim.Sub(rescue))
 		}
 	}
-	for kind, ds := range samples {
-		st := summarize(ds)
+	for kind, ph := range samples {
+		st := summarize(ph.total)
 		r := out[kind]
 		r.Jobs, r.P50MS, r.P99MS, r.MaxMS = st.Count, st.P50, st.P99, st.Max
+		r.FaultToRescue, r.RescueToClaim, r.ClaimToStart = phaseOf(ph.toRescue), phaseOf(ph.toClaim), phaseOf(ph.toStart)
 		out[kind] = r
 	}
 	return out
+}
+
+// claimedAgainBy reports whether one of a job's claims took it under a
+// fence above fence, at or before t.
+func claimedAgainBy(claims []chaosClaim, fence int32, t time.Time) bool {
+	for _, c := range claims {
+		if c.Fence > fence && !c.At.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // Audit log lines, one write() each, space-separated:

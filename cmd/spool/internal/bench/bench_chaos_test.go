@@ -108,6 +108,59 @@ func TestChaosCheckClean(t *testing.T) {
 	}
 }
 
+// TestChaosRecoveryPhases: the time from a fault to the next start of a job
+// it interrupted splits into fault → rescue, rescue → claim and claim →
+// start; a job its process handed back (no rescue) counts only in the last.
+func TestChaosRecoveryPhases(t *testing.T) {
+	a := cleanAudit()
+	t0 := a.Starts[0].At.Add(-10 * time.Millisecond)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Job 1: rescued at 4 s, claimed by w1 at 4.9 s, started at 5 s.
+	a.Jobs[0].Rescues = []time.Time{at(4000)}
+	a.Claims = append(a.Claims, chaosClaim{ID: 1, Fence: 2, Proc: "w1g0", At: at(4900)})
+	r := checkChaos(a).Recovery["kill_worker"]
+	want := recoveryStats{Faults: 1, Jobs: 1, P50MS: 4000, P99MS: 4000, MaxMS: 4000, FirstStartMS: 4000,
+		FaultToRescue: phaseStats{Jobs: 1, P50MS: 3000, P99MS: 3000, MaxMS: 3000},
+		RescueToClaim: phaseStats{Jobs: 1, P50MS: 900, P99MS: 900, MaxMS: 900},
+		ClaimToStart:  phaseStats{Jobs: 1, P50MS: 100, P99MS: 100, MaxMS: 100}}
+	if r != want {
+		t.Fatalf("recovery:\n got %+v\nwant %+v", r, want)
+	}
+	// Without the rescue (its process released it), only claim → start.
+	a.Jobs[0].Rescues = nil
+	r = checkChaos(a).Recovery["kill_worker"]
+	if r.Jobs != 1 || r.FaultToRescue.Jobs != 0 || r.RescueToClaim.Jobs != 0 || r.ClaimToStart.Jobs != 1 {
+		t.Fatalf("recovery of a released job: %+v", r)
+	}
+}
+
+// TestChaosRecoveryHeldByLatestClaim: a job is held by its latest claim. A
+// claim its process handed back unstarted, followed by a claim whose run
+// returned (a failure) before the fault, is no job the fault interrupted,
+// however late the retry then starts.
+func TestChaosRecoveryHeldByLatestClaim(t *testing.T) {
+	a := cleanAudit()
+	t0 := a.Starts[0].At.Add(-10 * time.Millisecond)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	a.Claims = append(a.Claims,
+		chaosClaim{ID: 3, Fence: 1, Proc: "w0g0", At: at(100)}, // handed back unstarted
+		chaosClaim{ID: 3, Fence: 2, Proc: "w0g0", At: at(500)},
+		chaosClaim{ID: 3, Fence: 3, Proc: "w1g0", At: at(8990)})
+	a.Starts[4] = chaosStart{ID: 3, Fence: 2, Attempt: 1, Proc: "w0g0", At: at(510), LeasedUntil: at(3500)}
+	a.Ends[3] = chaosEnd{ID: 3, Fence: 2, Proc: "w0g0", At: at(600)}
+	a.Starts = append(a.Starts, chaosStart{ID: 3, Fence: 3, Attempt: 2, Proc: "w1g0", At: at(9000), LeasedUntil: at(12000)})
+	a.Ends = append(a.Ends, chaosEnd{ID: 3, Fence: 3, Proc: "w1g0", At: at(9050)})
+	fin := at(9060)
+	a.Jobs[2].Fence, a.Jobs[2].FinalizedAt = 3, &fin
+	c := checkChaos(a)
+	if !c.OK() {
+		t.Fatalf("violations %v: %v", c.Violations, c.Examples)
+	}
+	if r := c.Recovery["kill_worker"]; r.Jobs != 1 || r.MaxMS != 4000 {
+		t.Fatalf("recovery %+v: want only job 1, 4 s", r)
+	}
+}
+
 // TestChaosCheckDetects breaks each invariant in turn, on the clean audit,
 // and checks that exactly that one is reported.
 func TestChaosCheckDetects(t *testing.T) {
@@ -320,6 +373,33 @@ func TestBenchChaosFlags(t *testing.T) {
 	} {
 		if r := runSpool(t, append([]string{"bench", "chaos"}, args...)...); r.Code != 2 {
 			t.Errorf("bench chaos %v: exit %d, want 2", args, r.Code)
+		}
+	}
+}
+
+// TestChaosMarkdown: the markdown output has a column per backend and a
+// recovery row per fault kind, the p99 over the target in bold.
+func TestChaosMarkdown(t *testing.T) {
+	a := cleanAudit()
+	a.Jobs[0].Rescues = []time.Time{a.Starts[1].At.Add(-time.Second)}
+	a.Claims = append(a.Claims, chaosClaim{ID: 1, Fence: 2, Proc: "w1g0", At: a.Starts[1].At.Add(-10 * time.Millisecond)})
+	round := chaosRound{Backend: "sqlite", Workers: 4, Concurrency: 4, LeaseMS: 1000, WorkMS: 40, FaultLog: a.Faults, chaosCheck: *checkChaos(a)}
+	round.OK = round.chaosCheck.OK()
+	var b strings.Builder
+	if err := printChaosMarkdown(&b, &chaosResult{Rounds: []chaosRound{round}}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| | sqlite |\n|---|---:|\n",
+		"| lost | 0 |\n",
+		"| invariants | held |\n",
+		// Lease 1 s: the target is 2 × (1 s + 333 ms); job 1 took 4 s.
+		"= 2,667 ms.",
+		"| sqlite | kill_worker | 1 | 3,000 / 3,000 / 3,000 (1) | 990 / 990 / 990 (1) | 10 / 10 / 10 (1) | **4,000 / 4,000 / 4,000 (1)** |\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
 		}
 	}
 }
