@@ -77,7 +77,7 @@ func TestKillNineRescue(t *testing.T) {
 	t.Parallel()
 	be := testdb.Postgres(t)
 	ctx := context.Background()
-	inserter, _ := spool.NewClient(be, &spool.Config{})
+	inserter, _ := spool.NewClient(be, &spool.Config{Logger: backendtest.TestLogger(t, slog.LevelWarn)})
 	backendtest.InsertNotes(t, inserter, 0, 20)
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -86,7 +86,7 @@ func TestKillNineRescue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child.Stderr = os.Stderr
+	child.Stderr = backendtest.ShownOnFailure(t, "child process stderr")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -80,7 +81,7 @@ func startPeriodicChild(t *testing.T, dsn string) *periodicChild {
 	}
 	cmd := exec.Command(self, "-test.run=^TestPeriodicExactlyOnceUnderLeaderKills$", "-test.count=1")
 	cmd.Env = append(os.Environ(), periodicChildEnv+"="+dsn)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = backendtest.ShownOnFailure(t, "child process stderr")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/sqlite"
 )
 
@@ -186,7 +187,7 @@ func startStallChild(t *testing.T, mode, path string) *stallChild {
 	}
 	cmd := exec.Command(self, "-test.run=^TestStall", "-test.count=1")
 	cmd.Env = append(os.Environ(), stallChildEnv+"="+mode+" "+path)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = backendtest.ShownOnFailure(t, "child process stderr")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
