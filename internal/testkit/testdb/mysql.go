@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -26,8 +27,9 @@ func MySQLURL() string {
 	return "mysql://root@127.0.0.1:3306/test"
 }
 
-// MySQLDatabaseURL is MySQLURL pointed at another database, with extra
-// query parameters (for example spool_claim=optimistic).
+// MySQLDatabaseURL is MySQLURL pointed at another database, with the pool
+// capped at PoolMaxConns and extra query parameters (for example
+// spool_claim=optimistic, or spool_max_conns to change the cap).
 func MySQLDatabaseURL(database string, params url.Values) string {
 	u, err := url.Parse(MySQLURL())
 	if err != nil {
@@ -35,6 +37,7 @@ func MySQLDatabaseURL(database string, params url.Values) string {
 	}
 	u.Path = "/" + database
 	q := u.Query()
+	q.Set("spool_max_conns", strconv.Itoa(PoolMaxConns))
 	for k, vs := range params {
 		q[k] = vs
 	}
