@@ -124,7 +124,7 @@ func TestKillNineRescue(t *testing.T) {
 		}
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
+	c, err := spool.NewClient(be, &spool.Config{Logger: backendtest.TestLogger(t, slog.LevelWarn), Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 5}}})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := spool.NewClient(workerBe, &spool.Config{Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
+	c, err := spool.NewClient(workerBe, &spool.Config{Logger: backendtest.TestLogger(t, slog.LevelWarn), Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 20, Prefetch: 50}}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
@@ -167,7 +168,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 		return nil
 	}))
-	c2, err := spool.NewClient(wbe, &spool.Config{Workers: ws2, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 10}}, PollInterval: time.Hour})
+	c2, err := spool.NewClient(wbe, &spool.Config{Logger: backendtest.TestLogger(t, slog.LevelWarn), Workers: ws2, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 10}}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
