@@ -119,7 +119,7 @@ func TestManyProcesses(t *testing.T) {
 	)
 	be := testdb.MySQL(t, nil)
 	ctx := context.Background()
-	inserter, err := spool.NewClient(be, &spool.Config{})
+	inserter, err := spool.NewClient(be, &spool.Config{Logger: backendtest.TestLogger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
