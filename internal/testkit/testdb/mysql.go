@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	drv "github.com/go-sql-driver/mysql"
 
+	"github.com/spoolq/spool/backend/backendtest"
 	spoolmysql "github.com/spoolq/spool/backend/mysql"
 )
 
@@ -129,7 +131,14 @@ func OpenMySQL(t testing.TB, database string, params url.Values) *spoolmysql.Bac
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	be, err := spoolmysql.Open(ctx, MySQLDatabaseURL(database, params))
+	cfg, opts, err := spoolmysql.ParseURL(MySQLDatabaseURL(database, params))
+	if err != nil {
+		t.Fatalf("open MySQL backend: %v", err)
+	}
+	// The backend's notices (the driver's among them) are shown only if the
+	// test fails.
+	opts.Logger = backendtest.TestLogger(t, slog.LevelWarn)
+	be, err := spoolmysql.OpenConfig(ctx, cfg, opts)
 	if err != nil {
 		t.Fatalf("open MySQL backend: %v", err)
 	}
