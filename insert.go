@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -106,6 +108,10 @@ type InsertResult struct {
 // written and the error is an *InvalidJobError. When the connection to the
 // database fails, the error matches ErrNotWritten (retrying is safe) or
 // ErrOutcomeUnknown (the job may have been stored; see docs/guarantees.md).
+// An insert the store refused without writing because it cannot be reached
+// for now (ErrUnavailable with ErrNotWritten, such as a database with no
+// connection free) is tried 3 times within about 0.2 s before that error
+// is returned.
 func (c *Client) Insert(ctx context.Context, args JobArgs, opts *InsertOpts) (*InsertResult, error) {
 	res, err := c.insert(ctx, nil, []InsertManyParams{{Args: args, InsertOpts: opts}})
 	if err != nil {
@@ -228,7 +234,7 @@ func (c *Client) writeRows(ctx context.Context, tx any, params []InsertManyParam
 		rows[i] = row
 	}
 	send, repeats := foldRepeatedKeys(rows)
-	res, err := c.backend.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: send, NoIDs: noIDs && repeats == nil})
+	res, err := c.jobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: send, NoIDs: noIDs && repeats == nil})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -240,6 +246,42 @@ func (c *Client) writeRows(ctx context.Context, tx any, params []InsertManyParam
 	}
 	c.observers.inserted(send)
 	return rows, res, nil
+}
+
+// An insert of its own (not in the caller's transaction) that the store
+// refused before writing anything because it could not be reached for now
+// (ErrUnavailable with ErrNotWritten: no connection slot free, a connection
+// refused) is tried again, insertTries times in all, after waits of about
+// insertFirstWait, doubling: a brief shortage of connections does not fail
+// the caller's request, and a long one fails it in well under a second.
+// Nothing else is tried again: an insert whose outcome is unknown may have
+// been written, and one in the caller's transaction is the caller's to
+// retry with the transaction.
+const (
+	insertTries     = 3
+	insertFirstWait = 50 * time.Millisecond
+)
+
+// jobInsertMany is the backend's JobInsertMany, tried again as above.
+func (c *Client) jobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	wait := insertFirstWait
+	for try := 1; ; try++ {
+		res, err := c.backend.JobInsertMany(ctx, p)
+		if err == nil || p.Tx != nil || !errors.Is(err, ErrNotWritten) || !errors.Is(err, ErrUnavailable) {
+			return res, err
+		}
+		if try == insertTries {
+			return nil, fmt.Errorf("insert: store unavailable on %d tries: %w", try, err)
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("insert: %w while waiting to try again; last try: %w", context.Cause(ctx), err)
+		case <-t.C:
+		}
+		wait *= 2
+	}
 }
 
 // foldRepeatedKeys drops the jobs of a call whose unique key an earlier job

@@ -14,7 +14,7 @@ import (
 
 func testCancelJob(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	id := insert(t, c, NoteArgs{}, nil)
 	j, err := c.JobCancel(ctx, id)
@@ -69,7 +69,7 @@ func testRetryDiscarded(t *testing.T, h Harness) {
 // id order.
 func testListNewestAndBounds(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	var ids []int64
 	for i := range 7 {
@@ -146,7 +146,7 @@ func testListNewestAndBounds(t *testing.T, h Harness) {
 // one and a missing one.
 func testDeleteJob(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	pending := insert(t, c, NoteArgs{}, nil)
 	j, err := c.JobDelete(ctx, pending)
@@ -181,7 +181,7 @@ func testDeleteJob(t *testing.T, h Harness) {
 // testThroughput finishes jobs three ways and counts them by bucket.
 func testThroughput(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	if _, err := c.JobThroughput(ctx, "", 8*24*time.Hour, time.Minute); !errors.Is(err, spool.ErrInvalidConfig) {
 		t.Fatalf("an 8-day window: %v", err)

@@ -18,7 +18,7 @@ import (
 // or a bad one, is refused and changes nothing.
 func testBulkActions(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	state := func(id int64) backend.State { t.Helper(); return getJob(t, be, id).State }
 

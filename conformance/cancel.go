@@ -21,7 +21,7 @@ const cancelReach = time.Second
 // later return does not overwrite the cancellation.
 func testCancelReachesOtherProcess(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	other := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
+	other := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)})
 	type started struct {
 		id  int64
 		ctx context.Context

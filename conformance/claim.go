@@ -16,7 +16,7 @@ import (
 
 func testClaimOrder(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	past := time.Now().Add(-time.Hour)
 	// Inserted out of order: priority first, then run_at, then id.
@@ -133,7 +133,7 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 	// second run follows a lease that ended (a heartbeat that failed, a
 	// stalled process), and the warnings say which.
 	warnings := &LogBuffer{}
-	producerClient := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	producerClient := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	if _, err := producerClient.InsertMany(context.Background(), params[:jobs/2]); err != nil {
 		t.Fatal(err)
 	}

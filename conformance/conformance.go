@@ -202,6 +202,11 @@ func Run(t *testing.T, h Harness) {
 				t.Skip("documented exception: " + reason)
 			}
 			t.Parallel()
+			// Bounded apart from -parallel (GOMAXPROCS by default): each
+			// test's connections come from a database server shared with
+			// other processes, and a test holds up to three handles.
+			running <- struct{}{}
+			defer func() { <-running }()
 			h := h
 			if h.Spread != nil {
 				if reason, ok := h.Spread.PerStore[tc.name]; ok {
@@ -213,6 +218,14 @@ func Run(t *testing.T, h Harness) {
 		})
 	}
 }
+
+// MaxParallel is how many conformance tests of one process run at once,
+// whatever -parallel says: a bound on the connections the suite takes from
+// a database server shared with other processes (docs/testing.md).
+const MaxParallel = 4
+
+// running holds a place for each conformance test running.
+var running = make(chan struct{}, MaxParallel)
 
 // namedTest is one conformance test.
 type namedTest struct {
@@ -263,13 +276,9 @@ type OtherArgs struct{ S string }
 // Kind implements spool.JobArgs.
 func (OtherArgs) Kind() string { return "other" }
 
-func quietLogger() *slog.Logger {
-	level := slog.LevelError + 1
-	if os.Getenv("SPOOL_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
+// quietLogger is the logger of the suite's clients: their warnings and
+// errors, shown only if the test fails (TestLogger).
+func quietLogger(t testing.TB) *slog.Logger { return TestLogger(t, slog.LevelWarn) }
 
 // LogBuffer is a bytes.Buffer safe for concurrent writers: the output of a
 // client's logger, which its goroutines write to, read by a test.
@@ -301,12 +310,15 @@ func fastConfig(ws *spool.Workers, workers int) *spool.Config {
 		PollInterval:   20 * time.Millisecond,
 		RescueInterval: 50 * time.Millisecond,
 		RetryPolicy:    spool.ConstantRetryPolicy{Delay: 0},
-		Logger:         quietLogger(),
+		// Logger: newClient gives the test's (quietLogger).
 	}
 }
 
 func newClient(t *testing.T, be backend.Backend, cfg *spool.Config) *spool.Client {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger(t)
+	}
 	c, err := spool.NewClient(be, cfg)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
@@ -409,3 +421,29 @@ func InsertNotes(t testing.TB, c *spool.Client, first, n int) {
 }
 
 // ---- tests ----
+
+// TestLogger returns a logger for the clients and backends of test t that
+// keeps their records from level up and shows them through t.Log only if
+// t fails, so that a passing run is quiet and a failing one shows what the
+// clients said. $SPOOL_TEST_LOG=1 keeps every level.
+func TestLogger(t testing.TB, level slog.Level) *slog.Logger {
+	if os.Getenv("SPOOL_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(ShownOnFailure(t, "client logs"), &slog.HandlerOptions{Level: level}))
+}
+
+// ShownOnFailure returns a writer (for a client's log, or a child
+// process's stderr) whose text t.Log shows, under the title what, only if
+// t fails. What is written after t ended is dropped.
+func ShownOnFailure(t testing.TB, what string) *LogBuffer {
+	buf := &LogBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if s := buf.String(); s != "" {
+				t.Logf("%s:\n%s", what, s)
+			}
+		}
+	})
+	return buf
+}

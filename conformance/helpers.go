@@ -23,7 +23,7 @@ func testHelpers(t *testing.T, h Harness) {
 		}
 		return nil
 	}))
-	c := newClient(t, be, &spool.Config{Workers: ws, Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Workers: ws, Logger: quietLogger(t)})
 	ctx := context.Background()
 	tx := h.BeginTx(t, be)
 	if _, err := c.InsertTx(ctx, btx(tx), NoteArgs{N: 7, Mode: "tx"}, &spool.InsertOpts{Queue: "helpers"}); err != nil {

@@ -38,7 +38,7 @@ func nested(depth int) json.RawMessage {
 // with the typed error before anything is written, identically everywhere.
 func testInputEdgesRefused(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	far := time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
@@ -81,7 +81,7 @@ func testInputEdgesRefused(t *testing.T, h Harness) {
 // and an escaped backslash before "u0000" (which is not a NUL).
 func testInputEdgesAtLimits(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	for _, at := range []time.Time{spool.MaxRunAt, spool.MinRunAt} {
 		id := insert(t, c, NoteArgs{}, &spool.InsertOpts{RunAt: at})

@@ -52,7 +52,7 @@ func (prioArgs) InsertOpts() spool.InsertOpts {
 
 func testInsertOptions(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()}) // insert-only
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)}) // insert-only
 	ctx := context.Background()
 	id := insert(t, c, prioArgs{}, nil)
 	j := getJob(t, be, id)
@@ -117,7 +117,7 @@ func testInsertBadInput(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[NoteArgs]) error { return nil }))
-	c := newClient(t, be, &spool.Config{Workers: ws, Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Workers: ws, Logger: quietLogger(t)})
 	ctx := context.Background()
 	long := make([]byte, 129)
 	for i := range long {
@@ -157,10 +157,10 @@ func testInsertBadInput(t *testing.T, h Harness) {
 		}
 	}
 	// An explicit opt-in allows unknown kinds; an insert-only client never checks.
-	if _, err := newClient(t, be, &spool.Config{Workers: ws, AllowUnknownKinds: true, Logger: quietLogger()}).Insert(ctx, OtherArgs{}, nil); err != nil {
+	if _, err := newClient(t, be, &spool.Config{Workers: ws, AllowUnknownKinds: true, Logger: quietLogger(t)}).Insert(ctx, OtherArgs{}, nil); err != nil {
 		t.Errorf("AllowUnknownKinds: %v", err)
 	}
-	if _, err := newClient(t, be, &spool.Config{Logger: quietLogger()}).Insert(ctx, OtherArgs{}, nil); err != nil {
+	if _, err := newClient(t, be, &spool.Config{Logger: quietLogger(t)}).Insert(ctx, OtherArgs{}, nil); err != nil {
 		t.Errorf("insert-only client: %v", err)
 	}
 	if got := countStates(t, be)[backend.StateAvailable]; got != 2 {
@@ -174,7 +174,7 @@ func testInsertBadInput(t *testing.T, h Harness) {
 
 func testInsertManyAllOrNothing(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	for _, n := range []int{3, 1200} { // small path and bulk path
 		params := Notes(0, n)
 		params[n-1].InsertOpts = &spool.InsertOpts{Priority: 500}
@@ -191,7 +191,7 @@ func testInsertManyAllOrNothing(t *testing.T, h Harness) {
 
 func testInsertManyFast(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	for _, n := range []int{7, 1300} { // below and above any bulk threshold
 		params := make([]spool.InsertManyParams, n)
@@ -281,7 +281,7 @@ func testInsertTxRollback(t *testing.T, h Harness) {
 
 func testInsertTxInvisibleUntilCommit(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	tx := h.BeginTx(t, be)
 	if _, err := c.InsertTx(ctx, btx(tx), NoteArgs{N: 1}, nil); err != nil {

@@ -16,7 +16,7 @@ import (
 
 func testFencing(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	id := insert(t, c, NoteArgs{}, nil)
 	claim := func(lease time.Duration) *backend.JobRow {
@@ -86,7 +86,7 @@ func testFencing(t *testing.T, h Harness) {
 // "now") may land last; it must not cut short what the later one gave.
 func testHeartbeatNeverShortens(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
 		insert(t, c, NoteArgs{N: i}, nil)
@@ -144,7 +144,7 @@ func testHeartbeatNeverShortens(t *testing.T, h Harness) {
 
 func testReleaseLostClaim(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
 		insert(t, c, NoteArgs{N: i}, nil)

@@ -40,7 +40,7 @@ func testRescue(t *testing.T, h Harness) {
 // random within a window, and must include the rescued job.
 func testRescueKeepsPlace(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	first := insert(t, c, NoteArgs{N: 0}, nil)
 	before, err := be.JobGet(ctx, first)
@@ -104,7 +104,7 @@ func testRescueKeepsPlace(t *testing.T, h Harness) {
 
 func testRescueDiscards(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	id := insert(t, c, NoteArgs{}, &spool.InsertOpts{MaxAttempts: 1})
 	if _, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Millisecond, ClaimID: "x"}); err != nil {

@@ -19,7 +19,7 @@ import (
 func testPauseStopsClaims(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	other := h.Reopen(t, be)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	claim := func(be backend.Backend, queue string) []*backend.JobRow {
 		t.Helper()
@@ -105,7 +105,7 @@ func testPauseStopsClaims(t *testing.T, h Harness) {
 // once a minute: the resume has to reach it as a wake-up.
 func testPauseRunningClient(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
+	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	ws, started, release := blockingWorkers()
 	cfg := fastConfig(ws, 4)
@@ -161,7 +161,7 @@ func testPauseRunningClient(t *testing.T, h Harness) {
 // the running job finishes; after the resume they all run.
 func testPauseReleasesPrefetched(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
+	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	ws, started, release := blockingWorkers()
 	cfg := fastConfig(ws, 1)

@@ -45,7 +45,7 @@ func countKind(t *testing.T, be backend.Backend, kind string) int {
 // nothing written.
 func testUniqueInsert(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	expect := func(what string, res *spool.InsertResult, dup bool, id int64) {
 		t.Helper()
@@ -163,7 +163,7 @@ func finishOne(t *testing.T, be backend.Backend, queue string, id int64, outcome
 // changes nothing.
 func testUniqueStates(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	opts := func(queue string, states ...spool.JobState) *spool.InsertOpts {
 		return &spool.InsertOpts{Queue: queue, Unique: &spool.UniqueOpts{Key: queue, States: states}}
@@ -227,9 +227,9 @@ func testUniqueStates(t *testing.T, h Harness) {
 func testUniqueConcurrent(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	clients := []*spool.Client{
-		newClient(t, be, &spool.Config{Logger: quietLogger()}),
-		newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()}),
-		newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()}),
+		newClient(t, be, &spool.Config{Logger: quietLogger(t)}),
+		newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)}),
+		newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)}),
 	}
 	const inserts = 100
 	var (
@@ -275,7 +275,7 @@ func testUniqueConcurrent(t *testing.T, h Harness) {
 // back leaves its key free; one that commits holds it.
 func testUniqueTxRollback(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	c := newClient(t, be, &spool.Config{Logger: quietLogger()})
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
 	ctx := context.Background()
 	opts := &spool.InsertOpts{Unique: &spool.UniqueOpts{Key: "tx"}}
 	tx := h.BeginTx(t, be)

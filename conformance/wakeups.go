@@ -71,7 +71,7 @@ func testCrossProcessWake(t *testing.T, h Harness) {
 	cfg.PollInterval = time.Hour
 	worker := newClient(t, be, cfg)
 	start(t, worker)
-	other := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger()})
+	other := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)})
 	for n := range 3 {
 		insert(t, other, NoteArgs{N: n}, nil)
 		if a := recv(t, ran, "a job inserted by another process"); a.N != n {

@@ -34,7 +34,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		jobs, err = b.claimPessimistic(ctx, p)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, fmt.Errorf("claim jobs: %w", markNoConnectionFree(err))
 	}
 	slices.SortFunc(jobs, backend.ClaimOrder)
 	return jobs, nil

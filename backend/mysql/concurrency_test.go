@@ -119,7 +119,7 @@ func TestManyProcesses(t *testing.T) {
 	)
 	be := newBackend(t, nil)
 	ctx := context.Background()
-	inserter, err := spool.NewClient(be, &spool.Config{})
+	inserter, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

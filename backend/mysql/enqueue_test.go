@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestSQLEnqueue(t *testing.T) {
 		ran <- j
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, PollInterval: 20 * time.Millisecond,
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, PollInterval: 20 * time.Millisecond,
 		Queues: map[string]spool.QueueConfig{"mail": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)

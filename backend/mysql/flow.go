@@ -31,7 +31,7 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 			err = claim(&flowTx{b: b, p: p, decided: run})
 		}
 		if err != nil {
-			return fmt.Errorf("claim jobs: %w", err)
+			return fmt.Errorf("claim jobs: %w", markNoConnectionFree(err))
 		}
 		return nil
 	}
@@ -42,7 +42,7 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 		return claim(&flowTx{b: b, tx: tx, p: p})
 	})
 	if err != nil {
-		return fmt.Errorf("claim jobs: %w", err)
+		return fmt.Errorf("claim jobs: %w", markNoConnectionFree(err))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 )
 
@@ -100,7 +101,7 @@ func TestGalera(t *testing.T) {
 		t.Fatal(err)
 	}
 	const jobs = 3000
-	inserter, err := spool.NewClient(bes[0], &spool.Config{})
+	inserter, err := spool.NewClient(bes[0], &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

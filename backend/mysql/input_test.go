@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +137,7 @@ func TestArgsOverMaxAllowedPacket(t *testing.T) {
 	if err := be.DB().QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&packet); err != nil {
 		t.Fatal(err)
 	}
-	c, err := spool.NewClient(be, &spool.Config{MaxArgsBytes: packet + 1024})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), MaxArgsBytes: packet + 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestTimesAreUTC(t *testing.T) {
 	t.Parallel()
 	be := newBackend(t, nil)
 	ctx := context.Background()
-	c, err := spool.NewClient(be, &spool.Config{})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

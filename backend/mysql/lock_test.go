@@ -133,7 +133,7 @@ func TestDeadlockRetriedInside(t *testing.T) {
 	t.Parallel()
 	be := newBackend(t, nil)
 	ctx := context.Background()
-	c, err := spool.NewClient(be, &spool.Config{})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,13 @@ package mysql_test
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -30,7 +32,14 @@ func openBackend(t testing.TB, database string, params url.Values) *mysql.Backen
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	be, err := mysql.Open(ctx, testdb.MySQLDatabaseURL(database, params))
+	cfg, opts, err := mysql.ParseURL(testdb.MySQLDatabaseURL(database, params))
+	if err != nil {
+		t.Fatalf("open MySQL backend: %v", err)
+	}
+	// The backend's notices (the driver's among them) are shown only if the
+	// test fails.
+	opts.Logger = conformance.TestLogger(t, slog.LevelWarn)
+	be, err := mysql.OpenConfig(ctx, cfg, opts)
 	if err != nil {
 		t.Fatalf("open MySQL backend: %v", err)
 	}

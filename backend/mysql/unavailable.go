@@ -50,3 +50,27 @@ func unavailable(err error) bool {
 		errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
+
+// errNoConnectionFree says why a connection was refused with error 1040 or
+// 1203, in words an operator acts on.
+const errNoConnectionFree = "the server has no connection free (max_connections or the user's max_user_connections reached; other clients hold the rest)"
+
+// noConnectionFree reports a connection refused because the server (1040)
+// or the user's quota (1203) had no connection free. The server refuses
+// before the session starts, so nothing was sent, and the refusal may pass
+// as other clients disconnect.
+func noConnectionFree(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && (my.Number == errTooManyConnections || my.Number == errTooManyUserConnections)
+}
+
+// markNoConnectionFree marks a refusal for want of a connection with
+// backend.ErrNotWritten (nothing was sent) and backend.ErrUnavailable (it
+// may pass by itself), and says so in the message; other errors are
+// returned as they are.
+func markNoConnectionFree(err error) error {
+	if !noConnectionFree(err) || errors.Is(err, backend.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w: %s: %w", backend.ErrNotWritten, backend.ErrUnavailable, errNoConnectionFree, err)
+}

@@ -40,6 +40,8 @@ func connWriteError(err error, mayCommit bool) error {
 	switch {
 	case errors.Is(err, backend.ErrNotWritten) || errors.Is(err, backend.ErrOutcomeUnknown):
 		return err // classified already
+	case noConnectionFree(err):
+		return markNoConnectionFree(err)
 	case errors.As(err, &my) && my.Number != errServerShutdown && my.Number != errConnectionKilled:
 		return err
 	case errors.As(err, &connect), errors.Is(err, driver.ErrBadConn), errors.As(err, &op) && op.Op == "dial", !mayCommit:

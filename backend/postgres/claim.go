@@ -39,7 +39,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	err := b.pool.SendBatch(ctx, batch).Close()
 	floored(err)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, fmt.Errorf("claim jobs: %w", markNoConnectionFree(err))
 	}
 	if small {
 		b.placed.add(jobs)

@@ -77,7 +77,7 @@ func TestKillNineRescue(t *testing.T) {
 	t.Parallel()
 	be := newBackend(t)
 	ctx := context.Background()
-	inserter, _ := spool.NewClient(be, &spool.Config{})
+	inserter, _ := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	conformance.InsertNotes(t, inserter, 0, 20)
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -86,7 +86,7 @@ func TestKillNineRescue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child.Stderr = os.Stderr
+	child.Stderr = conformance.ShownOnFailure(t, "child process stderr")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestKillNineRescue(t *testing.T) {
 		}
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 5}}})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := spool.NewClient(workerBe, &spool.Config{Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
+	c, err := spool.NewClient(workerBe, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 20, Prefetch: 50}}})
 	if err != nil {
 		t.Fatal(err)

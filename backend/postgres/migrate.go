@@ -74,7 +74,7 @@ func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, err
 		return v, nil
 	}
 	if unavailable(err) {
-		return v, fmt.Errorf("read schema version of %q: %w: %w", b.schema, backend.ErrUnavailable, err)
+		return v, fmt.Errorf("read schema version of %q: %w: %w", b.schema, backend.ErrUnavailable, withCause(err))
 	}
 	if err != nil {
 		return v, fmt.Errorf("read schema version of %q: %w", b.schema, err)

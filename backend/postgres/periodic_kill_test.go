@@ -16,6 +16,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -80,7 +81,7 @@ func startPeriodicChild(t *testing.T, dsn string) *periodicChild {
 	}
 	cmd := exec.Command(self, "-test.run=^TestPeriodicExactlyOnceUnderLeaderKills$", "-test.count=1")
 	cmd.Env = append(os.Environ(), periodicChildEnv+"="+dsn)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = conformance.ShownOnFailure(t, "child process stderr")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

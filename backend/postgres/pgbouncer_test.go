@@ -168,7 +168,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 		return nil
 	}))
-	c2, err := spool.NewClient(wbe, &spool.Config{Workers: ws2, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 10}}, PollInterval: time.Hour})
+	c2, err := spool.NewClient(wbe, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws2, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 10}}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -150,7 +151,7 @@ func TestSchemaChecks(t *testing.T) {
 	}
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error { return nil }))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestSQLEnqueue(t *testing.T) {
 		ran <- j.Args
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"mail": {MaxWorkers: 1}}, PollInterval: time.Hour})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, Queues: map[string]spool.QueueConfig{"mail": {MaxWorkers: 1}}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestPollOnly(t *testing.T) {
 		ran <- j.Args.N
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, PollOnly: true, PollInterval: 20 * time.Millisecond,
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, PollOnly: true, PollInterval: 20 * time.Millisecond,
 		Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +368,7 @@ func TestNotifyCoalesced(t *testing.T) {
 	if _, err := conn.Exec(ctx, `LISTEN "spool:`+be.Schema()+`"`); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := spool.NewClient(be, &spool.Config{})
+	c, _ := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	for _, n := range []int{50, 1000} { // INSERT … unnest and COPY
 		params := make([]spool.InsertManyParams, n)
 		for i := range params {
@@ -481,7 +482,7 @@ func TestCancelRunningJobPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	admin, _ := spool.NewClient(be, &spool.Config{}) // as the CLI would
+	admin, _ := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)}) // as the CLI would
 	began := time.Now()
 	if _, err := admin.JobCancel(ctx, res.ID); err != nil {
 		t.Fatal(err)

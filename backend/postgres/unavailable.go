@@ -14,7 +14,7 @@ import (
 // pass by itself (see unavailable), so that backend.Open tries again.
 func openError(err error) error {
 	if unavailable(err) {
-		return fmt.Errorf("open postgres: %w: %w", backend.ErrUnavailable, err)
+		return fmt.Errorf("open postgres: %w: %w", backend.ErrUnavailable, withCause(err))
 	}
 	return fmt.Errorf("open postgres: %w", err)
 }
@@ -46,4 +46,36 @@ func unavailable(err error) bool {
 	)
 	return errors.As(err, &dnsErr) || errors.As(err, &opErr) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// errNoConnectionFree says why a connection was refused with SQLSTATE 53300
+// (too_many_connections), in words an operator acts on.
+const errNoConnectionFree = "the server has no connection free (max_connections reached; other clients hold the rest)"
+
+// noConnectionFree reports a connection refused because the server had no
+// slot free (SQLSTATE 53300). Nothing was sent on it, and the refusal may
+// pass as other clients disconnect.
+func noConnectionFree(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300"
+}
+
+// markNoConnectionFree marks a refusal for want of a connection slot with
+// backend.ErrNotWritten (nothing was sent) and backend.ErrUnavailable (it
+// may pass by itself), and says so in the message; other errors are
+// returned as they are.
+func markNoConnectionFree(err error) error {
+	if !noConnectionFree(err) || errors.Is(err, backend.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w: %s: %w", backend.ErrNotWritten, backend.ErrUnavailable, errNoConnectionFree, err)
+}
+
+// withCause prefixes a refusal for want of a connection slot with words that
+// say so; other errors are returned as they are.
+func withCause(err error) error {
+	if noConnectionFree(err) {
+		return fmt.Errorf("%s: %w", errNoConnectionFree, err)
+	}
+	return err
 }

@@ -25,6 +25,8 @@ func autocommitWriteError(err error) error {
 	switch {
 	case errors.Is(err, backend.ErrNotWritten) || errors.Is(err, backend.ErrOutcomeUnknown):
 		return err // classified already
+	case noConnectionFree(err):
+		return markNoConnectionFree(err)
 	case errors.Is(err, pgconn.ErrConnClosed):
 		// pgx (v5.12) reports a connection that died while a statement sent
 		// by the simple protocol awaited its reply (every COMMIT, and every

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/conformance"
 )
 
 // dirEntries lists a directory's names.
@@ -103,7 +105,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	}
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[noteArgs]) error { return nil }))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func TestForeignTransaction(t *testing.T) {
 		ran <- j.Args.N
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

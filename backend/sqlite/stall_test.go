@@ -19,6 +19,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/conformance"
 )
 
 // stallChildEnv makes the test binary a child process: "MODE PATH".
@@ -186,7 +187,7 @@ func startStallChild(t *testing.T, mode, path string) *stallChild {
 	}
 	cmd := exec.Command(self, "-test.run=^TestStall", "-test.count=1")
 	cmd.Env = append(os.Environ(), stallChildEnv+"="+mode+" "+path)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = conformance.ShownOnFailure(t, "child process stderr")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

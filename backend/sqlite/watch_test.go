@@ -2,10 +2,12 @@ package sqlite_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/conformance"
 )
 
 // TestOtherProcessInsertWakes: a job inserted through another connection
@@ -21,7 +23,7 @@ func TestOtherProcessInsertWakes(t *testing.T) {
 		ran <- j.Args.N
 		return nil
 	}))
-	c, err := spool.NewClient(worker, &spool.Config{Workers: ws, PollInterval: time.Hour,
+	c, err := spool.NewClient(worker, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws, PollInterval: time.Hour,
 		Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)

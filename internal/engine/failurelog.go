@@ -13,8 +13,10 @@ import (
 // Failure logging limits: each level (failed attempts at Warn, discards at
 // Error) may log failureLogBurst lines at once and failureLogRate lines per
 // second after that, so that a flood of failing jobs shows in the log
-// without drowning it. The next line logged after some were dropped says
-// how many.
+// without drowning it. A line logged after some were dropped carries
+// not_logged_before_this: how many lines of its level were dropped since the
+// previous line of that level was logged. Each drop is counted by exactly
+// one later line, so a reader adds the counts up to get the total dropped.
 const (
 	failureLogRate  = 10
 	failureLogBurst = 20
@@ -28,8 +30,9 @@ type logLimiter struct {
 	suppressed int
 }
 
-// allow takes a token if one is left and returns how many lines were
-// refused since the last one allowed.
+// allow takes a token if one is left and, if it did, returns how many lines
+// were refused since the previous one allowed (and starts counting afresh).
+// A refused line returns 0: its drop is reported by the next line allowed.
 func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -52,6 +55,10 @@ func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
 type failureLog struct {
 	logger          *slog.Logger
 	warn, errorRate logLimiter
+	// now reads the clock the limiters refill by; nil means time.Now.
+	// Tests set it to make the rate limit independent of the machine's
+	// speed.
+	now func() time.Time
 }
 
 // record logs the outcome a handler's run produced, if it is a failure:
@@ -84,7 +91,12 @@ func (f *failureLog) record(row *backend.JobRow, fin *backend.JobFinish, elapsed
 	}
 	// The clock is read only for a failure: successes are most outcomes,
 	// and reading it for each cost 3% of a no-op drain's client CPU.
-	now := time.Now()
+	var now time.Time
+	if f.now != nil {
+		now = f.now()
+	} else {
+		now = time.Now()
+	}
 	ok, suppressed := lim.allow(now)
 	if !ok {
 		return

@@ -170,6 +170,10 @@ type Options struct {
 	// fsync, InnoDB's flush at every commit) instead of trading it for
 	// speed: for benchmarks, whose figures should hold for a real server.
 	Durable bool
+	// MaxConnections is PostgreSQL's max_connections, with no slots
+	// reserved for superusers (the tests connect as one), for tests of a
+	// server that has no connection free; 0 means 200.
+	MaxConnections int
 }
 
 // StartPostgres creates a cluster under dir with initdb and starts it with
@@ -205,8 +209,13 @@ func StartPostgresWith(ctx context.Context, dir string, o Options) (*Postgres, e
 	if o.Durable {
 		fsync = "on"
 	}
+	maxConns, reserved := 200, 3
+	if o.MaxConnections > 0 {
+		maxConns, reserved = o.MaxConnections, 0
+	}
 	conf := fmt.Sprintf("\n# dbserver\nport = %d\nlisten_addresses = '%s'\nunix_socket_directories = '%s'\n"+
-		"fsync = %s\nmax_connections = 200\nlog_min_messages = warning\n", port, listen, dir, fsync)
+		"fsync = %s\nmax_connections = %d\nsuperuser_reserved_connections = %d\nlog_min_messages = warning\n",
+		port, listen, dir, fsync, maxConns, reserved)
 	err = appendFile(filepath.Join(s.data, "postgresql.conf"), conf)
 	if err == nil && o.TrustNet != "" {
 		err = appendFile(filepath.Join(s.data, "pg_hba.conf"), "host all all "+o.TrustNet+" trust\n")

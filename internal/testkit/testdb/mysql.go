@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,8 +28,9 @@ func MySQLURL() string {
 	return "mysql://root@127.0.0.1:3306/test"
 }
 
-// MySQLDatabaseURL is MySQLURL pointed at another database, with extra
-// query parameters (for example spool_claim=optimistic).
+// MySQLDatabaseURL is MySQLURL pointed at another database, with the pool
+// capped at PoolMaxConns and extra query parameters (for example
+// spool_claim=optimistic, or spool_max_conns to change the cap).
 func MySQLDatabaseURL(database string, params url.Values) string {
 	u, err := url.Parse(MySQLURL())
 	if err != nil {
@@ -36,6 +38,7 @@ func MySQLDatabaseURL(database string, params url.Values) string {
 	}
 	u.Path = "/" + database
 	q := u.Query()
+	q.Set("spool_max_conns", strconv.Itoa(PoolMaxConns))
 	for k, vs := range params {
 		q[k] = vs
 	}

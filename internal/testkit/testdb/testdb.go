@@ -15,6 +15,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// PoolMaxConns caps each pool a test opens on the shared servers (a
+// PostgreSQL pool here, a MySQL backend's through spool_max_conns). The
+// servers are shared with other processes (PostgreSQL's max_connections is
+// 100 on CI); a test's handles each use at most this many, and a conformance
+// test uses at most three handles at once. docs/testing.md gives the budget
+// this makes, measured.
+const PoolMaxConns = 6
+
 // PostgresURL is the server tests use: $SPOOL_TEST_POSTGRES_URL, or the local
 // server on 127.0.0.1:5432.
 func PostgresURL() string {
@@ -60,7 +68,7 @@ func PostgresPoolAt(t testing.TB, url string, mode pgx.QueryExecMode) *pgxpool.P
 		t.Fatalf("parse test database URL: %v", err)
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = mode
-	cfg.MaxConns = 20
+	cfg.MaxConns = PoolMaxConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("connect to PostgreSQL at %s: %v", url, err)

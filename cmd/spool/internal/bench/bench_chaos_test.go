@@ -2,10 +2,7 @@ package bench
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,21 +301,11 @@ func TestChaosSchedule(t *testing.T) {
 	}
 }
 
-// chaosDirs lists the temporary directories bench chaos has left.
-func chaosDirs(t *testing.T) []string {
-	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "spool-chaos-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dirs
-}
-
 // runChaosRoundTest runs a short chaos round through the CLI, with worker
 // processes re-executing the test binary, and checks its result.
 func runChaosRoundTest(t *testing.T, be string, args ...string) chaosRound {
 	t.Setenv(asCLIEnv, "1") // for the worker processes
-	before := chaosDirs(t)
+	checkTempRoot := privateTempRoot(t)
 	r := runSpool(t, append([]string{"bench", "chaos", "--backend", be, "--json", "--quiet", "--workers", "3",
 		"--concurrency", "4", "--lease", "1s", "--drain-timeout", "30s"}, args...)...)
 	var res chaosResult
@@ -342,13 +329,7 @@ func runChaosRoundTest(t *testing.T, be string, args ...string) chaosRound {
 	if round.JobsRunTwice == 0 {
 		t.Error("no job ran twice: the audit missed the planned failures")
 	}
-	if after := chaosDirs(t); len(after) > len(before) {
-		for _, d := range after {
-			if !slices.Contains(before, d) {
-				t.Errorf("temporary directory left: %s", d)
-			}
-		}
-	}
+	checkTempRoot()
 	return round
 }
 

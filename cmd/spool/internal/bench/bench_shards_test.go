@@ -2,9 +2,7 @@ package bench
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -15,7 +13,7 @@ import (
 func TestBenchShards(t *testing.T) {
 	for _, placement := range []string{"key", "queue"} {
 		t.Run(placement, func(t *testing.T) {
-			before, _ := filepath.Glob(filepath.Join(os.TempDir(), "spool-shards-*"))
+			checkTempRoot := privateTempRoot(t)
 			plotPath := filepath.Join(t.TempDir(), "shards.png")
 			r := mustSpool(t, "bench", "shards", "--shards", "2", "--jobs", "4000", "--placement", placement,
 				"--workers", "20", "--json", "--quiet", "--plot", plotPath)
@@ -46,10 +44,7 @@ func TestBenchShards(t *testing.T) {
 				}
 			}
 			checkPlot(t, plotPath)
-			after, _ := filepath.Glob(filepath.Join(os.TempDir(), "spool-shards-*"))
-			if len(after) > len(before) {
-				t.Errorf("cluster directories left behind: %s", strings.Join(after, " "))
-			}
+			checkTempRoot() // the clusters' directories are gone
 		})
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -58,4 +59,37 @@ func schemaExists(t *testing.T, pool *pgxpool.Pool, schema string) bool {
 		t.Fatalf("look up schema %s: %v", schema, err)
 	}
 	return ok
+}
+
+// privateTempRoot points TMPDIR, for this test and the processes it starts,
+// at a directory of the test's own, so that what the code under test leaves
+// there is told apart from what other processes write to the shared /tmp.
+// The returned function fails the test if anything was left in it.
+func privateTempRoot(t *testing.T) (checkEmpty func()) {
+	t.Helper()
+	// Not t.TempDir: its parent is private to this user, and the database
+	// clusters some benches start run as another (initdb refuses root). A
+	// root of its own, open to all with the sticky bit, as /tmp is.
+	root, err := os.MkdirTemp("", "spool-bench-tmp-")
+	if err != nil {
+		t.Fatalf("create the test's temporary root: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o777|os.ModeSticky); err != nil {
+		t.Fatalf("open the test's temporary root to the servers' user: %v", err)
+	}
+	// t.TempDir makes its parent on first use, under TMPDIR: make it now, so
+	// that the test's own t.TempDir directories stay out of the root.
+	_ = t.TempDir()
+	t.Setenv("TMPDIR", root)
+	return func() {
+		t.Helper()
+		left, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatalf("read the test's temporary root: %v", err)
+		}
+		for _, e := range left {
+			t.Errorf("temporary directory left: %s", filepath.Join(root, e.Name()))
+		}
+	}
 }
