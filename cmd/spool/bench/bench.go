@@ -44,9 +44,9 @@ type benchScenario struct {
 // registers its own in an init function.
 var benchScenarios = map[string]benchScenario{}
 
-// registerBenchScenario adds a scenario; a duplicate name is a programming
+// registerScenario adds a scenario; a duplicate name is a programming
 // error.
-func RegisterScenario(name, summary string, newCommand func(m *cli.Env) cli.Command) {
+func registerScenario(name, summary string, newCommand func(m *cli.Env) cli.Command) {
 	if _, dup := benchScenarios[name]; dup {
 		panic("spool: bench scenario registered twice: " + name)
 	}
@@ -98,7 +98,7 @@ Scenarios:
 	return b.String()
 }
 
-// benchCommon holds the flags every bench scenario takes.
+// Common holds the flags every bench scenario takes.
 type Common struct {
 	DBURL      *string
 	AsJSON     *bool
@@ -137,7 +137,7 @@ func (c *Common) startCPUProfile() (stop func(), err error) {
 	}, nil
 }
 
-// addBenchCommon registers the common bench flags on fs.
+// AddCommon registers the common bench flags on fs.
 func AddCommon(fs *flag.FlagSet) *Common {
 	return &Common{
 		DBURL:      cli.AddDatabaseFlag(fs),
@@ -149,7 +149,7 @@ func AddCommon(fs *flag.FlagSet) *Common {
 	}
 }
 
-// benchCommonUsage documents the flags of benchCommon, for scenario usages.
+// CommonUsage documents the flags of Common, for scenario usages.
 const CommonUsage = `	--json
 		print only a JSON object with the results and settings on stdout
 	--keep
@@ -164,7 +164,7 @@ const CommonUsage = `	--json
 		database to create the scratch schema in (default $SPOOL_DATABASE_URL)
 `
 
-// benchStore is an open, migrated scratch store.
+// Store is an open, migrated scratch store.
 type Store struct {
 	Scratch *stores.Scratch
 	Backend backend.Backend
@@ -176,7 +176,7 @@ type Store struct {
 	session string
 }
 
-// openBenchStore creates a scratch store next to the database the flags
+// OpenStore creates a scratch store next to the database the flags
 // name, opens and migrates it. Close it to drop it.
 func OpenStore(ctx context.Context, m *cli.Env, common *Common) (*Store, error) {
 	dsn, err := cli.DatabaseURL(*common.DBURL)
@@ -268,7 +268,7 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// progressWriter returns where a scenario draws progress.
+// ProgressWriter returns where a scenario draws progress.
 func (c *Common) ProgressWriter(w io.Writer) io.Writer {
 	if *c.Quiet {
 		return io.Discard
@@ -276,7 +276,7 @@ func (c *Common) ProgressWriter(w io.Writer) io.Writer {
 	return w
 }
 
-// lockedWriter serialises writes from the progress goroutine and the
+// LockedWriter serialises writes from the progress goroutine and the
 // client's logger.
 type LockedWriter struct {
 	mu sync.Mutex
@@ -290,19 +290,19 @@ func (l *LockedWriter) Write(p []byte) (int, error) {
 	return l.W.Write(p)
 }
 
-// benchLogger logs warnings and errors only, so progress and results stay
+// Logger logs warnings and errors only, so progress and results stay
 // readable.
 func Logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// benchNoop is the args of the benchmark's no-op jobs.
+// Noop is the args of the benchmark's no-op jobs.
 type Noop struct{}
 
 // Kind implements spool.JobArgs.
 func (Noop) Kind() string { return "spool_bench_noop" }
 
-// insertBenchJobs inserts n no-op jobs into queue, chunk at a time, with
+// InsertJobs inserts n no-op jobs into queue, chunk at a time, with
 // InsertMany (or InsertManyFast when fast), and returns how long it took.
 // inserted counts the jobs written.
 func InsertJobs(ctx context.Context, client *spool.Client, queue string, n, chunk int, fast bool, inserted *atomic.Int64) (time.Duration, error) {
@@ -329,7 +329,7 @@ func InsertJobs(ctx context.Context, client *spool.Client, queue string, n, chun
 	return time.Since(start), nil
 }
 
-// completionCounter wraps a backend and counts the completions it wrote:
+// CompletionCounter wraps a backend and counts the completions it wrote:
 // every OutcomeComplete that JobFinishMany applied, whoever sent it. Done is
 // closed, and DoneAt set, when the count reaches the target, so a benchmark
 // measures written completions, not handler returns.
@@ -342,7 +342,7 @@ type CompletionCounter struct {
 	DoneAt  time.Time // set before done is closed
 }
 
-// countCompletions wraps be. The result implements backend.Notifier when be
+// CountCompletions wraps be. The result implements backend.Notifier when be
 // does, so the client keeps its push wake-ups.
 func CountCompletions(be backend.Backend, target int64) (backend.Backend, *CompletionCounter) {
 	c := &CompletionCounter{Backend: be, target: target, done: make(chan struct{})}
@@ -371,7 +371,7 @@ func (c *CompletionCounter) JobFinishMany(ctx context.Context, p *backend.JobFin
 // Written returns the number of completions written so far.
 func (c *CompletionCounter) Written() int64 { return c.written.Load() }
 
-// notifyingCounter is a completionCounter over a backend with push wake-ups.
+// notifyingCounter is a CompletionCounter over a backend with push wake-ups.
 type notifyingCounter struct {
 	*CompletionCounter
 	notifier backend.Notifier
@@ -382,13 +382,13 @@ func (n *notifyingCounter) Listen(ctx context.Context, ready func(), onWake func
 	return n.notifier.Listen(ctx, ready, onWake)
 }
 
-// pendingCount sums the jobs of a queue that are not finished.
+// PendingCount sums the jobs of a queue that are not finished.
 func PendingCount(s backend.QueueStats) int64 {
 	return s.Counts[backend.StateAvailable] + s.Counts[backend.StateScheduled] +
 		s.Counts[backend.StateRetryable] + s.Counts[backend.StateRunning]
 }
 
-// queueStats returns the stats of one queue (zero counts if it has no jobs).
+// QueueStats returns the stats of one queue (zero counts if it has no jobs).
 func QueueStats(ctx context.Context, client *spool.Client, queue string) (backend.QueueStats, error) {
 	all, err := client.QueueStats(ctx)
 	if err != nil {
@@ -402,7 +402,7 @@ func QueueStats(ctx context.Context, client *spool.Client, queue string) (backen
 	return backend.QueueStats{Queue: queue, Counts: map[backend.State]int64{}}, nil
 }
 
-// formatCounts formats a queue's counts in lifecycle order, for errors.
+// FormatCounts formats a queue's counts in lifecycle order, for errors.
 func FormatCounts(s backend.QueueStats) string {
 	parts := make([]string, 0, len(backend.AllStates))
 	for _, st := range backend.AllStates {

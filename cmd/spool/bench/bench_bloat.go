@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("bloat", "steady load while another session holds a snapshot; claim latency and dead tuples over time",
+	registerScenario("bloat", "steady load while another session holds a snapshot; claim latency and dead tuples over time",
 		func(m *cli.Env) cli.Command { return &BenchBloatCommand{m: m} })
 }
 

@@ -17,12 +17,12 @@ import (
 	"github.com/spoolq/spool/cmd/spool/plot"
 )
 
-// stallTimeout is how long drain waits without any progress before it looks
+// StallTimeout is how long drain waits without any progress before it looks
 // whether jobs are left at all.
 const StallTimeout = 5 * time.Second
 
 func init() {
-	RegisterScenario("drain", "insert N no-op jobs, then time one client working them all",
+	registerScenario("drain", "insert N no-op jobs, then time one client working them all",
 		func(m *cli.Env) cli.Command { return &BenchDrainCommand{m: m} })
 }
 
@@ -171,12 +171,12 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		func() *plot.Figure { return drainFigure(&res, samples) })
 }
 
-// waitDrained is waitDrainedQueue on the default queue.
+// waitDrained is WaitDrainedQueue on the default queue.
 func waitDrained(ctx context.Context, client *spool.Client, counter *CompletionCounter, handled *atomic.Int64) error {
 	return WaitDrainedQueue(ctx, client, spool.DefaultQueue, counter, handled)
 }
 
-// withCause prefers the context's cause (the --timeout message) when the
+// WithCause prefers the context's cause (the --timeout message) when the
 // context ended.
 func WithCause(ctx context.Context, err error) error {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(err, cause) {
@@ -185,7 +185,7 @@ func WithCause(ctx context.Context, err error) error {
 	return err
 }
 
-// perJobUS is d per job in microseconds.
+// PerJobUS is d per job in microseconds.
 func PerJobUS(d time.Duration, jobs int) float64 {
 	return float64(d.Microseconds()) / float64(jobs)
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("fairness", "a big and a small backlog under weighted fair share: each group's share of starts while both have work, and the small group's pickup",
+	registerScenario("fairness", "a big and a small backlog under weighted fair share: each group's share of starts while both have work, and the small group's pickup",
 		func(m *cli.Env) cli.Command { return &BenchFairnessCommand{m: m} })
 }
 

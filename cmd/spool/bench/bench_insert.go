@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("insert", "insert rate by method (InsertMany, InsertManyFast, Insert) and batch size",
+	registerScenario("insert", "insert rate by method (InsertMany, InsertManyFast, Insert) and batch size",
 		func(m *cli.Env) cli.Command { return &BenchInsertCommand{m: m} })
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("limits", "drains with no limit, with limits that do not bind and with a global, per-key and rate limit that do; rate and the concurrency the handlers saw",
+	registerScenario("limits", "drains with no limit, with limits that do not bind and with a global, per-key and rate limit that do; rate and the concurrency the handlers saw",
 		func(m *cli.Env) cli.Command { return &BenchLimitsCommand{m: m} })
 }
 
@@ -367,8 +367,8 @@ func insertFlowJobs(ctx context.Context, client *spool.Client, queue string, n, 
 	return nil
 }
 
-// waitDrainedQueue waits until the counter has seen every completion
-// written. If nothing moves for stallTimeout and no job of queue is left
+// WaitDrainedQueue waits until the counter has seen every completion
+// written. If nothing moves for StallTimeout and no job of queue is left
 // pending or running (some failed instead of completing), it gives up with
 // the queue's counts.
 func WaitDrainedQueue(ctx context.Context, client *spool.Client, queue string, counter *CompletionCounter, handled *atomic.Int64) error {

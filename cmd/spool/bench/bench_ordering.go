@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("ordering", "N jobs in order, W workers: reorder histogram and jobs run twice (as in \"Laravel queueing optimization\")",
+	registerScenario("ordering", "N jobs in order, W workers: reorder histogram and jobs run twice (as in \"Laravel queueing optimization\")",
 		func(m *cli.Env) cli.Command { return &BenchOrderingCommand{m: m} })
 }
 
@@ -35,7 +35,7 @@ type BenchOrderingCommand struct{ m *cli.Env }
 // strategy from.
 const claimStrategyParam = "spool_claim"
 
-// withClaimStrategy adds spool_claim=strategy to a database URL; an empty
+// WithClaimStrategy adds spool_claim=strategy to a database URL; an empty
 // strategy leaves the URL (and the backend's default) alone.
 func WithClaimStrategy(dsn, strategy string) (string, error) {
 	if strategy == "" {

@@ -24,7 +24,7 @@ func init() {
 	}
 }
 
-// pgBackend returns be as the PostgreSQL backend.
+// PGBackend returns be as the PostgreSQL backend.
 func PGBackend(be backend.Backend) (*postgres.Backend, error) {
 	pg, ok := be.(*postgres.Backend)
 	if !ok {
@@ -57,7 +57,7 @@ WHERE n.nspname = $1 AND c.relname = 'spool_jobs'`, pg.Schema()).
 	return s, nil
 }
 
-// pgConnect opens a connection of its own with the backend pool's settings.
+// PGConnect opens a connection of its own with the backend pool's settings.
 func PGConnect(ctx context.Context, pg *postgres.Backend, appName string) (*pgx.Conn, error) {
 	cfg := pg.Pool().Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = appName

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("prune", "a drain alone, then a drain while JobsPrune deletes N finished jobs beside it; claim latency and rate of each",
+	registerScenario("prune", "a drain alone, then a drain while JobsPrune deletes N finished jobs beside it; claim latency and rate of each",
 		func(m *cli.Env) cli.Command { return &BenchPruneCommand{m: m} })
 }
 

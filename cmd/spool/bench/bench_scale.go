@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("scale", "drain rate with 10⁴…10⁷ runnable jobs queued behind the measured ones",
+	registerScenario("scale", "drain rate with 10⁴…10⁷ runnable jobs queued behind the measured ones",
 		func(m *cli.Env) cli.Command { return &BenchScaleCommand{m: m} })
 }
 

@@ -22,7 +22,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("steady", "insert at a fixed rate while workers run; pickup latency percentiles",
+	registerScenario("steady", "insert at a fixed rate while workers run; pickup latency percentiles",
 		func(m *cli.Env) cli.Command { return &BenchSteadyCommand{m: m} })
 }
 
@@ -31,7 +31,7 @@ func init() {
 // insert's commit returned to the moment the handler started.
 type BenchSteadyCommand struct{ m *cli.Env }
 
-// steadyArgs is the args of the steady load's jobs: a sequence number.
+// SteadyArgs is the args of the steady load's jobs: a sequence number.
 type SteadyArgs struct {
 	Seq int64 `json:"seq"`
 }
@@ -39,7 +39,7 @@ type SteadyArgs struct {
 // Kind implements spool.JobArgs.
 func (SteadyArgs) Kind() string { return "spool_bench_steady" }
 
-// pickupRecorder records, by sequence number, when each job's insert
+// PickupRecorder records, by sequence number, when each job's insert
 // committed and when its handler first started, in nanoseconds from base
 // plus one (0: not yet).
 type PickupRecorder struct {
@@ -62,7 +62,7 @@ func (r *PickupRecorder) committed(seq int64) {
 // handlerStarted records that job seq's handler started.
 func (r *PickupRecorder) handlerStarted(seq int64) { r.HandlerStartedAt(seq, time.Now()) }
 
-// handlerStartedAt records that job seq's handler started at t (in another
+// HandlerStartedAt records that job seq's handler started at t (in another
 // process of this machine: the wall clocks agree).
 func (r *PickupRecorder) HandlerStartedAt(seq int64, t time.Time) {
 	if seq < 0 || seq >= int64(len(r.start)) {
@@ -75,7 +75,7 @@ func (r *PickupRecorder) HandlerStartedAt(seq int64, t time.Time) {
 	}
 }
 
-// latencies returns the pickup latency of every job below n that has both
+// Latencies returns the pickup latency of every job below n that has both
 // times, stamped with its commit time, and how many started before their
 // insert call had returned (counted as 0).
 func (r *PickupRecorder) Latencies(n int64) (out []TimedLatency, early int) {
@@ -95,7 +95,7 @@ func (r *PickupRecorder) Latencies(n int64) (out []TimedLatency, early int) {
 	return out, early
 }
 
-// steadyLoad inserts jobs on a schedule of rate per second from producers
+// SteadyLoad inserts jobs on a schedule of rate per second from producers
 // goroutines, one job per insert transaction, through a client of its own.
 type SteadyLoad struct {
 	Client    *spool.Client
@@ -134,7 +134,7 @@ func openSteadyProducer(ctx context.Context, store *Store, wake string) (*spool.
 	return client, func() { _ = be.Close() }, nil
 }
 
-// run inserts up to total jobs; job i is due at start + i/rate. A producer
+// Run inserts up to total jobs; job i is due at start + i/rate. A producer
 // that falls behind inserts at once; at until the producers stop whether or
 // not they kept up, so that the load lasts as long as asked and the
 // achieved rate shows any shortfall. It returns when the producers have
@@ -193,8 +193,8 @@ func (l *SteadyLoad) Run(ctx context.Context, start time.Time, total int64, unti
 	return ctx.Err()
 }
 
-// waitStarted waits until every inserted job's handler has started. It
-// gives up when nothing moves for stallTimeout.
+// WaitStarted waits until every inserted job's handler has started. It
+// gives up when nothing moves for StallTimeout.
 func WaitStarted(ctx context.Context, rec *PickupRecorder, inserted int64) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -256,7 +256,7 @@ const steadyWorkerUsage = `	--rate N
 		delete jobs as they complete
 `
 
-// checks are the flags' conditions, for scenarioRun.check.
+// checks are the flags' conditions, for ScenarioRun.check.
 func (c *steadyWorkerConfig) checks() []Check {
 	return []Check{
 		Want(*c.rate > 0 && *c.rate <= 1e6, "--rate must be above 0 and at most 1000000"),

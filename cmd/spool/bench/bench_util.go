@@ -25,7 +25,7 @@ import (
 // time, counters sampled over time, a claim timer, per-backend probes and
 // the --plot flag.
 
-// latencyStats summarises latencies, in milliseconds.
+// LatencyStats summarises latencies, in milliseconds.
 type LatencyStats struct {
 	Count int     `json:"count"`
 	Mean  float64 `json:"mean_ms"`
@@ -49,7 +49,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
-// summarize returns the statistics of ds, which it sorts in place.
+// Summarize returns the statistics of ds, which it sorts in place.
 func Summarize(ds []time.Duration) LatencyStats {
 	if len(ds) == 0 {
 		return LatencyStats{}
@@ -70,13 +70,13 @@ func Summarize(ds []time.Duration) LatencyStats {
 	}
 }
 
-// timedLatency is a latency observed at an offset from the start of a run.
+// TimedLatency is a latency observed at an offset from the start of a run.
 type TimedLatency struct {
 	at time.Duration
 	d  time.Duration
 }
 
-// durations returns the latencies of samples, in order.
+// Durations returns the latencies of samples, in order.
 func Durations(samples []TimedLatency) []time.Duration {
 	out := make([]time.Duration, len(samples))
 	for i, s := range samples {
@@ -309,7 +309,7 @@ type notifyingBackend struct {
 	backend.Notifier
 }
 
-// keepNotifier returns wrapper, made a backend.Notifier when inner is one.
+// KeepNotifier returns wrapper, made a backend.Notifier when inner is one.
 func KeepNotifier(wrapper, inner backend.Backend) backend.Backend {
 	if n, ok := inner.(backend.Notifier); ok {
 		return notifyingBackend{Backend: wrapper, Notifier: n}
@@ -362,7 +362,7 @@ func probeFor(be backend.Backend) *benchProbe {
 	return &benchProbe{}
 }
 
-// errNotSupported marks a measurement a backend cannot make.
+// ErrNotSupported marks a measurement a backend cannot make.
 var ErrNotSupported = errors.New("not supported on this backend")
 
 // addPlotFlag registers --plot on fs.
@@ -370,7 +370,7 @@ func addPlotFlag(fs *flag.FlagSet) *string {
 	return fs.String("plot", "", "draw the results into `FILE` (.png or .svg)")
 }
 
-// plotUsage documents --plot, for scenario usages.
+// PlotUsage documents --plot, for scenario usages.
 const PlotUsage = `	--plot FILE
 		draw the results into FILE, a .png or .svg image
 `
@@ -456,7 +456,7 @@ func writeReorderPlot(path, title string, bins []reorderBin) error {
 	}}})
 }
 
-// parseCountList parses a comma-separated list of positive counts, each an
+// ParseCountList parses a comma-separated list of positive counts, each an
 // integer or a number like 1e6.
 func ParseCountList(s string) ([]int64, error) {
 	var out []int64
@@ -471,7 +471,7 @@ func ParseCountList(s string) ([]int64, error) {
 	return out, nil
 }
 
-// median returns the median of vs (the mean of the middle two for an even
+// Median returns the median of vs (the mean of the middle two for an even
 // count), 0 for none.
 func Median(vs []float64) float64 {
 	if len(vs) == 0 {
@@ -485,7 +485,7 @@ func Median(vs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// formatRuns formats per-round figures for a table ("70.4k 69.5k").
+// FormatRuns formats per-round figures for a table ("70.4k 69.5k").
 func FormatRuns(vs []float64) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
@@ -526,7 +526,7 @@ func writeResult(m *cli.Env, cmd string, asJSON bool, res any, table func(io.Wri
 	return nil
 }
 
-// setURLParam returns dsn with the query parameter name set to value.
+// SetURLParam returns dsn with the query parameter name set to value.
 func SetURLParam(dsn, name, value string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {

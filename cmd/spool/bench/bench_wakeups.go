@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	RegisterScenario("wakeups", "PostgreSQL: concurrent one-job inserts with wake-ups after commit, at commit (NOTIFY in the transaction) and off",
+	registerScenario("wakeups", "PostgreSQL: concurrent one-job inserts with wake-ups after commit, at commit (NOTIFY in the transaction) and off",
 		func(m *cli.Env) cli.Command { return &BenchWakeupsCommand{m: m} })
 }
 

@@ -16,7 +16,7 @@ type cpuSpan struct {
 }
 
 // startCPUSpan begins a span. sessions, when not nil, lists the server
-// processes of the run's own sessions (benchStore.sessionPIDs).
+// processes of the run's own sessions (Store.sessionPIDs).
 func startCPUSpan(sessions func() []int) cpuSpan {
 	s := cpuSpan{sessions: sessions}
 	s.client, s.clientOK = ProcessCPU()

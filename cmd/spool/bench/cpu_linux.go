@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// processCPU is the CPU time (user and system) this process has used.
+// ProcessCPU is the CPU time (user and system) this process has used.
 func ProcessCPU() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -78,7 +78,7 @@ func statTicks(f []string) (int64, bool) {
 	return u + st, err1 == nil && err2 == nil
 }
 
-// treeCPU is the CPU time of process root and its children (a PostgreSQL
+// TreeCPU is the CPU time of process root and its children (a PostgreSQL
 // postmaster and its backends): a server of the caller's own, measured
 // apart from every other on the machine. A backend that ended between two
 // reads drops out, so measure over a span in which connections stay open.
@@ -86,7 +86,7 @@ func TreeCPU(root int) (time.Duration, bool) {
 	return procCPU(func(pid, ppid int, _ string) bool { return pid == root || ppid == root })
 }
 
-// childPIDs lists the processes whose parent is root.
+// ChildPIDs lists the processes whose parent is root.
 func ChildPIDs(root int) []int {
 	var pids []int
 	forEachProc(func(pid, ppid int, _ string, _ []string) {

@@ -4,7 +4,7 @@ package bench
 
 import "time"
 
-// processCPU is not measured here.
+// ProcessCPU is not measured here.
 func ProcessCPU() (time.Duration, bool) { return 0, false }
 
 // serverCPUSnapshot is not measured here.
@@ -19,8 +19,8 @@ func takeServerCPU() (serverCPUSnapshot, bool) { return serverCPUSnapshot{}, fal
 // since is not measured here.
 func (serverCPUSnapshot) since(serverCPUSnapshot) time.Duration { return 0 }
 
-// treeCPU is not measured here.
+// TreeCPU is not measured here.
 func TreeCPU(int) (time.Duration, bool) { return 0, false }
 
-// childPIDs is not known here.
+// ChildPIDs is not known here.
 func ChildPIDs(int) []int { return nil }

@@ -15,7 +15,7 @@ import (
 	"github.com/spoolq/spool/cmd/spool/plot"
 )
 
-// scenarioRun is one invocation of a scenario, from its flags to its output.
+// ScenarioRun is one invocation of a scenario, from its flags to its output.
 // A scenario's Run makes one, adds its own flags to fs, calls parse, then
 // check with its own conditions, then begin; it opens scratch stores with openStore, draws
 // progress with progress, logs through logger, and ends with finish. It
@@ -30,7 +30,7 @@ type ScenarioRun struct {
 	plot   *string // --plot FILE
 	// strategy is --strategy, for scenarios that offer it (withStrategy).
 	strategy *string
-	// stderr is shared by progress and client logs, which write from
+	// Stderr is shared by progress and client logs, which write from
 	// several goroutines.
 	Stderr *LockedWriter
 	// ends run at the end of the run, last registered first.
@@ -55,18 +55,18 @@ func (r *ScenarioRun) withStrategy() *ScenarioRun {
 	return r
 }
 
-// check is one condition a scenario's flags must meet.
+// Check is one condition a scenario's flags must meet.
 type Check struct {
 	ok  bool
 	msg string
 }
 
-// want is a check: ok, or the usage error msg.
+// Want is a check: ok, or the usage error msg.
 func Want(ok bool, format string, args ...any) Check {
 	return Check{ok: ok, msg: fmt.Sprintf(format, args...)}
 }
 
-// parse parses args and refuses positional arguments. Then call check.
+// Parse parses args and refuses positional arguments. Then call check.
 func (r *ScenarioRun) Parse(args []string, usage string) error {
 	pos, err := cli.ParseFlags(r.Flags, args, usage)
 	if err != nil {
@@ -78,7 +78,7 @@ func (r *ScenarioRun) Parse(args []string, usage string) error {
 	return nil
 }
 
-// check checks, once the flags are parsed, the scenario's own conditions in
+// Check checks, once the flags are parsed, the scenario's own conditions in
 // order and then the common flags (--timeout, --strategy, --plot). The
 // first that fails is the usage error; nothing has been touched then.
 func (r *ScenarioRun) Check(checks ...Check) error {
@@ -98,17 +98,17 @@ func (r *ScenarioRun) Check(checks ...Check) error {
 	return checkPlotPath(r.Name, *r.plot)
 }
 
-// begin bounds ctx by --timeout. Call end when the run is over (deferred).
+// Begin bounds ctx by --timeout. Call end when the run is over (deferred).
 func (r *ScenarioRun) Begin(ctx context.Context) context.Context {
 	ctx, cancel := r.Common.withTimeout(ctx, r.Name)
 	r.AtEnd(cancel)
 	return ctx
 }
 
-// atEnd registers f to run at the end of the run.
+// AtEnd registers f to run at the end of the run.
 func (r *ScenarioRun) AtEnd(f func()) { r.ends = append(r.ends, f) }
 
-// end runs what the run registered, last first: stopping clients before
+// End runs what the run registered, last first: stopping clients before
 // their stores are dropped, and the store before the timeout is released.
 func (r *ScenarioRun) End() {
 	for i := len(r.ends) - 1; i >= 0; i-- {
@@ -117,7 +117,7 @@ func (r *ScenarioRun) End() {
 	r.ends = nil
 }
 
-// startProfile starts the --cpuprofile profile, if asked for, until the
+// StartProfile starts the --cpuprofile profile, if asked for, until the
 // end of the run: call it where the measured phase begins.
 func (r *ScenarioRun) StartProfile() error {
 	stop, err := r.Common.startCPUProfile()
@@ -144,7 +144,7 @@ func (r *ScenarioRun) openStore(ctx context.Context) (*Store, error) {
 	return store, nil
 }
 
-// openStoreFor opens a scratch store for one part of a run (a cell of
+// OpenStoreFor opens a scratch store for one part of a run (a cell of
 // bench insert, a backlog of bench scale); close drops it and returns the
 // error, if any.
 func (r *ScenarioRun) OpenStoreFor(ctx context.Context) (store *Store, closeStore func() error, err error) {
@@ -161,26 +161,26 @@ func (r *ScenarioRun) stopAtEnd(client *spool.Client) {
 	r.AtEnd(func() { stopClient(r.Env.Stderr, r.Name, client) })
 }
 
-// progress draws a task's progress on stderr, unless --quiet.
+// Progress draws a task's progress on stderr, unless --quiet.
 func (r *ScenarioRun) Progress(label, unit string, total int64, current func() int64) *cli.Progress {
 	return cli.StartProgress(r.Common.ProgressWriter(r.Stderr), r.Env.StderrTerminal, label, unit, total, current)
 }
 
-// logger is the clients' logger: warnings and errors, on the shared stderr.
+// Logger is the clients' logger: warnings and errors, on the shared stderr.
 func (r *ScenarioRun) Logger() *slog.Logger { return Logger(r.Stderr) }
 
-// finish prints res as JSON (--json) or as table prints it, then draws the
+// Finish prints res as JSON (--json) or as table prints it, then draws the
 // figure into --plot, if given: a chart that cannot be written is reported
 // after the results, never instead of them.
 func (r *ScenarioRun) Finish(res any, table func(io.Writer) error, figure func() *plot.Figure) error {
 	return writeResult(r.Env, r.Name, *r.Common.AsJSON, res, table, *r.plot, figure)
 }
 
-// defaultPrefetch is the queue's --prefetch in the scenarios other than
+// DefaultPrefetch is the queue's --prefetch in the scenarios other than
 // the drain (drainPrefetch).
 const DefaultPrefetch = 1000
 
-// queueFlags are the flags of scenarios that run one client over a queue of
+// QueueFlags are the flags of scenarios that run one client over a queue of
 // no-op jobs: its concurrency and outcome writing, and how the jobs are
 // inserted.
 type QueueFlags struct {
@@ -189,7 +189,7 @@ type QueueFlags struct {
 	DeleteCompleted                 *bool
 }
 
-// addQueueFlags registers the queue flags on r, --prefetch defaulting to
+// AddQueueFlags registers the queue flags on r, --prefetch defaulting to
 // prefetch.
 func (r *ScenarioRun) AddQueueFlags(prefetch int) *QueueFlags {
 	fs := r.Flags
@@ -203,7 +203,7 @@ func (r *ScenarioRun) AddQueueFlags(prefetch int) *QueueFlags {
 	}
 }
 
-// checks are the queue flags' conditions, for check.
+// Checks are the queue flags' conditions, for check.
 func (q *QueueFlags) Checks() []Check {
 	return []Check{
 		Want(*q.Workers >= 1 && *q.Workers <= 10000, "--workers must be between 1 and 10000"),
@@ -214,7 +214,7 @@ func (q *QueueFlags) Checks() []Check {
 	}
 }
 
-// config returns the client config the flags ask for, on the default queue.
+// Config returns the client config the flags ask for, on the default queue.
 func (q *QueueFlags) Config() spool.Config {
 	return spool.Config{
 		Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *q.Workers, Prefetch: queuePrefetch(*q.Prefetch)}},
@@ -224,7 +224,7 @@ func (q *QueueFlags) Config() spool.Config {
 	}
 }
 
-// noopClient returns a client over be with the queue flags' config and a
+// NoopClient returns a client over be with the queue flags' config and a
 // no-op worker for the bench's jobs, and the count of jobs it handled. With
 // queues named, it works those, each configured as the flags say, instead
 // of the default queue.

@@ -1,6 +1,9 @@
 // Package cli is what the spool command's subcommands share: their
 // streams, the Command interface, flag parsing with usage and help errors,
 // the choice of database, JSON output and progress drawing.
+//
+// Public for the lab (the bench/lab module), which shares the spool
+// command's plumbing; no compatibility promise.
 package cli
 
 import (

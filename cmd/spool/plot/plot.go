@@ -3,6 +3,9 @@
 // logarithmic axes; several charts stacked under one title) and draws them
 // as PNG or SVG with gonum.org/v1/plot. The bench scenarios say what to
 // draw; gonum draws it.
+//
+// Public for the lab (the bench/lab module), which shares the spool
+// command's plumbing; no compatibility promise.
 package plot
 
 import (

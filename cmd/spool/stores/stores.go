@@ -2,6 +2,9 @@
 // store beyond backend.Backend, by URL scheme: where a backend keeps its
 // tables (for messages) and how to make a scratch store beside a database
 // (for benchmarks). A kind of store registers itself in its own file.
+//
+// Public for the lab (the bench/lab module), which shares the spool
+// command's plumbing; no compatibility promise.
 package stores
 
 import (

@@ -545,7 +545,7 @@ type hostsPickup struct {
 }
 
 // waitWritten waits until the workers have written want completions. It
-// fails when a worker ends, or when nothing moves for stallTimeout.
+// fails when a worker ends, or when nothing moves for bench.StallTimeout.
 func waitWritten(ctx context.Context, workers []*hostsWorker, written func() int64, want int64) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
