@@ -95,6 +95,12 @@ Scenarios:
 		fmt.Fprintf(&b, "\t%-11s %s\n", name, benchScenarios[name].summary)
 	}
 	b.WriteString("\nRun 'spool bench <scenario> -h' for a scenario's flags.\n")
+	b.WriteString(`
+Experiments that start database servers, clusters or network namespaces of
+their own (chaos, hosts, failover, shards), the SQLite busy-handler study
+(contention) and the raw-SQL ceiling are Spool's lab, apart from this
+binary: from a checkout of the repository, 'go run ./bench/lab -h'.
+`)
 	return b.String()
 }
 

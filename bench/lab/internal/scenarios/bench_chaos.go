@@ -39,7 +39,7 @@ func init() {
 		func(m *cli.Env) cli.Command { return &BenchChaosCommand{m: m} })
 }
 
-// BenchChaosCommand runs worker processes of the spool binary against a
+// BenchChaosCommand runs worker processes of the lab binary against a
 // store while it injects faults (kill -9 of a worker and of the maintenance
 // leader, SIGSTOP past the lease, connection kills, server restarts), then
 // checks the audit of every handler start and committed completion against

@@ -22,7 +22,7 @@ import (
 )
 
 func init() {
-	registerBenchScenario("shards", "drain one queue spread over 1…N PostgreSQL clusters of the bench's own (backend/shard); each server's CPU per job",
+	registerBenchScenario("shards", "drain one queue spread over 1…N PostgreSQL clusters of its own (backend/shard); each server's CPU per job",
 		func(m *cli.Env) cli.Command { return &BenchShardsCommand{m: m} })
 }
 
@@ -308,7 +308,7 @@ func shardsFigure(r *shardsResult) *plot.Figure {
 		bound = append(bound, plot.Point{X: float64(s.Shards), Y: s.ServerBoundJobsPerS})
 	}
 	return &plot.Figure{
-		Title: fmt.Sprintf("shards: %d jobs over PostgreSQL clusters of the bench's own (placement by %s)", r.Jobs, r.Placement),
+		Title: fmt.Sprintf("shards: %d jobs over PostgreSQL clusters of its own (placement by %s)", r.Jobs, r.Placement),
 		Charts: []*plot.Chart{{Title: "Drain rate on this machine, and the rate the busiest server's CPU allows", XLabel: "shards", YLabel: "jobs/s", XFromZero: true,
 			Lines: []plot.Line{{Name: "drain here", Points: measured, Markers: true}, {Name: "server-bound", Points: bound, Markers: true}}}},
 	}

@@ -50,7 +50,7 @@ func scenarioNames() []string {
 // Run implements cli.Command.
 func (c *labCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return cli.Usagef("lab", "missing experiment (%s)", strings.Join(scenarioNames(), ", "))
+		return cli.Usagef("", "missing experiment (%s)", strings.Join(scenarioNames(), ", "))
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -58,7 +58,7 @@ func (c *labCommand) Run(ctx context.Context, args []string) error {
 	}
 	sc, ok := labScenarios[args[0]]
 	if !ok {
-		return cli.Usagef("lab", "unknown experiment %q (want one of %s)", args[0], strings.Join(scenarioNames(), ", "))
+		return cli.Usagef("", "unknown experiment %q (want one of %s)", args[0], strings.Join(scenarioNames(), ", "))
 	}
 	return sc.newCommand(c.m).Run(ctx, args[1:])
 }
