@@ -11,8 +11,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 // slowBeatBackend answers every heartbeat after delay, or with the
@@ -35,6 +35,33 @@ func (s *slowBeatBackend) JobHeartbeatMany(ctx context.Context, p *backend.JobHe
 		s.extended.Add(1)
 	}
 	return res, err
+}
+
+// startLongJob starts a client over be with two workers, a lease of lease
+// and quick rescues, that logs its warnings to the buffer returned, and
+// inserts one longArgs job.
+func startLongJob(t *testing.T, be backend.Backend, ws *spool.Workers, lease time.Duration) (*spool.Client, *conformance.LogBuffer) {
+	t.Helper()
+	ctx := context.Background()
+	logs := &conformance.LogBuffer{}
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers:        ws,
+		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}},
+		LeaseDuration:  lease,
+		PollInterval:   20 * time.Millisecond,
+		RescueInterval: 20 * time.Millisecond,
+		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Insert(ctx, longArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, logs
 }
 
 type longArgs struct{}
@@ -66,24 +93,7 @@ func TestSlowHeartbeatKeepsLease(t *testing.T) {
 			return context.Cause(ctx)
 		}
 	}))
-	var logs backendtest.LogBuffer
-	c, err := spool.NewClient(be, &spool.Config{
-		Workers:        ws,
-		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}},
-		LeaseDuration:  lease,
-		PollInterval:   20 * time.Millisecond,
-		RescueInterval: 20 * time.Millisecond,
-		Logger:         slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Insert(ctx, longArgs{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, logs := startLongJob(t, be, ws, lease)
 	defer func() { _ = c.Stop(ctx) }()
 	select {
 	case <-finished:
@@ -139,24 +149,7 @@ func TestLeaseEndCancelsHandler(t *testing.T) {
 			return nil
 		}
 	}))
-	var logs backendtest.LogBuffer
-	c, err := spool.NewClient(be, &spool.Config{
-		Workers:        ws,
-		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}},
-		LeaseDuration:  lease,
-		PollInterval:   20 * time.Millisecond,
-		RescueInterval: 20 * time.Millisecond,
-		Logger:         slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Insert(ctx, longArgs{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, logs := startLongJob(t, be, ws, lease)
 	defer func() { _ = c.Stop(ctx) }()
 	if cause := <-causes; !errors.Is(cause, spool.ErrLeaseLost) {
 		t.Fatalf("the first run ended with cause %v, want ErrLeaseLost; warnings:\n%s", cause, logs.String())

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 type wakeArgs struct{}
@@ -155,7 +155,7 @@ func TestNoStartAfterLeaseEnded(t *testing.T) {
 		starts <- start{j.ID, j.Attempt}
 		return nil
 	}))
-	var logs backendtest.LogBuffer
+	var logs conformance.LogBuffer
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers:       ws,
 		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: jobs}},
@@ -405,7 +405,7 @@ func TestWorkerLeavesLateBufferedJobs(t *testing.T) {
 		}
 		return nil
 	}))
-	var logs backendtest.LogBuffer
+	var logs conformance.LogBuffer
 	c, err := spool.NewClient(inner, &spool.Config{
 		Workers:       ws,
 		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1, Prefetch: jobs}},
@@ -492,7 +492,7 @@ func TestLateReplyJobsClaimedAgain(t *testing.T) {
 		starts <- j.Attempt
 		return nil
 	}))
-	var logs backendtest.LogBuffer
+	var logs conformance.LogBuffer
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers:        ws,
 		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/backend/sqlite"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 	"github.com/spoolq/spool/ui"
@@ -45,12 +47,39 @@ func openBackend(t testing.TB, name string) backend.Backend {
 		}
 		return be
 	case "postgres":
-		return testdb.Postgres(t)
+		pool := testdb.PostgresPool(t)
+		schema := testdb.NewSchemaName()
+		be, err := postgres.New(pool, &postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		migrate(t, be)
+		testdb.DropSchemaAtEnd(t, pool, schema)
+		return be
 	case "mysql":
-		return testdb.MySQL(t, nil)
+		name := testdb.NewMySQLDatabase(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		be, err := mysql.Open(ctx, testdb.MySQLDatabaseURL(name, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = be.Close() })
+		migrate(t, be)
+		return be
 	}
 	t.Fatalf("no test backend %q (sqlite, postgres, mysql)", name)
 	return nil
+}
+
+// migrate brings a fresh store's schema up to date.
+func migrate(t testing.TB, be interface{ Migrate(context.Context) error }) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
 }
 
 // fixture is a dashboard over a fresh store (see fixtureBackend), served

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/ui"
 )
 
@@ -34,7 +34,7 @@ func FuzzFilters(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1], seed[2], seed[3], seed[4], seed[5], seed[6])
 	}
-	var logs testdb.LogBuffer
+	var logs conformance.LogBuffer
 	fx := newFixtureOn(f, "sqlite", &ui.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	f.Fuzz(func(t *testing.T, queue, kind, state, since, until, before, after string) {
 		q := url.Values{}

@@ -12,7 +12,11 @@ replace (
 	github.com/spoolq/spool/internal/testkit => ../internal/testkit
 )
 
-require github.com/spoolq/spool v0.0.0-00010101000000-000000000000
+require (
+	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
+)
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
@@ -27,8 +31,6 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000 // indirect
-	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

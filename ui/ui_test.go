@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/ui"
 )
 
@@ -540,7 +540,7 @@ func TestHostWithAuthorize(t *testing.T) {
 func TestBadInputAnswers4xx(t *testing.T) {
 	for _, name := range testBackends {
 		t.Run(name, func(t *testing.T) {
-			var logs testdb.LogBuffer
+			var logs conformance.LogBuffer
 			f := newFixtureOn(t, name, &ui.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			s := newSession(t, serve(t, f))
 			long := strings.Repeat("k", spool.MaxKindLength+1)
@@ -583,7 +583,7 @@ func TestBadInputAnswers4xx(t *testing.T) {
 // TestInternalErrorHidesCause: an error of the store answers 500 with a
 // reference to the log line that has the cause, not the cause itself.
 func TestInternalErrorHidesCause(t *testing.T) {
-	var logs testdb.LogBuffer
+	var logs conformance.LogBuffer
 	f := newFixtureOn(t, "sqlite", &ui.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := newSession(t, serve(t, f))
 	if err := f.be.Close(); err != nil {

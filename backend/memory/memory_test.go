@@ -5,18 +5,18 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
-// harnessTx adapts *memory.Tx to backendtest.Tx and BackendTxer.
+// harnessTx adapts *memory.Tx to conformance.Tx and BackendTxer.
 type harnessTx struct{ *memory.Tx }
 
-// BackendTx implements backendtest.BackendTxer.
+// BackendTx implements conformance.BackendTxer.
 func (t harnessTx) BackendTx() backend.Tx { return t.Tx }
 
-func harness() backendtest.Harness {
-	return backendtest.Harness{
+func harness() conformance.Harness {
+	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
 			be := memory.New()
 			t.Cleanup(func() { _ = be.Close() })
@@ -27,14 +27,14 @@ func harness() backendtest.Harness {
 			t.Cleanup(func() { _ = other.Close() })
 			return other
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			return harnessTx{be.(*memory.Backend).Begin()}
 		},
 	}
 }
 
 // TestConformance runs the whole conformance suite on the memory backend.
-func TestConformance(t *testing.T) { backendtest.Run(t, harness()) }
+func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
 
 // TestOpenByURL: memory://NAME opens one shared store per name.
 func TestOpenByURL(t *testing.T) {

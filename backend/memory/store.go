@@ -169,3 +169,16 @@ func (s *store) finish(j *backend.JobRow, f backend.JobFinish, deleteCompleted b
 	}
 	return backend.Wake{}, false
 }
+
+// runnable returns one wake-up per queue of rows that are due at t.
+func runnable(rows []*backend.JobRow, t time.Time) []backend.Wake {
+	var out []backend.Wake
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !seen[r.Queue] && pending(r.State) && !r.RunAt.After(t) {
+			seen[r.Queue] = true
+			out = append(out, backend.Wake{Queue: r.Queue})
+		}
+	}
+	return out
+}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/sqlfilter"
+	"github.com/spoolq/spool/backend/sqlfilter"
 )
 
 // JobGet implements backend.Backend.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 )
 
 // jobStates returns the jobs' states by id, read directly.
@@ -27,7 +27,7 @@ func jobStates(t *testing.T, be *mysql.Backend, ids ...int64) []backend.State {
 
 func insertNote(t *testing.T, c *spool.Client, n int) int64 {
 	t.Helper()
-	res, err := c.Insert(context.Background(), backendtest.NoteArgs{N: n}, nil)
+	res, err := c.Insert(context.Background(), conformance.NoteArgs{N: n}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

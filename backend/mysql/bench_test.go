@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // BenchmarkFinish claims batches and writes one outcome for the whole batch:
@@ -25,7 +24,7 @@ func BenchmarkFinish(b *testing.B) {
 		for _, c := range cases {
 			outcome := c.outcome
 			b.Run(fmt.Sprintf("batch=%d/%s", batch, c.name), func(b *testing.B) {
-				be := testdb.MySQL(b, nil)
+				be := newBackend(b, nil)
 				ctx := context.Background()
 				total := b.N * batch
 				for left := total; left > 0; left -= 5000 {

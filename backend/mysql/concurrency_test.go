@@ -18,8 +18,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -56,7 +56,7 @@ func runChildWorker(database, strategy string) int {
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		result := "ok"
 		if j.Args.Mode == "fail-once" && j.Attempt == 1 {
 			result = "fail"
@@ -117,7 +117,7 @@ func TestManyProcesses(t *testing.T) {
 		processes = 4
 		batch     = 500
 	)
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	inserter, err := spool.NewClient(be, &spool.Config{})
 	if err != nil {
@@ -125,7 +125,7 @@ func TestManyProcesses(t *testing.T) {
 	}
 	params := make([]spool.InsertManyParams, jobs)
 	for i := range params {
-		a := backendtest.NoteArgs{N: i}
+		a := conformance.NoteArgs{N: i}
 		if i%10 == 3 {
 			a.Mode = "fail-once"
 		}
@@ -147,7 +147,7 @@ func TestManyProcesses(t *testing.T) {
 		mu      sync.Mutex
 		runs    = make(map[int][]run, jobs)
 		metrics [3]int64
-		stderr  testdb.LogBuffer
+		stderr  conformance.LogBuffer
 		readers sync.WaitGroup
 		kids    []*exec.Cmd
 	)
@@ -289,7 +289,7 @@ func TestManyProcesses(t *testing.T) {
 		}
 		okRuns += oks
 		want := 1
-		if params[n].Args.(backendtest.NoteArgs).Mode == "fail-once" {
+		if params[n].Args.(conformance.NoteArgs).Mode == "fail-once" {
 			want = 2
 		}
 		switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -21,7 +22,7 @@ func TestDriverMessagesGoToLogger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs testdb.LogBuffer
+	var logs conformance.LogBuffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	be, err := mysql.OpenConfig(ctx, cfg, opts)
 	if err != nil {

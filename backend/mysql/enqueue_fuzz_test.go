@@ -8,8 +8,7 @@ import (
 
 	drv "github.com/go-sql-driver/mysql"
 
-	"github.com/spoolq/spool/backend/backendtest"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 )
 
 // FuzzSQLEnqueue calls spool_enqueue on the MariaDB test server with any
@@ -18,7 +17,7 @@ import (
 // limit accepts and that holds exactly the values passed, or fails with a
 // data exception (SQLSTATE class 22) and writes nothing.
 func FuzzSQLEnqueue(f *testing.F) {
-	be := testdb.MySQL(f, nil)
+	be := newBackend(f, nil)
 	ctx := context.Background()
 	app := userDB(f, be.Database(), map[string]string{"sql_mode": "''"})
 	seeds := []struct {
@@ -73,7 +72,7 @@ func FuzzSQLEnqueue(f *testing.F) {
 		if err != nil {
 			t.Fatalf("job %d enqueued from SQL cannot be read: %v", id, err)
 		}
-		if err := backendtest.WithinLimits(j); err != nil {
+		if err := conformance.WithinLimits(j); err != nil {
 			t.Fatalf("spool_enqueue(%q, %q, %q, %v, %q, %v, %q, %q) stored a job the Go API would refuse: %v",
 				kind, args, queue, prio, runAt, maxAtt, tags, meta, err)
 		}

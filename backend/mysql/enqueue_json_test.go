@@ -3,15 +3,13 @@ package mysql_test
 import (
 	"context"
 	"testing"
-
-	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // TestSQLEnqueueJSONWhitespace: spool_enqueue takes JSON with raw
 // whitespace between tokens (RFC 8259 allows it there) and refuses raw
 // control characters inside strings (it allows them only escaped).
 func TestSQLEnqueueJSONWhitespace(t *testing.T) {
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	for _, c := range []struct {
 		args string

@@ -12,8 +12,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 )
 
 // TestSQLEnqueue enqueues with CALL spool_enqueue inside an application's
@@ -21,11 +20,11 @@ import (
 // transaction commits, and a Go worker runs it with the arguments given.
 func TestSQLEnqueue(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
-	ran := make(chan *spool.Job[backendtest.NoteArgs], 2)
+	ran := make(chan *spool.Job[conformance.NoteArgs], 2)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		ran <- j
 		return nil
 	}))
@@ -116,7 +115,7 @@ func TestSQLEnqueue(t *testing.T) {
 // takes text as LONGTEXT, so nothing is truncated on the way in).
 func TestSQLEnqueueValidates(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	long := func(n int) string { return "'" + strings.Repeat("k", n) + "'" }
 	cases := []struct{ name, kind, args, queue, prio, runAt, maxAtt, tags, meta, want string }{
@@ -191,7 +190,7 @@ func TestSQLEnqueueValidates(t *testing.T) {
 // takes more (escapes such as \0, numbers such as 1. or 1e).
 func TestSQLEnqueueStrictJSON(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	app := userDB(t, be.Database(), nil)
 	call := func(args string) error {

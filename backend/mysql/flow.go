@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/sqlfilter"
+	"github.com/spoolq/spool/backend/sqlfilter"
 )
 
 // JobClaimFlow implements backend.Backend: one READ COMMITTED transaction

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -51,7 +51,7 @@ func countJobs(t testing.TB, be *mysql.Backend) int {
 // transaction on such a session.
 func TestInsertStoresExactlyOrFails(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	lax := userDB(t, be.Database(), map[string]string{"sql_mode": "''"})
 	// The lax session really would truncate: the hazard being guarded.
@@ -130,7 +130,7 @@ func TestInsertStoresExactlyOrFails(t *testing.T) {
 // than the server's max_allowed_packet.
 func TestArgsOverMaxAllowedPacket(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	var packet int
 	if err := be.DB().QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&packet); err != nil {
@@ -149,7 +149,7 @@ func TestArgsOverMaxAllowedPacket(t *testing.T) {
 	// split into statements, in one transaction, ids in order.
 	rows := make([]spool.InsertManyParams, 6)
 	for i := range rows {
-		rows[i] = spool.InsertManyParams{Args: spool.RawArgs("note", mustJSON(t, backendtest.NoteArgs{N: i, Mode: strings.Repeat("m", packet/4)}))}
+		rows[i] = spool.InsertManyParams{Args: spool.RawArgs("note", mustJSON(t, conformance.NoteArgs{N: i, Mode: strings.Repeat("m", packet/4)}))}
 	}
 	res, err := c.InsertMany(ctx, rows)
 	if err != nil {
@@ -157,7 +157,7 @@ func TestArgsOverMaxAllowedPacket(t *testing.T) {
 	}
 	for i, r := range res {
 		j, err := be.JobGet(ctx, r.ID)
-		var a backendtest.NoteArgs
+		var a conformance.NoteArgs
 		if err != nil || json.Unmarshal(j.Args, &a) != nil || a.N != i {
 			t.Fatalf("row %d: %v", i, err)
 		}
@@ -178,7 +178,7 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 // time.Time carries.
 func TestTimesAreUTC(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	c, err := spool.NewClient(be, &spool.Config{})
 	if err != nil {
@@ -193,11 +193,11 @@ func TestTimesAreUTC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheduled, err := c.InsertTx(ctx, tx, backendtest.NoteArgs{N: 1}, &spool.InsertOpts{RunAt: at})
+	scheduled, err := c.InsertTx(ctx, tx, conformance.NoteArgs{N: 1}, &spool.InsertOpts{RunAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now, err := c.InsertTx(ctx, tx, backendtest.NoteArgs{N: 2}, nil)
+	now, err := c.InsertTx(ctx, tx, conformance.NoteArgs{N: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

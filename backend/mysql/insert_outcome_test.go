@@ -17,8 +17,8 @@ import (
 	drv "github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -28,7 +28,7 @@ import (
 func proxiedMySQL(t *testing.T) (direct, proxied *mysql.Backend, proxy *testdb.Proxy) {
 	t.Helper()
 	name := testdb.NewMySQLDatabase(t)
-	direct = testdb.OpenMySQL(t, name, nil)
+	direct = openBackend(t, name, nil)
 	if err := direct.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +79,11 @@ func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 	direct, proxied, proxy := proxiedMySQL(t)
 	c := insertOnlyClient(t, proxied)
 	ctx := context.Background()
-	if _, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	proxy.DropReplies()
-	_, err := c.Insert(ctx, backendtest.NoteArgs{N: 2}, nil)
+	_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
 	if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
 		t.Fatalf("insert whose reply was lost: got %v, want ErrOutcomeUnknown", err)
 	}
@@ -95,7 +95,7 @@ func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 	proxy.Restore()
 	params := make([]spool.InsertManyParams, 1001)
 	for i := range params {
-		params[i] = spool.InsertManyParams{Args: backendtest.NoteArgs{N: 10 + i}}
+		params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: 10 + i}}
 	}
 	proxy.DropReplies()
 	_, err = c.InsertMany(ctx, params)
@@ -116,13 +116,13 @@ func TestInsertWithoutServerIsNotWritten(t *testing.T) {
 	direct, proxied, proxy := proxiedMySQL(t)
 	c := insertOnlyClient(t, proxied)
 	ctx := context.Background()
-	if _, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Cut()
 	notWritten := false
 	for i := 0; i < 3 && !notWritten; i++ {
-		_, err := c.Insert(ctx, backendtest.NoteArgs{N: 2}, nil)
+		_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
 		switch {
 		case errors.Is(err, spool.ErrNotWritten):
 			notWritten = true
@@ -216,7 +216,7 @@ func TestInsertDuringServerRestarts(t *testing.T) {
 				params := make([]spool.InsertManyParams, size)
 				for k := range ns {
 					ns[k] = int(next.Add(1))
-					params[k] = spool.InsertManyParams{Args: backendtest.NoteArgs{N: ns[k]}}
+					params[k] = spool.InsertManyParams{Args: conformance.NoteArgs{N: ns[k]}}
 				}
 				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				var err error

@@ -18,11 +18,11 @@ import (
 func TestListenWakesAfterIdle(t *testing.T) {
 	t.Parallel()
 	name := testdb.NewMySQLDatabase(t)
-	listener := testdb.OpenMySQL(t, name, nil)
+	listener := openBackend(t, name, nil)
 	if err := listener.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	inserter, err := spool.NewClient(testdb.OpenMySQL(t, name, nil), &spool.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inserter, err := spool.NewClient(openBackend(t, name, nil), &spool.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -59,17 +59,17 @@ func lockRow(t *testing.T, db *sql.DB, database string, id int64) *sql.Tx {
 func TestLockWaitTimeoutRetriedInside(t *testing.T) {
 	t.Parallel()
 	db := testdb.NewMySQLDatabase(t)
-	be := testdb.OpenMySQL(t, db, url.Values{"innodb_lock_wait_timeout": {"1"}})
+	be := openBackend(t, db, url.Values{"innodb_lock_wait_timeout": {"1"}})
 	ctx := context.Background()
 	if err := be.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var logs testdb.LogBuffer
+	var logs conformance.LogBuffer
 	var runs atomic.Int32
 	started := make(chan int64, 1)
 	proceed := make(chan struct{})
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		runs.Add(1)
 		started <- j.ID
 		<-proceed
@@ -80,7 +80,7 @@ func TestLockWaitTimeoutRetriedInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Insert(ctx, backendtest.NoteArgs{}, nil)
+	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +131,13 @@ func TestLockWaitTimeoutRetriedInside(t *testing.T) {
 // other transaction ends it writes both completions, once.
 func TestDeadlockRetriedInside(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	c, err := spool.NewClient(be, &spool.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	backendtest.InsertNotes(t, c, 0, 2)
+	conformance.InsertNotes(t, c, 0, 2)
 	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 2, Lease: time.Minute, ClaimID: "t"})
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("claim: %v %v", rowIDs(rows), err)

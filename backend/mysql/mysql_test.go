@@ -7,12 +7,11 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 )
 
-// sqlTx adapts *sql.Tx to backendtest.Tx. Its ExecContext, QueryContext and
+// sqlTx adapts *sql.Tx to conformance.Tx. Its ExecContext, QueryContext and
 // QueryRowContext are *sql.Tx's, so the backend accepts it as a backend.Tx.
 type sqlTx struct{ *sql.Tx }
 
@@ -24,10 +23,10 @@ func strategyParams(strategy string) url.Values {
 	return url.Values{mysql.ClaimParam: {strategy}}
 }
 
-func harness(strategy string) backendtest.Harness {
-	return backendtest.Harness{
+func harness(strategy string) conformance.Harness {
+	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
-			be := testdb.MySQL(t, strategyParams(strategy))
+			be := newBackend(t, strategyParams(strategy))
 			if want := map[string]string{mysql.StrategyAuto: mysql.StrategyPessimistic}[strategy]; want != "" && be.ClaimStrategy() != want {
 				t.Fatalf("auto chose %s on %s, want %s", be.ClaimStrategy(), be.ServerVersion(), want)
 			}
@@ -35,9 +34,9 @@ func harness(strategy string) backendtest.Harness {
 		},
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			// A second pool, as another process would have.
-			return testdb.OpenMySQL(t, be.(*mysql.Backend).Database(), strategyParams(strategy))
+			return openBackend(t, be.(*mysql.Backend).Database(), strategyParams(strategy))
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*mysql.Backend).DB().BeginTx(context.Background(), nil)
 			if err != nil {
 				t.Fatalf("begin: %v", err)
@@ -50,7 +49,7 @@ func harness(strategy string) backendtest.Harness {
 
 // TestConformance runs the suite with the default strategy, which on a server
 // with SKIP LOCKED (MariaDB 10.6+, MySQL 8) is the pessimistic one.
-func TestConformance(t *testing.T) { backendtest.Run(t, harness(mysql.StrategyAuto)) }
+func TestConformance(t *testing.T) { conformance.Run(t, harness(mysql.StrategyAuto)) }
 
 // TestConformanceOptimistic runs the suite with the optimistic strategy.
-func TestConformanceOptimistic(t *testing.T) { backendtest.Run(t, harness(mysql.StrategyOptimistic)) }
+func TestConformanceOptimistic(t *testing.T) { conformance.Run(t, harness(mysql.StrategyOptimistic)) }

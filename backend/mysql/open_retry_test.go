@@ -16,8 +16,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -125,7 +125,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 	}
 	worked := make(chan int64, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		worked <- j.ID
 		return nil
 	}))
@@ -134,7 +134,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil)
+	ins, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -78,7 +78,7 @@ func TestParseURL(t *testing.T) {
 // database name is validated before it reaches SQL.
 func TestOpenSessions(t *testing.T) {
 	t.Parallel()
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	ctx := context.Background()
 	if be.ClaimStrategy() != mysql.StrategyPessimistic {
 		t.Fatalf("auto strategy on %s: %s", be.ServerVersion(), be.ClaimStrategy())
@@ -139,7 +139,7 @@ func TestNoSkipLockedFallback(t *testing.T) {
 	t.Parallel()
 	db := testdb.NewMySQLDatabase(t)
 	ctx := context.Background()
-	var logs testdb.LogBuffer
+	var logs conformance.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	be, err := mysql.OpenWithVersion(ctx, testdb.MySQLDatabaseURL(db, nil), "10.5.23-MariaDB", logger)
 	if err != nil {
@@ -163,7 +163,7 @@ func TestNoSkipLockedFallback(t *testing.T) {
 	}
 	ran := make(chan int, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		ran <- j.Args.N
 		return nil
 	}))
@@ -175,7 +175,7 @@ func TestNoSkipLockedFallback(t *testing.T) {
 	if _, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: spool.DefaultQueue, Max: 1, Lease: time.Millisecond, ClaimID: "dead"}); err != nil {
 		t.Fatal(err)
 	}
-	id, err := c.Insert(ctx, backendtest.NoteArgs{N: 5}, nil)
+	id, err := c.Insert(ctx, conformance.NoteArgs{N: 5}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
 	for i := 0; i < 6; i++ {
-		be := testdb.OpenMySQL(t, db, nil)
+		be := openBackend(t, db, nil)
 		wg.Go(func() { errs <- be.Migrate(ctx) })
 	}
 	wg.Wait()
@@ -219,7 +219,7 @@ func TestMigrateConcurrently(t *testing.T) {
 			t.Fatalf("concurrent migrate: %v", err)
 		}
 	}
-	be := testdb.OpenMySQL(t, db, nil)
+	be := openBackend(t, db, nil)
 	var versions int
 	if err := be.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM spool_migrations").Scan(&versions); err != nil || versions != mysql.LatestVersion() {
 		t.Fatalf("%d migration rows (%v), want %d", versions, err, mysql.LatestVersion())
@@ -238,16 +238,16 @@ func TestMigrateConcurrently(t *testing.T) {
 func TestSchemaChecks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fresh := testdb.OpenMySQL(t, testdb.NewMySQLDatabase(t), nil)
+	fresh := openBackend(t, testdb.NewMySQLDatabase(t), nil)
 	if v, err := fresh.SchemaVersion(ctx); err != nil || v.Current != 0 || !errors.Is(v.Check(), backend.ErrSchemaNotMigrated) {
 		t.Fatalf("unmigrated: %+v %v", v, err)
 	}
-	be := testdb.MySQL(t, nil)
+	be := newBackend(t, nil)
 	if _, err := be.DB().ExecContext(ctx, "INSERT INTO spool_migrations (version, name, applied_at) VALUES (999, 'future', UTC_TIMESTAMP(6))"); err != nil {
 		t.Fatal(err)
 	}
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[backendtest.NoteArgs]) error { return nil }))
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error { return nil }))
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/backendtest"
+	"github.com/spoolq/spool/conformance"
 )
 
 // logLines is a slog.Handler keeping every line's text.
@@ -50,7 +50,7 @@ func TestOutcomeWriteCutBeforeCommitIsLogged(t *testing.T) {
 	id := insertNote(t, insertOnlyClient(t, direct), 1)
 	logs := &logLines{}
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error {
 		// The completion's UPDATE is the next statement with this text; its
 		// reply is lost, and the server rolls its transaction back.
 		proxy.DropReplyTo("SET state = 'completed', finalized_at = UTC_TIMESTAMP(6)")

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spoolq/spool/internal/sqltext"
+	"github.com/spoolq/spool/backend/sqltext"
 )
 
 // queries holds the fixed statements, built once per database from the

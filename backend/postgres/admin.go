@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/sqlfilter"
+	"github.com/spoolq/spool/backend/sqlfilter"
 )
 
 // JobGet implements backend.Backend.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -66,7 +66,7 @@ func states(t *testing.T, be *postgres.Backend, ids ...int64) []backend.State {
 // insertNote inserts one job directly and returns its id.
 func insertNote(t *testing.T, c *spool.Client, n int) int64 {
 	t.Helper()
-	res, err := c.Insert(context.Background(), backendtest.NoteArgs{N: n}, nil)
+	res, err := c.Insert(context.Background(), conformance.NoteArgs{N: n}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func insertNote(t *testing.T, c *spool.Client, n int) int64 {
 // cancel, retry and bulk actions fail with ErrNotWritten and change nothing.
 func TestAdminWritesWithoutServerAreNotWritten(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	direct := insertClient(t, be)
 	id := insertNote(t, direct, 1)
 	c, proxy := simpleProxied(t, be)
@@ -111,7 +111,7 @@ func TestAdminWritesWithoutServerAreNotWritten(t *testing.T) {
 // commit: the case the error exists to warn of.
 func TestAdminWriteReplyLostIsOutcomeUnknown(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	direct := insertClient(t, be)
 	id := insertNote(t, direct, 1)
 	c, proxy := simpleProxied(t, be)
@@ -157,10 +157,10 @@ func TestAdminWriteReplyLostIsOutcomeUnknown(t *testing.T) {
 // reports the lost reply as "conn closed", safe to retry.
 func TestInsertReplyLostSimpleProtocolIsOutcomeUnknown(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	c, proxy := simpleProxied(t, be)
 	proxy.DropReplyTo("INSERT INTO")
-	_, err := c.Insert(context.Background(), backendtest.NoteArgs{N: 1}, nil)
+	_, err := c.Insert(context.Background(), conformance.NoteArgs{N: 1}, nil)
 	if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
 		t.Fatalf("insert whose reply was lost: got %v, want ErrOutcomeUnknown", err)
 	}

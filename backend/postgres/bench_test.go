@@ -12,8 +12,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -108,11 +108,11 @@ func BenchmarkClaimFinish(b *testing.B) {
 func BenchmarkPickupLatency(b *testing.B) {
 	for _, mode := range []string{"listen", "poll-only-10ms"} {
 		b.Run(mode, func(b *testing.B) {
-			be := testdb.Postgres(b)
+			be := newBackend(b)
 			ctx := context.Background()
 			started := make(chan time.Time, 1)
 			ws := spool.NewWorkers()
-			spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+			spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 				started <- time.Now()
 				return nil
 			}))
@@ -133,7 +133,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := inserter.Insert(ctx, backendtest.NoteArgs{N: i}, nil); err != nil {
+				if _, err := inserter.Insert(ctx, conformance.NoteArgs{N: i}, nil); err != nil {
 					b.Fatal(err)
 				}
 				committed := time.Now()

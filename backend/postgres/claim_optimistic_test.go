@@ -8,7 +8,6 @@ import (
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // TestOptimisticClaimSkipsLockedRows holds a row lock on one pending job,
@@ -21,7 +20,7 @@ import (
 func TestOptimisticClaimSkipsLockedRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base := testdb.Postgres(t)
+	base := newBackend(t)
 	be, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), ClaimStrategy: postgres.StrategyOptimistic})
 	if err != nil {
 		t.Fatal(err)

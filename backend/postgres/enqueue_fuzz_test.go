@@ -8,8 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/spoolq/spool/backend/backendtest"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 )
 
 // FuzzSQLEnqueue calls the SQL enqueue function on the PostgreSQL test
@@ -19,7 +18,7 @@ import (
 // never a constraint violation the function should have caught, never an
 // internal error.
 func FuzzSQLEnqueue(f *testing.F) {
-	be := testdb.Postgres(f)
+	be := newBackend(f)
 	ctx := context.Background()
 	s := be.Schema()
 	seeds := []struct {
@@ -74,7 +73,7 @@ func FuzzSQLEnqueue(f *testing.F) {
 		if err != nil {
 			t.Fatalf("job %d enqueued from SQL cannot be read: %v", id, err)
 		}
-		if err := backendtest.WithinLimits(j); err != nil {
+		if err := conformance.WithinLimits(j); err != nil {
 			t.Fatalf("enqueue(%q, %q, %q, %d, %d, %d, %q, %q) stored a job the Go API would refuse: %v",
 				kind, args, queue, prio, runAtUS, maxAtt, tags, meta, err)
 		}

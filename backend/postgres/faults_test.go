@@ -20,8 +20,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -51,7 +51,7 @@ func runChildWorker(schema string) int {
 	}
 	ws := spool.NewWorkers()
 	var mu sync.Mutex
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		mu.Lock()
 		fmt.Printf("started %d\n", j.ID)
 		mu.Unlock()
@@ -75,10 +75,10 @@ func runChildWorker(schema string) int {
 // another client must rescue them when their leases end and run each once.
 func TestKillNineRescue(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	ctx := context.Background()
 	inserter, _ := spool.NewClient(be, &spool.Config{})
-	backendtest.InsertNotes(t, inserter, 0, 20)
+	conformance.InsertNotes(t, inserter, 0, 20)
 
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), childSchemaEnv+"="+be.Schema())
@@ -111,7 +111,7 @@ func TestKillNineRescue(t *testing.T) {
 		all  = make(chan struct{})
 	)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		mu.Lock()
 		runs[j.ID]++
 		if started[j.ID] && (j.Attempt != 2 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "lease expired")) {
@@ -157,7 +157,7 @@ func TestKillNineRescue(t *testing.T) {
 // again and again while it works; every job must still complete, none twice.
 func TestConnectionsKilledUnderLoad(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	ctx := context.Background()
 	const jobs = 3000
 	var (
@@ -165,7 +165,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 		runs = make(map[int]int, jobs)
 	)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		mu.Lock()
 		runs[j.Args.N]++
 		mu.Unlock()
@@ -192,7 +192,7 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backendtest.InsertNotes(t, c, 0, jobs)
+	conformance.InsertNotes(t, c, 0, jobs)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func proxiedBackendWith(t *testing.T, be *postgres.Backend, opts postgres.Option
 // and finished jobs waiting for their outcome write keep their heartbeat.
 func TestDatabaseOutage(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	pbe, proxy := proxiedBackend(t, be)
 	ctx := context.Background()
 	const jobs = 600
@@ -298,7 +298,7 @@ func TestDatabaseOutage(t *testing.T) {
 		n    atomic.Int32
 	)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		mu.Lock()
 		runs[j.Args.N]++
 		mu.Unlock()
@@ -313,7 +313,7 @@ func TestDatabaseOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backendtest.InsertNotes(t, c, 0, jobs)
+	conformance.InsertNotes(t, c, 0, jobs)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -360,13 +360,13 @@ func TestDatabaseOutage(t *testing.T) {
 // outcomes cannot be written; the jobs stay leased and are rescued later.
 func TestStopDuringOutage(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	pbe, proxy := proxiedBackend(t, be)
 	ctx := context.Background()
 	started := make(chan struct{})
 	release := make(chan struct{})
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		close(started)
 		<-release
 		return nil
@@ -376,7 +376,7 @@ func TestStopDuringOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Insert(ctx, backendtest.NoteArgs{}, nil)
+	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,6 @@ go 1.26.8
 // tags each module and these replacements give way to versions.
 replace (
 	github.com/spoolq/spool => ../..
-	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
-	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
-	github.com/spoolq/spool/cmd/spool => ../../cmd/spool
-	github.com/spoolq/spool/examples => ../../examples
 	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
 )
 
@@ -25,7 +21,6 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

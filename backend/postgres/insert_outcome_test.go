@@ -12,10 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
-	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // insertClient is a client that only inserts.
@@ -33,7 +32,7 @@ func insertClient(t *testing.T, be *postgres.Backend) *spool.Client {
 // case the error exists to warn of.
 func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	// The second insert must reuse the first one's connection, sent before
 	// the proxy drops replies: the waker of wake-ups after commit would
 	// take that connection for the first insert's notification meanwhile,
@@ -42,11 +41,11 @@ func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 	pbe, proxy := proxiedBackendWith(t, be, postgres.Options{Wake: postgres.WakeAtCommit})
 	c := insertClient(t, pbe)
 	ctx := context.Background()
-	if _, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	proxy.DropReplies()
-	_, err := c.Insert(ctx, backendtest.NoteArgs{N: 2}, nil)
+	_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
 	if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
 		t.Fatalf("insert whose reply was lost: got %v, want ErrOutcomeUnknown", err)
 	}
@@ -61,17 +60,17 @@ func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 // fail either way (it was written to a dead socket), never with a raw error.
 func TestInsertWithoutServerIsNotWritten(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	pbe, proxy := proxiedBackend(t, be)
 	c := insertClient(t, pbe)
 	ctx := context.Background()
-	if _, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil); err != nil {
+	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Cut()
 	notWritten := false
 	for i := 0; i < 3 && !notWritten; i++ {
-		_, err := c.Insert(ctx, backendtest.NoteArgs{N: 2}, nil)
+		_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
 		switch {
 		case errors.Is(err, spool.ErrNotWritten):
 			notWritten = true
@@ -151,7 +150,7 @@ func TestInsertDuringServerRestarts(t *testing.T) {
 				params := make([]spool.InsertManyParams, size)
 				for k := range ns {
 					ns[k] = int(next.Add(1))
-					params[k] = spool.InsertManyParams{Args: backendtest.NoteArgs{N: ns[k]}}
+					params[k] = spool.InsertManyParams{Args: conformance.NoteArgs{N: ns[k]}}
 				}
 				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				var err error

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // leaseRowsState counts what the schema holds: jobs in lease rows not yet
@@ -47,7 +46,7 @@ func plainJob() *backend.JobInsertParams {
 func TestLeaseRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	unique := plainJob()
 	unique.UniqueKey, unique.UniqueStates = "k1", backend.UniqueStatesRequired
 	ids := insertJobs(t, be, plainJob(), plainJob(), plainJob(), unique)
@@ -158,7 +157,7 @@ func TestLeaseRows(t *testing.T) {
 func TestLeaseRowsRescue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	insertJobs(t, be, plainJob(), plainJob())
 	first, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 2, Lease: time.Microsecond, ClaimID: "dead#1"})
 	if err != nil || len(first) != 2 {
@@ -197,7 +196,7 @@ func TestLeaseRowsRescue(t *testing.T) {
 func TestClaimsInPlace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base := testdb.Postgres(t)
+	base := newBackend(t)
 	be, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), Claims: postgres.ClaimsInPlace})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +229,7 @@ func TestClaimsInPlace(t *testing.T) {
 func TestLeaseRowsConcurrentOps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	const n = 400
 	jobs := make([]*backend.JobInsertParams, n)
 	for i := range jobs {
@@ -320,7 +319,7 @@ func TestLeaseRowsConcurrentOps(t *testing.T) {
 func TestLeaseRowsFoundBySpan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	jobs := make([]*backend.JobInsertParams, 128)
 	for i := range jobs {
 		jobs[i] = plainJob()
@@ -387,7 +386,7 @@ func TestLeaseRowsFoundBySpan(t *testing.T) {
 func TestSmallClaims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	claim := func(max int, wantLeased, wantInPlace int) []*backend.JobRow {
 		t.Helper()
 		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: max, Lease: time.Minute, ClaimID: "c#1"})
@@ -465,7 +464,7 @@ func TestLeasedCompletions(t *testing.T) {
 
 func testLeasedCompletions(t *testing.T, del bool) {
 	ctx := context.Background()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	jobs := make([]*backend.JobInsertParams, 100)
 	for i := range jobs {
 		jobs[i] = plainJob()

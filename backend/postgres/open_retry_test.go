@@ -13,8 +13,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -108,7 +108,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 	}
 	worked := make(chan int64, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		worked <- j.ID
 		return nil
 	}))
@@ -116,7 +116,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil)
+	ins, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestStartWaitsForServer(t *testing.T) {
 	}
 	worked := make(chan int64, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		worked <- j.ID
 		return nil
 	}))
@@ -199,7 +199,7 @@ func TestStartWaitsForServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, err := c.Insert(ctx, backendtest.NoteArgs{N: 1}, nil)
+	ins, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

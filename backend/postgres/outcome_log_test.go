@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -56,7 +56,7 @@ func (l *logLines) text() string {
 // retry finds the outcome applied, and the job is completed once.
 func TestOutcomeWriteReplyLostIsLogged(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	direct := insertClient(t, be)
 	id := insertNote(t, direct, 1)
 	proxy := testdb.NewProxy(t)
@@ -64,7 +64,7 @@ func TestOutcomeWriteReplyLostIsLogged(t *testing.T) {
 	pbe := simpleProxiedBackend(t, be, proxy, postgres.Options{Claims: postgres.ClaimsInPlace})
 	logs := &logLines{want: "outcome already applied", seen: make(chan struct{})}
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error {
 		// The completion's statement is the next to carry this text.
 		proxy.DropReplyTo("SET state = 'completed', finalized_at = now()")
 		return nil

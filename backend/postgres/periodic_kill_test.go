@@ -122,7 +122,7 @@ func TestPeriodicExactlyOnceUnderLeaderKills(t *testing.T) {
 		runPeriodicChild(dsn)
 		return
 	}
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	pool := testdb.PostgresPool(t)
 	u, err := url.Parse(testdb.PostgresURL())
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -120,7 +121,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 		return nil
 	}))
-	logs := &testdb.LogBuffer{}
+	logs := &conformance.LogBuffer{}
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 10}},
 		PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

@@ -15,14 +15,14 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
-func harness(mode pgx.QueryExecMode) backendtest.Harness {
-	return backendtest.Harness{
-		NewBackend: func(t *testing.T) backend.Backend { return testdb.PostgresWithMode(t, mode) },
+func harness(mode pgx.QueryExecMode) conformance.Harness {
+	return conformance.Harness{
+		NewBackend: func(t *testing.T) backend.Backend { return newBackendWithMode(t, mode) },
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			// A second pool, as another process would have.
 			other, err := postgres.New(testdb.PostgresPool(t), &postgres.Options{Schema: be.(*postgres.Backend).Schema()})
@@ -31,7 +31,7 @@ func harness(mode pgx.QueryExecMode) backendtest.Harness {
 			}
 			return other
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*postgres.Backend).Pool().Begin(context.Background())
 			if err != nil {
 				t.Fatalf("begin: %v", err)
@@ -42,29 +42,29 @@ func harness(mode pgx.QueryExecMode) backendtest.Harness {
 	}
 }
 
-func TestConformance(t *testing.T) { backendtest.Run(t, harness(pgx.QueryExecModeCacheStatement)) }
+func TestConformance(t *testing.T) { conformance.Run(t, harness(pgx.QueryExecModeCacheStatement)) }
 
 // TestConformanceSimpleProtocol runs the suite with pgx's simple protocol,
 // as behind PgBouncer in transaction mode before version 1.21.
 func TestConformanceSimpleProtocol(t *testing.T) {
-	backendtest.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
+	conformance.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
 }
 
 // TestConformanceLeaseRows runs the suite with every claim into lease rows:
 // with the default, a queue whose claims take few jobs keeps them in place.
 func TestConformanceLeaseRows(t *testing.T) {
-	backendtest.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsLeaseRows}))
+	conformance.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsLeaseRows}))
 }
 
 // TestConformanceOptimistic runs the suite with the optimistic claim
 // strategy (spool_claim=optimistic), kept for comparison with MySQL.
 func TestConformanceOptimistic(t *testing.T) {
-	backendtest.Run(t, harnessWith(postgres.Options{ClaimStrategy: postgres.StrategyOptimistic}))
+	conformance.Run(t, harnessWith(postgres.Options{ClaimStrategy: postgres.StrategyOptimistic}))
 }
 
 // harnessWith is the cached-statement harness with backends built with
 // opts (its Schema set per test).
-func harnessWith(opts postgres.Options) backendtest.Harness {
+func harnessWith(opts postgres.Options) conformance.Harness {
 	h := harness(pgx.QueryExecModeCacheStatement)
 	open := func(t *testing.T, pool *pgxpool.Pool, schema string) backend.Backend {
 		o := opts
@@ -76,7 +76,7 @@ func harnessWith(opts postgres.Options) backendtest.Harness {
 		return be
 	}
 	h.NewBackend = func(t *testing.T) backend.Backend {
-		be := testdb.Postgres(t)
+		be := newBackend(t)
 		return open(t, be.Pool(), be.Schema())
 	}
 	h.Reopen = func(t *testing.T, be backend.Backend) backend.Backend {
@@ -144,12 +144,12 @@ func TestSchemaChecks(t *testing.T) {
 		t.Fatalf("unmigrated: %+v %v", v, err)
 	}
 	// Newer than this code: refused by Start and by Migrate.
-	be = testdb.Postgres(t)
+	be = newBackend(t)
 	if _, err := pool.Exec(ctx, "INSERT INTO "+be.Schema()+".spool_migrations (version, name) VALUES (999, 'future')"); err != nil {
 		t.Fatal(err)
 	}
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[backendtest.NoteArgs]) error { return nil }))
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[conformance.NoteArgs]) error { return nil }))
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -225,11 +225,11 @@ func TestOpenClaimParam(t *testing.T) {
 // language would, and a Go worker runs the job.
 func TestSQLEnqueue(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	ctx := context.Background()
-	ran := make(chan backendtest.NoteArgs, 1)
+	ran := make(chan conformance.NoteArgs, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		ran <- j.Args
 		return nil
 	}))
@@ -317,11 +317,11 @@ func TestSQLEnqueue(t *testing.T) {
 // transaction mode, including jobs inserted by another process.
 func TestPollOnly(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	ctx := context.Background()
 	ran := make(chan int, 10)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		ran <- j.Args.N
 		return nil
 	}))
@@ -357,7 +357,7 @@ func TestPollOnly(t *testing.T) {
 // transaction fold into one notification per queue.
 func TestNotifyCoalesced(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, testdb.PostgresURL())
 	if err != nil {
@@ -375,7 +375,7 @@ func TestNotifyCoalesced(t *testing.T) {
 			if i%2 == 1 {
 				q = "b"
 			}
-			params[i] = spool.InsertManyParams{Args: backendtest.NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: q}}
+			params[i] = spool.InsertManyParams{Args: conformance.NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: q}}
 		}
 		res, err := c.InsertMany(ctx, params)
 		if err != nil {
@@ -425,7 +425,7 @@ func TestNotifyCoalesced(t *testing.T) {
 		if i%2 == 1 {
 			q = "b"
 		}
-		if _, err := c.InsertTx(ctx, tx, backendtest.NoteArgs{N: i}, &spool.InsertOpts{Queue: q}); err != nil {
+		if _, err := c.InsertTx(ctx, tx, conformance.NoteArgs{N: i}, &spool.InsertOpts{Queue: q}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -456,12 +456,12 @@ func TestNotifyCoalesced(t *testing.T) {
 // cancels its context at once, not at the next heartbeat (10 s here).
 func TestCancelRunningJobPromptly(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	ctx := context.Background()
 	started := make(chan int64, 1)
 	cancelled := make(chan error, 1)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		started <- j.ID
 		<-ctx.Done()
 		cancelled <- context.Cause(ctx)
@@ -476,7 +476,7 @@ func TestCancelRunningJobPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(ctx)
-	res, err := c.Insert(ctx, backendtest.NoteArgs{}, nil)
+	res, err := c.Insert(ctx, conformance.NoteArgs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func TestCancelRunningJobPromptly(t *testing.T) {
 // metadata, run_at within 1970..9999.
 func TestSQLEnqueueLimits(t *testing.T) {
 	t.Parallel()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	ctx := context.Background()
 	s := be.Schema()
 	nest := func(levels int) string {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spoolq/spool/internal/sqltext"
+	"github.com/spoolq/spool/backend/sqltext"
 )
 
 // queries holds every statement the backend runs, built once per schema from

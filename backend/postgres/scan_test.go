@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // TestClaimedRowsScannedApart: rows scanned in one batch share chunks, yet
@@ -19,7 +18,7 @@ import (
 func TestClaimedRowsScannedApart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	be := testdb.Postgres(t)
+	be := newBackend(t)
 	const n = 150 // more than one chunk of rows
 	jobs := make([]*backend.JobInsertParams, n)
 	for i := range jobs {

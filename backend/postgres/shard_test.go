@@ -15,9 +15,9 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/backend/shard"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -40,7 +40,7 @@ func startClusters(t *testing.T, n int) []string {
 
 // shardHarness makes, per test, a sharded backend over a fresh schema on
 // each cluster.
-func shardHarness(urls []string, opts *shard.Options) backendtest.Harness {
+func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 	open := func(t *testing.T, shards []backend.Backend) *shard.Backend {
 		be, err := shard.New(shards, opts)
 		if err != nil {
@@ -49,11 +49,11 @@ func shardHarness(urls []string, opts *shard.Options) backendtest.Harness {
 		t.Cleanup(func() { _ = be.Close() })
 		return be
 	}
-	return backendtest.Harness{
+	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
 			shards := make([]backend.Backend, len(urls))
 			for i, u := range urls {
-				shards[i] = testdb.PostgresOn(t, testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement))
+				shards[i] = newBackendOn(t, testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement))
 			}
 			return open(t, shards)
 		},
@@ -70,7 +70,7 @@ func shardHarness(urls []string, opts *shard.Options) backendtest.Harness {
 			}
 			return open(t, shards)
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			sb := be.(*shard.Backend)
 			tx := shard.NewLazyTx(func(ctx context.Context, s int) (backend.Tx, error) {
 				return sb.Shard(s).(*postgres.Backend).Pool().Begin(ctx)
@@ -87,15 +87,15 @@ func shardHarness(urls []string, opts *shard.Options) backendtest.Harness {
 // own shard.
 func TestSharded(t *testing.T) {
 	urls := startClusters(t, 3)
-	t.Run("ConformanceByQueue", func(t *testing.T) { backendtest.Run(t, shardHarness(urls, nil)) })
+	t.Run("ConformanceByQueue", func(t *testing.T) { conformance.Run(t, shardHarness(urls, nil)) })
 	t.Run("ConformanceByKey", func(t *testing.T) {
 		h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})
-		h.Spread = &backendtest.Spread{
+		h.Spread = &conformance.Spread{
 			StoreOf:  func(_ backend.Backend, id int64) int { return shard.JobShard(id) },
 			KeyStore: func(be backend.Backend, key string) int { return be.(*shard.Backend).KeyShard(key) },
 			PerStore: shard.ConformancePerShardByKey,
 		}
-		backendtest.Run(t, h)
+		conformance.Run(t, h)
 	})
 	t.Run("EffectsOnce", func(t *testing.T) { testShardedEffectsOnce(t, urls) })
 }
@@ -317,7 +317,7 @@ func TestShardZeroDown(t *testing.T) {
 	}
 	schemas := make([]string, len(pools))
 	for i, p := range pools {
-		schemas[i] = testdb.PostgresOn(t, p).Schema()
+		schemas[i] = newBackendOn(t, p).Schema()
 	}
 	// Cleanups run last first: shard 0's schema is dropped through the
 	// proxy, restored by then.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -55,7 +55,7 @@ CREATE TRIGGER slow_beat BEFORE UPDATE ON %[1]s.spool_leases FOR EACH STATEMENT 
 func TestSlowServerKeepsLeases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := testdb.Postgres(t).Schema()
+	schema := newBackend(t).Schema()
 	be, err := postgres.New(testdb.PostgresPool(t), &postgres.Options{Schema: schema, Claims: postgres.ClaimsInPlace})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestSlowServerKeepsLeases(t *testing.T) {
 		done     = make(chan struct{}, jobs)
 	)
 	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[backendtest.NoteArgs]) error {
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error {
 		mu.Lock()
 		starts[j.Args.N]++
 		if running[j.Args.N] {
@@ -99,14 +99,14 @@ func TestSlowServerKeepsLeases(t *testing.T) {
 			return context.Cause(ctx)
 		}
 	}))
-	var logs backendtest.LogBuffer
+	var logs conformance.LogBuffer
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, LeaseDuration: lease, PollInterval: 50 * time.Millisecond,
 		RescueInterval: 50 * time.Millisecond, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 4}},
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	backendtest.InsertNotes(t, c, 0, jobs)
+	conformance.InsertNotes(t, c, 0, jobs)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

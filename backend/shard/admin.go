@@ -121,95 +121,6 @@ func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputPar
 	return out, nil
 }
 
-// JobBulk applies one batch across the shards in global id order: it lists
-// the first Max jobs the batch would take on each shard, keeps the first Max
-// of them all, and has each shard act on its share, so that no job past the
-// batch's last id is touched (the next batch resumes there).
-func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backend.JobBulkResult, error) {
-	states := p.StatesTaken()
-	if len(states) == 0 {
-		return &backend.JobBulkResult{}, nil
-	}
-	limit := p.MaxOrDefault()
-	shards := b.all
-	listed := make([][]*backend.JobRow, len(b.shards))
-	err := b.some(shards, func(s int) error {
-		rows, err := b.shards[s].JobList(ctx, &backend.JobListParams{Queue: p.Queue, Kind: p.Kind, States: states,
-			AfterID: localAfter(p.AfterID, s), Limit: limit, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore})
-		listed[s] = globalRows(rows, s)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
-	}
-	var all []int64
-	for _, rows := range listed {
-		for _, j := range rows {
-			all = append(all, j.ID)
-		}
-	}
-	slices.Sort(all)
-	cut := int64(-1) // every listed job is in the batch
-	if len(all) > limit {
-		cut = all[limit-1]
-	}
-	share := make([]int, len(b.shards))
-	var act []int
-	for _, s := range shards {
-		for _, j := range listed[s] {
-			if cut < 0 || j.ID <= cut {
-				share[s]++
-			}
-		}
-		if share[s] > 0 {
-			act = append(act, s)
-		}
-	}
-	out := &backend.JobBulkResult{}
-	var mu sync.Mutex
-	// short is the lowest last id of a shard that took its share but
-	// stopped before its listed last job (jobs changed meanwhile): the
-	// next batch resumes there so that none of that shard's is skipped.
-	short := int64(-1)
-	err = b.some(act, func(s int) error {
-		q := *p
-		q.AfterID, q.Max = localAfter(p.AfterID, s), share[s]
-		r, err := b.shards[s].JobBulk(ctx, &q)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		out.Changed += r.Changed
-		out.Taken += r.Taken
-		last := int64(0)
-		if r.LastID > 0 {
-			last = global(r.LastID, s)
-		}
-		out.LastID = max(out.LastID, last)
-		if r.Taken == share[s] && last < listed[s][share[s]-1].ID && (short < 0 || last < short) {
-			short = last
-		}
-		for _, id := range r.UniqueRetries {
-			out.UniqueRetries = append(out.UniqueRetries, global(id, s))
-		}
-		return nil
-	})
-	if err != nil {
-		return out, fmt.Errorf("%s jobs: %w", p.Action, err)
-	}
-	if cut >= 0 {
-		out.LastID = cut
-		// The batch took Max jobs: the caller goes on.
-		out.Taken = max(out.Taken, limit)
-	}
-	if short >= 0 {
-		out.LastID = short
-	}
-	slices.Sort(out.UniqueRetries)
-	return out, nil
-}
-
 // QueueStatsAll adds up the shards' counts, queue by queue.
 func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, error) {
 	var mu sync.Mutex
@@ -278,30 +189,49 @@ func (b *Backend) QueuePausedAll(ctx context.Context) ([]backend.PausedQueue, er
 	return out, nil
 }
 
-// QueueFlowUse adds up the use of each flow key over the shards.
-func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
-	var mu sync.Mutex
-	uses := backend.FlowUses{}
-	q := *p
-	// Every key of each shard: a key's use is its sum over the shards, so
-	// the busiest overall need not be among any one shard's busiest.
-	q.Limit = 1 << 20
-	err := b.some(b.all, func(s int) error {
-		keys, err := b.shards[s].QueueFlowUse(ctx, &q)
-		mu.Lock()
-		defer mu.Unlock()
-		for _, k := range keys {
-			uses.Add(k.Key, k.Running, k.Pending)
-			if k.RateTAT != nil {
-				if x, ok := uses[k.Key]; !ok || x.RateTAT == nil || k.RateTAT.After(*x.RateTAT) {
-					uses.SetRate(k.Key, *k.RateTAT)
-				}
-			}
-		}
-		return err
-	})
+// byID runs a one-job operation on the job's shard and gives the row back
+// its global id.
+func (b *Backend) byID(op string, id int64, f func(be backend.Backend, local int64) (*backend.JobRow, error)) (*backend.JobRow, error) {
+	s, local, err := b.onShard(op, id)
 	if err != nil {
-		return nil, fmt.Errorf("flow use of queue %s: %w", p.Queue, err)
+		return nil, err
 	}
-	return uses.Sorted(p.Limit), nil
+	row, err := f(b.shards[s], local)
+	if err != nil {
+		return nil, rewriteIDs(err, local, id)
+	}
+	return globalRow(row, s), nil
+}
+
+// rewriteIDs keeps the error's type (errors.Is still matches) and the
+// shard's message, in which the job is named by its local id; the message
+// is prefixed with the global id.
+func rewriteIDs(err error, local, id int64) error {
+	return fmt.Errorf("job %d (id %d on its shard): %w", id, local, err)
+}
+
+// JobGet reads the job from its shard.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	return b.byID("get", id, func(be backend.Backend, l int64) (*backend.JobRow, error) { return be.JobGet(ctx, l) })
+}
+
+// JobRetry retries the job on its shard.
+func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
+	return b.byID("retry", p.ID, func(be backend.Backend, l int64) (*backend.JobRow, error) {
+		return be.JobRetry(ctx, &backend.JobRetryParams{ID: l})
+	})
+}
+
+// JobCancel cancels the job on its shard.
+func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
+	return b.byID("cancel", p.ID, func(be backend.Backend, l int64) (*backend.JobRow, error) {
+		return be.JobCancel(ctx, &backend.JobCancelParams{ID: l})
+	})
+}
+
+// JobDelete deletes the job on its shard.
+func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
+	return b.byID("delete", p.ID, func(be backend.Backend, l int64) (*backend.JobRow, error) {
+		return be.JobDelete(ctx, &backend.JobDeleteParams{ID: l})
+	})
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,4 +118,32 @@ func (t *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 
 func (t *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) error {
 	return t.tx.FlowSaveRates(ctx, tats)
+}
+
+// QueueFlowUse adds up the use of each flow key over the shards.
+func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
+	var mu sync.Mutex
+	uses := backend.FlowUses{}
+	q := *p
+	// Every key of each shard: a key's use is its sum over the shards, so
+	// the busiest overall need not be among any one shard's busiest.
+	q.Limit = 1 << 20
+	err := b.some(b.all, func(s int) error {
+		keys, err := b.shards[s].QueueFlowUse(ctx, &q)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			uses.Add(k.Key, k.Running, k.Pending)
+			if k.RateTAT != nil {
+				if x, ok := uses[k.Key]; !ok || x.RateTAT == nil || k.RateTAT.After(*x.RateTAT) {
+					uses.SetRate(k.Key, *k.RateTAT)
+				}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flow use of queue %s: %w", p.Queue, err)
+	}
+	return uses.Sorted(p.Limit), nil
 }

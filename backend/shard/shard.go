@@ -21,7 +21,6 @@
 package shard
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -283,37 +282,6 @@ func (b *Backend) rotation() []int {
 	return append(b.all[first:len(b.all):len(b.all)], b.all[:first]...)
 }
 
-// Migrate migrates every shard.
-func (b *Backend) Migrate(ctx context.Context) error {
-	if err := b.each(func(_ int, be backend.Backend) error { return be.Migrate(ctx) }); err != nil {
-		return fmt.Errorf("migrate shards: %w", err)
-	}
-	return nil
-}
-
-// SchemaVersion reports the version of the shard furthest from the newest
-// (ahead before behind), so that Check fails if any shard is off.
-func (b *Backend) SchemaVersion(ctx context.Context) (backend.SchemaVersion, error) {
-	versions := make([]backend.SchemaVersion, len(b.shards))
-	err := b.each(func(i int, be backend.Backend) error {
-		v, err := be.SchemaVersion(ctx)
-		versions[i] = v
-		return err
-	})
-	if err != nil {
-		return backend.SchemaVersion{}, fmt.Errorf("schema version: %w", err)
-	}
-	worst := versions[0]
-	for _, v := range versions[1:] {
-		switch {
-		case worst.Current > worst.Latest:
-		case v.Current > v.Latest, v.Current < worst.Current:
-			worst = v
-		}
-	}
-	return worst, nil
-}
-
 // Close closes every shard.
 func (b *Backend) Close() error {
 	var errs []error
@@ -349,7 +317,7 @@ func (b *Backend) DeadlockRetries() uint64 {
 }
 
 // ConformancePerShardByKey names the conformance tests
-// (backendtest.Spread.PerStore) of guarantees that hold per shard when a
+// (conformance.Spread.PerStore) of guarantees that hold per shard when a
 // queue spans the shards, each with what holds (docs/sharding.md). Those
 // tests assert it instead of the whole queue's guarantee.
 var ConformancePerShardByKey = map[string]string{
@@ -361,3 +329,5 @@ var ConformancePerShardByKey = map[string]string{
 	"FlowFairShare":               "under ByKey, fair shares are kept among the keys of each shard: checked with keys on one shard",
 	"FlowFairSmallNotStarved":     "under ByKey, fair shares are kept among the keys of each shard: checked with keys on one shard",
 }
+
+var _ backend.Backend = (*Backend)(nil)

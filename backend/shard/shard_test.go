@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/memory"
 	"github.com/spoolq/spool/backend/shard"
+	"github.com/spoolq/spool/conformance"
 )
 
 // memoryHarness runs the suite on n memory stores behind one sharded
 // backend.
-func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
+func memoryHarness(n int, opts *shard.Options) conformance.Harness {
 	open := func(t *testing.T, shards []backend.Backend) backend.Backend {
 		be, err := shard.New(shards, opts)
 		if err != nil {
@@ -21,7 +21,7 @@ func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
 		t.Cleanup(func() { _ = be.Close() })
 		return be
 	}
-	return backendtest.Harness{
+	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
 			shards := make([]backend.Backend, n)
 			for i := range shards {
@@ -37,7 +37,7 @@ func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
 			}
 			return open(t, shards)
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			sb := be.(*shard.Backend)
 			return shard.NewLazyTx(func(_ context.Context, s int) (backend.Tx, error) {
 				return sb.Shard(s).(*memory.Backend).Begin(), nil
@@ -48,20 +48,20 @@ func memoryHarness(n int, opts *shard.Options) backendtest.Harness {
 
 // TestConformanceByQueue runs the conformance suite over three memory
 // stores, each queue on one of them.
-func TestConformanceByQueue(t *testing.T) { backendtest.Run(t, memoryHarness(3, nil)) }
+func TestConformanceByQueue(t *testing.T) { conformance.Run(t, memoryHarness(3, nil)) }
 
 // TestConformanceByKey runs it with every queue spread over the three; the
 // guarantees that hold per shard are asserted per shard.
 func TestConformanceByKey(t *testing.T) {
 	h := memoryHarness(3, &shard.Options{Placement: shard.ByKey})
 	h.Spread = spreadByKey()
-	backendtest.Run(t, h)
+	conformance.Run(t, h)
 }
 
 // spreadByKey tells the conformance suite where a sharded backend placing
 // by key puts jobs, and which guarantees hold per shard.
-func spreadByKey() *backendtest.Spread {
-	return &backendtest.Spread{
+func spreadByKey() *conformance.Spread {
+	return &conformance.Spread{
 		StoreOf:  func(_ backend.Backend, id int64) int { return shard.JobShard(id) },
 		KeyStore: func(be backend.Backend, key string) int { return be.(*shard.Backend).KeyShard(key) },
 		PerStore: shard.ConformancePerShardByKey,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/sqlfilter"
+	"github.com/spoolq/spool/backend/sqlfilter"
 )
 
 // JobBulk implements backend.Backend: the batch is read and changed in one

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/internal/sqlfilter"
+	"github.com/spoolq/spool/backend/sqlfilter"
 )
 
 // JobClaimFlow implements backend.Backend: the write transaction is the

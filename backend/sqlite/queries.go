@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spoolq/spool/internal/sqltext"
+	"github.com/spoolq/spool/backend/sqltext"
 )
 
 // statements holds the backend's fixed statements, one file each in sql/,

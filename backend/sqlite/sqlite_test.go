@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/backendtest"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/conformance"
 )
 
-// sqlTx adapts *sql.Tx to backendtest.Tx.
+// sqlTx adapts *sql.Tx to conformance.Tx.
 type sqlTx struct{ *sql.Tx }
 
 func (t sqlTx) Commit(context.Context) error   { return t.Tx.Commit() }
@@ -45,13 +45,13 @@ func reopen(t testing.TB, be *sqlite.Backend) *sqlite.Backend {
 	return other
 }
 
-func harness() backendtest.Harness {
-	return backendtest.Harness{
+func harness() conformance.Harness {
+	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend { return newBackend(t, nil) },
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			return reopen(t, be.(*sqlite.Backend))
 		},
-		BeginTx: func(t *testing.T, be backend.Backend) backendtest.Tx {
+		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*sqlite.Backend).DB().BeginTx(context.Background(), nil)
 			if err != nil {
 				t.Fatalf("begin: %v", err)
@@ -61,7 +61,7 @@ func harness() backendtest.Harness {
 	}
 }
 
-func TestConformance(t *testing.T) { backendtest.Run(t, harness()) }
+func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
 
-// BackendTx implements backendtest.BackendTxer.
+// BackendTx implements conformance.BackendTxer.
 func (t sqlTx) BackendTx() backend.Tx { return t.Tx }

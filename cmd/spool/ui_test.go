@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/cmd/spool/cli"
-	"github.com/spoolq/spool/internal/testkit/testdb"
+	"github.com/spoolq/spool/conformance"
 )
 
 // TestUIRefusesOpenAddressWithoutAuth: an address other machines reach
@@ -44,7 +44,7 @@ func TestUIRefusesOpenAddressWithoutAuth(t *testing.T) {
 func TestUIServes(t *testing.T) {
 	db := sqliteStore(t)
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail")
-	var stdout, stderr testdb.LogBuffer
+	var stdout, stderr conformance.LogBuffer
 	m := NewMain(&stdout, &stderr)
 	urls := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,7 +127,7 @@ func TestUIServes(t *testing.T) {
 // metrics, saying how to admit one; --allowed-host admits a name.
 func TestUIAllowedHosts(t *testing.T) {
 	db := sqliteStore(t)
-	var stdout, stderr testdb.LogBuffer
+	var stdout, stderr conformance.LogBuffer
 	m := NewMain(&stdout, &stderr)
 	urls := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())

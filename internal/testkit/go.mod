@@ -2,22 +2,12 @@ module github.com/spoolq/spool/internal/testkit
 
 go 1.26.8
 
-// The other modules of this repository, from the working tree; a release
-// tags each module and these replacements give way to versions.
-replace (
-	github.com/spoolq/spool => ../..
-	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
-	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
-	github.com/spoolq/spool/cmd/spool => ../../cmd/spool
-	github.com/spoolq/spool/examples => ../../examples
-)
+// This module requires no other module of the repository: the backends'
+// modules require it for their tests, so it imports no backend.
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -25,7 +15,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/spoolq/spool v0.0.0-00010101000000-000000000000 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )

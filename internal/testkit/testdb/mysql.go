@@ -5,15 +5,16 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	drv "github.com/go-sql-driver/mysql"
-
-	spoolmysql "github.com/spoolq/spool/backend/mysql"
 )
 
 // MySQLURL is the MySQL/MariaDB server tests use: $SPOOL_TEST_MYSQL_URL, or
@@ -60,7 +61,7 @@ var (
 func MySQLAdmin(t testing.TB) *sql.DB {
 	t.Helper()
 	mysqlAdminOnce.Do(func() {
-		cfg, _, err := spoolmysql.ParseURL(MySQLURL())
+		cfg, err := adminConfig(MySQLURL())
 		if err != nil {
 			mysqlAdminErr = err
 			return
@@ -106,30 +107,38 @@ func NewMySQLDatabase(t testing.TB) string {
 	return name
 }
 
-// MySQL returns a backend on its own migrated database, dropped when the
-// test ends. params are added to the URL (spool_claim=optimistic, …).
-func MySQL(t testing.TB, params url.Values) *spoolmysql.Backend {
-	t.Helper()
-	name := NewMySQLDatabase(t)
-	be := OpenMySQL(t, name, params)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return be
-}
-
-// OpenMySQL opens another backend on an existing database, closed when the
-// test ends (before the database is dropped).
-func OpenMySQL(t testing.TB, database string, params url.Values) *spoolmysql.Backend {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	be, err := spoolmysql.Open(ctx, MySQLDatabaseURL(database, params))
+// adminConfig reads a mysql:// URL the way the backend's ParseURL does, its
+// spool_* parameters left out: this module imports no backend, so that the
+// backends' modules can require it for their tests without a cycle.
+func adminConfig(raw string) (*drv.Config, error) {
+	u, err := url.Parse(raw)
 	if err != nil {
-		t.Fatalf("open MySQL backend: %v", err)
+		return nil, fmt.Errorf("parse MySQL URL: %w", err)
 	}
-	t.Cleanup(func() { _ = be.Close() })
-	return be
+	if u.Scheme != "mysql" {
+		return nil, fmt.Errorf("MySQL URL scheme %q, want mysql", u.Scheme)
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "spool_") {
+			q.Del(k)
+		}
+	}
+	cfg, err := drv.ParseDSN("/?" + q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("MySQL URL parameters: %w", err)
+	}
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	host := u.Host
+	if host == "" {
+		host = "127.0.0.1:3306"
+	} else if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	cfg.Net, cfg.Addr = "tcp", host
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	return cfg, nil
 }

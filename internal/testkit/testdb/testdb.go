@@ -13,8 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/spoolq/spool/backend/postgres"
 )
 
 // PostgresURL is the server tests use: $SPOOL_TEST_POSTGRES_URL, or the local
@@ -44,6 +42,13 @@ func postgresPool(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
 	return PostgresPoolAt(t, PostgresURL(), mode)
 }
 
+// PostgresPoolWithMode is PostgresPool using the given query execution
+// mode (QueryExecModeSimpleProtocol is what PgBouncer before 1.21 needs).
+func PostgresPoolWithMode(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
+	return postgresPool(t, mode)
+}
+
 // PostgresPoolAt returns a pool to the server at url, using the given query
 // execution mode, closed when the test ends.
 func PostgresPoolAt(t testing.TB, url string, mode pgx.QueryExecMode) *pgxpool.Pool {
@@ -67,34 +72,12 @@ func PostgresPoolAt(t testing.TB, url string, mode pgx.QueryExecMode) *pgxpool.P
 	return pool
 }
 
-// Postgres returns a backend on its own migrated schema, dropped when the
-// test ends.
-func Postgres(t testing.TB) *postgres.Backend {
+// DropSchemaAtEnd drops schema, a test's own (NewSchemaName), through pool
+// when the test ends, once no other session holds a lock on its tables. The
+// backend's tests make the backend on it: this module imports no backend, so
+// that the backends' modules can require it for their tests without a cycle.
+func DropSchemaAtEnd(t testing.TB, pool *pgxpool.Pool, schema string) {
 	t.Helper()
-	return PostgresWithMode(t, pgx.QueryExecModeCacheStatement)
-}
-
-// PostgresWithMode is Postgres over a pool using the given query execution
-// mode (QueryExecModeSimpleProtocol is what PgBouncer before 1.21 needs).
-func PostgresWithMode(t testing.TB, mode pgx.QueryExecMode) *postgres.Backend {
-	t.Helper()
-	return PostgresOn(t, postgresPool(t, mode))
-}
-
-// PostgresOn returns a backend on a fresh, migrated schema through pool (the
-// test's), dropped when the test ends.
-func PostgresOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
-	t.Helper()
-	schema := NewSchemaName()
-	be, err := postgres.New(pool, &postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatalf("new backend: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -106,7 +89,6 @@ func PostgresOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
 			t.Errorf("drop test schema %s: %v", schema, err)
 		}
 	})
-	return be
 }
 
 // awaitUnlocked waits until no other session holds a lock on a table of

@@ -3,15 +3,14 @@
 package clitest
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/cmd/spool/cli"
+	"github.com/spoolq/spool/conformance"
 )
 
 // Exec runs a command line on env and returns its exit code, as the spool
@@ -28,7 +27,7 @@ type Result struct {
 // buffers for the outputs, and logs the outcome.
 func Run(t testing.TB, exec Exec, stdin io.Reader, args ...string) Result {
 	t.Helper()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr conformance.LogBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := exec(ctx, &cli.Env{Stdin: stdin, Stdout: &stdout, Stderr: &stderr}, args)
@@ -45,25 +44,4 @@ func MustRun(t testing.TB, exec Exec, args ...string) Result {
 		t.Fatalf("spool %s: exit %d, stderr: %s", strings.Join(args, " "), r.Code, r.Stderr)
 	}
 	return r
-}
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a
-// command's progress and log goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns what was written.
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,0 +1,46 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/internal/testkit/testdb"
+)
+
+// newBackend returns a backend on its own migrated schema, dropped when the
+// test ends.
+func newBackend(t testing.TB) *postgres.Backend {
+	t.Helper()
+	return newBackendWithMode(t, pgx.QueryExecModeCacheStatement)
+}
+
+// newBackendWithMode is newBackend over a pool using the given query
+// execution mode (QueryExecModeSimpleProtocol is what PgBouncer before 1.21
+// needs).
+func newBackendWithMode(t testing.TB, mode pgx.QueryExecMode) *postgres.Backend {
+	t.Helper()
+	return newBackendOn(t, testdb.PostgresPoolWithMode(t, mode))
+}
+
+// newBackendOn returns a backend on a fresh, migrated schema through pool
+// (the test's), dropped when the test ends.
+func newBackendOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
+	t.Helper()
+	schema := testdb.NewSchemaName()
+	be, err := postgres.New(pool, &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("new backend: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	testdb.DropSchemaAtEnd(t, pool, schema)
+	return be
+}

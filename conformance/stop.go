@@ -1,0 +1,309 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+)
+
+func testSoftStop(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan int64, 10)
+	release := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- j.ID
+		<-release
+		return ctx.Err() // nil unless cancelled: a soft stop must not cancel
+	}))
+	cfg := fastConfig(ws, 2)
+	cfg.Queues[spool.DefaultQueue] = spool.QueueConfig{MaxWorkers: 2, Prefetch: 10}
+	c := newClient(t, be, cfg)
+	InsertNotes(t, c, 0, 10)
+	start(t, c)
+	a, b := recv(t, started, "first job"), recv(t, started, "second job")
+	// All 10 are claimed (2 running, 8 buffered) before we stop.
+	deadline := time.Now().Add(10 * time.Second)
+	for countStates(t, be)[backend.StateRunning] != 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not all claimed: %v", countStates(t, be))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(context.Background()) }()
+	// Buffered jobs go back at once, while the running two still run.
+	deadline = time.Now().Add(10 * time.Second)
+	for countStates(t, be)[backend.StateAvailable] != 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("buffered jobs not released: %v", countStates(t, be))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	if err := recv(t, stopped, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{a, b} {
+		if j := getJob(t, be, id); j.State != backend.StateCompleted {
+			t.Fatalf("running job %d after soft stop: %s", id, j.State)
+		}
+	}
+	rows, err := be.JobList(context.Background(), &backend.JobListParams{States: []backend.State{backend.StateAvailable}})
+	if err != nil || len(rows) != 8 {
+		t.Fatalf("released: %d %v", len(rows), err)
+	}
+	for _, r := range rows {
+		if r.Attempt != 0 || r.LeasedUntil != nil {
+			t.Fatalf("released job kept its attempt or lease: %+v", r)
+		}
+	}
+	if len(started) != 0 {
+		t.Fatal("a buffered job started after stop began")
+	}
+}
+
+func testHardStop(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan struct{}, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), spool.ErrClientStopping) {
+			return spool.Discard(fmt.Errorf("wrong cause %v", context.Cause(ctx)))
+		}
+		return ctx.Err()
+	}))
+	c := newClient(t, be, fastConfig(ws, 1))
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	recv(t, started, "start")
+	if err := c.StopAndCancel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j := getJob(t, be, id)
+	if j.State != backend.StateRetryable || j.Attempt != 1 || len(j.Errors) != 1 || !contains(j.Errors[0].Error, "interrupted by client stop") {
+		t.Fatalf("after hard stop: %+v", j)
+	}
+	if time.Until(j.RunAt) > time.Second {
+		t.Fatalf("interrupted job waits for a backoff: run_at %v", j.RunAt)
+	}
+}
+
+func testStopTimeoutEscalates(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan struct{}, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	c := newClient(t, be, fastConfig(ws, 1))
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	recv(t, started, "start")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v, want deadline exceeded", err)
+	}
+	// The interruption is recorded as attempt 1's failure and the job is
+	// due again. It may be available rather than retryable: a claim the
+	// producer sent before the stop can still be running when the retry is
+	// written (a sharded store claims shard after shard), take the job, and
+	// the stopping producer then hands it back with its attempt returned.
+	j := getJob(t, be, id)
+	if j.State != backend.StateRetryable && j.State != backend.StateAvailable {
+		t.Fatalf("state %s, want retryable (or available, handed back by an overlapping claim)", j.State)
+	}
+	if j.Attempt != 1 || len(j.Errors) != 1 || !contains(j.Errors[0].Error, "interrupted by client stop") {
+		t.Fatalf("attempt %d errors %+v, want attempt 1 with the stop's interruption recorded", j.Attempt, j.Errors)
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+	if err := c.Start(context.Background()); !errors.Is(err, spool.ErrAlreadyStarted) {
+		t.Fatalf("restart: %v", err)
+	}
+}
+
+// testStopStuckHandler: a handler that ignores its context does not hold a
+// stop past its deadline. Stop returns about half a second after the
+// deadline with an error naming the job; the job is set to retry after one
+// lease with an error that says why; the handler's late return writes
+// nothing and panics nothing.
+func testStopStuckHandler(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- struct{}{}
+		<-release // ignores ctx
+		defer close(returned)
+		return nil
+	}))
+	cfg := fastConfig(ws, 2)
+	lateReturn := make(chan string, 1)
+	cfg.Logger = slog.New(&logWatch{msg: "after the client's stop gave up", seen: lateReturn})
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	recv(t, started, "start")
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	begun := time.Now()
+	err := c.Stop(ctx)
+	took := time.Since(begun)
+	if took > 1500*time.Millisecond {
+		t.Fatalf("Stop took %s with a 100ms deadline; want it back within about half a second of the deadline", took)
+	}
+	var se *spool.StopTimeoutError
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v (%T), want a *StopTimeoutError matching context.DeadlineExceeded", err, err)
+	}
+	if len(se.Jobs) != 1 || se.Jobs[0].ID != id || se.Jobs[0].Kind != "note" || se.Jobs[0].Attempt != 1 {
+		t.Fatalf("stuck jobs = %+v, want job %d of kind note, attempt 1", se.Jobs, id)
+	}
+	if !contains(err.Error(), fmt.Sprintf("job %d", id)) {
+		t.Fatalf("error does not name the job: %v", err)
+	}
+	j := getJob(t, be, id)
+	if j.State != backend.StateRetryable || len(j.Errors) != 1 || !contains(j.Errors[0].Error, "ignores its context") {
+		t.Fatalf("after the stop: state %s, errors %+v; want retryable with the stop's reason", j.State, j.Errors)
+	}
+	// The retry waits about a lease, so the stuck handler is unlikely to
+	// overlap the next attempt.
+	if wait := j.RunAt.Sub(j.Errors[0].At); wait < cfg.LeaseDuration-500*time.Millisecond {
+		t.Fatalf("retry due %s after the stop, want about the lease (%s)", wait, cfg.LeaseDuration)
+	}
+	// The handler returns after the client stopped: nothing is written, no
+	// panic (a send on the closed outcome writer would crash the test binary).
+	close(release)
+	recv(t, returned, "stuck handler to return")
+	recv(t, lateReturn, "the late outcome to be dropped")
+	if j2 := getJob(t, be, id); j2.State != backend.StateRetryable || len(j2.Errors) != 1 {
+		t.Fatalf("the late return changed the job: state %s, errors %+v", j2.State, j2.Errors)
+	}
+}
+
+// testStopHurried: a stop without a deadline waits for a stuck handler; a
+// second stop whose context ends makes both give up on it and return.
+func testStopHurried(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- struct{}{}
+		<-release // ignores ctx
+		return nil
+	}))
+	cfg := fastConfig(ws, 1)
+	stopping := make(chan string, 1)
+	cfg.Logger = slog.New(&logWatch{msg: "spool client stopping", seen: stopping})
+	c := newClient(t, be, cfg)
+	start(t, c)
+	id := insert(t, c, NoteArgs{}, nil)
+	recv(t, started, "start")
+	first := make(chan error, 1)
+	go func() { first <- c.Stop(context.Background()) }()
+	recv(t, stopping, "the first stop to begin")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	begun := time.Now()
+	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second stop = %v, want its deadline", err)
+	}
+	if took := time.Since(begun); took > 1500*time.Millisecond {
+		t.Fatalf("second stop took %s with a 100ms deadline", took)
+	}
+	var se *spool.StopTimeoutError
+	if err := recv(t, first, "first stop"); !errors.As(err, &se) || len(se.Jobs) != 1 || se.Jobs[0].ID != id {
+		t.Fatalf("first stop = %v, want a *StopTimeoutError naming job %d", err, id)
+	}
+}
+
+// testStartStopStress starts and stops clients over and over, soft and hard,
+// while jobs are inserted and worked; under -race this finds unsafe shutdown
+// paths. No job may be lost: at the end a last client completes them all.
+func testStartStopStress(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	const rounds = 12
+	const perRound = 40
+	var ran atomic.Int64
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		ran.Add(1)
+		if j.Args.N%3 == 0 {
+			select { // some jobs take a moment, so stops catch them running
+			case <-time.After(time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}))
+	ctx := context.Background()
+	n := 0
+	for round := 0; round < rounds; round++ {
+		cfg := fastConfig(ws, 1+round%4)
+		cfg.Queues[spool.DefaultQueue] = spool.QueueConfig{MaxWorkers: 1 + round%4, Prefetch: round % 5}
+		c := newClient(t, be, cfg)
+		if err := c.Start(ctx); err != nil {
+			t.Fatalf("round %d: start: %v", round, err)
+		}
+		InsertNotes(t, c, n, perRound)
+		n += perRound
+		var err error
+		if round%2 == 0 {
+			err = c.Stop(ctx)
+		} else {
+			err = c.StopAndCancel(ctx)
+		}
+		if err != nil {
+			t.Fatalf("round %d: stop: %v", round, err)
+		}
+		// Stopping twice, concurrently, is safe.
+		var wg sync.WaitGroup
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = c.Stop(ctx) }()
+		}
+		wg.Wait()
+		if got := countStates(t, be)[backend.StateRunning]; got != 0 {
+			t.Fatalf("round %d: %d jobs left running after a stop", round, got)
+		}
+	}
+	c := newClient(t, be, fastConfig(ws, 4))
+	start(t, c)
+	deadline := time.Now().Add(15 * time.Second)
+	for countStates(t, be)[backend.StateCompleted] != int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("states %v, want %d completed", countStates(t, be), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ran.Load() < int64(n) {
+		t.Fatalf("%d runs for %d jobs", ran.Load(), n)
+	}
+}
