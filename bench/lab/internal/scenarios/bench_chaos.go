@@ -1049,7 +1049,7 @@ func runChaosFaults(ctx context.Context, o *chaosOptions, beName string, srv dbs
 	}()
 	note := func(f chaosFault) {
 		faults = append(faults, f)
-		fmt.Fprintf(o.progress, "\nbench chaos: %s: %6.1fs %s %s %s\n", beName, f.At.Sub(start).Seconds(), f.Kind, strings.Join(f.Procs, ","), f.Detail)
+		fmt.Fprintf(o.progress, "\nlab chaos: %s: %6.1fs %s %s %s\n", beName, f.At.Sub(start).Seconds(), f.Kind, strings.Join(f.Procs, ","), f.Detail)
 	}
 	schedule := chaosSchedule(o.seed, beName, o.duration)
 	if o.failover != nil {
@@ -1084,7 +1084,7 @@ func runChaosFaults(ctx context.Context, o *chaosOptions, beName string, srv dbs
 				s = pool.slotOf(leader)
 			}
 			if s < 0 {
-				fmt.Fprintf(o.progress, "\nbench chaos: %s: no live leader to kill (%q, %v); skipped\n", beName, leader, err)
+				fmt.Fprintf(o.progress, "\nlab chaos: %s: no live leader to kill (%q, %v); skipped\n", beName, leader, err)
 				continue
 			}
 			at = time.Now()
@@ -1127,7 +1127,7 @@ func runChaosFaults(ctx context.Context, o *chaosOptions, beName string, srv dbs
 			n, err := store.killConn(kctx)
 			cancel()
 			if err != nil {
-				fmt.Fprintf(o.progress, "\nbench chaos: %s: connection kill failed: %v; skipped\n", beName, err)
+				fmt.Fprintf(o.progress, "\nlab chaos: %s: connection kill failed: %v; skipped\n", beName, err)
 				continue
 			}
 			note(chaosFault{Kind: pf.kind, At: at, Detail: fmt.Sprintf("%d connections", n)})
