@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Long chaos run, docs/guarantees.md's "Latest long run": builds spool and
-# runs `spool bench chaos` for 3 minutes of faults on each of PostgreSQL,
+# Long chaos run, docs/guarantees.md's "Latest long run": builds the lab
+# (bench/lab) and runs `lab chaos` for 3 minutes of faults on each of PostgreSQL,
 # MariaDB and SQLite (servers of its own, on free loopback ports; never the
 # shared ones), 50,000 jobs each, one backend after the other (about 12
 # minutes in all on a 2-core machine). Stdout is markdown to paste into
@@ -29,7 +29,7 @@ done
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-go build -o "$bin/spool" ./cmd/spool
+go build -o "$bin/lab" ./bench/lab
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
@@ -37,5 +37,5 @@ if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
 fi
 echo "Run $(date -u '+%Y-%m-%d from %H:%M UTC') at commit $commit, on $(nproc) cores, one backend after the other:"
 echo
-"$bin/spool" bench chaos --backend all --duration "${CHAOS_DURATION:-3m}" --jobs 50000 \
+"$bin/lab" chaos --backend all --duration "${CHAOS_DURATION:-3m}" --jobs 50000 \
   --seed "${CHAOS_SEED:-1}" --markdown --timeout 45m ${CHAOS_KEEP:+--keep-dir}

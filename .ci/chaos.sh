@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Short chaos suite for CI: builds spool and runs `spool bench chaos` on
+# Short chaos suite for CI: builds the lab (bench/lab) and runs `lab chaos` on
 # PostgreSQL, MariaDB and SQLite (servers of its own, on free loopback ports;
 # never the shared ones), 35 s of faults each, failing on any invariant
 # violation. docs/guarantees.md describes the faults and the invariants;
@@ -20,12 +20,12 @@ done
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-go build -o "$bin/spool" ./cmd/spool
+go build -o "$bin/lab" ./bench/lab
 
 status=0
 for backend in postgres mysql sqlite; do
   echo "ci/chaos: $backend"
-  if ! "$bin/spool" bench chaos --backend "$backend" --duration 35s --jobs 6000 \
+  if ! "$bin/lab" chaos --backend "$backend" --duration 35s --jobs 6000 \
       --drain-timeout 30s --seed "${CHAOS_SEED:-1}" --quiet --timeout 110s; then
     echo "ci/chaos: $backend: FAILED" >&2
     status=1

@@ -384,7 +384,7 @@ func TestFloorSeesDueHigherPriority(t *testing.T) {
 // floor, and no trigger sees a rescue: the rescuer must announce it, or this
 // process finds it only at its next probe (an hour away here; 1 to 10 s in
 // production, which was most of a rescued job's wait behind a backlog in
-// bench chaos).
+// the lab's chaos experiment).
 func TestFloorSeesJobRescuedElsewhere(t *testing.T) {
 	ft := newFloorTest(t)
 	ctx := context.Background()

@@ -60,7 +60,7 @@ const (
 	BusyFair = "fair"
 	// BusyBackoff uses SQLite's built-in busy handler, whose sleeps grow
 	// from 1 ms to 100 ms: late arrivals can overtake early ones. For
-	// comparison (spool bench contention).
+	// comparison (the lab's contention experiment, go run ./bench/lab contention).
 	BusyBackoff = "backoff"
 )
 

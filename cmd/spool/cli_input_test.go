@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/cmd/spool/internal/cli/clitest"
+	"github.com/spoolq/spool/cmd/spool/cli/clitest"
 )
 
 // sqliteStore returns the URL of a migrated SQLite store of the test's own.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // EnqueueCommand inserts one job of any kind, with its args given as JSON.

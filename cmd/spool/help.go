@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // HelpCommand prints the usage of the program or of a command.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // JobsCommand dispatches the jobs subcommands: list, show, retry, cancel,

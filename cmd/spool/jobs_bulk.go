@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // bulkFilterFlags are the flags that make retry and cancel act on every job

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // JobsListCommand lists jobs in id order, with filters and paging.

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // JobsPruneCommand deletes finished jobs older than an age.

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/spoolq/spool/cmd/spool/internal/bench"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/bench"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 func main() {

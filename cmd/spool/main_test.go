@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool/backend/postgres"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
-	"github.com/spoolq/spool/cmd/spool/internal/cli/clitest"
+	"github.com/spoolq/spool/cmd/spool/cli"
+	"github.com/spoolq/spool/cmd/spool/cli/clitest"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 

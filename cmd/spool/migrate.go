@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
-	"github.com/spoolq/spool/cmd/spool/internal/stores"
+	"github.com/spoolq/spool/cmd/spool/cli"
+	"github.com/spoolq/spool/cmd/spool/stores"
 )
 
 // MigrateCommand creates Spool's schema or brings it to the newest version.

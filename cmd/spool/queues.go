@@ -14,7 +14,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // QueuesCommand counts jobs by state for every queue that has jobs or is

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 	spoolprom "github.com/spoolq/spool/prometheus"
 	"github.com/spoolq/spool/ui"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 	"github.com/spoolq/spool/conformance"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
 // Version is the release version, set at build time with

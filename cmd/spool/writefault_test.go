@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spoolq/spool/cmd/spool/internal/cli"
+	"github.com/spoolq/spool/cmd/spool/cli"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 

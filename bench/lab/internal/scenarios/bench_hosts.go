@@ -1,0 +1,776 @@
+package scenarios
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/bench"
+	"github.com/spoolq/spool/cmd/spool/cli"
+	"github.com/spoolq/spool/cmd/spool/plot"
+	"github.com/spoolq/spool/cmd/spool/stores"
+	"github.com/spoolq/spool/internal/testkit/dbserver"
+	"github.com/spoolq/spool/internal/testkit/netns"
+)
+
+func init() {
+	registerBenchScenario("hosts", "worker processes on 1, 2, 4 and 8 simulated hosts against one server: drain, pickup, connections, server CPU",
+		func(m *cli.Env) cli.Command { return &BenchHostsCommand{m: m} })
+}
+
+// BenchHostsCommand runs worker processes, each in a network namespace of
+// its own joined to a database server of the bench's own by veth (a host
+// simulated on this machine), and measures, for each number of processes,
+// the drain rate, pickup latency, the connections each process holds and
+// the server's CPU per job.
+type BenchHostsCommand struct{ m *cli.Env }
+
+// hostsResult is the outcome of lab hosts, as printed with --json.
+type hostsResult struct {
+	Scenario        string `json:"scenario"`
+	Server          string `json:"server"`
+	Durable         bool   `json:"durable"`
+	CPUs            int    `json:"cpus"`
+	Jobs            int    `json:"jobs"`
+	Workers         int    `json:"workers_per_process"`
+	Prefetch        int    `json:"prefetch"`
+	Batch           int    `json:"batch"`
+	DeleteCompleted bool   `json:"delete_completed"`
+	Strategy        string `json:"strategy,omitempty"`
+	// ServerCPUs and WorkerCPUs are the CPUs the server and the worker
+	// processes were pinned to (--pin), empty when they shared them all.
+	ServerCPUs    string      `json:"server_cpus,omitempty"`
+	WorkerCPUs    string      `json:"worker_cpus,omitempty"`
+	Rounds        int         `json:"rounds"`
+	Rate          float64     `json:"pickup_rate"`
+	PickupSeconds float64     `json:"pickup_seconds"`
+	Steps         []hostsStep `json:"steps"`
+}
+
+// hostsStep is one number of worker processes: over several rounds, each
+// figure is the median of the rounds' (the connections, the most; pickup
+// jobs, duplicate starts and claims, the sums).
+type hostsStep struct {
+	Processes int `json:"processes"`
+	// DrainRuns are the rounds' drain rates, in the order they ran.
+	DrainRuns     []float64 `json:"drain_runs_jobs_per_s"`
+	DrainSeconds  float64   `json:"drain_seconds"`
+	DrainJobsPerS float64   `json:"drain_jobs_per_s"`
+	// ClientCPUPerJobUS is the worker processes' CPU time during the drain
+	// per job; ServerCPUPerJobUS the server's (its processes only).
+	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us"`
+	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us"`
+	// ServerCPUShare is the server's CPU time over the drain's wall time
+	// and the CPUs it may use (all, or the one it is pinned to): near 1, the
+	// server is what limits the drain.
+	ServerCPUShare float64 `json:"server_cpu_share"`
+	// Connections is the most connections the server saw at once from each
+	// process's host during the drain, by host.
+	Connections []int              `json:"connections_per_process"`
+	Pickup      bench.LatencyStats `json:"pickup_latency"`
+	// PickupServerCPUPerJobUS is the server's CPU time during the pickup
+	// phase per job inserted: at a modest rate, mostly what idle processes
+	// cost it (their polls and wake-up claims).
+	PickupServerCPUPerJobUS float64 `json:"pickup_server_cpu_per_job_us"`
+	// DrainClaims and PickupClaims count the workers' claim calls in each
+	// phase; the Empty ones found no job (a wake-up another process
+	// answered first, or a poll).
+	DrainClaims       int64 `json:"drain_claims"`
+	DrainEmptyClaims  int64 `json:"drain_empty_claims"`
+	PickupClaims      int64 `json:"pickup_claims"`
+	PickupEmptyClaims int64 `json:"pickup_empty_claims"`
+	PickupJobs        int64 `json:"pickup_jobs"`
+	// IdleServerCPUShare is the server's CPU share while the processes
+	// had nothing to do.
+	IdleServerCPUShare float64 `json:"idle_server_cpu_share"`
+	Duplicates         int64   `json:"pickup_duplicate_starts"`
+}
+
+// Run implements cli.Command.
+func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
+	r := bench.NewScenarioRun(c.m, "hosts")
+	worker := r.Flags.Bool("worker", false, "run as one worker process (started by lab hosts itself)")
+	server := r.Flags.String("server", "postgres", "server to start: postgres or mariadb")
+	hostList := r.Flags.String("hosts", "1,2,4,8", "numbers of worker processes, one host each")
+	jobs := r.Flags.Int("jobs", 100000, "jobs drained at each number of processes")
+	rate := r.Flags.Float64("rate", 1000, "jobs inserted per second in the pickup phase")
+	pickupFor := r.Flags.Duration("pickup-duration", 10*time.Second, "length of the pickup phase")
+	producers := r.Flags.Int("producers", 4, "inserting goroutines of the pickup phase")
+	idleFor := r.Flags.Duration("idle-duration", 5*time.Second, "length of the idle phase, measured after 3 s with nothing inserted (0 skips it)")
+	rounds := r.Flags.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
+	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
+	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
+	q := r.AddQueueFlags(bench.DefaultPrefetch)
+	if err := r.Parse(args, c.Usage()); err != nil {
+		return err
+	}
+	if *worker {
+		if err := r.Check(q.Checks()...); err != nil {
+			return err
+		}
+		return runHostsWorker(ctx, c.m.Stdin, c.m.Stdout, *r.Common.DBURL, q)
+	}
+	counts, listErr := bench.ParseCountList(*hostList)
+	checks := []bench.Check{
+		bench.Want(*server == "postgres" || *server == "mariadb", "--server must be postgres or mariadb"),
+		bench.Want(listErr == nil, "--hosts: %v", listErr),
+		bench.Want(listErr != nil || slices.Max(counts) <= 64, "--hosts: at most 64 processes"),
+		bench.Want(*jobs >= 1, "--jobs must be at least 1"),
+		bench.Want(*rate > 0 && *rate <= 1e6, "--rate must be above 0 and at most 1000000"),
+		bench.Want(*pickupFor >= 0, "--pickup-duration must not be negative"),
+		bench.Want(*idleFor >= 0, "--idle-duration must not be negative"),
+		bench.Want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
+		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
+		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
+		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
+		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
+		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
+		bench.Want(!*pin || runtime.NumCPU() >= 2, "--pin needs at least 2 CPUs"),
+	}
+	if err := r.Check(append(checks, q.Checks()...)...); err != nil {
+		return err
+	}
+	ctx = r.Begin(ctx)
+	defer r.End()
+
+	res := hostsResult{Scenario: "hosts", Server: *server, Durable: true, CPUs: runtime.NumCPU(), Jobs: *jobs,
+		Workers: *q.Workers, Prefetch: *q.Prefetch, Batch: *q.Batch, DeleteCompleted: *q.DeleteCompleted,
+		Strategy: *strategy, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
+	if *pin {
+		res.ServerCPUs, res.WorkerCPUs = "0", "1"
+		if n := runtime.NumCPU(); n > 2 {
+			res.WorkerCPUs = "1-" + strconv.Itoa(n-1)
+		}
+	}
+	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.Stderr, *r.Common.Keep, res.ServerCPUs, res.WorkerCPUs)
+	if err != nil {
+		return fmt.Errorf("lab hosts: %w", err)
+	}
+	r.AtEnd(func() {
+		if err := env.close(); err != nil {
+			fmt.Fprintf(r.Env.Stderr, "lab: hosts: %v\n", err)
+		}
+	})
+	env.load = hostsLoad{
+		workerArgs: []string{"hosts", "--worker", "--workers", strconv.Itoa(*q.Workers),
+			"--prefetch", strconv.Itoa(*q.Prefetch), "--batch", strconv.Itoa(*q.Batch),
+			"--completion-delay", q.Delay.String(), "--delete-completed=" + strconv.FormatBool(*q.DeleteCompleted)},
+		strategy: *strategy, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
+	}
+	// A fresh server allocates its WAL or redo files and fills its caches
+	// during its first drains: one unreported drain with one process
+	// warms it, so the first measured count is not penalised.
+	fmt.Fprintf(r.Common.ProgressWriter(r.Stderr), "lab hosts: %s, warming up\n", *server)
+	if _, err := env.runStep(ctx, r, 1, hostsPickup{}); err != nil {
+		return fmt.Errorf("lab hosts: warm-up: %w", bench.WithCause(ctx, err))
+	}
+	runs := map[int][]hostsStep{}
+	for round := range *rounds {
+		order := slices.Clone(counts)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, n := range order {
+			fmt.Fprintf(r.Common.ProgressWriter(r.Stderr), "lab hosts: %s, round %d of %d, %d worker processes\n", *server, round+1, *rounds, n)
+			step, err := env.runStep(ctx, r, int(n), hostsPickup{rate: *rate, producers: *producers, d: *pickupFor, idle: *idleFor})
+			if err != nil {
+				return fmt.Errorf("lab hosts: %d processes: %w", n, bench.WithCause(ctx, err))
+			}
+			runs[int(n)] = append(runs[int(n)], *step)
+		}
+	}
+	for _, n := range counts {
+		if steps := runs[int(n)]; steps != nil {
+			res.Steps = append(res.Steps, medianStep(steps))
+			delete(runs, int(n)) // a count listed twice is reported once
+		}
+	}
+	return r.Finish(res, func(w io.Writer) error { return printHosts(w, &res) }, func() *plot.Figure { return hostsFigure(&res) })
+}
+
+// hostsEnv is the simulated hosts and the server they reach.
+type hostsEnv struct {
+	hosts   *netns.Hosts
+	server  interface{ PID() int }
+	stop    func() error
+	baseURL string // the server's URL on 127.0.0.1
+	port    int
+	dir     string
+	keepDir bool
+	self    string
+	load    hostsLoad
+	// workerCPUs, when set, is the CPU list the workers run on (taskset).
+	workerCPUs string
+	serverCPUs int // the CPUs the server may use
+	stderr     io.Writer
+}
+
+// startHostsEnv creates the hosts and starts the server, durable as a
+// default installation, listening on the bridge.
+func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool, serverCPUs, workerCPUs string) (e *hostsEnv, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "spool-hosts-")
+	if err != nil {
+		return nil, err
+	}
+	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr, workerCPUs: workerCPUs, serverCPUs: runtime.NumCPU()}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.close())
+		}
+	}()
+	if e.hosts, err = netns.Create(ctx, hosts); err != nil {
+		return nil, err
+	}
+	opts := dbserver.Options{Listen: e.hosts.ServerAddr(), TrustNet: e.hosts.Network(), Durable: true}
+	switch server {
+	case "postgres":
+		s, err := dbserver.StartPostgresWith(ctx, dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		e.server, e.stop, e.baseURL = s, s.Stop, s.URL()
+	default:
+		s, err := dbserver.StartMariaDBWith(ctx, dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		e.server, e.stop, e.baseURL = s, s.Stop, s.URL()
+	}
+	if serverCPUs != "" {
+		// Backends forked later inherit the postmaster's affinity.
+		if err := pinTree(ctx, e.server.PID(), serverCPUs); err != nil {
+			return nil, err
+		}
+		if err := pinTree(ctx, os.Getpid(), workerCPUs); err != nil {
+			return nil, err
+		}
+		e.serverCPUs = 1
+	}
+	u, err := url.Parse(e.baseURL)
+	if err != nil {
+		return nil, err
+	}
+	if e.port, err = strconv.Atoi(u.Port()); err != nil {
+		return nil, fmt.Errorf("server URL %s: %w", e.baseURL, err)
+	}
+	return e, nil
+}
+
+// pinTree sets the CPU affinity of every thread of process root and of its
+// child processes to cpus (a taskset list).
+func pinTree(ctx context.Context, root int, cpus string) error {
+	for _, pid := range append([]int{root}, bench.ChildPIDs(root)...) {
+		out, err := exec.CommandContext(ctx, "taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput()
+		if err != nil && syscall.Kill(pid, 0) == nil {
+			return fmt.Errorf("pin process %d to CPUs %s: %w: %s", pid, cpus, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// close stops the server and removes the hosts and the directory.
+func (e *hostsEnv) close() error {
+	var errs []error
+	if e.stop != nil {
+		errs = append(errs, e.stop())
+	}
+	if e.hosts != nil {
+		errs = append(errs, e.hosts.Close())
+	}
+	if e.keepDir {
+		fmt.Fprintf(e.stderr, "lab hosts: kept %s\n", e.dir)
+	} else {
+		errs = append(errs, os.RemoveAll(e.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// serverCPU is the server's CPU time so far.
+func (e *hostsEnv) serverCPU() time.Duration {
+	d, _ := bench.TreeCPU(e.server.PID())
+	return d
+}
+
+// onBridge returns dsn with its host replaced by the server's bridge
+// address, as the hosts reach it.
+func (e *hostsEnv) onBridge(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	u.Host = e.hosts.ServerAddr() + ":" + u.Port()
+	return u.String(), nil
+}
+
+// runStep drains jobs with n worker processes, then runs the pickup phase
+// with them, on a fresh store.
+func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pickup hostsPickup) (step *hostsStep, err error) {
+	jobs := e.load.jobs
+	scratch, err := stores.For(e.baseURL).NewScratch(e.baseURL)
+	if err != nil {
+		return nil, err
+	}
+	be, err := backend.Open(ctx, scratch.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		dropCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = errors.Join(err, be.Close(), scratch.Drop(dropCtx))
+	}()
+	if err := be.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	client, err := spool.NewClient(be, &spool.Config{})
+	if err != nil {
+		return nil, err
+	}
+	var inserted atomic.Int64
+	if _, err := bench.InsertJobs(ctx, client, spool.DefaultQueue, jobs, e.load.chunk, false, &inserted); err != nil {
+		return nil, err
+	}
+	workerURL, err := e.onBridge(scratch.URL)
+	if err == nil {
+		workerURL, err = bench.WithClaimStrategy(workerURL, e.load.strategy)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	// The pickup phase's recorder is made before the workers start, since
+	// their reports feed it; its base and size are set when the phase
+	// begins.
+	var rec atomic.Pointer[bench.PickupRecorder]
+	onStart := func(seq int64, at time.Time) {
+		if p := rec.Load(); p != nil {
+			p.HandlerStartedAt(seq, at)
+		}
+	}
+	workers := make([]*hostsWorker, 0, n)
+	defer func() {
+		for _, w := range workers {
+			if serr := w.stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}
+	}()
+	args := append(slices.Clone(e.load.workerArgs), "--database-url", workerURL)
+	for i := range n {
+		w, err := startHostsWorker(e.hosts, i, e.self, args, e.workerCPUs, r.Stderr, onStart)
+		if err != nil {
+			return nil, err
+		}
+		workers = append(workers, w)
+	}
+	for _, w := range workers {
+		if err := w.waitReady(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	step = &hostsStep{Processes: n}
+	conns := startConnectionSampler(e.hosts, e.port)
+	usage0, err := usageOf(ctx, workers)
+	if err != nil {
+		return nil, err
+	}
+	server0 := e.serverCPU()
+	start := time.Now()
+	for _, w := range workers {
+		if err := w.send("go"); err != nil {
+			return nil, err
+		}
+	}
+	written := func() int64 {
+		var sum int64
+		for _, w := range workers {
+			sum += w.done.Load()
+		}
+		return sum
+	}
+	bar := r.Progress("drain", "jobs", int64(jobs), written)
+	err = waitWritten(ctx, workers, written, int64(jobs))
+	bar.Stop()
+	elapsed := time.Since(start)
+	server1 := e.serverCPU()
+	step.Connections = conns.stop(n)
+	if err != nil {
+		return nil, err
+	}
+	usage1, err := usageOf(ctx, workers)
+	if err != nil {
+		return nil, err
+	}
+	drainUsage := usage1.sub(usage0)
+	stats, err := bench.QueueStats(ctx, client, spool.DefaultQueue)
+	if err != nil {
+		return nil, fmt.Errorf("check the drain: %w", err)
+	}
+	wantCompleted := int64(jobs)
+	if e.load.deleteCompleted {
+		wantCompleted = 0
+	}
+	if bench.PendingCount(stats) != 0 || stats.Counts[backend.StateCompleted] != wantCompleted {
+		return nil, fmt.Errorf("%d completions written but the queue holds %s", written(), bench.FormatCounts(stats))
+	}
+	step.DrainSeconds = elapsed.Seconds()
+	step.DrainJobsPerS = cli.Rate(int64(jobs), elapsed)
+	step.DrainRuns = []float64{step.DrainJobsPerS}
+	step.ClientCPUPerJobUS = bench.PerJobUS(drainUsage.cpu, jobs)
+	step.DrainClaims, step.DrainEmptyClaims = drainUsage.claims, drainUsage.empty
+	step.ServerCPUPerJobUS = bench.PerJobUS(server1-server0, jobs)
+	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(e.serverCPUs))
+
+	if pickup.d > 0 {
+		total := max(1, int64(pickup.rate*pickup.d.Seconds()))
+		server0 := e.serverCPU()
+		p := bench.NewPickupRecorder(time.Now(), total)
+		rec.Store(p)
+		producer := &bench.SteadyLoad{Client: client, Rate: pickup.rate, Producers: pickup.producers, Rec: p}
+		bar := r.Progress("pickup", "jobs", total, producer.Inserted.Load)
+		err := producer.Run(ctx, p.Base, total, p.Base.Add(pickup.d))
+		if err == nil {
+			err = bench.WaitStarted(ctx, p, producer.Inserted.Load())
+		}
+		bar.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("pickup phase: %w", err)
+		}
+		step.PickupServerCPUPerJobUS = bench.PerJobUS(e.serverCPU()-server0, int(max(1, producer.Inserted.Load())))
+		usage2, err := usageOf(ctx, workers)
+		if err != nil {
+			return nil, err
+		}
+		pickupUsage := usage2.sub(usage1)
+		step.PickupClaims, step.PickupEmptyClaims = pickupUsage.claims, pickupUsage.empty
+		lat, _ := p.Latencies(producer.Inserted.Load())
+		step.Pickup = bench.Summarize(bench.Durations(lat))
+		step.PickupJobs = producer.Inserted.Load()
+		step.Duplicates = p.Duplicates.Load()
+	}
+	if pickup.idle > 0 {
+		// Idle: the workers have nothing to do; what they cost the server
+		// is their looks for work. Measured after 3 s, past any backoff
+		// they start when no job comes.
+		if !sleepUntil(ctx, time.Now().Add(3*time.Second)) {
+			return nil, ctx.Err()
+		}
+		server0, begin := e.serverCPU(), time.Now()
+		if !sleepUntil(ctx, begin.Add(pickup.idle)) {
+			return nil, ctx.Err()
+		}
+		step.IdleServerCPUShare = (e.serverCPU() - server0).Seconds() / (time.Since(begin).Seconds() * float64(e.serverCPUs))
+	}
+	return step, nil
+}
+
+// medianStep sums up the rounds of one number of processes.
+func medianStep(steps []hostsStep) hostsStep {
+	of := func(f func(s *hostsStep) float64) float64 {
+		vs := make([]float64, len(steps))
+		for i := range steps {
+			vs[i] = f(&steps[i])
+		}
+		return bench.Median(vs)
+	}
+	out := hostsStep{Processes: steps[0].Processes, Connections: make([]int, len(steps[0].Connections))}
+	for i := range steps {
+		out.DrainRuns = append(out.DrainRuns, steps[i].DrainRuns...)
+		for h, c := range steps[i].Connections {
+			out.Connections[h] = max(out.Connections[h], c)
+		}
+		out.PickupJobs += steps[i].PickupJobs
+		out.DrainClaims += steps[i].DrainClaims
+		out.DrainEmptyClaims += steps[i].DrainEmptyClaims
+		out.PickupClaims += steps[i].PickupClaims
+		out.PickupEmptyClaims += steps[i].PickupEmptyClaims
+		out.Duplicates += steps[i].Duplicates
+	}
+	out.DrainSeconds = of(func(s *hostsStep) float64 { return s.DrainSeconds })
+	out.DrainJobsPerS = of(func(s *hostsStep) float64 { return s.DrainJobsPerS })
+	out.ClientCPUPerJobUS = of(func(s *hostsStep) float64 { return s.ClientCPUPerJobUS })
+	out.ServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.ServerCPUPerJobUS })
+	out.ServerCPUShare = of(func(s *hostsStep) float64 { return s.ServerCPUShare })
+	out.PickupServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.PickupServerCPUPerJobUS })
+	out.IdleServerCPUShare = of(func(s *hostsStep) float64 { return s.IdleServerCPUShare })
+	out.Pickup = bench.LatencyStats{
+		Count: int(of(func(s *hostsStep) float64 { return float64(s.Pickup.Count) })),
+		Mean:  of(func(s *hostsStep) float64 { return s.Pickup.Mean }),
+		P50:   of(func(s *hostsStep) float64 { return s.Pickup.P50 }),
+		P95:   of(func(s *hostsStep) float64 { return s.Pickup.P95 }),
+		P99:   of(func(s *hostsStep) float64 { return s.Pickup.P99 }),
+		P999:  of(func(s *hostsStep) float64 { return s.Pickup.P999 }),
+		Max:   of(func(s *hostsStep) float64 { return s.Pickup.Max }),
+	}
+	return out
+}
+
+// hostsLoad is what every step of a run drains, and how its worker
+// processes are started.
+type hostsLoad struct {
+	workerArgs      []string // the workers' command line, but the URL
+	strategy        string   // the workers' claim strategy ("": the backend's)
+	jobs, chunk     int      // jobs drained, inserted chunk at a time
+	deleteCompleted bool
+}
+
+// hostsPickup is the pickup phase's load: rate jobs a second, inserted by
+// producers goroutines, for d; then an idle phase of idle.
+type hostsPickup struct {
+	rate      float64
+	producers int
+	d         time.Duration
+	idle      time.Duration // the idle phase after it
+}
+
+// waitWritten waits until the workers have written want completions. It
+// fails when a worker ends, or when nothing moves for bench.StallTimeout.
+func waitWritten(ctx context.Context, workers []*hostsWorker, written func() int64, want int64) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	last, lastChange := int64(-1), time.Now()
+	for {
+		n := written()
+		if n >= want {
+			return nil
+		}
+		for _, w := range workers {
+			select {
+			case <-w.exited:
+				return fmt.Errorf("worker on host %d ended during the drain: %v", w.host, w.err)
+			default:
+			}
+		}
+		if n != last {
+			last, lastChange = n, time.Now()
+		} else if time.Since(lastChange) > bench.StallTimeout {
+			return fmt.Errorf("only %d of %d completions written, none in the last %s", n, want, bench.StallTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d completions written: %w", n, want, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// connectionSampler samples, every 100 ms, the server's established TCP
+// connections by client address, keeping each host's most. It reads them
+// from the kernel (/proc/net/tcp of this namespace, where the server
+// runs), which counts the same way for every server.
+type connectionSampler struct {
+	hosts *netns.Hosts
+	done  chan struct{}
+	most  chan map[string]int
+}
+
+func startConnectionSampler(hosts *netns.Hosts, port int) *connectionSampler {
+	s := &connectionSampler{hosts: hosts, done: make(chan struct{}), most: make(chan map[string]int, 1)}
+	go func() {
+		most := map[string]int{}
+		defer func() { s.most <- most }()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if m, err := tcpPeers(hosts.ServerAddr(), port); err == nil {
+				for addr, c := range m {
+					most[addr] = max(most[addr], c)
+				}
+			}
+			select {
+			case <-s.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// tcpPeers counts the established connections to addr:port by remote
+// address, from /proc/net/tcp (addresses there are hexadecimal, in the
+// machine's byte order).
+func tcpPeers(addr string, port int) (map[string]int, error) {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return nil, err
+	}
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		return nil, fmt.Errorf("%q is not an IPv4 address", addr)
+	}
+	local := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip), port)
+	m := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[1] != local || f[3] != "01" { // 01: ESTABLISHED
+			continue
+		}
+		hexIP, _, _ := strings.Cut(f[2], ":")
+		v, err := strconv.ParseUint(hexIP, 16, 32)
+		if err != nil {
+			continue
+		}
+		var peer [4]byte
+		binary.NativeEndian.PutUint32(peer[:], uint32(v))
+		m[net.IP(peer[:]).String()]++
+	}
+	return m, nil
+}
+
+// stop ends the sampling and returns the most connections seen from each
+// of the first n hosts.
+func (s *connectionSampler) stop(n int) []int {
+	close(s.done)
+	most := <-s.most
+	out := make([]int, n)
+	for i := range out {
+		out[i] = most[s.hosts.Addr(i)]
+	}
+	return out
+}
+
+// hostsFigure draws the drain rate, the server's CPU share and the pickup
+// latency against the number of processes.
+func hostsFigure(r *hostsResult) *plot.Figure {
+	var rate, share, p50, p99 []plot.Point
+	for _, s := range r.Steps {
+		x := float64(s.Processes)
+		rate = append(rate, plot.Point{X: x, Y: s.DrainJobsPerS})
+		share = append(share, plot.Point{X: x, Y: s.ServerCPUShare})
+		p50 = append(p50, plot.Point{X: x, Y: s.Pickup.P50})
+		p99 = append(p99, plot.Point{X: x, Y: s.Pickup.P99})
+	}
+	return &plot.Figure{
+		Title: fmt.Sprintf("hosts: %s, worker processes on simulated hosts (%d CPUs)", r.Server, r.CPUs),
+		Charts: []*plot.Chart{
+			{Title: fmt.Sprintf("Drain of %d jobs", r.Jobs), XLabel: "worker processes", YLabel: "jobs/s", XFromZero: true,
+				Lines: []plot.Line{{Name: "drain", Points: rate, Markers: true}}},
+			{Title: "Server CPU time over wall time × the CPUs it may use, during the drain", XLabel: "worker processes", YLabel: "share", XFromZero: true,
+				Lines: []plot.Line{{Name: "server", Points: share, Markers: true}}},
+			{Title: fmt.Sprintf("Pickup latency at %s jobs/s", cli.HumanInt(r.Rate)), XLabel: "worker processes", YLabel: "ms", XFromZero: true,
+				Lines: []plot.Line{{Name: "p50", Points: p50, Markers: true}, {Name: "p99", Points: p99, Markers: true}}},
+		},
+	}
+}
+
+// printHosts prints one row per number of processes.
+func printHosts(w io.Writer, r *hostsResult) error {
+	pinned := ""
+	if r.ServerCPUs != "" {
+		pinned = fmt.Sprintf(" (server on CPU %s, workers on %s)", r.ServerCPUs, r.WorkerCPUs)
+	}
+	fmt.Fprintf(w, "lab hosts: %s (durable), %d CPUs%s; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
+		r.Server, r.CPUs, pinned, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver CPU share\tjobs/claim\tconnections each\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup claims/job\tempty\tidle server CPU\t")
+	for _, s := range r.Steps {
+		conns := make([]string, len(s.Connections))
+		for i, c := range s.Connections {
+			conns[i] = strconv.Itoa(c)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
+			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerCPUShare, ratio(float64(len(s.DrainRuns)*r.Jobs), float64(s.DrainClaims-s.DrainEmptyClaims)),
+			strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS,
+			ratio(float64(s.PickupClaims), float64(s.PickupJobs)), 100*ratio(float64(s.PickupEmptyClaims), float64(s.PickupClaims)), s.IdleServerCPUShare)
+	}
+	return tw.Flush()
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Usage implements cli.Command.
+func (c *BenchHostsCommand) Usage() string {
+	return `usage: lab hosts [flags]
+
+Runs worker processes on simulated hosts: each process in a network
+namespace of its own, joined by a veth pair to a bridge on which a database
+server started by the bench listens (PostgreSQL 15 or MariaDB, in a
+temporary directory, durable as a default installation: fsync on, InnoDB
+flushing at every commit). For each number of processes it inserts --jobs
+no-op jobs, times the processes draining them together (to the last
+completion written), then inserts --rate jobs a second for
+--pickup-duration and measures pickup latency (insert commit to handler
+start, across processes); an unreported drain with one process warms the
+new server first. It reports the connections the server saw from
+each host, the workers' and the server's CPU time per job, and the server's
+share of the machine's CPUs: near 1, the database is the limit. Needs root
+and iproute2.
+
+	--server postgres|mariadb
+		the server to start (default postgres)
+	--hosts LIST
+		numbers of worker processes, comma-separated (default 1,2,4,8)
+	--jobs N
+		jobs drained at each number of processes (default 100000)
+	--rate N
+		jobs inserted per second in the pickup phase (default 1000)
+	--pickup-duration DURATION
+		length of the pickup phase; 0 skips it (default 10s)
+	--producers N
+		inserting goroutines of the pickup phase (default 4)
+	--idle-duration DURATION
+		then nothing is inserted: after 3 s, the server's CPU share is
+		measured for this long, what idle processes cost it; 0 skips it
+		(default 5s)
+	--rounds N
+		run the whole list N times, in alternate order, and report each
+		figure's median over the rounds (default 1)
+	--pin
+		run the server on CPU 0 and the worker processes, and this one, on
+		the others: as on separate machines, the workers take no CPU from
+		the server, and its CPU share is of that one CPU
+	--strategy pessimistic|optimistic
+		the workers' claim strategy (default: the backend's)
+	--workers N
+		MaxWorkers of each process (default 100)
+	--prefetch N
+		Prefetch of each process (default 1000)
+	--batch N
+		CompletionBatchMax (default 2000)
+	--completion-delay DURATION
+		CompletionDelay (default 0s)
+	--delete-completed
+		delete jobs as they complete
+	--insert-chunk N
+		jobs per insert call of the drain's backlog (default 10000)
+	--plot FILE
+		draw the drain rate, the server's CPU share and pickup latency
+		against the number of processes into FILE (.png or .svg)
+	--json
+		print only a JSON object with the results and settings on stdout
+	--keep
+		keep the server's temporary directory
+	--quiet
+		draw no progress on stderr
+	--timeout DURATION
+		give up after this long (default 0: no limit)
+`
+}

@@ -1,0 +1,89 @@
+package scenarios
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestBenchHosts runs worker processes on simulated hosts against each
+// server the bench starts, and checks that every process worked from its
+// own host (the server saw connections from each host's address), that
+// every job was drained and every pickup job started exactly once, and
+// that the hosts and bridge are gone afterwards.
+func TestBenchHosts(t *testing.T) {
+	t.Setenv(asCLIEnv, "1") // for the worker processes
+	for _, server := range []string{"postgres", "mariadb"} {
+		t.Run(server, func(t *testing.T) {
+			plotPath := filepath.Join(t.TempDir(), "hosts.png")
+			r := mustLab(t, "hosts", "--server", server, "--hosts", "1,3", "--jobs", "3000",
+				"--rate", "300", "--pickup-duration", "1s", "--idle-duration", "1s", "--workers", "20", "--json", "--quiet", "--plot", plotPath)
+			var res hostsResult
+			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+				t.Fatalf("--json must print only a JSON object: %v\n%s", err, r.Stdout)
+			}
+			if res.Server != server || !res.Durable || len(res.Steps) != 2 {
+				t.Fatalf("result: %+v", res)
+			}
+			for i, want := range []int{1, 3} {
+				s := res.Steps[i]
+				if s.Processes != want || len(s.Connections) != want {
+					t.Fatalf("step %d: %d processes, connections %v; want %d", i, s.Processes, s.Connections, want)
+				}
+				for host, c := range s.Connections {
+					if c < 1 {
+						t.Errorf("%d processes: the server saw no connection from host %d (%v)", want, host, s.Connections)
+					}
+				}
+				if s.DrainJobsPerS <= 0 || s.ClientCPUPerJobUS <= 0 || s.ServerCPUPerJobUS <= 0 || s.ServerCPUShare <= 0 {
+					t.Errorf("%d processes: drain figures missing: %+v", want, s)
+				}
+				// The producers stop at the end of the phase whether or not
+				// they kept the schedule (a loaded machine shows as a
+				// shortfall in the count): every job they inserted must
+				// have started, once.
+				if s.PickupJobs < 1 || s.PickupJobs > 300 || int64(s.Pickup.Count) != s.PickupJobs || s.Duplicates != 0 {
+					t.Errorf("%d processes: %d pickup jobs inserted (of 300 scheduled), %d started, %d started twice; want every one inserted started once",
+						want, s.PickupJobs, s.Pickup.Count, s.Duplicates)
+				}
+				checkOrdered(t, "pickup", s.Pickup)
+			}
+			checkPlot(t, plotPath)
+			pid := strconv.Itoa(os.Getpid())
+			out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+			if err != nil {
+				t.Fatalf("ip netns list: %v\n%s", err, out)
+			}
+			if strings.Contains(string(out), "spool-"+pid+"-") {
+				t.Errorf("hosts left behind:\n%s", out)
+			}
+			if err := exec.Command("ip", "link", "show", "spbr"+pid).Run(); err == nil {
+				t.Errorf("bridge spbr%s left behind", pid)
+			}
+		})
+	}
+}
+
+// TestBenchHostsBadInput checks that bad flags are refused before anything
+// is created.
+func TestBenchHostsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server", "oracle"}, "--server must be postgres or mariadb"},
+		{[]string{"--hosts", "1,x"}, `--hosts: "x" is not a whole number`},
+		{[]string{"--hosts", "65"}, "--hosts: at most 64 processes"},
+		{[]string{"--database-url", "postgres://x"}, "--database-url is not used"},
+		{[]string{"--rate", "0"}, "--rate must be above 0"},
+	} {
+		r := runLab(t, append([]string{"hosts"}, tc.args...)...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("bench hosts %v: exit %d, stderr %q; want 2 and %q", tc.args, r.Code, r.Stderr, tc.want)
+		}
+	}
+}

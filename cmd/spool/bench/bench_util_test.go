@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	ds := make([]time.Duration, 1000)
+	for i := range ds {
+		ds[i] = time.Duration(i+1) * time.Millisecond // 1 ms … 1000 ms
+	}
+	for q, want := range map[float64]time.Duration{0.5: 500, 0.95: 950, 0.99: 990, 0.999: 999, 1: 1000, 0.0001: 1} {
+		if got := percentile(ds, q); got != want*time.Millisecond {
+			t.Errorf("p%v = %v, want %v ms", q*100, got, want)
+		}
+	}
+	if got := percentile(ds[:1], 0.99); got != time.Millisecond {
+		t.Errorf("p99 of one value = %v", got)
+	}
+	if got := percentile(nil, 0.5); got != 0 {
+		t.Errorf("p50 of nothing = %v", got)
+	}
+	s := Summarize([]time.Duration{4 * time.Millisecond, time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond})
+	if s.Count != 4 || s.P50 != 2 || s.Max != 4 || s.Mean != 2.5 || s.P99 != 4 {
+		t.Errorf("summarize: %+v", s)
+	}
+}
+
+func TestLatencyWindows(t *testing.T) {
+	var samples []TimedLatency
+	for i := range 30 {
+		// 10 samples in each of seconds 0 and 2, none in second 1, 10 in 3.
+		sec := []int{0, 2, 3}[i/10]
+		samples = append(samples, TimedLatency{at: time.Duration(sec)*time.Second + time.Duration(i)*time.Millisecond, d: time.Duration(i%10+1) * time.Millisecond})
+	}
+	ws := latencyWindows(samples, time.Second)
+	if len(ws) != 3 {
+		t.Fatalf("want 3 windows (empty ones left out), got %+v", ws)
+	}
+	for i, at := range []float64{0, 2, 3} {
+		w := ws[i]
+		if w.At != at || w.Count != 10 || w.P50 != 5 || w.P99 != 10 || w.Max != 10 {
+			t.Errorf("window %d: %+v", i, w)
+		}
+	}
+}
+
+func TestRatePoints(t *testing.T) {
+	var samples []countSample
+	for i := range 11 {
+		samples = append(samples, countSample{at: time.Duration(i) * 100 * time.Millisecond, n: int64(i * 50)})
+	}
+	pts := ratePoints(samples, 200*time.Millisecond)
+	if len(pts) != 5 {
+		t.Fatalf("want 5 windows of 200 ms over 1 s, got %v", pts)
+	}
+	for _, p := range pts {
+		if p.Y < 499.9 || p.Y > 500.1 {
+			t.Errorf("rate %v at %v, want 500/s", p.Y, p.X)
+		}
+	}
+}
+
+func TestLog2Bins(t *testing.T) {
+	bins := log2Bins([]int64{0, 0, 1, 2, 3, 4, 7, 8, 20, -3})
+	got := fmt.Sprint(bins)
+	want := "[{0 0 3} {1 1 1} {2 3 2} {4 7 2} {8 15 1} {16 31 1}]"
+	if got != want {
+		t.Errorf("log2Bins = %s, want %s", got, want)
+	}
+	if len(log2Bins(nil)) != 0 {
+		t.Error("no distances, no bins")
+	}
+}
+
+func TestParseCountList(t *testing.T) {
+	got, err := ParseCountList("1e4, 100000,1E6")
+	if err != nil || fmt.Sprint(got) != "[10000 100000 1000000]" {
+		t.Errorf("parseCountList = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "-5", "1.5", "1e13", "x", "1e4,,1e5"} {
+		if _, err := ParseCountList(bad); err == nil {
+			t.Errorf("parseCountList(%q) should fail", bad)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ProcessCPU is the CPU time (user and system) this process has used.
+func ProcessCPU() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
+
+// serverNames are the process names of the database servers whose CPU
+// time takeServerCPU reads.
+var serverNames = map[string]bool{"postgres": true, "mariadbd": true, "mysqld": true}
+
+// serverCPUSnapshot is the CPU time (user and system, as /proc/PID/stat
+// counts it, in clock ticks of 1/100 s) of every database server process
+// on this machine, by PID: on a shared machine it includes other
+// sessions' work.
+type serverCPUSnapshot map[int]int64
+
+// takeServerCPU reads the CPU time of every database server process.
+func takeServerCPU() (serverCPUSnapshot, bool) {
+	s := serverCPUSnapshot{}
+	forEachProc(func(pid, _ int, name string, f []string) {
+		if !serverNames[name] {
+			return
+		}
+		if t, ok := statTicks(f); ok {
+			s[pid] = t
+		}
+	})
+	return s, len(s) > 0
+}
+
+// only is the part of s for the processes pids; false when none of them
+// is in s (none given, or a server on another machine).
+func (s serverCPUSnapshot) only(pids []int) (serverCPUSnapshot, bool) {
+	out := serverCPUSnapshot{}
+	for _, pid := range pids {
+		if t, ok := s[pid]; ok {
+			out[pid] = t
+		}
+	}
+	return out, len(out) > 0
+}
+
+// since is the CPU time the server processes of later used after s was
+// taken: a process that started meanwhile counts whole, one that ended
+// drops out. Unlike the difference of two sums, it cannot go negative
+// when a busy process (another session's backend) exits in between.
+func (s serverCPUSnapshot) since(later serverCPUSnapshot) time.Duration {
+	var ticks int64
+	for pid, t := range later {
+		if before, ok := s[pid]; ok && before <= t {
+			t -= before
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// statTicks is utime plus stime of a /proc/PID/stat line's fields after
+// the name.
+func statTicks(f []string) (int64, bool) {
+	// utime and stime are fields 14 and 15 of the line.
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	return u + st, err1 == nil && err2 == nil
+}
+
+// TreeCPU is the CPU time of process root and its children (a PostgreSQL
+// postmaster and its backends): a server of the caller's own, measured
+// apart from every other on the machine. A backend that ended between two
+// reads drops out, so measure over a span in which connections stay open.
+func TreeCPU(root int) (time.Duration, bool) {
+	return procCPU(func(pid, ppid int, _ string) bool { return pid == root || ppid == root })
+}
+
+// ChildPIDs lists the processes whose parent is root.
+func ChildPIDs(root int) []int {
+	var pids []int
+	forEachProc(func(pid, ppid int, _ string, _ []string) {
+		if ppid == root {
+			pids = append(pids, pid)
+		}
+	})
+	return pids
+}
+
+// procCPU adds up the CPU time of the processes match selects by PID,
+// parent PID and name.
+func procCPU(match func(pid, ppid int, name string) bool) (time.Duration, bool) {
+	var ticks int64
+	found := false
+	forEachProc(func(pid, ppid int, name string, f []string) {
+		if !match(pid, ppid, name) {
+			return
+		}
+		t, ok := statTicks(f)
+		if !ok {
+			return
+		}
+		ticks += t
+		found = true
+	})
+	return time.Duration(ticks) * 10 * time.Millisecond, found
+}
+
+// forEachProc calls f for every process whose /proc/PID/stat it can read,
+// with the fields after the name (state first, then the parent's PID).
+// A process that ends meanwhile is left out.
+func forEachProc(f func(pid, ppid int, name string, fields []string)) {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 1 || close < open {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(s[close+1:])
+		if len(fields) < 13 {
+			continue
+		}
+		ppid, err := strconv.Atoi(fields[1])
+		if err != nil {
+			continue
+		}
+		f(pid, ppid, s[open+1:close], fields)
+	}
+}

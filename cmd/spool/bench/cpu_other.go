@@ -1,0 +1,26 @@
+//go:build !linux
+
+package bench
+
+import "time"
+
+// ProcessCPU is not measured here.
+func ProcessCPU() (time.Duration, bool) { return 0, false }
+
+// serverCPUSnapshot is not measured here.
+type serverCPUSnapshot struct{}
+
+// only is not measured here.
+func (serverCPUSnapshot) only([]int) (serverCPUSnapshot, bool) { return serverCPUSnapshot{}, false }
+
+// takeServerCPU is not measured here.
+func takeServerCPU() (serverCPUSnapshot, bool) { return serverCPUSnapshot{}, false }
+
+// since is not measured here.
+func (serverCPUSnapshot) since(serverCPUSnapshot) time.Duration { return 0 }
+
+// TreeCPU is not measured here.
+func TreeCPU(int) (time.Duration, bool) { return 0, false }
+
+// ChildPIDs is not known here.
+func ChildPIDs(int) []int { return nil }
