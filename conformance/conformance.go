@@ -447,3 +447,50 @@ func ShownOnFailure(t testing.TB, what string) *LogBuffer {
 	})
 	return buf
 }
+
+// Warnings is a slog.Handler that keeps the text of every warning (and
+// worse), message and attributes, and closes First when the first comes:
+// for tests that wait for a client to say why it retries.
+type Warnings struct {
+	mu    sync.Mutex
+	lines []string
+	first chan struct{}
+	once  sync.Once
+}
+
+// NewWarnings returns an empty Warnings.
+func NewWarnings() *Warnings { return &Warnings{first: make(chan struct{})} }
+
+// First is closed when the first warning is handled.
+func (w *Warnings) First() <-chan struct{} { return w.first }
+
+// Text returns the warnings so far, one a line.
+func (w *Warnings) Text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "\n")
+}
+
+// Enabled implements slog.Handler: warnings and errors.
+func (w *Warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+// Handle implements slog.Handler.
+func (w *Warnings) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	w.mu.Lock()
+	w.lines = append(w.lines, b.String())
+	w.mu.Unlock()
+	w.once.Do(func() { close(w.first) })
+	return nil
+}
+
+// WithAttrs implements slog.Handler; the attributes are dropped.
+func (w *Warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+
+// WithGroup implements slog.Handler; the group is dropped.
+func (w *Warnings) WithGroup(string) slog.Handler { return w }

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	drv "github.com/go-sql-driver/mysql"
@@ -21,40 +20,6 @@ import (
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
-
-// warnings is a slog.Handler that keeps the warnings' text and tells of
-// the first one.
-type warnings struct {
-	mu    sync.Mutex
-	lines []string
-	first chan struct{}
-	once  sync.Once
-}
-
-func newWarnings() *warnings { return &warnings{first: make(chan struct{})} }
-
-func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w *warnings) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.String())
-		return true
-	})
-	w.mu.Lock()
-	w.lines = append(w.lines, b.String())
-	w.mu.Unlock()
-	w.once.Do(func() { close(w.first) })
-	return nil
-}
-func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w *warnings) WithGroup(string) slog.Handler      { return w }
-
-func (w *warnings) text() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.lines, "\n")
-}
 
 // TestOpenWaitsForServer starts a worker's backend.Open while its MariaDB
 // server is down, starts the server once Open has logged a failed try, and
@@ -95,7 +60,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Path = "/spool"
-	logs := newWarnings()
+	logs := conformance.NewWarnings()
 	opened := make(chan error, 1)
 	var be backend.Backend
 	go func() {
@@ -104,7 +69,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		opened <- err
 	}()
 	select {
-	case <-logs.first:
+	case <-logs.First():
 	case err := <-opened:
 		t.Fatalf("open with the server down returned before a retry: %v", err)
 	}
@@ -115,7 +80,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		t.Fatalf("open once the server is up: %v", err)
 	}
 	t.Cleanup(func() { _ = be.Close() })
-	text := logs.text()
+	text := logs.Text()
 	if !strings.Contains(text, "cannot open the store yet; trying again") || !strings.Contains(text, "connection refused") ||
 		!strings.Contains(text, "next_try_in=") {
 		t.Fatalf("the retry's log does not say what failed, why, and when the next try is:\n%s", text)
@@ -168,12 +133,12 @@ func TestOpenDoesNotRetryFinalErrors(t *testing.T) {
 		"missing database": {u.String(), "Unknown database"},
 		"wrong password":   {wrongPassword.String(), "Access denied"},
 	} {
-		logs := newWarnings()
+		logs := conformance.NewWarnings()
 		_, err := backend.OpenWith(context.Background(), c.dsn, backend.OpenOptions{Logger: slog.New(logs)})
 		if err == nil || errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want a final error saying %q", name, err, c.want)
 		}
-		if text := logs.text(); text != "" {
+		if text := logs.Text(); text != "" {
 			t.Errorf("%s: a final error was retried:\n%s", name, text)
 		}
 	}

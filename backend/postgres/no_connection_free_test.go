@@ -15,6 +15,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 )
 
@@ -94,7 +95,7 @@ func TestNoConnectionFree(t *testing.T) {
 		t.Fatalf("insert with no connection free: %v; want ErrNotWritten and ErrUnavailable, saying no connection is free", err)
 	}
 
-	logs := newWarnings()
+	logs := conformance.NewWarnings()
 	done := make(chan int64, 1)
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[noSlotArgs]) error {
@@ -112,11 +113,11 @@ func TestNoConnectionFree(t *testing.T) {
 	go func() { started <- c.Start(ctx) }()
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	select {
-	case <-logs.first:
+	case <-logs.First():
 	case err := <-started:
 		t.Fatalf("start with no connection free returned before a warning: %v", err)
 	}
-	if text := logs.text(); !strings.Contains(text, "no connection free") {
+	if text := logs.Text(); !strings.Contains(text, "no connection free") {
 		t.Fatalf("warnings do not say the server has no connection free:\n%s", text)
 	}
 	// Slots free again: the client claims and works a job.
@@ -137,6 +138,6 @@ func TestNoConnectionFree(t *testing.T) {
 			t.Fatalf("worked job %d, want %d", id, res.ID)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("job not worked in 30 s after slots were freed; warnings:\n%s", logs.text())
+		t.Fatalf("job not worked in 30 s after slots were freed; warnings:\n%s", logs.Text())
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,40 +17,6 @@ import (
 	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
-
-// warnings is a slog.Handler that keeps the warnings' text and tells of
-// the first one.
-type warnings struct {
-	mu    sync.Mutex
-	lines []string
-	first chan struct{}
-	once  sync.Once
-}
-
-func newWarnings() *warnings { return &warnings{first: make(chan struct{})} }
-
-func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w *warnings) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.String())
-		return true
-	})
-	w.mu.Lock()
-	w.lines = append(w.lines, b.String())
-	w.mu.Unlock()
-	w.once.Do(func() { close(w.first) })
-	return nil
-}
-func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w *warnings) WithGroup(string) slog.Handler      { return w }
-
-func (w *warnings) text() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.lines, "\n")
-}
 
 // TestOpenWaitsForServer starts a worker's backend.Open while its
 // PostgreSQL server is down, starts the server once Open has logged a
@@ -78,7 +43,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	logs := newWarnings()
+	logs := conformance.NewWarnings()
 	opened := make(chan error, 1)
 	var be backend.Backend
 	go func() {
@@ -87,7 +52,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		opened <- err
 	}()
 	select {
-	case <-logs.first:
+	case <-logs.First():
 	case err := <-opened:
 		t.Fatalf("open with the server down returned before a retry: %v", err)
 	}
@@ -98,7 +63,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		t.Fatalf("open once the server is up: %v", err)
 	}
 	t.Cleanup(func() { _ = be.Close() })
-	text := logs.text()
+	text := logs.Text()
 	if !strings.Contains(text, "cannot open the store yet; trying again") || !strings.Contains(text, "connection refused") ||
 		!strings.Contains(text, "next_try_in=") {
 		t.Fatalf("the retry's log does not say what failed, why, and when the next try is:\n%s", text)
@@ -143,12 +108,12 @@ func TestOpenDoesNotRetryMissingDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Path = "/spool_no_such_database"
-	logs := newWarnings()
+	logs := conformance.NewWarnings()
 	_, err = backend.OpenWith(context.Background(), u.String(), backend.OpenOptions{Logger: slog.New(logs)})
 	if err == nil || errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("open of a missing database: got %v, want a final error saying it does not exist", err)
 	}
-	if text := logs.text(); text != "" {
+	if text := logs.Text(); text != "" {
 		t.Fatalf("a final error was retried:\n%s", text)
 	}
 	// A closed port is worth waiting for, until ctx ends.
@@ -194,7 +159,7 @@ func TestStartWaitsForServer(t *testing.T) {
 		worked <- j.ID
 		return nil
 	}))
-	logs := newWarnings()
+	logs := conformance.NewWarnings()
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Logger: slog.New(logs), Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +174,7 @@ func TestStartWaitsForServer(t *testing.T) {
 	started := make(chan error, 1)
 	go func() { started <- c.Start(ctx) }()
 	select {
-	case <-logs.first:
+	case <-logs.First():
 	case err := <-started:
 		t.Fatalf("start with the server down returned before a retry: %v", err)
 	}
@@ -219,7 +184,7 @@ func TestStartWaitsForServer(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("start once the server is up: %v", err)
 	}
-	if text := logs.text(); !strings.Contains(text, "cannot start yet: the store is unavailable; trying again") || !strings.Contains(text, "next_try_in=") {
+	if text := logs.Text(); !strings.Contains(text, "cannot start yet: the store is unavailable; trying again") || !strings.Contains(text, "next_try_in=") {
 		t.Fatalf("the retry's log does not say what failed and when the next try is:\n%s", text)
 	}
 	if id := <-worked; id != ins.ID {
