@@ -2,14 +2,12 @@ package bench
 
 import (
 	"encoding/json"
-	"encoding/xml"
-	"image/png"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spoolq/spool/cmd/spool/bench/benchtest"
 	"github.com/spoolq/spool/cmd/spool/cli/clitest"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -26,25 +24,6 @@ func benchJSON(t *testing.T, out any, args ...string) clitest.Result {
 	return r
 }
 
-// checkStoresDropped fails the test if any of the scratch stores a run
-// named is still there.
-func checkStoresDropped(t *testing.T, stores ...string) {
-	t.Helper()
-	pool := testDB(t)
-	if len(stores) == 0 {
-		t.Error("the run named no scratch stores")
-	}
-	for _, s := range stores {
-		if !strings.HasPrefix(s, "spool_bench_") {
-			t.Errorf("store %q is not a spool_bench_ schema", s)
-			continue
-		}
-		if schemaExists(t, pool, s) {
-			t.Errorf("scratch schema %s still exists after the run", s)
-		}
-	}
-}
-
 // checkOrdered fails the test unless the latency percentiles rise.
 func checkOrdered(t *testing.T, what string, s LatencyStats) {
 	t.Helper()
@@ -53,43 +32,11 @@ func checkOrdered(t *testing.T, what string, s LatencyStats) {
 	}
 }
 
-// checkPlot fails the test unless path is a decodable PNG or a well-formed
-// SVG with drawing in it.
-func checkPlot(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("plot not written: %v", err)
-	}
-	defer f.Close()
-	if strings.HasSuffix(path, ".png") {
-		img, err := png.Decode(f)
-		if err != nil {
-			t.Fatalf("%s is not a PNG: %v", path, err)
-		}
-		if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 300 {
-			t.Errorf("%s is only %v", path, b.Size())
-		}
-		return
-	}
-	d := xml.NewDecoder(f)
-	elems := map[string]int{}
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s is not well-formed XML: %v", path, err)
-		}
-		if se, ok := tok.(xml.StartElement); ok {
-			elems[se.Name.Local]++
-		}
-	}
-	if elems["svg"] != 1 || elems["path"] == 0 || elems["text"] == 0 {
-		t.Errorf("%s: elements %v, want an svg with lines and text", path, elems)
-	}
-}
+// Shared with the lab's tests (benchtest).
+var (
+	checkStoresDropped = benchtest.CheckStoresDropped
+	checkPlot          = benchtest.CheckPlot
+)
 
 func TestBenchInsert(t *testing.T) {
 	plotFile := filepath.Join(t.TempDir(), "insert.svg")

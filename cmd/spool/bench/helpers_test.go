@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/spoolq/spool/cmd/spool/bench/benchtest"
 	"github.com/spoolq/spool/cmd/spool/cli"
 	"github.com/spoolq/spool/cmd/spool/cli/clitest"
 	"github.com/spoolq/spool/internal/testkit/testdb"
@@ -50,12 +51,4 @@ func testDB(t *testing.T) *pgxpool.Pool {
 	return testdb.PostgresPool(t)
 }
 
-// schemaExists reports whether a schema exists on the test server.
-func schemaExists(t *testing.T, pool *pgxpool.Pool, schema string) bool {
-	t.Helper()
-	var ok bool
-	if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&ok); err != nil {
-		t.Fatalf("look up schema %s: %v", schema, err)
-	}
-	return ok
-}
+var schemaExists = benchtest.SchemaExists // shared with the lab's tests

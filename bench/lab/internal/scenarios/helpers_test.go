@@ -3,9 +3,6 @@ package scenarios
 import (
 	"context"
 	"encoding/json"
-	"encoding/xml"
-	"image/png"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool/cmd/spool/bench"
+	"github.com/spoolq/spool/cmd/spool/bench/benchtest"
 	"github.com/spoolq/spool/cmd/spool/cli"
 	"github.com/spoolq/spool/cmd/spool/cli/clitest"
 	"github.com/spoolq/spool/internal/testkit/testdb"
@@ -49,20 +47,25 @@ func mustLab(t *testing.T, args ...string) clitest.Result {
 	return clitest.MustRun(t, runAsCLI, args...)
 }
 
+// Shared with the product's bench tests (benchtest).
+var (
+	schemaExists       = benchtest.SchemaExists
+	checkStoresDropped = benchtest.CheckStoresDropped
+	checkPlot          = benchtest.CheckPlot
+)
+
+// checkOrdered fails the test unless the latency percentiles rise.
+func checkOrdered(t *testing.T, what string, s bench.LatencyStats) {
+	t.Helper()
+	if !(s.P50 <= s.P95 && s.P95 <= s.P99 && s.P99 <= s.P999 && s.P999 <= s.Max) || s.P50 < 0 {
+		t.Errorf("%s percentiles out of order: %+v", what, s)
+	}
+}
+
 // testDB returns a pool to the test server; a missing server fails the test.
 func testDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	return testdb.PostgresPool(t)
-}
-
-// schemaExists reports whether a schema exists on the test server.
-func schemaExists(t *testing.T, pool *pgxpool.Pool, schema string) bool {
-	t.Helper()
-	var ok bool
-	if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&ok); err != nil {
-		t.Fatalf("look up schema %s: %v", schema, err)
-	}
-	return ok
 }
 
 // benchJSON runs an experiment with --json (and the test server) and
@@ -75,71 +78,6 @@ func benchJSON(t *testing.T, out any, args ...string) clitest.Result {
 		t.Fatalf("lab %s --json must print only a JSON object: %v\n%s", strings.Join(args, " "), err, r.Stdout)
 	}
 	return r
-}
-
-// checkStoresDropped fails the test if any of the scratch stores a run
-// named is still there.
-func checkStoresDropped(t *testing.T, stores ...string) {
-	t.Helper()
-	pool := testDB(t)
-	if len(stores) == 0 {
-		t.Error("the run named no scratch stores")
-	}
-	for _, s := range stores {
-		if !strings.HasPrefix(s, "spool_bench_") {
-			t.Errorf("store %q is not a spool_bench_ schema", s)
-			continue
-		}
-		if schemaExists(t, pool, s) {
-			t.Errorf("scratch schema %s still exists after the run", s)
-		}
-	}
-}
-
-// checkOrdered fails the test unless the latency percentiles rise.
-func checkOrdered(t *testing.T, what string, s bench.LatencyStats) {
-	t.Helper()
-	if !(s.P50 <= s.P95 && s.P95 <= s.P99 && s.P99 <= s.P999 && s.P999 <= s.Max) || s.P50 < 0 {
-		t.Errorf("%s percentiles out of order: %+v", what, s)
-	}
-}
-
-// checkPlot fails the test unless path is a decodable PNG or a well-formed
-// SVG with drawing in it.
-func checkPlot(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("plot not written: %v", err)
-	}
-	defer f.Close()
-	if strings.HasSuffix(path, ".png") {
-		img, err := png.Decode(f)
-		if err != nil {
-			t.Fatalf("%s is not a PNG: %v", path, err)
-		}
-		if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 300 {
-			t.Errorf("%s is only %v", path, b.Size())
-		}
-		return
-	}
-	d := xml.NewDecoder(f)
-	elems := map[string]int{}
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s is not well-formed XML: %v", path, err)
-		}
-		if se, ok := tok.(xml.StartElement); ok {
-			elems[se.Name.Local]++
-		}
-	}
-	if elems["svg"] != 1 || elems["path"] == 0 || elems["text"] == 0 {
-		t.Errorf("%s: elements %v, want an svg with lines and text", path, elems)
-	}
 }
 
 // privateTempRoot points TMPDIR, for this test and the processes it starts,
