@@ -134,9 +134,9 @@ type PruneParams struct {
 	// Defaults to 10,000.
 	BatchSize int
 	// Pause is how long to wait between batches, leaving the database to
-	// the hot path: deleting at full speed beside a drain cost it a third
-	// of its rate on PostgreSQL (BENCHMARKS.md, bench prune). Zero runs the
-	// batches back to back.
+	// the hot path: deleting at full speed competes with claims and
+	// finishes for the server's CPU (BENCHMARKS.md, "Retention beside the
+	// hot path"). Zero runs the batches back to back.
 	Pause time.Duration
 }
 

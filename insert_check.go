@@ -40,9 +40,9 @@ var (
 // checkStorableJSON reports why encoded JSON cannot be stored exactly on
 // every backend, or "" when it can: one pass over the bytes that counts
 // nesting outside strings and looks for an escaped NUL inside them, jumping
-// from one structural byte to the next. It costs about 0.3 µs on a 110-byte
-// payload (BenchmarkArgsChecks), as much as encoding it and under 2% of the
-// cheapest insert's round trip.
+// from one structural byte to the next, so it costs about what encoding
+// the payload does (BenchmarkArgsChecks; BENCHMARKS.md, "Decision: one
+// pass checks that args can be stored").
 func checkStorableJSON(encoded []byte) string {
 	if !utf8.Valid(encoded) {
 		return "hold invalid UTF-8"

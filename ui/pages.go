@@ -329,8 +329,9 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 
 // scanWindow is how many ids one page of a list filtered by kind reads at
 // most: no index leads with kind, so such a list reads the primary key,
-// and a kind that is rare among 10^6 jobs was looked for in all of them
-// (0.7 s on MariaDB); 100,000 ids take 70 ms there.
+// and without a window a rare kind is looked for in the whole table on
+// every page (BENCHMARKS.md, "Decision: a kind filter reads a window of
+// ids").
 var scanWindow int64 = 100000 // a variable for the tests
 
 // timeSlack widens the id range a time filter reads: ids grow with insert

@@ -153,10 +153,9 @@ func execCount(ctx context.Context, db DBTX, query string, want int, args ...any
 
 // finishOtherChunk bounds the jobs of one finishOther UPDATE. The server
 // reads a CASE's arms in order for every row, so a statement's cost grows
-// with the square of its distinct arms. BenchmarkFinish, 1,000 retries with a
-// distinct error each (MariaDB 10.11): one statement 19k jobs/s, chunks of
-// 200 22k/s, chunks of 100 23.5k/s (the derived-table join it replaced:
-// 25.8k/s); with one error for the batch, 29.9k/s (join: 27.5k/s).
+// with the square of its distinct arms; chunks keep that square small
+// (BenchmarkFinish; BENCHMARKS.md, "MySQL/MariaDB: non-completion outcomes
+// without a multiple-table UPDATE").
 const finishOtherChunk = 100
 
 // finishOtherSet renders the SET list of the finishOther UPDATE for fs (each

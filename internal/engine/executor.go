@@ -50,8 +50,9 @@ type jobSource interface {
 //
 // A goroutine that takes its next job itself costs no hand-off: handing each
 // slot back to the producer and waiting for it to hand over the next job
-// spent about a third of the client's CPU in a drain in channel operations
-// and goroutine wake-ups (--cpuprofile: selectgo, the scheduler's locks).
+// costs channel operations and goroutine wake-ups per job, a large part
+// of the client's CPU in a drain (BENCHMARKS.md, "Job goroutines take their
+// next job themselves").
 //
 // A handler that returns after a stop gave up on it finds the outcome writer
 // closed: its outcome is dropped (the stop wrote a retry for the job).
@@ -94,9 +95,9 @@ const runnerIdle = 5 * time.Second
 // runJob runs task on an idle job goroutine, or a new one. A goroutine that
 // finished a job waits up to runnerIdle for the next (until the client has
 // stopped) instead of exiting, so the stack a handler grew (JSON decoding,
-// the handler itself) is kept: a new goroutine per job spent 12-20% of the
-// client's CPU growing and copying stacks in a drain (--cpuprofile:
-// runtime.newstack 120 ms, copystack 70 ms of 950 ms).
+// the handler itself) is kept rather than grown and copied again for
+// every job (BENCHMARKS.md, "Levers of the third session, before and
+// after").
 func (x *executor) runJob(task func()) {
 	select {
 	case x.idleRunners <- task:

@@ -14,10 +14,10 @@ import (
 // (ErrClientStopping), the handler's return.
 //
 // A context per cause (WithCancelCause under a client-wide parent, then
-// WithTimeoutCause, then WithValue) cost about 17% of the client's CPU in a
-// PostgreSQL drain (--cpuprofile, 400,000 no-op jobs): three allocations
-// per job, a children map, and every job registering with and leaving the
-// one parent under its lock. This one registers with nothing (its parent
+// WithTimeoutCause, then WithValue) costs three allocations per job, a
+// children map, and every job registering with and leaving the one parent
+// under its lock (BENCHMARKS.md, "One context per job"). This one
+// registers with nothing (its parent
 // is never cancelled), and its timeout is no timer of its own: the running
 // set's one timer ends it.
 type jobContext struct {

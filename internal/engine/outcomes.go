@@ -112,10 +112,11 @@ func (m *outcomeWriter) addRun(f backend.JobFinish, queue string, run *runInfo, 
 	if run != nil {
 		p.run, p.ran = *run, true
 	}
-	// A send that need not wait skips the three-way select, whose locking
-	// of three channels was 5% of the client's CPU in a drain
-	// (--cpuprofile: selectgo under addRun). When the queue has room the
-	// select below could pick the send anyway, abandoned or closing or not.
+	// A send that need not wait skips the three-way select, which locks
+	// three channels for every outcome (BENCHMARKS.md, "Client CPU per
+	// job, and the drain targets on longer runs"). When the queue has room
+	// the select below could pick the send anyway, abandoned or closing or
+	// not.
 	select {
 	case m.in <- p:
 		return true

@@ -456,11 +456,10 @@ func (p *producer) run() {
 // prefetch) that a claim sent while none is out leaves unasked, when some
 // worker is idle and the capacity is more than twice the reserve. A wake-up
 // that arrives while that claim is out then sends a second claim for the
-// rest at once, instead of waiting for the first one's reply: beside a
-// pgbench write load the slowest 1% of pickups had waited 2-8 ms that way,
-// and pickup p99 fell from 12.45 to 10.3 ms at the median of 6 alternating
-// runs (BENCHMARKS.md, "A second claim while one is out"). The two asks
-// never exceed the capacity, so the bound on claimed but unfinished jobs
+// rest at once, instead of waiting for the first one's reply: under a
+// write load that reply is slow, and the slowest pickups were those that
+// waited for it (BENCHMARKS.md, "A second claim while one is out"). The
+// two asks never exceed the capacity, so the bound on claimed but unfinished jobs
 // holds. A queue whose workers are all busy (a drain) and a small queue ask
 // for all they can hold; a flow-controlled queue keeps one claim at a time,
 // since its controller decides each claim from the outcome of the one
@@ -610,9 +609,10 @@ func (p *producer) startable(j bufferedJob, now time.Time) bool {
 // arrived at replyAt, to the buffer. mu is held.
 //
 // Appending past the end of a buffer that pop had sliced from its front
-// allocated a new array for nearly every claim of a drain (150 bytes per
-// job, 14% of the client's allocation): the jobs still waiting move to
-// the front of the array instead, when it holds them all.
+// would allocate a new array for nearly every claim of a drain: the jobs
+// still waiting move to the front of the array instead, when it holds
+// them all (BENCHMARKS.md, "Client CPU per job, and the drain targets on
+// longer runs").
 func (p *producer) pushLocked(rows []*backend.JobRow, claimedAt, replyAt time.Time) {
 	if n := len(p.buffer); cap(p.buffer)-n < len(rows) {
 		if n+len(rows) <= cap(p.bufferArray) {

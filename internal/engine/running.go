@@ -61,8 +61,8 @@ type runningJobs struct {
 
 	// timer ends the runs whose deadline or lease has passed (expire). One timer for
 	// the set, armed for the earliest deadline it knows of, instead of one
-	// per job: a timer started and stopped per job took 6-7% of the
-	// client's CPU in a drain (--cpuprofile: time.AfterFunc). Jobs that
+	// per job, which would be started and stopped for every job
+	// (BENCHMARKS.md, "Fewer allocations per claimed job"). Jobs that
 	// start in turn with the same timeout leave it armed as it is; one that
 	// finishes leaves it armed, and the timer, when it fires early, looks
 	// at the jobs held and arms itself for the earliest deadline left.

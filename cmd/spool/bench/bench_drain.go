@@ -71,12 +71,9 @@ type drainResult struct {
 
 // drainPrefetch is the drain's --prefetch: a claim is sent when half the
 // prefetch is left, for about the other half, so the prefetch sets the
-// claims' size. On PostgreSQL (100 workers, 200,000 jobs, rows kept, 3
-// alternating rounds on the shared machine) 1,000 ran 89k / 94k / 95k
-// jobs/s, 2,000 93k / 107k / 111k, 3,000 100k / 109k / 116k and 5,000
-// 86k / 108k / 113k, with less CPU per job on both sides at 3,000; a
-// drain deleting its jobs gained as much, MariaDB 24k / 26k → 31k / 31k,
-// SQLite within its noise (BENCHMARKS.md).
+// claims' size, and larger claims cost the client and the server less per
+// job. 3,000 was the fastest of 1,000 to 5,000 (BENCHMARKS.md, "Wide
+// finishes through the span index; claims of 1,500 jobs; lz4 lease rows").
 const drainPrefetch = 3000
 
 // Run implements cli.Command.
