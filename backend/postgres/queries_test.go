@@ -13,11 +13,16 @@ func TestQueriesLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := map[string]string{"claim": q.claim, "finish": q.finish, "heartbeat": q.heartbeat, "now": q.now, "optimistic_claim": q.optimisticClaim,
-		// Built from the shared parts (leasedHits, leasedJobs, leaseDone, locateByIndex).
+		// Built from the fragments leased_hits, leased_jobs, lease_done, locate.
 		"finish_leased": q.finishLeased, "heartbeat_leased": q.heartbeatLeased, "complete_leased_keep": q.completeLeasedKeep,
 		"complete_leased_delete": q.completeLeasedDelete, "unlease_jobs": q.unleaseJobs}
+	r, err := fragments(`"s"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locate := r.Replace("{{locate}}")
 	for _, leased := range []string{"finish_leased", "heartbeat_leased", "complete_leased_keep", "complete_leased_delete", "unlease_jobs"} {
-		if strings.Count(stmts[leased], locateByIndex) != 1 {
+		if strings.Count(stmts[leased], locate) != 1 {
 			t.Errorf("%s does not find its lease rows once through the span index: %q", leased, stmts[leased])
 		}
 		if want := leased != "unlease_jobs"; q.leased(stmts[leased]) != want {

@@ -41,4 +41,28 @@ allowed AS MATERIALIZED (
       CASE WHEN $9::int > 0 THEN $9::int / (2 * $11::int) ELSE g END,
       CASE WHEN $10::int > 0 THEN $10::int / (2 * $11::int) ELSE g END) END AS n
   FROM granted
-)
+),
+ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
+higher AS MATERIALIZED (
+  SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
+  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+    AND priority < $5::smallint
+    AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
+  ORDER BY priority, run_at, id
+  LIMIT (SELECT n FROM allowed)
+  FOR UPDATE SKIP LOCKED
+),
+above AS MATERIALIZED (
+  SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
+  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
+    AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
+    AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
+  ORDER BY priority, run_at, id
+  LIMIT (SELECT n FROM allowed) - (SELECT count(*) FROM higher)
+  FOR UPDATE SKIP LOCKED
+),
+-- Jobs without a unique key or a flow key (leasable) leave spool_jobs for
+-- lease rows of up to 64 (schema 12); the leasing marker above is false
+-- where every job must stay in place (a quick flow claim, or lease rows
+-- switched off). Each of the two writes below takes only its own jobs.
+{{claim_write}}
