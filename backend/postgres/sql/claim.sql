@@ -28,7 +28,7 @@ above AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ),
 -- Jobs without a unique key or a flow key (leasable) leave spool_jobs for
--- lease rows of up to 64 (schema 12); the leasing marker above is false
--- where every job must stay in place (a quick flow claim, or lease rows
--- switched off). Each of the two writes below takes only its own jobs.
+-- lease rows of up to 64 (schema 12); claim_in_place.sql, the same claim
+-- with leasable false, keeps every job in place. Each of the two writes
+-- below takes only its own jobs.
 {{claim_write}}

@@ -1,4 +1,5 @@
--- Claim: lock up to $2 due pending rows of queue $1 in claim order,
+-- Claim in place: claim.sql with every job updated in place, none moved
+-- into lease rows (Options.Claims in place). Lock up to $2 due pending rows of queue $1 in claim order,
 -- skipping rows other claimers hold, and lease them ($3 microseconds,
 -- on the DB clock) to claim $4. Rows of the floor's priority $5 are
 -- read only above the floor ($5, $6, $7; floor.go); rows of a higher
@@ -27,8 +28,7 @@ above AS MATERIALIZED (
   LIMIT $2 - (SELECT count(*) FROM higher)
   FOR UPDATE SKIP LOCKED
 ),
--- Jobs without a unique key or a flow key (leasable) leave spool_jobs for
--- lease rows of up to 64 (schema 12); the leasing marker above is false
--- where every job must stay in place (a quick flow claim, or lease rows
--- switched off). Each of the two writes below takes only its own jobs.
+-- claim.sql with leasable false: every job stays in spool_jobs, updated
+-- in place (Options.Claims in place). Each of the two writes below takes
+-- only its own jobs.
 {{claim_write}}

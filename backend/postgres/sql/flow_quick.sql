@@ -1,9 +1,9 @@
--- The head of a flow claim under a global limit, a per-key limit alone, or
--- both (backend.FlowQuick): not a statement of its own. buildQueries puts
--- it in front of claim.sql's CTEs and has that claim take (SELECT n FROM
--- allowed) jobs instead of $2, so the whole claim is one statement ($2 for
--- workers, $8 for prefetch, $9 the global limit or 0, $10 the per-key limit
--- or 0, $11 the stripes or 0), sent with the lock in one round trip.
+-- A flow claim under a global limit, a per-key limit alone, or both
+-- (backend.FlowQuick): claim_in_place.sql's claim, taking (SELECT n FROM
+-- allowed) jobs instead of $2, behind a head (live, granted, allowed) that
+-- decides how many, so the whole claim is one statement ($2 for workers,
+-- $8 for prefetch, $9 the global limit or 0, $10 the per-key limit or 0,
+-- $11 the stripes or 0), sent with the lock in one round trip.
 -- granted is the rule of internal/flow: the workers' part fits in the
 -- global limit's free slots, the prefetch only in the lower half of them;
 -- holding the whole lock, nothing is taken when the busiest key (NULL, the
@@ -61,8 +61,7 @@ above AS MATERIALIZED (
   LIMIT (SELECT n FROM allowed) - (SELECT count(*) FROM higher)
   FOR UPDATE SKIP LOCKED
 ),
--- Jobs without a unique key or a flow key (leasable) leave spool_jobs for
--- lease rows of up to 64 (schema 12); the leasing marker above is false
--- where every job must stay in place (a quick flow claim, or lease rows
--- switched off). Each of the two writes below takes only its own jobs.
+-- claim_in_place.sql's arms, every job kept in place: a quick flow claim
+-- counts running jobs in spool_jobs. Each of the two writes below takes
+-- only its own jobs.
 {{claim_write}}

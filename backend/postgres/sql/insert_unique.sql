@@ -1,6 +1,6 @@
 -- Insert of a call that has unique jobs (insert.sql without them: ON CONFLICT
--- makes every row a speculative insertion, which cost 18% of InsertMany's
--- rate at 1,000 rows per call). Ids come back in input order because
+-- makes every row a speculative insertion; BENCHMARKS.md, "Unique inserts
+-- apart"). Ids come back in input order because
 -- nextval runs in ORDER BY ord order. A unique row whose key
 -- is held conflicts on spool_jobs_unique and returns the holder instead:
 -- the no-op update locks it (so it cannot leave its holding states before

@@ -7,12 +7,11 @@ picked AS MATERIALIZED (
 ),
 -- moved deletes the rows by the tuple ids the locks above returned, which
 -- cannot move or be pruned while this transaction holds them: one TID
--- scan of the sorted list instead of a primary-key lookup per job (a
--- drain's server CPU per job was lower in 7 of 8 alternating pairs, by
--- 8-23%). It returns the columns the output reads beside the whole row:
--- read from the deleted row, each column costs one pass over the row,
--- where a field of the whole row walks it again from its start (the row
--- has nulls), which made the claim about 4% slower.
+-- scan of the sorted list instead of a primary-key lookup per job. It
+-- returns the columns the output reads beside the whole row: read from
+-- the deleted row, each column costs one pass over the row, where a field
+-- of the whole row walks it again from its start (the row has nulls).
+-- Measured: BENCHMARKS.md, "Deleting claimed rows by tuple id".
 moved AS MATERIALIZED (
   DELETE FROM {{s}}.spool_jobs j
   WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p WHERE p.leasable))

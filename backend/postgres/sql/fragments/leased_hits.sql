@@ -4,8 +4,7 @@
 -- (locate.sql), locked and read as locked; hit (lease, id, fence), the
 -- batch's jobs still in them under their fences. The rows' ids are
 -- unnested once, then joined with the input, never the input re-read per
--- lease row (BENCHMARKS.md, "Decisions behind the PostgreSQL statements",
--- "Joining lease rows with a batch").
+-- lease row (BENCHMARKS.md, "Joining lease rows with a batch").
 input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
 ),

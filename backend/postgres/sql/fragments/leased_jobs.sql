@@ -4,8 +4,8 @@
 -- job still in them, each row's array read once, with its lease row
 -- (lease, lease_at) and its running fence and attempt (run_fence,
 -- run_attempt). The including statement joins held with its input, never
--- the input re-read per lease row (BENCHMARKS.md, "Decisions behind the
--- PostgreSQL statements", "Joining lease rows with a batch").
+-- the input re-read per lease row (BENCHMARKS.md, "Joining lease rows
+-- with a batch").
 locked AS MATERIALIZED (
   SELECT l.id, l.claimed_at, l.done, l.ids, l.fences, l.jobs FROM {{s}}.spool_leases l
   WHERE {{locate}}
