@@ -1,14 +1,8 @@
--- Claim in place: claim.sql with every job updated in place, none moved
--- into lease rows (Options.Claims in place). Lock up to $2 due pending rows of queue $1 in claim order,
--- skipping rows other claimers hold, and lease them ($3 microseconds,
--- on the DB clock) to claim $4. Rows of the floor's priority $5 are
--- read only above the floor ($5, $6, $7; floor.go); rows of a higher
--- priority (lower number) always, so a job of a higher priority that
--- became due (a scheduled job, a retry) is never behind a floor.
--- Nothing is claimed from a paused queue (spool_queues.paused_at set).
--- Rows come back in no particular order (the caller sorts them).
--- MATERIALIZED keeps each LIMIT binding: without it the planner may
--- re-run a subquery per row and lock more rows than it claims.
+-- Claim in place (Options.Claims in place): claim.sql, the same
+-- parameters, arms and writes, with leasable false, so every job stays in
+-- spool_jobs, updated in place. The arms keep claim.sql's expression
+-- (false AND …) so that TestClaimSmallArms-style comparisons and the
+-- golden files show the two claims differ in that one word.
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
 higher AS MATERIALIZED (
   SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
