@@ -69,3 +69,42 @@ func TestClaimSmallArms(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimVariants checks that the in-place claim and the quick flow
+// claim are the claim but for what they must change, so that a change to
+// claim.sql cannot miss them: claim_in_place.sql is claim.sql with
+// leasable false; flow_quick.sql ends with claim_in_place.sql's CTEs,
+// taking (SELECT n FROM allowed) jobs instead of $2. Comment lines, which
+// say why each differs, are left out of the comparison.
+func TestClaimVariants(t *testing.T) {
+	q, err := buildQueries(`"s"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const leasable, inPlace = "true AND unique_key IS NULL", "false AND unique_key IS NULL"
+	if strings.Count(q.claim, leasable) != 2 {
+		t.Fatalf("claim.sql no longer decides leasable in its two arms (%q): %s", leasable, q.claim)
+	}
+	if want := strings.ReplaceAll(q.claim, leasable, inPlace); noComments(q.claimInPlace) != noComments(want) {
+		t.Errorf("claim_in_place.sql is not claim.sql with leasable false:\n%s\nwant\n%s", q.claimInPlace, want)
+	}
+	rest, ok := strings.CutPrefix(q.claimInPlace, "WITH ")
+	if !ok || strings.Contains(rest, "$8") {
+		t.Fatalf("claim_in_place.sql no longer opens with WITH, or uses $8 (flow_quick.sql's prefetch): %s", q.claimInPlace)
+	}
+	tail := ",\n" + strings.ReplaceAll(rest, "$2", "(SELECT n FROM allowed)")
+	if !strings.HasSuffix(noComments(q.flow.quick), noComments(tail)) {
+		t.Errorf("flow_quick.sql does not end with claim_in_place.sql's CTEs taking (SELECT n FROM allowed) jobs:\n%s\nwant the end\n%s", q.flow.quick, tail)
+	}
+}
+
+// noComments returns stmt without its comment lines.
+func noComments(stmt string) string {
+	var kept []string
+	for _, line := range strings.Split(stmt, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "\n")
+}

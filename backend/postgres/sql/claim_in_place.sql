@@ -1,8 +1,8 @@
 -- Claim in place (Options.Claims in place): claim.sql, the same
 -- parameters, arms and writes, with leasable false, so every job stays in
 -- spool_jobs, updated in place. The arms keep claim.sql's expression
--- (false AND …) so that TestClaimSmallArms-style comparisons and the
--- golden files show the two claims differ in that one word.
+-- (false AND …): TestClaimVariants holds the two claims to differing in
+-- that one word.
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
 higher AS MATERIALIZED (
   SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs

@@ -62,6 +62,7 @@ above AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ),
 -- claim_in_place.sql's arms, every job kept in place: a quick flow claim
--- counts running jobs in spool_jobs. Each of the two writes below takes
--- only its own jobs.
+-- counts running jobs in spool_jobs (TestClaimVariants holds the rest of
+-- this statement to claim_in_place.sql's). Each of the two writes below
+-- takes only its own jobs.
 {{claim_write}}
