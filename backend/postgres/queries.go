@@ -70,7 +70,12 @@ var sqlFiles embed.FS
 // only when a file and a field do not match or a file names a fragment
 // that is not there (a broken build).
 func buildQueries(schema string) (queries, error) {
-	r, err := fragments(schema)
+	return loadQueries(sqlFiles, schema)
+}
+
+// loadQueries is buildQueries reading sql/ from fsys.
+func loadQueries(fsys fs.FS, schema string) (queries, error) {
+	r, err := fragments(fsys, schema)
 	if err != nil {
 		return queries{}, err
 	}
@@ -79,7 +84,7 @@ func buildQueries(schema string) (queries, error) {
 	for _, mode := range []string{WakeAfterCommit, WakeOff} {
 		wake[mode], wake["unique_"+mode] = new(string), new(string)
 	}
-	err = sqltext.Load(sqlFiles, "sql", r, map[string]*string{
+	err = sqltext.Load(fsys, "sql", r, map[string]*string{
 		"claim":                    &q.claim,
 		"claim_in_place":           &q.claimInPlace,
 		"claim_small":              &q.claimSmall,
@@ -155,12 +160,12 @@ func buildQueries(schema string) (queries, error) {
 	return q, err
 }
 
-// fragments returns the replacer that fills a statement in for schema:
+// fragments returns the replacer that fills a statement of fsys in for schema:
 // {{s}} the schema, {{NAME}} sql/fragments/NAME.sql without its opening
 // comment lines, itself filled in first (a replacer does not look again
 // at the text it put in).
-func fragments(schema string) (*strings.Replacer, error) {
-	entries, err := fs.ReadDir(sqlFiles, "sql/fragments")
+func fragments(fsys fs.FS, schema string) (*strings.Replacer, error) {
+	entries, err := fs.ReadDir(fsys, "sql/fragments")
 	if err != nil {
 		return nil, fmt.Errorf("load SQL: %w", err)
 	}
@@ -170,7 +175,7 @@ func fragments(schema string) (*strings.Replacer, error) {
 		if !ok {
 			continue
 		}
-		b, err := fs.ReadFile(sqlFiles, path.Join("sql/fragments", e.Name()))
+		b, err := fs.ReadFile(fsys, path.Join("sql/fragments", e.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("load SQL: %w", err)
 		}

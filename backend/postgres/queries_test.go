@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // TestQueriesLoad checks that every statement has its file and every file
@@ -16,7 +18,7 @@ func TestQueriesLoad(t *testing.T) {
 		// Built from the fragments leased_hits, leased_jobs, lease_done, locate.
 		"finish_leased": q.finishLeased, "heartbeat_leased": q.heartbeatLeased, "complete_leased_keep": q.completeLeasedKeep,
 		"complete_leased_delete": q.completeLeasedDelete, "unlease_jobs": q.unleaseJobs}
-	r, err := fragments(`"s"`)
+	r, err := fragments(sqlFiles, `"s"`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,4 +109,42 @@ func noComments(stmt string) string {
 		}
 	}
 	return strings.Join(kept, "\n")
+}
+
+// TestQueriesBadFragment checks that a statement naming a fragment
+// sql/fragments lacks, or fragments that include each other, fail the
+// load with an error naming them instead of sending "{{name}}" to the
+// server.
+func TestQueriesBadFragment(t *testing.T) {
+	with := func(files map[string]string) fs.FS {
+		m := fstest.MapFS{}
+		err := fs.WalkDir(sqlFiles, "sql", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := fs.ReadFile(sqlFiles, p)
+			m[p] = &fstest.MapFile{Data: b}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, text := range files {
+			m[p] = &fstest.MapFile{Data: []byte(text)}
+		}
+		return m
+	}
+	if _, err := loadQueries(with(nil), `"s"`); err != nil {
+		t.Fatalf("the embedded files, copied: %v", err)
+	}
+	_, err := loadQueries(with(map[string]string{"sql/now.sql": "SELECT {{no_such_part}}\n"}), `"s"`)
+	if err == nil || !strings.Contains(err.Error(), "{{no_such_part}}") {
+		t.Errorf("a statement naming a missing fragment: %v", err)
+	}
+	_, err = loadQueries(with(map[string]string{
+		"sql/fragments/a.sql": "-- a\n{{b}}\n", "sql/fragments/b.sql": "-- b\n{{a}}\n",
+	}), `"s"`)
+	if err == nil || !strings.Contains(err.Error(), "includes itself") {
+		t.Errorf("fragments including each other: %v", err)
+	}
 }
