@@ -492,7 +492,7 @@ func (l *statementLog) take(queries ...string) []int {
 // spool_jobs among them, once with a retry among the outcomes (the leased
 // finish) and once with completions only (the leased completion): every
 // batch runs the statements that find lease rows by their span
-// (locateByIndex), a batch of more than genericPlanMax jobs planned per call
+// (sql/fragments/locate.sql), a batch of more than genericPlanMax jobs planned per call
 // with sequential scans off (widePlanSettings), a smaller one on its
 // generic plan, and both apply each outcome once, to the right job,
 // rejecting the stale ones.

@@ -254,42 +254,6 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 	return jobs, nil
 }
 
-// queueFloored queues on batch a claim statement that starts at queue's
-// claim floor (claim.sql, or flow_quick.sql built on it: queue, n, lease,
-// claim id, the floor's key, then extra), its rows read into jobs. The
-// returned function, called with the batch's error once it is back, sorts
-// jobs into claim order (UPDATE … RETURNING does not keep the CTE's) and
-// moves the floor past the last, or leaves the floor on an error.
-func (b *Backend) queueFloored(batch *pgx.Batch, jobs *[]*backend.JobRow, query, queue string, n int, lease time.Duration, claimID string, extra ...any) func(error) {
-	ticket := b.floors.begin(queue, time.Now())
-	if ticket.probe {
-		b.startProbe(queue, ticket.bound)
-	}
-	args := append([]any{queue, n, micros(lease), claimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id}, extra...)
-	batch.Queue(query, args...).Query(func(rows pgx.Rows) (err error) {
-		*jobs, err = collectJobs(rows)
-		return err
-	})
-	return func(err error) {
-		if err != nil {
-			b.floors.end(ticket, nil, time.Now())
-			return
-		}
-		b.floors.end(ticket, lastKey(*jobs), time.Now())
-	}
-}
-
-// lastKey sorts jobs in claim order and returns the last one's key, for
-// the claim floor (nil for none).
-func lastKey(jobs []*backend.JobRow) *claimKey {
-	slices.SortFunc(jobs, backend.ClaimOrder)
-	if len(jobs) == 0 {
-		return nil
-	}
-	j := jobs[len(jobs)-1]
-	return &claimKey{priority: j.Priority, runAt: j.RunAt, id: j.ID}
-}
-
 // QueueFlowUse implements backend.Backend.
 func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParams) ([]backend.FlowKeyUse, error) {
 	use := backend.FlowUses{}

@@ -315,7 +315,7 @@ func TestLeaseRowsConcurrentOps(t *testing.T) {
 // another) and holds a lock on the one
 // of odd ids: heartbeats, finishes, reads and a record of even jobs find
 // theirs without waiting on it, so a row whose span only overlaps a
-// batch's is neither locked nor read (locateByIndex's check of the ids).
+// batch's is neither locked nor read (the check of the ids in sql/fragments/locate.sql).
 func TestLeaseRowsFoundBySpan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

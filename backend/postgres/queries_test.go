@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // TestQueriesLoad checks that every statement has its file and every file
@@ -13,11 +15,16 @@ func TestQueriesLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := map[string]string{"claim": q.claim, "finish": q.finish, "heartbeat": q.heartbeat, "now": q.now, "optimistic_claim": q.optimisticClaim,
-		// Built from the shared parts (leasedHits, leasedJobs, leaseDone, locateByIndex).
+		// Built from the fragments leased_hits, leased_jobs, lease_done, locate.
 		"finish_leased": q.finishLeased, "heartbeat_leased": q.heartbeatLeased, "complete_leased_keep": q.completeLeasedKeep,
 		"complete_leased_delete": q.completeLeasedDelete, "unlease_jobs": q.unleaseJobs}
+	r, err := fragments(sqlFiles, `"s"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locate := r.Replace("{{locate}}")
 	for _, leased := range []string{"finish_leased", "heartbeat_leased", "complete_leased_keep", "complete_leased_delete", "unlease_jobs"} {
-		if strings.Count(stmts[leased], locateByIndex) != 1 {
+		if strings.Count(stmts[leased], locate) != 1 {
 			t.Errorf("%s does not find its lease rows once through the span index: %q", leased, stmts[leased])
 		}
 		if want := leased != "unlease_jobs"; q.leased(stmts[leased]) != want {
@@ -62,5 +69,82 @@ func TestClaimSmallArms(t *testing.T) {
 		if big, small := arm(q.claim, name), arm(q.claimSmall, name); big != small {
 			t.Errorf("%s arm differs:\nclaim.sql:\n%s\nclaim_small.sql:\n%s", name, big, small)
 		}
+	}
+}
+
+// TestClaimVariants checks that the in-place claim and the quick flow
+// claim are the claim but for what they must change, so that a change to
+// claim.sql cannot miss them: claim_in_place.sql is claim.sql with
+// leasable false; flow_quick.sql ends with claim_in_place.sql's CTEs,
+// taking (SELECT n FROM allowed) jobs instead of $2. Comment lines, which
+// say why each differs, are left out of the comparison.
+func TestClaimVariants(t *testing.T) {
+	q, err := buildQueries(`"s"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const leasable, inPlace = "true AND unique_key IS NULL", "false AND unique_key IS NULL"
+	if strings.Count(q.claim, leasable) != 2 {
+		t.Fatalf("claim.sql no longer decides leasable in its two arms (%q): %s", leasable, q.claim)
+	}
+	if want := strings.ReplaceAll(q.claim, leasable, inPlace); noComments(q.claimInPlace) != noComments(want) {
+		t.Errorf("claim_in_place.sql is not claim.sql with leasable false:\n%s\nwant\n%s", q.claimInPlace, want)
+	}
+	rest, ok := strings.CutPrefix(q.claimInPlace, "WITH ")
+	if !ok || strings.Contains(rest, "$8") {
+		t.Fatalf("claim_in_place.sql no longer opens with WITH, or uses $8 (flow_quick.sql's prefetch): %s", q.claimInPlace)
+	}
+	tail := ",\n" + strings.ReplaceAll(rest, "$2", "(SELECT n FROM allowed)")
+	if !strings.HasSuffix(noComments(q.flow.quick), noComments(tail)) {
+		t.Errorf("flow_quick.sql does not end with claim_in_place.sql's CTEs taking (SELECT n FROM allowed) jobs:\n%s\nwant the end\n%s", q.flow.quick, tail)
+	}
+}
+
+// noComments returns stmt without its comment lines.
+func noComments(stmt string) string {
+	var kept []string
+	for _, line := range strings.Split(stmt, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "\n")
+}
+
+// TestQueriesBadFragment checks that a statement naming a fragment
+// sql/fragments lacks, or fragments that include each other, fail the
+// load with an error naming them instead of sending "{{name}}" to the
+// server.
+func TestQueriesBadFragment(t *testing.T) {
+	with := func(files map[string]string) fs.FS {
+		m := fstest.MapFS{}
+		err := fs.WalkDir(sqlFiles, "sql", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := fs.ReadFile(sqlFiles, p)
+			m[p] = &fstest.MapFile{Data: b}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, text := range files {
+			m[p] = &fstest.MapFile{Data: []byte(text)}
+		}
+		return m
+	}
+	if _, err := loadQueries(with(nil), `"s"`); err != nil {
+		t.Fatalf("the embedded files, copied: %v", err)
+	}
+	_, err := loadQueries(with(map[string]string{"sql/now.sql": "SELECT {{no_such_part}}\n"}), `"s"`)
+	if err == nil || !strings.Contains(err.Error(), "{{no_such_part}}") {
+		t.Errorf("a statement naming a missing fragment: %v", err)
+	}
+	_, err = loadQueries(with(map[string]string{
+		"sql/fragments/a.sql": "-- a\n{{b}}\n", "sql/fragments/b.sql": "-- b\n{{a}}\n",
+	}), `"s"`)
+	if err == nil || !strings.Contains(err.Error(), "includes itself") {
+		t.Errorf("fragments including each other: %v", err)
 	}
 }

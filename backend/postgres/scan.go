@@ -11,7 +11,7 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// jobScanner reads rows of jobColumns into JobRows with a few allocations
+// jobScanner reads rows of the column list sql/fragments/cols.sql into JobRows with a few allocations
 // per batch instead of about ten per row: rows come from chunks of up to
 // rowChunk, their JSON from shared byte chunks, and the texts every row
 // repeats (queue, kind, state, the lease holder) are interned.
@@ -185,7 +185,7 @@ func (a *attemptErrors) ScanBytes(v []byte) error {
 	return nil
 }
 
-// scanJob reads one row of jobColumns.
+// scanJob reads one row of the column list sql/fragments/cols.sql.
 func scanJob(row pgx.Row) (*backend.JobRow, error) {
 	return newJobScanner().scan(row)
 }

@@ -22,8 +22,8 @@ WITH taken AS MATERIALIZED (
   RETURNING j.id, j.queue, j.priority, j.run_at
 )
 -- One row per job taken: the changed ones, then the unique ones left for
--- the caller (no join of the two: as a nested loop over CTE scans it cost
--- 17 s per batch of 10,000).
+-- the caller, side by side, never joined (a nested loop over CTE scans;
+-- BENCHMARKS.md, "Bulk retry without a join").
 SELECT id, false, true, queue, priority, run_at FROM changed
 UNION ALL
 SELECT id, true, false, '', 0::smallint, NULL::timestamptz FROM taken WHERE flag

@@ -10,7 +10,7 @@
 -- re-run a subquery per row and lock more rows than it claims.
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
 higher AS MATERIALIZED (
-  SELECT id, ctid AS tid, {{leasing}} AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
+  SELECT id, ctid AS tid, true AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND priority < $5::smallint
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -19,7 +19,7 @@ higher AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ),
 above AS MATERIALIZED (
-  SELECT id, ctid AS tid, {{leasing}} AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
+  SELECT id, ctid AS tid, true AND unique_key IS NULL AND flow_key IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -28,69 +28,7 @@ above AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ),
 -- Jobs without a unique key or a flow key (leasable) leave spool_jobs for
--- lease rows of up to 64 (schema 12); the leasing marker above is false
--- where every job must stay in place (a quick flow claim, or lease rows
--- switched off). Each of the two writes below takes only its own jobs.
-picked AS MATERIALIZED (
-  SELECT * FROM higher UNION ALL SELECT * FROM above
-),
--- moved deletes the rows by the tuple ids the locks above returned, which
--- cannot move or be pruned while this transaction holds them: one TID
--- scan of the sorted list instead of a primary-key lookup per job (a
--- drain's server CPU per job was lower in 7 of 8 alternating pairs, by
--- 8-23%). It returns the columns the output reads beside the whole row:
--- read from the deleted row, each column costs one pass over the row,
--- where a field of the whole row walks it again from its start (the row
--- has nulls), which made the claim about 4% slower.
-moved AS MATERIALIZED (
-  DELETE FROM {{s}}.spool_jobs j
-  WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p WHERE p.leasable))
-  RETURNING j AS job, j.id, j.queue, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts,
-    j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output
-),
--- late takes the jobs moved missed: a row that changed after this
--- statement's snapshot, but before the lock reached it, is locked in its
--- latest version, which a TID scan under that snapshot does not see. A
--- delete by id reaches the visible version and follows it to the latest.
--- It runs only when moved fell short; a row moved deleted, earlier in the
--- same statement, it leaves alone.
-late AS MATERIALIZED (
-  DELETE FROM {{s}}.spool_jobs j USING picked p
-  WHERE j.id = p.id AND p.leasable
-    AND (SELECT count(*) FROM moved) < (SELECT count(*) FROM picked WHERE leasable)
-  RETURNING j AS job, j.id, j.queue, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts,
-    j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output
-),
--- gone is every job that left spool_jobs, read in place by both its
--- readers below rather than copied once more.
-gone AS NOT MATERIALIZED (
-  SELECT * FROM moved UNION ALL SELECT * FROM late
-),
--- The three arrays of a lease row are aggregated over the same rows in
--- the same order, so their elements line up; the span is written here, as
--- spool_id_span(ids) would give it (schema 17). Lease rows take the jobs in
--- the order the delete meets them, the table's, so their id spans stay
--- narrow.
-leased AS (
-  INSERT INTO {{s}}.spool_leases (queue, leased_by, leased_until, claimed_at, epoch, ids, fences, jobs, span)
-  SELECT $1, $4, now() + $3::bigint * interval '1 microsecond', now(), ep.e,
-    array_agg(m.id), array_agg({{s}}.spool_next_fence(m.fence, ep.e)), array_agg(m.job),
-    int8range(min(m.id), max(m.id), '[]')
-  FROM (SELECT g.id, g.fence, g.job, row_number() OVER () AS ord FROM gone g) m, ep
-  GROUP BY (m.ord - 1) / 64, ep.e
-),
-updated AS (
-  UPDATE {{s}}.spool_jobs j
-  SET state = 'running', attempt = j.attempt + 1, fence = {{s}}.spool_next_fence(j.fence, ep.e),
-    leased_until = now() + $3::bigint * interval '1 microsecond', leased_by = $4, attempted_at = now()
-  FROM picked, ep
-  WHERE j.id = picked.id AND NOT picked.leasable
-  RETURNING {{jcols}}
-)
-SELECT m.id, m.queue, m.kind, m.args, 'running', m.priority, m.run_at,
-  (m.attempt + 1)::smallint, m.max_attempts, {{s}}.spool_next_fence(m.fence, ep.e),
-  now() + $3::bigint * interval '1 microsecond', $4::text, m.created_at, now(), NULL::timestamptz,
-  m.errors, m.tags, m.metadata, '', 0::smallint, m.output, ''
-FROM gone m, ep
-UNION ALL
-SELECT * FROM updated
+-- lease rows of up to 64 (schema 12); claim_in_place.sql, the same claim
+-- with leasable false, keeps every job in place. Each of the two writes
+-- below takes only its own jobs.
+{{claim_write}}

@@ -1,10 +1,9 @@
 -- Claim, small form: claim.sql's choice of rows (the same two arms under
 -- the floor, the same paused check, the same parameters), every row
 -- updated in place. For claims expected to take few jobs (smallClaimMax):
--- a one-job claim and its finish cost 300-440 µs of server time this way
--- against 580-830 µs through a lease row, most of it the start-up of
--- claim.sql's and finish_leased.sql's three data-modifying parts each,
--- paid whatever they touch.
+-- a lease row costs the start-up of claim.sql's and finish_leased.sql's
+-- three data-modifying parts each, paid whatever they touch, which a small
+-- claim does not earn back (BENCHMARKS.md, "The small claim in place").
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
 higher AS MATERIALIZED (
   SELECT id FROM {{s}}.spool_jobs

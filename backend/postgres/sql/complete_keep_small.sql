@@ -4,8 +4,8 @@
 -- join for the planner to turn around, and the running state is compared
 -- as text, from which no partial index's predicate can be proved: a plan
 -- through the running rows' index is what once read every running row
--- per finish (customPlan). Planned per call, the statement spent 178 µs
--- planning against 95 µs running in a steady queue.
+-- per finish (customPlan). Planned per call, it spent more time planning
+-- than running (BENCHMARKS.md, "Small completions on a generic plan").
 UPDATE {{s}}.spool_jobs j
 SET state = 'completed', finalized_at = now(), leased_until = NULL, leased_by = NULL
 WHERE j.id = ANY($1::bigint[]) AND j.state::text = 'running'

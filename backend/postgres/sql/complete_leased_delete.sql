@@ -12,10 +12,10 @@
 -- than this anti-join.
 WITH
 -- input, locked and hit: the jobs of $1 under their fences $2 in the
--- lease rows holding them, locked (queries.go, leasedHits).
+-- lease rows holding them, locked (fragments/leased_hits.sql).
 {{leased_hits}},
 -- The lease rows mark their jobs in hit done, or go with their last
--- (queries.go, leaseDone).
+-- (fragments/lease_done.sql).
 {{lease_done}}
 SELECT i.id, i.fence FROM input i
 WHERE NOT EXISTS (SELECT 1 FROM hit h WHERE h.id = i.id AND h.fence = i.fence)

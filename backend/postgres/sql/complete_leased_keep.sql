@@ -10,7 +10,7 @@ WITH input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
 ),
 -- locked and held: the lease rows holding any of $1, locked, and every
--- job still in them (queries.go, leasedJobs).
+-- job still in them (fragments/leased_jobs.sql).
 {{leased_jobs}},
 hit AS MATERIALIZED (
   SELECT h.* FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
@@ -24,6 +24,6 @@ written AS (
   FROM hit h
 ),
 -- The lease rows mark their jobs in hit done, or go with their last
--- (queries.go, leaseDone).
+-- (fragments/lease_done.sql).
 {{lease_done}}
 SELECT id, run_fence FROM hit

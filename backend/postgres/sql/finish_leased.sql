@@ -11,7 +11,7 @@ WITH input AS MATERIALIZED (
     AS t(id, fence, outcome, delay_us, err)
 ),
 -- locked and held: the lease rows holding any of $1, locked, and every
--- job still in them (queries.go, leasedJobs).
+-- job still in them (fragments/leased_jobs.sql).
 {{leased_jobs}},
 hit AS MATERIALIZED (
   SELECT i.outcome, i.delay_us, i.err, h.*
@@ -38,7 +38,7 @@ written AS (
   RETURNING id, fence, CASE WHEN state IN ('available', 'retryable', 'scheduled') THEN queue END, priority, run_at
 ),
 -- The lease rows mark their jobs in hit done, or go with their last
--- (queries.go, leaseDone).
+-- (fragments/lease_done.sql).
 {{lease_done}}
 SELECT * FROM written
 UNION ALL

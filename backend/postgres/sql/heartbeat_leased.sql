@@ -6,7 +6,7 @@
 -- have one holder, whose heartbeat covers them all.
 WITH
 -- input, locked and hit: the jobs of $1 under their fences $2 in the
--- lease rows holding them, locked (queries.go, leasedHits).
+-- lease rows holding them, locked (fragments/leased_hits.sql).
 {{leased_hits}},
 extended AS (
   UPDATE {{s}}.spool_leases l SET leased_until = greatest(l.leased_until, now() + $3::bigint * interval '1 microsecond')
