@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/claimpick"
 )
 
 // optimisticRounds bounds the window reads of one optimistic claim: after a
@@ -112,7 +112,7 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 		if len(heads) == 0 {
 			break
 		}
-		picked := pickRandom(heads, want)
+		picked := claimpick.Pick(heads, want, func(r *backend.JobRow) int16 { return r.Priority })
 		got, err := b.claimPicked(ctx, picked, now, p)
 		if err != nil {
 			return won, err
@@ -125,32 +125,6 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 		}
 	}
 	return won, nil
-}
-
-// pickRandom picks want rows of a window read in claim order, at random
-// within a priority but never passing over a row of a better priority: the
-// priorities are taken whole, best first, and only the last one taken is
-// sampled. Random picks are what keep concurrent claimers from all racing for
-// the same head row (as in the "Laravel queueing optimization" analysis).
-func pickRandom(window []*backend.JobRow, want int) []*backend.JobRow {
-	if len(window) <= want {
-		return window
-	}
-	picked := make([]*backend.JobRow, 0, want)
-	for start := 0; len(picked) < want; {
-		end := start
-		for end < len(window) && window[end].Priority == window[start].Priority {
-			end++
-		}
-		tier := window[start:end]
-		if need := want - len(picked); len(tier) > need {
-			rand.Shuffle(len(tier), func(i, j int) { tier[i], tier[j] = tier[j], tier[i] })
-			tier = tier[:need]
-		}
-		picked = append(picked, tier...)
-		start = end
-	}
-	return picked
 }
 
 // readWindow reads up to n due pending rows of a queue in claim order,

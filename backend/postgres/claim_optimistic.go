@@ -3,12 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/claimpick"
 )
 
 // optimisticRounds bounds the window reads of one optimistic claim.
@@ -38,7 +38,7 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 		if len(window) == 0 {
 			break
 		}
-		picked := pickRandom(window, want)
+		picked := claimpick.Pick(window, want, func(c candidate) int16 { return c.priority })
 		slices.SortFunc(picked, func(a, b candidate) int { return int(a.id - b.id) })
 		ids := make([]int64, len(picked))
 		fences := make([]int32, len(picked))
@@ -84,27 +84,4 @@ func (b *Backend) readWindow(ctx context.Context, queue string, n int) ([]candid
 		return err
 	}, b.sql.optimisticWindow, queue, n)
 	return window, err
-}
-
-// pickRandom picks want candidates of a window read in claim order, at
-// random within a priority but never passing over a better priority.
-func pickRandom(window []candidate, want int) []candidate {
-	if len(window) <= want {
-		return window
-	}
-	picked := make([]candidate, 0, want)
-	for start := 0; len(picked) < want; {
-		end := start
-		for end < len(window) && window[end].priority == window[start].priority {
-			end++
-		}
-		tier := window[start:end]
-		if need := want - len(picked); len(tier) > need {
-			rand.Shuffle(len(tier), func(i, j int) { tier[i], tier[j] = tier[j], tier[i] })
-			tier = tier[:need]
-		}
-		picked = append(picked, tier...)
-		start = end
-	}
-	return picked
 }
