@@ -93,7 +93,7 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 	if err != nil {
 		return nil, fmt.Errorf("retry job %d: %w", p.ID, err)
 	}
-	b.s.hub.publish([]backend.Wake{{Queue: j.Queue}})
+	b.s.hub.Publish(backend.Wake{Queue: j.Queue})
 	return j, nil
 }
 
@@ -113,7 +113,7 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 	}
 	if wasRunning {
-		b.s.hub.publish([]backend.Wake{{CancelledID: j.ID}})
+		b.s.hub.Publish(backend.Wake{CancelledID: j.ID})
 	}
 	return j, nil
 }
@@ -228,7 +228,7 @@ func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) e
 	}
 	b.s.mu.Unlock()
 	if !p.Paused && was {
-		b.s.hub.publish([]backend.Wake{{Queue: p.Queue}})
+		b.s.hub.Publish(backend.Wake{Queue: p.Queue})
 	}
 	return nil
 }

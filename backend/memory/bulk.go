@@ -48,6 +48,6 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		res.Changed++
 	}
 	s.mu.Unlock()
-	s.hub.publish(wakes)
+	s.hub.Publish(wakes...)
 	return res, nil
 }

@@ -67,6 +67,6 @@ func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClai
 		}
 	}
 	s.mu.Unlock()
-	s.hub.publish(wakes)
+	s.hub.Publish(wakes...)
 	return n, nil
 }

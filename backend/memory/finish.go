@@ -45,6 +45,6 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 	}
-	s.hub.publish(wakes)
+	s.hub.Publish(wakes...)
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(p.Finishes, applied, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }

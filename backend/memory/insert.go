@@ -61,7 +61,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 			return nil, fmt.Errorf("insert jobs: %w", err)
 		}
 	}
-	s.hub.publish(wakes)
+	s.hub.Publish(wakes...)
 	res := &backend.JobInsertManyResult{Count: len(rows), Duplicates: dups}
 	if !p.NoIDs || backend.AnyUnique(p.Jobs) {
 		res.IDs = ids

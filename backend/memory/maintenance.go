@@ -47,7 +47,7 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 		wakes = append(wakes, backend.Wake{Queue: j.Queue})
 	}
 	s.mu.Unlock()
-	s.hub.publish(wakes)
+	s.hub.Publish(wakes...)
 	return res, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/wakehub"
 )
 
 // store is the jobs and leaders of one memory database. One mutex guards
@@ -25,7 +26,7 @@ type store struct {
 	// rates is the stored rate state (GCRA arrival times) by queue and
 	// flow key.
 	rates map[[2]string]time.Time
-	hub   hub
+	hub   *wakehub.Hub
 }
 
 type leader struct {
@@ -41,7 +42,7 @@ func newStore() *store {
 		unique:   map[string]*backend.JobRow{},
 		rates:    map[[2]string]time.Time{},
 		inOpenTx: map[*backend.JobRow]bool{},
-		hub:      hub{subs: map[int]chan backend.Wake{}},
+		hub:      wakehub.New(),
 	}
 }
 

@@ -103,7 +103,7 @@ func (tx *Tx) Commit(ctx context.Context) error {
 	}
 	wakes = append(wakes, runnable(tx.inserts, t)...)
 	s.mu.Unlock()
-	s.hub.publish(wakes)
+	s.hub.Publish(wakes...)
 	return nil
 }
 

@@ -62,7 +62,7 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 	if err != nil {
 		return nil, fmt.Errorf("retry job %d: %w", p.ID, err)
 	}
-	b.st.hub.publish(backend.Wake{Queue: j.Queue})
+	b.st.hub.Publish(backend.Wake{Queue: j.Queue})
 	return j, nil
 }
 
@@ -91,7 +91,7 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 	}
 	if wasRunning {
-		b.st.hub.publish(backend.Wake{CancelledID: j.ID})
+		b.st.hub.Publish(backend.Wake{CancelledID: j.ID})
 	}
 	return j, nil
 }
@@ -181,7 +181,7 @@ func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) e
 		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, err)
 	}
 	if resumed > 0 {
-		b.st.hub.publish(backend.Wake{Queue: p.Queue})
+		b.st.hub.Publish(backend.Wake{Queue: p.Queue})
 	}
 	return nil
 }

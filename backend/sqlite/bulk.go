@@ -56,11 +56,11 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	switch p.Action {
 	case backend.BulkRetry:
 		for _, q := range batch.Queues {
-			b.st.hub.publish(backend.Wake{Queue: q})
+			b.st.hub.Publish(backend.Wake{Queue: q})
 		}
 	case backend.BulkCancel:
 		for _, id := range batch.Running {
-			b.st.hub.publish(backend.Wake{CancelledID: id})
+			b.st.hub.Publish(backend.Wake{CancelledID: id})
 		}
 	}
 	return batch.Result, nil

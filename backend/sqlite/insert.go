@@ -177,7 +177,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyPar
 	// A hint: with a caller's transaction the wake may come before its
 	// commit; the claim it causes then waits for the write lock, which the
 	// transaction holds until it ends.
-	b.st.hub.publishQueues(wake)
+	b.st.hub.PublishQueues(wake)
 	res := &backend.JobInsertManyResult{Count: len(ids)}
 	if !p.NoIDs {
 		res.IDs = ids
@@ -227,6 +227,6 @@ func (b *Backend) insertUnique(ctx context.Context, tx *sql.Tx, jobs []*backend.
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
-	b.st.hub.publishQueues(wake)
+	b.st.hub.PublishQueues(wake)
 	return res, nil
 }

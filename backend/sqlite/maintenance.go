@@ -42,7 +42,7 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
-	b.st.hub.publishQueues(wake)
+	b.st.hub.PublishQueues(wake)
 	return res, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/wakehub"
 )
 
 // store is one SQLite file as this process uses it: a writer pool of one
@@ -35,7 +36,7 @@ type store struct {
 	token       chan struct{}
 	busy        string
 	busyTimeout time.Duration
-	hub         *hub
+	hub         *wakehub.Hub
 	refs        int // guarded by storesMu
 
 	// stall is what this process has seen of write-lock stalls not yet
@@ -139,7 +140,7 @@ func (st *store) startWatcher() {
 				v, ok := st.dataVersion(false)
 				changed := ok && last >= 0 && v != last
 				if changed {
-					st.hub.publish(backend.Wake{})
+					st.hub.Publish(backend.Wake{})
 				}
 				if ok {
 					last = v
@@ -191,7 +192,7 @@ func (e *cancelEvents) deliver() {
 			return
 		}
 		e.lastSeq = seq
-		e.st.hub.publish(backend.Wake{CancelledID: id})
+		e.st.hub.Publish(backend.Wake{CancelledID: id})
 	}
 }
 
@@ -305,7 +306,7 @@ func openStore(ctx context.Context, abs string, o *Options) (st *store, err erro
 		token:       make(chan struct{}, 1),
 		busy:        o.Busy,
 		busyTimeout: o.BusyTimeout,
-		hub:         newHub(),
+		hub:         wakehub.New(),
 		watchStop:   make(chan struct{}),
 		watchDone:   make(chan struct{}),
 	}
