@@ -476,14 +476,9 @@ func (w *Warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= s
 
 // Handle implements slog.Handler.
 func (w *Warnings) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.String())
-		return true
-	})
+	line := recordText(r)
 	w.mu.Lock()
-	w.lines = append(w.lines, b.String())
+	w.lines = append(w.lines, line)
 	w.mu.Unlock()
 	w.once.Do(func() { close(w.first) })
 	return nil

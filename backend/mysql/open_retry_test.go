@@ -2,22 +2,17 @@ package mysql_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
-
-	drv "github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/conformance"
-	"github.com/spoolq/spool/internal/testkit/dbserver"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
@@ -27,31 +22,7 @@ import (
 func TestOpenWaitsForServer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "spool-mariadb-open-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	srv, err := dbserver.StartMariaDB(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	u, err := url.Parse(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := drv.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", u.Host
-	connector, err := drv.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := sql.OpenDB(connector)
+	srv, admin, u := ownMariaDB(t, "spool-mariadb-open-", nil)
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE spool CHARACTER SET utf8mb4"); err != nil {
 		t.Fatal(err)
 	}

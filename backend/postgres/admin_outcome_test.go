@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/conformance"
 	"github.com/spoolq/spool/internal/testkit/testdb"
@@ -29,48 +27,21 @@ func simpleProxied(t *testing.T, be *postgres.Backend) (*spool.Client, *testdb.P
 // proxy, sending each statement as text.
 func simpleProxiedBackend(t *testing.T, be *postgres.Backend, proxy *testdb.Proxy, opts postgres.Options) *postgres.Backend {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(proxy.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	opts.Schema = be.Schema()
-	pbe, err := postgres.New(pool, &opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pbe.Close() }) // before the pool closes
-	return pbe
+	return backendThrough(t, be, proxy, opts, 4, func(c *pgx.ConnConfig) {
+		c.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	})
 }
 
-// states returns the jobs' states by id, read directly.
-func states(t *testing.T, be *postgres.Backend, ids ...int64) []backend.State {
+// faultsThrough is the outcome-fault harness of be: client writes through
+// proxy, inserts and reads go straight to be.
+func faultsThrough(t *testing.T, be *postgres.Backend, client *spool.Client, proxy *testdb.Proxy) conformance.Faults {
 	t.Helper()
-	out := make([]backend.State, len(ids))
-	for i, id := range ids {
-		j, err := be.JobGet(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = j.State
+	return conformance.Faults{
+		Client:   client,
+		Inserter: insertClient(t, be),
+		Direct:   be,
+		Proxy:    proxy,
 	}
-	return out
-}
-
-// insertNote inserts one job directly and returns its id.
-func insertNote(t *testing.T, c *spool.Client, n int) int64 {
-	t.Helper()
-	res, err := c.Insert(context.Background(), conformance.NoteArgs{N: n}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.ID
 }
 
 // TestAdminWritesWithoutServerAreNotWritten: with the server unreachable,
@@ -78,32 +49,8 @@ func insertNote(t *testing.T, c *spool.Client, n int) int64 {
 func TestAdminWritesWithoutServerAreNotWritten(t *testing.T) {
 	t.Parallel()
 	be := newBackend(t)
-	direct := insertClient(t, be)
-	id := insertNote(t, direct, 1)
-	c, proxy := simpleProxied(t, be)
-	proxy.Cut() // before the pool's first connection
-	ctx := context.Background()
-	check := func(op string, err error) {
-		t.Helper()
-		if !errors.Is(err, spool.ErrNotWritten) || errors.Is(err, spool.ErrOutcomeUnknown) {
-			t.Fatalf("%s with the server unreachable: got %v, want ErrNotWritten", op, err)
-		}
-	}
-	_, err := c.JobCancel(ctx, id)
-	check("cancel", err)
-	_, err = c.JobRetry(ctx, id)
-	check("retry", err)
-	_, err = c.JobDelete(ctx, id)
-	check("delete", err)
-	res, err := c.JobsCancel(ctx, spool.JobFilter{Queue: "default"})
-	check("bulk cancel", err)
-	if res.Changed != 0 {
-		t.Fatalf("bulk cancel changed %d", res.Changed)
-	}
-	check("pause", c.QueuePause(ctx, "default"))
-	if got := states(t, be, id); got[0] != backend.StateAvailable {
-		t.Fatalf("job after the failed writes: %s, want available", got[0])
-	}
+	c, proxy := simpleProxied(t, be) // not yet connected: Cut comes before the pool's first connection
+	conformance.AdminWritesWithoutServer(t, faultsThrough(t, be, c, proxy))
 }
 
 // TestAdminWriteReplyLostIsOutcomeUnknown: a cancel, retry or bulk cancel
@@ -112,43 +59,12 @@ func TestAdminWritesWithoutServerAreNotWritten(t *testing.T) {
 func TestAdminWriteReplyLostIsOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	be := newBackend(t)
-	direct := insertClient(t, be)
-	id := insertNote(t, direct, 1)
 	c, proxy := simpleProxied(t, be)
-	ctx := context.Background()
-	check := func(op string, err error) {
-		t.Helper()
-		if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
-			t.Fatalf("%s whose reply was lost: got %v, want ErrOutcomeUnknown", op, err)
-		}
-	}
-
-	proxy.DropReplyTo("SET state = 'cancelled'")
-	_, err := c.JobCancel(ctx, id)
-	check("cancel", err)
-	if got := states(t, be, id); got[0] != backend.StateCancelled {
-		t.Fatalf("job after the cancel whose reply was lost: %s, want cancelled (it committed)", got[0])
-	}
-
-	proxy.DropReplyTo("SET state = 'available'")
-	_, err = c.JobRetry(ctx, id)
-	check("retry", err)
-	if got := states(t, be, id); got[0] != backend.StateAvailable {
-		t.Fatalf("job after the retry whose reply was lost: %s, want available (it committed)", got[0])
-	}
-
-	more := []int64{insertNote(t, direct, 2), insertNote(t, direct, 3)}
-	proxy.DropReplyTo("commit\x00") // the bulk's transaction's COMMIT
-	res, err := c.JobsCancel(ctx, spool.JobFilter{Queue: "default"})
-	check("bulk cancel", err)
-	if res.Changed != 0 {
-		t.Fatalf("bulk cancel reported %d changed", res.Changed)
-	}
-	for i, s := range states(t, be, append(more, id)...) {
-		if s != backend.StateCancelled {
-			t.Fatalf("job %d after the bulk cancel whose reply was lost: %s, want cancelled (it committed)", i, s)
-		}
-	}
+	conformance.AdminWriteReplyLost(t, faultsThrough(t, be, c, proxy), conformance.AdminCommits{
+		Cancel:     "SET state = 'cancelled'",
+		Retry:      "SET state = 'available'",
+		BulkCancel: "commit\x00", // the bulk's transaction's COMMIT
+	})
 }
 
 // TestInsertReplyLostSimpleProtocolIsOutcomeUnknown: through the simple
@@ -164,7 +80,7 @@ func TestInsertReplyLostSimpleProtocolIsOutcomeUnknown(t *testing.T) {
 	if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
 		t.Fatalf("insert whose reply was lost: got %v, want ErrOutcomeUnknown", err)
 	}
-	if got := countNotes(t, be); got != 1 {
+	if got := conformance.CountJobs(t, be); got != 1 {
 		t.Fatalf("jobs stored: %d, want 1 (the insert whose reply was lost committed)", got)
 	}
 }

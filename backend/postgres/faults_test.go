@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool"
@@ -261,11 +262,22 @@ func proxiedBackend(t *testing.T, be *postgres.Backend) (*postgres.Backend, *tes
 func proxiedBackendWith(t *testing.T, be *postgres.Backend, opts postgres.Options) (*postgres.Backend, *testdb.Proxy) {
 	t.Helper()
 	proxy := testdb.NewProxy(t)
+	return backendThrough(t, be, proxy, opts, 10, nil), proxy
+}
+
+// backendThrough is a backend with opts on be's schema whose pool, of at
+// most maxConns connections, connects through proxy; setConn, if not nil,
+// adjusts the connections' configuration.
+func backendThrough(t *testing.T, be *postgres.Backend, proxy *testdb.Proxy, opts postgres.Options, maxConns int32, setConn func(*pgx.ConnConfig)) *postgres.Backend {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(proxy.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 10
+	cfg.MaxConns = maxConns
+	if setConn != nil {
+		setConn(cfg.ConnConfig)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +289,7 @@ func proxiedBackendWith(t *testing.T, be *postgres.Backend, opts postgres.Option
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pbe.Close() }) // before the pool closes
-	return pbe, proxy
+	return pbe
 }
 
 // TestDatabaseOutage cuts the network to the database for a while during a

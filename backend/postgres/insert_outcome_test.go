@@ -2,13 +2,10 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool"
@@ -39,19 +36,7 @@ func TestInsertReplyLostIsOutcomeUnknown(t *testing.T) {
 	// and the insert would need a new one, whose connect fails (not
 	// written). Notifying in the insert keeps the pool to the inserts.
 	pbe, proxy := proxiedBackendWith(t, be, postgres.Options{Wake: postgres.WakeAtCommit})
-	c := insertClient(t, pbe)
-	ctx := context.Background()
-	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
-		t.Fatal(err)
-	}
-	proxy.DropReplies()
-	_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
-	if !errors.Is(err, spool.ErrOutcomeUnknown) || errors.Is(err, spool.ErrNotWritten) {
-		t.Fatalf("insert whose reply was lost: got %v, want ErrOutcomeUnknown", err)
-	}
-	if got := countNotes(t, be); got != 2 {
-		t.Fatalf("jobs stored: %d, want 2 (the insert whose reply was lost committed)", got)
-	}
+	conformance.InsertReplyLost(t, faultsThrough(t, be, insertClient(t, pbe), proxy))
 }
 
 // TestInsertWithoutServerIsNotWritten: with the server unreachable, an
@@ -62,30 +47,7 @@ func TestInsertWithoutServerIsNotWritten(t *testing.T) {
 	t.Parallel()
 	be := newBackend(t)
 	pbe, proxy := proxiedBackend(t, be)
-	c := insertClient(t, pbe)
-	ctx := context.Background()
-	if _, err := c.Insert(ctx, conformance.NoteArgs{N: 1}, nil); err != nil {
-		t.Fatal(err)
-	}
-	proxy.Cut()
-	notWritten := false
-	for i := 0; i < 3 && !notWritten; i++ {
-		_, err := c.Insert(ctx, conformance.NoteArgs{N: 2}, nil)
-		switch {
-		case errors.Is(err, spool.ErrNotWritten):
-			notWritten = true
-		case errors.Is(err, spool.ErrOutcomeUnknown):
-		default:
-			t.Fatalf("insert %d with the server unreachable: got %v, want ErrNotWritten or ErrOutcomeUnknown", i, err)
-		}
-	}
-	if !notWritten {
-		t.Fatal("no insert was reported as not written while the server was unreachable")
-	}
-	proxy.Restore()
-	if got := countNotes(t, be); got != 1 {
-		t.Fatalf("jobs stored: %d, want 1", got)
-	}
+	conformance.InsertWithoutServer(t, faultsThrough(t, be, insertClient(t, pbe), proxy))
 }
 
 // TestInsertDuringServerRestarts inserts from several goroutines while a
@@ -118,151 +80,22 @@ func TestInsertDuringServerRestarts(t *testing.T) {
 	if err := be.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := insertClient(t, be)
-
-	type attempt struct {
-		ns  []int
-		err error
-	}
-	var (
-		mu       sync.Mutex
-		attempts []attempt
-		next     atomic.Int64
-		ok       atomic.Int64
-		stop     = make(chan struct{})
-		wg       sync.WaitGroup
-	)
-	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				size := 1
-				if i%2 == 1 {
-					size = 5 // odd rounds insert a batch
-				}
-				ns := make([]int, size)
-				params := make([]spool.InsertManyParams, size)
-				for k := range ns {
-					ns[k] = int(next.Add(1))
-					params[k] = spool.InsertManyParams{Args: conformance.NoteArgs{N: ns[k]}}
-				}
-				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				var err error
-				if size == 1 {
-					_, err = c.Insert(ictx, params[0].Args, nil)
-				} else {
-					_, err = c.InsertMany(ictx, params)
-				}
-				cancel()
-				if err == nil {
-					ok.Add(1)
-				}
-				mu.Lock()
-				attempts = append(attempts, attempt{ns, err})
-				mu.Unlock()
+	conformance.InsertDuringRestarts(t, conformance.Restarts{
+		Client:  insertClient(t, be),
+		Modes:   []string{"fast", "immediate", "fast"},
+		Restart: srv.Restart,
+		Recover: 60 * time.Second,
+		Stored: func(ctx context.Context) (map[int]bool, error) {
+			rows, err := pool.Query(ctx, `SELECT (args->>'n')::int FROM spool.spool_jobs`)
+			if err != nil {
+				return nil, err
 			}
-		}(g)
-	}
-	// Each restart waits for inserts to succeed again after the last.
-	waitForInserts := func() {
-		from := ok.Load()
-		deadline := time.Now().Add(60 * time.Second)
-		for ok.Load() < from+20 {
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("inserts did not recover within 60 s of a restart")
+			ns, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			stored := make(map[int]bool, len(ns))
+			for _, n := range ns {
+				stored[n] = true
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	for _, mode := range []string{"fast", "immediate", "fast"} {
-		waitForInserts()
-		if err := srv.Restart(ctx, mode); err != nil {
-			close(stop)
-			wg.Wait()
-			t.Fatal(err)
-		}
-	}
-	waitForInserts()
-	close(stop)
-	wg.Wait()
-
-	stored := map[int]bool{}
-	rows, err := pool.Query(ctx, `SELECT (args->>'n')::int FROM spool.spool_jobs`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var n int
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		stored[n] = true
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	var failed, notWritten, unknown, unknownCommitted int
-	for _, a := range attempts {
-		present := 0
-		for _, n := range a.ns {
-			if stored[n] {
-				present++
-			}
-		}
-		desc := fmt.Sprintf("insert of %d job(s) from %d", len(a.ns), a.ns[0])
-		switch {
-		case a.err == nil:
-			if present != len(a.ns) {
-				t.Errorf("%s succeeded but %d of its jobs are stored", desc, present)
-			}
-			continue
-		case errors.Is(a.err, spool.ErrNotWritten) && errors.Is(a.err, spool.ErrOutcomeUnknown):
-			t.Errorf("%s: both not written and of unknown outcome: %v", desc, a.err)
-		case errors.Is(a.err, spool.ErrNotWritten):
-			notWritten++
-			if present != 0 {
-				t.Errorf("%s reported not written, but %d of its jobs are stored: %v", desc, present, a.err)
-			}
-		case errors.Is(a.err, spool.ErrOutcomeUnknown):
-			unknown++
-			if present != 0 && present != len(a.ns) {
-				t.Errorf("%s of unknown outcome is half stored (%d jobs): %v", desc, present, a.err)
-			}
-			if present > 0 {
-				unknownCommitted++
-			}
-		default:
-			t.Errorf("%s failed without saying whether it may have committed: %v", desc, a.err)
-		}
-		failed++
-	}
-	if failed == 0 {
-		t.Fatalf("no insert failed across three restarts: the test did not exercise the fault (%d inserts)", len(attempts))
-	}
-	t.Logf("%d inserts, %d failed: %d not written, %d of unknown outcome (%d of them committed)",
-		len(attempts), failed, notWritten, unknown, unknownCommitted)
-}
-
-// countNotes counts the jobs in be's schema.
-func countNotes(t *testing.T, be *postgres.Backend) int {
-	t.Helper()
-	stats, err := be.QueueStatsAll(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, s := range stats {
-		for _, c := range s.Counts {
-			n += int(c)
-		}
-	}
-	return n
+			return stored, err
+		},
+	})
 }
