@@ -302,11 +302,14 @@ func (h *Handler) back(w http.ResponseWriter, r *http.Request, target string) {
 // in http URLs), and drops tabs and newlines before it reads a URL. An
 // empty segment, a backslash (raw or %5C) or an escaped dot (which a
 // browser resolves as a dot segment, out of the prefix the path seemed to
-// have) is no path of the dashboard's, so each is refused outright.
+// have) is no path of the dashboard's, so each is refused outright; so is
+// an escaped slash in the path, which decodes to an empty segment.
 func localPath(escaped string) (string, bool) {
 	lower := strings.ToLower(escaped)
+	pathPart, _, _ := strings.Cut(lower, "?")
 	if !strings.HasPrefix(escaped, "/") || strings.ContainsFunc(escaped, notURLByte) || strings.Contains(escaped, "//") ||
-		strings.ContainsRune(escaped, '\\') || strings.Contains(lower, "%5c") || strings.Contains(lower, "%2e") {
+		strings.ContainsRune(escaped, '\\') || strings.Contains(lower, "%5c") || strings.Contains(lower, "%2e") ||
+		strings.Contains(pathPart, "%2f") { // an encoded slash in the path: "/%2F" decodes to "//"
 		return "", false
 	}
 	if _, err := url.PathUnescape(escaped); err != nil {
