@@ -216,7 +216,7 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 	if len(res.Rejected) > 0 {
 		return fmt.Errorf("complete job %d in tx: %w", job.ID, ErrLeaseLost)
 	}
-	c.engine.CompletedInTx(job.ID)
+	c.engine.CompletedInTx(job.Lease())
 	return nil
 }
 

@@ -74,7 +74,7 @@ func New(be backend.Backend, cfg Config, logger *slog.Logger) *Engine {
 		cfg:       cfg,
 		logger:    logger,
 		producers: map[string]*producer{},
-		running:   &runningJobs{jobs: map[int64]*runningJob{}},
+		running:   newRunningJobs(),
 		stopped:   make(chan struct{}),
 		hurry:     make(chan struct{}),
 		gaveUp:    make(chan struct{}),
@@ -349,11 +349,11 @@ func (e *Engine) giveUpOnHandlers(ctxErr error) error {
 // Stopped returns a channel closed when a stop has completed.
 func (e *Engine) Stopped() <-chan struct{} { return e.stopped }
 
-// CompletedInTx records that the handler of the job with this id completed
+// CompletedInTx records that the handler of the job under this lease completed
 // it in its own transaction (spool.CompleteTx): the store is expected to
 // fence out the engine's own outcome for it, and a heartbeat that finds its
 // lease gone is no news.
-func (e *Engine) CompletedInTx(id int64) { e.running.markCompletedInTx(id) }
+func (e *Engine) CompletedInTx(lease backend.LeaseRef) { e.running.markCompletedInTx(lease) }
 
 // Wake wakes this process's producer of queue, if it works it.
 func (e *Engine) Wake(queue string) {

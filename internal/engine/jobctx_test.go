@@ -21,7 +21,7 @@ func TestJobContext(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := newJobContext(parent, nil, row, start, 30*time.Millisecond)
 	defer cancel(nil)
-	running := &runningJobs{jobs: map[int64]*runningJob{}}
+	running := newRunningJobs()
 	running.add(&runningJob{lease: row.Lease(), started: start, timeout: 30 * time.Millisecond, ctx: ctx, cancel: cancel})
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > 30*time.Millisecond {
 		t.Fatalf("deadline %v %v, want within the 30 ms timeout", d, ok)
@@ -65,7 +65,7 @@ func TestJobContext(t *testing.T) {
 
 // A hard stop cancels the jobs held and every job added after it.
 func TestRunningStopAll(t *testing.T) {
-	r := &runningJobs{jobs: map[int64]*runningJob{}}
+	r := newRunningJobs()
 	add := func(id int64) *jobContext {
 		ctx, cancel := newJobContext(context.Background(), nil, &backend.JobRow{ID: id}, time.Now(), time.Minute)
 		t.Cleanup(func() { cancel(nil) })
@@ -91,7 +91,7 @@ func TestRunningStopAll(t *testing.T) {
 // deadline than the armed one is ended first; a job without a timeout is
 // never ended.
 func TestRunningTimeouts(t *testing.T) {
-	r := &runningJobs{jobs: map[int64]*runningJob{}}
+	r := newRunningJobs()
 	start := time.Now()
 	add := func(id int64, timeout time.Duration) *jobContext {
 		ctx, cancel := newJobContext(context.Background(), nil, &backend.JobRow{ID: id}, start, timeout)

@@ -52,10 +52,15 @@ func (j *runningJob) deadline() time.Time {
 // elsewhere, so this run must stop.
 var errLeaseEnded = fmt.Errorf("%w: no heartbeat reached the database within the lease (the database was unreachable or too slow, or this process was paused)", ErrLeaseLost)
 
-// runningJobs is the set of jobs this client holds.
+// runningJobs is the set of jobs this client holds, by lease: a job rescued
+// from this client and claimed by it again runs under a second lease while
+// its first run may still be winding down, and each must be cancelled and
+// removed on its own.
 type runningJobs struct {
 	mu   sync.Mutex
-	jobs map[int64]*runningJob
+	jobs map[backend.LeaseRef]*runningJob
+	// ids counts the leases held per job id (cancellations name ids).
+	ids map[int64]int
 	// stopCause, once a hard stop began, cancels every job added after it.
 	stopCause error
 
@@ -74,11 +79,17 @@ type runningJobs struct {
 	leaseEnded func([]runningJob)
 }
 
+// newRunningJobs returns an empty set.
+func newRunningJobs() *runningJobs {
+	return &runningJobs{jobs: map[backend.LeaseRef]*runningJob{}, ids: map[int64]int{}}
+}
+
 // add records a job whose handler is about to start; after a hard stop
 // (stopAll) its context is cancelled at once.
 func (r *runningJobs) add(j *runningJob) {
 	r.mu.Lock()
-	r.jobs[j.lease.ID] = j
+	r.jobs[j.lease] = j
+	r.ids[j.lease.ID]++
 	if r.stopCause != nil {
 		j.cancel(r.stopCause)
 	}
@@ -106,7 +117,7 @@ func (r *runningJobs) extend(leases []backend.LeaseRef, until time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.jobs[l.ID]; j != nil && j.lease == l && until.After(j.heldUntil) {
+		if j := r.jobs[l]; j != nil && until.After(j.heldUntil) {
 			j.heldUntil = until
 		}
 	}
@@ -119,7 +130,7 @@ func (r *runningJobs) settled(leases []backend.LeaseRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+		if j := r.jobs[l]; j != nil {
 			j.heldUntil = time.Time{}
 		}
 	}
@@ -132,7 +143,7 @@ func (r *runningJobs) heldUntilLatest(leases []backend.LeaseRef) time.Time {
 	defer r.mu.Unlock()
 	var latest time.Time
 	for _, l := range leases {
-		if j := r.jobs[l.ID]; j != nil && j.lease == l && j.heldUntil.After(latest) {
+		if j := r.jobs[l]; j != nil && j.heldUntil.After(latest) {
 			latest = j.heldUntil
 		}
 	}
@@ -209,8 +220,8 @@ func (r *runningJobs) stopAll(cause error) {
 func (r *runningJobs) handlerDone(lease backend.LeaseRef) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	j := r.jobs[lease.ID]
-	if j == nil || j.lease != lease {
+	j := r.jobs[lease]
+	if j == nil {
 		return false
 	}
 	j.handlerDone = true
@@ -243,7 +254,7 @@ func (r *runningJobs) unabandon(leases []backend.LeaseRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.jobs[l.ID]; j != nil && j.lease == l {
+		if j := r.jobs[l]; j != nil {
 			j.abandoned = false
 		}
 	}
@@ -274,8 +285,11 @@ func (r *runningJobs) remove(leases []backend.LeaseRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.jobs[l.ID]; j != nil && j.lease == l {
-			delete(r.jobs, l.ID)
+		if r.jobs[l] != nil {
+			delete(r.jobs, l)
+			if r.ids[l.ID]--; r.ids[l.ID] <= 0 {
+				delete(r.ids, l.ID)
+			}
 		}
 	}
 }
@@ -284,12 +298,12 @@ func (r *runningJobs) remove(leases []backend.LeaseRef) {
 func (r *runningJobs) holds(id int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.jobs[id] != nil
+	return r.ids[id] > 0
 }
 
-func (r *runningJobs) markCompletedInTx(id int64) {
+func (r *runningJobs) markCompletedInTx(lease backend.LeaseRef) {
 	r.mu.Lock()
-	if j := r.jobs[id]; j != nil {
+	if j := r.jobs[lease]; j != nil {
 		j.completedInTx = true
 	}
 	r.mu.Unlock()
@@ -323,9 +337,9 @@ func (r *runningJobs) sortLost(leases []backend.LeaseRef) (running, inTx []backe
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		j := r.jobs[l.ID]
+		j := r.jobs[l]
 		switch {
-		case j == nil || j.lease != l || j.handlerDone:
+		case j == nil || j.handlerDone:
 		case j.completedInTx:
 			inTx = append(inTx, l)
 		default:
@@ -343,7 +357,7 @@ func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) (n i
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.jobs[l.ID]; j != nil && j.lease == l && !j.handlerDone {
+		if j := r.jobs[l]; j != nil && !j.handlerDone {
 			j.cancel(cause)
 			n++
 			if byQueue == nil {
