@@ -59,8 +59,6 @@ var errLeaseEnded = fmt.Errorf("%w: no heartbeat reached the database within the
 type runningJobs struct {
 	mu   sync.Mutex
 	jobs map[backend.LeaseRef]*runningJob
-	// ids counts the leases held per job id (cancellations name ids).
-	ids map[int64]int
 	// stopCause, once a hard stop began, cancels every job added after it.
 	stopCause error
 
@@ -81,7 +79,7 @@ type runningJobs struct {
 
 // newRunningJobs returns an empty set.
 func newRunningJobs() *runningJobs {
-	return &runningJobs{jobs: map[backend.LeaseRef]*runningJob{}, ids: map[int64]int{}}
+	return &runningJobs{jobs: map[backend.LeaseRef]*runningJob{}}
 }
 
 // add records a job whose handler is about to start; after a hard stop
@@ -89,7 +87,6 @@ func newRunningJobs() *runningJobs {
 func (r *runningJobs) add(j *runningJob) {
 	r.mu.Lock()
 	r.jobs[j.lease] = j
-	r.ids[j.lease.ID]++
 	if r.stopCause != nil {
 		j.cancel(r.stopCause)
 	}
@@ -285,20 +282,23 @@ func (r *runningJobs) remove(leases []backend.LeaseRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if r.jobs[l] != nil {
-			delete(r.jobs, l)
-			if r.ids[l.ID]--; r.ids[l.ID] <= 0 {
-				delete(r.ids, l.ID)
-			}
-		}
+		delete(r.jobs, l)
 	}
 }
 
-// holds reports whether the client holds a job with this id.
+// holds reports whether the client holds a job with this id. It looks
+// through the set, which is bounded by the workers and the buffer: it runs
+// only for a cancellation notice, where an index by id would cost every
+// job's start and finish a second map write.
 func (r *runningJobs) holds(id int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.ids[id] > 0
+	for l := range r.jobs {
+		if l.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runningJobs) markCompletedInTx(lease backend.LeaseRef) {
