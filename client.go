@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
-	"time"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/internal/engine"
@@ -109,34 +107,14 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("start client: %w", ErrNoWorkers)
 	}
 	ctx = context.WithValue(ctx, clientKey{}, c)
-	backoff := startFirstBackoff
-	for try := 1; ; try++ {
-		err := c.engine.Start(ctx)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-			return fmt.Errorf("start client: %w", err)
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		c.events.logger.Warn("spool: cannot start yet: the store is unavailable; trying again",
-			"try", try, "error", err, "next_try_in", wait.Round(time.Millisecond))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("start client: gave up after %d tries: %w; last try: %w", try, context.Cause(ctx), err)
-		case <-t.C:
-		}
-		backoff = min(backoff*2, startMaxBackoff)
+	_, err := backend.WhileUnavailable(ctx, c.events.logger, "spool: cannot start yet: the store is unavailable; trying again", nil, func() error {
+		return c.engine.Start(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("start client: %w", err)
 	}
+	return nil
 }
-
-// Backoff between Start's tries, as backend.Open's.
-const (
-	startFirstBackoff = 100 * time.Millisecond
-	startMaxBackoff   = 5 * time.Second
-)
 
 // Stop stops softly: no more claims, buffered jobs go back to the queue at
 // once, running jobs finish and their outcomes are written. If ctx ends first

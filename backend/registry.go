@@ -77,13 +77,47 @@ func Open(ctx context.Context, dsn string) (Backend, error) {
 	return OpenWith(ctx, dsn, OpenOptions{})
 }
 
-// Backoff between tries of OpenWith: doubled after each failure up to
-// openMaxBackoff, so a store back within a second is found within a
+// Backoff between tries of WhileUnavailable: doubled after each failure up
+// to retryMaxBackoff, so a store back within a second is found within a
 // second, and a long outage costs a try every few seconds.
 var (
-	openFirstBackoff = 100 * time.Millisecond
-	openMaxBackoff   = 5 * time.Second
+	retryFirstBackoff = 100 * time.Millisecond
+	retryMaxBackoff   = 5 * time.Second
 )
+
+// WhileUnavailable calls try until it returns nil or an error not marked
+// ErrUnavailable, or ctx ends; it returns how many tries it made. Between
+// tries it waits with jittered backoff (0.1 s, doubling to 5 s; workers
+// started together do not try together) and logs msg as a warning with
+// attrs, the try, its error and the wait. When ctx ends, the error matches
+// both ctx's cause and the last failure through errors.Is.
+func WhileUnavailable(ctx context.Context, logger *slog.Logger, msg string, attrs []any, try func() error) (int, error) {
+	start := time.Now()
+	backoff := retryFirstBackoff
+	for n := 1; ; n++ {
+		err := try()
+		if err == nil || !errors.Is(err, ErrUnavailable) {
+			return n, err
+		}
+		gaveUp := func() (int, error) {
+			return n, fmt.Errorf("gave up after %d tries in %s: %w; last try: %w",
+				n, time.Since(start).Round(time.Millisecond), context.Cause(ctx), err)
+		}
+		if ctx.Err() != nil {
+			return gaveUp()
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		logger.Warn(msg, append(attrs[:len(attrs):len(attrs)], "try", n, "error", err, "next_try_in", wait.Round(time.Millisecond))...)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return gaveUp()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, retryMaxBackoff)
+	}
+}
 
 // openingKey marks the context of an opener run by OpenWith: an opener that
 // opens other stores with Open (the sharded backend) tries each once, and
@@ -107,40 +141,25 @@ func OpenWith(ctx context.Context, dsn string, o OpenOptions) (Backend, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	start := time.Now()
-	backoff := openFirstBackoff
-	for try := 1; ; try++ {
-		be, err := opener(ctx, dsn)
-		if err == nil {
-			if try > 1 {
-				logger.Info("spool: store opened", "store", logName(dsn), "tries", try, "waited", time.Since(start).Round(time.Millisecond))
-			}
-			return be, nil
-		}
-		if o.Once || !errors.Is(err, ErrUnavailable) {
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			return nil, gaveUp(ctx, try, start, err)
-		}
-		wait := backoff/2 + rand.N(backoff/2+1) // jittered: workers started together do not try together
-		logger.Warn("spool: cannot open the store yet; trying again",
-			"store", logName(dsn), "try", try, "error", err, "next_try_in", wait.Round(time.Millisecond))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, gaveUp(ctx, try, start, err)
-		case <-t.C:
-		}
-		backoff = min(backoff*2, openMaxBackoff)
+	if o.Once {
+		return opener(ctx, dsn)
 	}
-}
-
-// gaveUp is OpenWith's error when ctx ended between tries.
-func gaveUp(ctx context.Context, tries int, start time.Time, last error) error {
-	return fmt.Errorf("open backend: gave up after %d tries in %s: %w; last try: %w",
-		tries, time.Since(start).Round(time.Millisecond), context.Cause(ctx), last)
+	start := time.Now()
+	var be Backend
+	tries, err := WhileUnavailable(ctx, logger, "spool: cannot open the store yet; trying again", []any{"store", logName(dsn)}, func() (err error) {
+		be, err = opener(ctx, dsn)
+		return err
+	})
+	if err != nil {
+		if tries > 1 || ctx.Err() != nil {
+			return nil, fmt.Errorf("open backend: %w", err)
+		}
+		return nil, err
+	}
+	if tries > 1 {
+		logger.Info("spool: store opened", "store", logName(dsn), "tries", tries, "waited", time.Since(start).Round(time.Millisecond))
+	}
+	return be, nil
 }
 
 // lookup finds the opener of the URL's scheme.
