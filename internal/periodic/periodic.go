@@ -138,12 +138,19 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) {
 	}
 }
 
+// recordGap is the shortest time between two records made because slots
+// fired: a job with a slot every few milliseconds costs a write a second.
+const recordGap = time.Second
+
 // due reports whether the jobs are to be recorded: when the firer has not
-// recorded them since becoming leader, fired a slot since the last
-// record, or recorded them last every long ago.
+// recorded them since becoming leader, recorded them last every long ago,
+// or fired a slot since the last record, made at least recordGap ago.
 func due(states []jobState, recorded, now time.Time, every time.Duration) bool {
 	if recorded.IsZero() || now.Sub(recorded) >= every {
 		return true
+	}
+	if now.Sub(recorded) < recordGap {
+		return false
 	}
 	for i := range states {
 		if !states[i].fired.IsZero() {

@@ -327,3 +327,26 @@ func TestNothingFiresUnrecorded(t *testing.T) {
 		t.Fatalf("fired %d slots with no record", len(fired))
 	}
 }
+
+// TestRecordDue: the firer records at its first look as leader, a minute
+// after the last record, and after it fired a slot, but not twice within
+// recordGap for fired slots.
+func TestRecordDue(t *testing.T) {
+	fired := []jobState{{fired: base}}
+	quietJobs := []jobState{{}}
+	for _, tc := range []struct {
+		states   []jobState
+		recorded time.Time
+		want     bool
+	}{
+		{quietJobs, time.Time{}, true},
+		{quietJobs, base.Add(-30 * time.Second), false},
+		{quietJobs, base.Add(-time.Minute), true},
+		{fired, base.Add(-recordGap / 2), false},
+		{fired, base.Add(-recordGap), true},
+	} {
+		if got := due(tc.states, tc.recorded, base, time.Minute); got != tc.want {
+			t.Errorf("due(fired %v, recorded %v before) = %v, want %v", tc.states[0].fired, base.Sub(tc.recorded), got, tc.want)
+		}
+	}
+}
