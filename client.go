@@ -152,6 +152,14 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 // dashboards); the slice is the client's own, not to be changed.
 func (c *Client) PeriodicJobs() []PeriodicJob { return c.config.PeriodicJobs }
 
+// PeriodicRecords lists the periodic jobs recorded in the store by the
+// leaders of its clients, by name: what a process without the PeriodicJobs
+// config (the spool command, a dashboard of its own) can show. A record
+// whose SeenAt is older than PeriodicStaleAfter is declared by no leader.
+func (c *Client) PeriodicRecords(ctx context.Context) ([]PeriodicRecord, error) {
+	return c.backend.PeriodicList(ctx)
+}
+
 // QueueConfigs returns the queues the client works, by name, as configured.
 func (c *Client) QueueConfigs() map[string]QueueConfig { return maps.Clone(c.config.Queues) }
 

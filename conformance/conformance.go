@@ -149,6 +149,8 @@ func Run(t *testing.T, h Harness) {
 		{"TimeoutOverrunRecorded", testTimeoutOverrun},
 		{"TimeoutOverrunWriteFails", testTimeoutOverrunWriteFails},
 		{"LeaderElection", testLeaderElection},
+		{"PeriodicRecords", testPeriodicRecords},
+		{"PeriodicFirstStart", testPeriodicFirstStart},
 		{"Retention", testRetention},
 		{"QueueConcurrencyLimit", testQueueConcurrency},
 		{"DelayedJob", testDelayedJob},

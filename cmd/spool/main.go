@@ -44,14 +44,15 @@ func NewMain(stdout, stderr io.Writer) *Main {
 // commands returns the top-level commands by name.
 func (m *Main) commands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"migrate": &MigrateCommand{m: m},
-		"enqueue": &EnqueueCommand{m: m},
-		"jobs":    &JobsCommand{m: m},
-		"queues":  &QueuesCommand{m: m},
-		"ui":      &UICommand{m: m},
-		"bench":   bench.New(&m.Env),
-		"version": &VersionCommand{m: m},
-		"help":    &HelpCommand{m: m},
+		"migrate":  &MigrateCommand{m: m},
+		"enqueue":  &EnqueueCommand{m: m},
+		"jobs":     &JobsCommand{m: m},
+		"queues":   &QueuesCommand{m: m},
+		"periodic": &PeriodicCommand{m: m},
+		"ui":       &UICommand{m: m},
+		"bench":    bench.New(&m.Env),
+		"version":  &VersionCommand{m: m},
+		"help":     &HelpCommand{m: m},
 	}
 }
 
@@ -96,6 +97,7 @@ Commands:
 	enqueue    insert one job
 	jobs       list, show, retry and cancel jobs
 	queues     count jobs by queue and state
+	periodic   list the periodic jobs recorded by the leaders
 	ui         serve the web dashboard
 	bench      measure throughput on a scratch schema
 	version    print the version
