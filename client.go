@@ -103,8 +103,18 @@ func (c *Client) Backend() backend.Backend { return c.backend }
 // backoff until ctx ends, as backend.Open does. When ctx ends after Start
 // returned, the client stops softly, as by Stop.
 func (c *Client) Start(ctx context.Context) error {
-	if c.config.Workers == nil || len(c.config.Queues) == 0 {
-		return fmt.Errorf("start client: %w", ErrNoWorkers)
+	switch {
+	case c.config.Workers == nil && len(c.config.Queues) == 0:
+		return fmt.Errorf("start client: %w: Config.Workers is nil and Config.Queues is empty: "+
+			"register the kinds this client works (spool.NewWorkers, spool.AddWorker) and name its queues "+
+			"(Queues: map[string]spool.QueueConfig{%q: {MaxWorkers: 10}})", ErrNoWorkers, DefaultQueue)
+	case c.config.Workers == nil:
+		return fmt.Errorf("start client: %w: Config.Workers is nil: "+
+			"register the kinds this client works with spool.NewWorkers and spool.AddWorker", ErrNoWorkers)
+	case len(c.config.Queues) == 0:
+		return fmt.Errorf("start client: %w: Config.Queues is empty: name the queues this client works, "+
+			"with their concurrency (Queues: map[string]spool.QueueConfig{%q: {MaxWorkers: 10}}; "+
+			"jobs go to %q unless their InsertOpts.Queue says otherwise)", ErrNoWorkers, DefaultQueue, DefaultQueue)
 	}
 	ctx = context.WithValue(ctx, clientKey{}, c)
 	_, err := backend.WhileUnavailable(ctx, c.events.logger, "spool: cannot start yet: the store is unavailable; trying again", nil, func() error {
