@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,6 +39,8 @@ var ErrUnavailable = errors.New("store unavailable")
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]Opener{}
+	// registrations holds the schemes of each Register call: one backend's.
+	registrations [][]string
 )
 
 // Register makes a backend available to Open for the given URL schemes. It is
@@ -51,6 +54,9 @@ func Register(opener Opener, schemes ...string) {
 			panic("backend: scheme registered twice: " + s)
 		}
 		registry[s] = opener
+	}
+	if len(schemes) > 0 {
+		registrations = append(registrations, slices.Clone(schemes))
 	}
 }
 
@@ -248,6 +254,21 @@ func Schemes() []string {
 		out = append(out, s)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Backends lists the registered backends by their schemes: one entry per
+// Register call, with its schemes in the order given, sorted by first
+// scheme. A backend registered under several schemes (postgres and
+// postgresql) is one entry, where Schemes lists each scheme.
+func Backends() [][]string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([][]string, len(registrations))
+	for i, r := range registrations {
+		out[i] = slices.Clone(r)
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	return out
 }
 

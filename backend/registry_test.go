@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,8 @@ func init() {
 		}
 		return memory.New(), nil
 	}, "flaky-test")
+	// A backend of two schemes, for TestBackendsOncePerRegistration.
+	backend.Register(func(context.Context, string) (backend.Backend, error) { return memory.New(), nil }, "twin-test", "twin-test-alias")
 }
 
 // setFlaky queues failures for the flaky opener; tests using it run one at
@@ -186,5 +189,26 @@ func TestOpenUnregisteredScheme(t *testing.T) {
 	if !errors.As(err, &unreg) || unreg.Package != "" || !strings.Contains(err.Error(), `no backend for scheme "nosuchscheme" (registered: `) ||
 		strings.Contains(err.Error(), "import _") {
 		t.Fatalf("open of an unknown scheme: %v (%+v), want the registered schemes and no import to add", err, unreg)
+	}
+}
+
+// TestBackendsOncePerRegistration: a backend registered under several
+// schemes is listed once, with all of them; Schemes lists each scheme.
+func TestBackendsOncePerRegistration(t *testing.T) {
+	var found []string
+	for _, schemes := range backend.Backends() {
+		if slices.Contains(schemes, "twin-test") || slices.Contains(schemes, "twin-test-alias") {
+			if found != nil {
+				t.Fatalf("the twin backend is listed twice: %v and %v", found, schemes)
+			}
+			found = schemes
+		}
+	}
+	if !slices.Equal(found, []string{"twin-test", "twin-test-alias"}) {
+		t.Fatalf("twin backend listed as %v, want [twin-test twin-test-alias]", found)
+	}
+	all := backend.Schemes()
+	if !slices.Contains(all, "twin-test") || !slices.Contains(all, "twin-test-alias") || !slices.Contains(all, "memory") {
+		t.Fatalf("Schemes() = %v, want each scheme", all)
 	}
 }
