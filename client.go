@@ -95,9 +95,11 @@ func (c *Client) ID() string { return c.config.ClientID }
 // Backend returns the client's backend.
 func (c *Client) Backend() backend.Backend { return c.backend }
 
-// Start checks the schema and starts working the configured queues. It
-// returns ErrSchemaNotMigrated or ErrSchemaTooNew rather than run against a
-// schema it does not match. When the store cannot be reached for the check
+// Start checks the schema and starts working the configured queues. A
+// client without Workers or Queues returns ErrNoWorkers, naming the
+// Config field to fill. It returns ErrSchemaNotMigrated or ErrSchemaTooNew
+// rather than run against a schema it does not match (Insert returns the
+// same on a store not migrated). When the store cannot be reached for the check
 // in a way that may pass by itself (ErrUnavailable: the database restarting
 // as the worker starts), Start logs the failure and tries again with
 // backoff until ctx ends, as backend.Open does. When ctx ends after Start
