@@ -68,7 +68,9 @@ type PeriodicJob struct {
 	Name string
 	// Schedule gives the slots.
 	Schedule Schedule
-	// Args builds the job's args for a slot.
+	// Args builds the job's args for a slot. NewClient also calls it once,
+	// for the next slot, to check that the client works the job's kind
+	// (see Config.PeriodicJobs).
 	Args func(slot time.Time) JobArgs
 	// Opts are the job's insert options (queue, priority, …). RunAt and
 	// Unique are set by the scheduler; metadata gains the key

@@ -636,6 +636,9 @@ type Backend interface {
 	// been migrated) and the newest version this backend knows.
 	SchemaVersion(ctx context.Context) (SchemaVersion, error)
 
+	// JobInsertMany inserts jobs, all or none. On a store that has not
+	// been migrated (or is behind) it returns an error matching
+	// ErrSchemaNotMigrated, as Client.Start does (see ExplainMissingObject).
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*JobRow, error)
 	// JobClaimFlow runs claim inside one transaction that holds the queue's
