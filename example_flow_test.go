@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/memory"
@@ -22,27 +23,41 @@ func (ExportData) Kind() string { return "export_data" }
 // FlowKey puts each customer's jobs under a flow key of their own.
 func (e ExportData) FlowKey() string { return e.Customer }
 
+// heldBack watches a queue's claims: it closes its channel at the first
+// claim that takes nothing while at least two of the queue's jobs run.
+type heldBack struct {
+	spool.NopObserver
+	mu      *sync.Mutex
+	running *int
+	seen    func()
+}
+
+// ClaimDone implements spool.Observer.
+func (h heldBack) ClaimDone(queue string, jobs int, took time.Duration, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if jobs == 0 && err == nil && *h.running >= 2 {
+		h.seen()
+	}
+}
+
 // ExampleFlow limits a queue to 2 jobs running at once across every
 // process working it, however many workers each has: the partner's API
-// takes no more. The handlers here hold until two run together, so the
-// limit is reached; 6 jobs then run, never more than 2 at once.
-// See docs/flow.md.
+// takes no more. The handlers here hold until a claim found the queue at
+// its limit (an Observer watches the claims), then 6 jobs run, never more
+// than 2 at once. See docs/flow.md.
 func ExampleFlow() {
 	ctx := context.Background()
 	var mu sync.Mutex
 	running, most := 0, 0
-	two := make(chan struct{})
-	reached := sync.OnceFunc(func() { close(two) })
+	limitHeld := make(chan struct{})
 	workers := spool.NewWorkers()
 	spool.AddWorker(workers, spool.WorkFunc(func(ctx context.Context, job *spool.Job[ExportData]) error {
 		mu.Lock()
 		running++
 		most = max(most, running)
-		if running == 2 {
-			reached()
-		}
 		mu.Unlock()
-		<-two // hold until the limit is reached
+		<-limitHeld
 		mu.Lock()
 		running--
 		mu.Unlock()
@@ -53,23 +68,23 @@ func ExampleFlow() {
 		Queues: map[string]spool.QueueConfig{
 			"exports": {MaxWorkers: 10, Flow: &spool.Flow{GlobalLimit: 2}},
 		},
-		Logger: quietLogger(),
+		Observers: []spool.Observer{heldBack{mu: &mu, running: &running, seen: sync.OnceFunc(func() { close(limitHeld) })}},
+		Logger:    quietLogger(),
 	})
 	if err != nil {
 		panic(err)
 	}
 	done, end := client.Subscribe(spool.EventJobCompleted)
 	defer end()
-	if err := client.Start(ctx); err != nil {
-		panic(err)
-	}
-	defer client.Stop(ctx)
-
 	for _, customer := range []string{"acme", "acme", "acme", "globex", "globex", "initech"} {
 		if _, err := client.Insert(ctx, ExportData{Customer: customer}, &spool.InsertOpts{Queue: "exports"}); err != nil {
 			panic(err)
 		}
 	}
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer client.Stop(ctx)
 	for range 6 {
 		<-done
 	}
