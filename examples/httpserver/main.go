@@ -57,16 +57,16 @@ func main() {
 
 // run serves until ctx ends, then stops the server and the workers.
 func run(ctx context.Context, dsn, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	app, err := start(ctx, pool, nil)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
