@@ -1,6 +1,6 @@
 module github.com/spoolq/spool/cron
 
-go 1.26.8
+go 1.24
 
 require (
 	github.com/robfig/cron/v3 v3.0.1

@@ -1,6 +1,6 @@
 module github.com/spoolq/spool/prometheus
 
-go 1.26.8
+go 1.26.0
 
 require github.com/spoolq/spool v0.1.0
 

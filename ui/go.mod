@@ -1,5 +1,5 @@
 module github.com/spoolq/spool/ui
 
-go 1.26.8
+go 1.25
 
 require github.com/spoolq/spool v0.1.0

@@ -1,6 +1,6 @@
 module github.com/spoolq/spool/bench/sqlitedrivers
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/mattn/go-sqlite3 v1.14.53

@@ -1,6 +1,6 @@
 module github.com/spoolq/spool/internal/testkit
 
-go 1.26.8
+go 1.25.0
 
 require github.com/jackc/pgx/v5 v5.12.0
 
