@@ -87,7 +87,7 @@ func LoadWorkspace(root string) (*Workspace, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load workspace: go.work uses %s: %w", dir, err)
 		}
-		f, err := modfile.ParseLax(gomod, data, nil)
+		f, err := modfile.Parse(gomod, data, nil)
 		if err != nil {
 			return nil, fmt.Errorf("load workspace: %w", err)
 		}
