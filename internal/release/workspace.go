@@ -104,7 +104,7 @@ func LoadWorkspace(root string) (*Workspace, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor" || d.Name() == "node_modules") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || d.Name() != "go.mod" {
