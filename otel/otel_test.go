@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/backend/memory"
 	spoolotel "github.com/spoolq/spool/otel"
 )
 
@@ -38,14 +37,7 @@ func TestTraceCarriedToRun(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	be, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "o.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	be := memory.New()
 	done := make(chan int64, 4)
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[mail]) error {

@@ -1,4 +1,4 @@
-package ui_test
+package dashtest_test
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func chromiumPath(t *testing.T) string {
 }
 
 // artifactDir is where screenshots go: $SPOOL_TEST_ARTIFACTS, else
-// ui/artifacts in the working tree (ignored by git).
+// ui/dashtest/artifacts in the working tree (ignored by git).
 func artifactDir(t *testing.T) string {
 	dir := os.Getenv("SPOOL_TEST_ARTIFACTS")
 	if dir == "" {
