@@ -53,7 +53,7 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		Rescued:            hooks.RescuedFunc(),
 	}, logger)
 	services := []func(context.Context){keeper.Run}
-	if fire := c.periodicService(keeper.Leading); fire != nil {
+	if fire := c.periodicService(keeper.Leading, keeper.Won()); fire != nil {
 		services = append(services, fire)
 	}
 	outcome := c.events.outcome

@@ -35,9 +35,10 @@ func (s slots) Next(t time.Time) time.Time {
 
 // ExamplePeriodicJob registers a periodic job: the elected leader among
 // the clients inserts one job per slot, with the slot as its run time and
-// the periodic job's name in its metadata. The schedule here has two slots
-// a second ahead: a client that does not lead yet looks again about once a
-// second. See docs/periodic.md.
+// the periodic job's name in its metadata. A periodic job new to the store
+// fires only slots from its first record on, made as the client first
+// leads, just after Start; the schedule here has two slots a second ahead.
+// See docs/periodic.md.
 func ExamplePeriodicJob() {
 	ctx := context.Background()
 	start := time.Now().Truncate(time.Millisecond) // stores keep microseconds

@@ -145,8 +145,9 @@ func checkPeriodic(jobs []PeriodicJob) error {
 }
 
 // periodicService returns the engine service that fires c's periodic jobs
-// while leading says this client leads; nil when there are none.
-func (c *Client) periodicService(leading func() bool) func(context.Context) {
+// while leading says this client leads (won receives when it becomes
+// leader); nil when there are none.
+func (c *Client) periodicService(leading func() bool, won <-chan struct{}) func(context.Context) {
 	jobs := c.config.PeriodicJobs
 	if len(jobs) == 0 {
 		return nil
@@ -155,6 +156,7 @@ func (c *Client) periodicService(leading func() bool) func(context.Context) {
 	cfg := periodic.Config{
 		Window:  max(time.Minute, 2*max(c.config.LeaseDuration, 5*time.Second)),
 		Leading: leading,
+		Won:     won,
 		Fire: func(ctx context.Context, j *periodic.Job, slot time.Time) error {
 			_, err := c.insertSlot(ctx, byName[j.Name], slot, false)
 			return err

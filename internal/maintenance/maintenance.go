@@ -43,7 +43,16 @@ type Maintainer struct {
 	// won is poked when the election makes this client the leader, so
 	// that maintenance starts at once (capacity 1).
 	won chan struct{}
+	// firerWon is poked likewise for the periodic firer (Won).
+	firerWon chan struct{}
 }
+
+// Won returns a channel that receives (capacity 1, never closed) each time
+// an election makes this client the leader, so that the periodic firer
+// starts leading at once rather than at its next look: a periodic job new
+// to the store fires only from its first record on, made when the firer
+// first leads.
+func (m *Maintainer) Won() <-chan struct{} { return m.firerWon }
 
 // Leading reports whether this client leads: its last election made it
 // the leader, and that term has not ended. A failed renewal does not end
@@ -56,7 +65,7 @@ func (m *Maintainer) Leading() bool {
 
 // New returns a maintainer over be.
 func New(be backend.Backend, cfg Config, logger *slog.Logger) *Maintainer {
-	return &Maintainer{be: be, cfg: cfg, logger: logger, won: make(chan struct{}, 1)}
+	return &Maintainer{be: be, cfg: cfg, logger: logger, won: make(chan struct{}, 1), firerWon: make(chan struct{}, 1)}
 }
 
 // term is the leader's term: the larger of the job lease and 5 s.
@@ -156,9 +165,11 @@ func (m *Maintainer) elect(ctx context.Context) {
 			if was := m.leading.Swap(ok); was != ok {
 				m.logger.Info("spool: maintenance leadership changed", "leader", ok)
 				if ok {
-					select {
-					case m.won <- struct{}{}:
-					default:
+					for _, c := range []chan struct{}{m.won, m.firerWon} {
+						select {
+						case c <- struct{}{}:
+						default:
+						}
 					}
 				}
 			}

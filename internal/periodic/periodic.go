@@ -51,6 +51,9 @@ type Config struct {
 	Window time.Duration
 	// Leading reports whether this client leads.
 	Leading func() bool
+	// Won, when not nil, receives when this client becomes the leader:
+	// the firer looks at once instead of at its next look (MaxSleep).
+	Won <-chan struct{}
 	// Fire inserts the job of one slot (a duplicate of one already
 	// inserted is no error). An error leaves the slot to be tried again.
 	Fire func(ctx context.Context, job *Job, slot time.Time) error
@@ -134,6 +137,8 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) {
 			t.Stop()
 			return
 		case <-t.C:
+		case <-cfg.Won:
+			t.Stop()
 		}
 	}
 }

@@ -350,3 +350,44 @@ func TestRecordDue(t *testing.T) {
 		}
 	}
 }
+
+// TestWonWakesFirer: a firer that looked while not leading, with an hour
+// until its next look, records its jobs as soon as Won says this client
+// became the leader: a new job's slots count from that record, so a late
+// look would drop the slots in between.
+func TestWonWakesFirer(t *testing.T) {
+	var leading atomic.Bool
+	looked := make(chan struct{}, 1)
+	recorded := make(chan struct{})
+	won := make(chan struct{}, 1)
+	cfg := Config{
+		Jobs:   []Job{{Name: "j", Schedule: interval(time.Hour)}},
+		Window: time.Minute,
+		Leading: func() bool {
+			v := leading.Load() // before the signal: the first look is sure to see false
+			select {
+			case looked <- struct{}{}:
+			default:
+			}
+			return v
+		},
+		Won:      won,
+		MaxSleep: time.Hour,
+		Fire:     func(context.Context, *Job, time.Time) error { return nil },
+		Record: func(ctx context.Context, p *backend.PeriodicRecordParams) ([]backend.PeriodicJob, error) {
+			close(recorded)
+			return memory.New().PeriodicRecord(ctx, p)
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go Run(ctx, cfg, quiet)
+	<-looked // the first look found no leadership; the next is an hour away
+	leading.Store(true)
+	won <- struct{}{}
+	select {
+	case <-recorded:
+	case <-time.After(time.Minute):
+		t.Fatal("the firer did not record within a minute of becoming leader (its next look is an hour away)")
+	}
+}
