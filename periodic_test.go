@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 type periodicArgs struct {
@@ -34,7 +36,7 @@ func TestPeriodicJobs(t *testing.T) {
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers: ws,
 		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 4}, "cron": {MaxWorkers: 4}},
-		Logger:  quietLogger(),
+		Logger:  conformance.TestLogger(t, slog.LevelWarn),
 		PeriodicJobs: []spool.PeriodicJob{
 			{
 				Name:     "every-50ms",

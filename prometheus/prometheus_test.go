@@ -3,6 +3,7 @@ package spoolprom_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/conformance"
 	spoolprom "github.com/spoolq/spool/prometheus"
 )
 
@@ -57,6 +59,7 @@ func TestMetrics(t *testing.T) {
 		RetryPolicy:  spool.ConstantRetryPolicy{Delay: 10 * time.Millisecond},
 		PollInterval: 20 * time.Millisecond,
 		Observers:    []spool.Observer{m},
+		Logger:       conformance.TestLogger(t, slog.LevelWarn),
 	})
 	if err != nil {
 		t.Fatal(err)
