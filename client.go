@@ -95,16 +95,28 @@ func (c *Client) ID() string { return c.config.ClientID }
 // Backend returns the client's backend.
 func (c *Client) Backend() backend.Backend { return c.backend }
 
-// Start checks the schema and starts working the configured queues. It
-// returns ErrSchemaNotMigrated or ErrSchemaTooNew rather than run against a
-// schema it does not match. When the store cannot be reached for the check
+// Start checks the schema and starts working the configured queues. A
+// client without Workers or Queues returns ErrNoWorkers, naming the
+// Config field to fill. It returns ErrSchemaNotMigrated or ErrSchemaTooNew
+// rather than run against a schema it does not match (Insert returns the
+// same on a store not migrated). When the store cannot be reached for the check
 // in a way that may pass by itself (ErrUnavailable: the database restarting
 // as the worker starts), Start logs the failure and tries again with
 // backoff until ctx ends, as backend.Open does. When ctx ends after Start
 // returned, the client stops softly, as by Stop.
 func (c *Client) Start(ctx context.Context) error {
-	if c.config.Workers == nil || len(c.config.Queues) == 0 {
-		return fmt.Errorf("start client: %w", ErrNoWorkers)
+	switch {
+	case c.config.Workers == nil && len(c.config.Queues) == 0:
+		return fmt.Errorf("start client: %w: Config.Workers is nil and Config.Queues is empty: "+
+			"register the kinds this client works (spool.NewWorkers, spool.AddWorker) and name its queues "+
+			"(Queues: map[string]spool.QueueConfig{%q: {MaxWorkers: 10}})", ErrNoWorkers, DefaultQueue)
+	case c.config.Workers == nil:
+		return fmt.Errorf("start client: %w: Config.Workers is nil: "+
+			"register the kinds this client works with spool.NewWorkers and spool.AddWorker", ErrNoWorkers)
+	case len(c.config.Queues) == 0:
+		return fmt.Errorf("start client: %w: Config.Queues is empty: name the queues this client works, "+
+			"with their concurrency (Queues: map[string]spool.QueueConfig{%q: {MaxWorkers: 10}}; "+
+			"jobs go to %q unless their InsertOpts.Queue says otherwise)", ErrNoWorkers, DefaultQueue, DefaultQueue)
 	}
 	ctx = context.WithValue(ctx, clientKey{}, c)
 	_, err := backend.WhileUnavailable(ctx, c.events.logger, "spool: cannot start yet: the store is unavailable; trying again", nil, func() error {
@@ -151,6 +163,14 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 // PeriodicJobs returns the periodic jobs of the client's config (for
 // dashboards); the slice is the client's own, not to be changed.
 func (c *Client) PeriodicJobs() []PeriodicJob { return c.config.PeriodicJobs }
+
+// PeriodicRecords lists the periodic jobs recorded in the store by the
+// leaders of its clients, by name: what a process without the PeriodicJobs
+// config (the spool command, a dashboard of its own) can show. A record
+// whose SeenAt is older than PeriodicStaleAfter is declared by no leader.
+func (c *Client) PeriodicRecords(ctx context.Context) ([]PeriodicRecord, error) {
+	return c.backend.PeriodicList(ctx)
+}
 
 // QueueConfigs returns the queues the client works, by name, as configured.
 func (c *Client) QueueConfigs() map[string]QueueConfig { return maps.Clone(c.config.Queues) }

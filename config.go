@@ -83,7 +83,10 @@ type Config struct {
 	InsertMiddleware []InsertMiddleware
 	// PeriodicJobs are inserted on their schedules by the elected leader
 	// among the clients of the store (see PeriodicJob). Every client may
-	// list them; only the leader fires.
+	// list them; only the leader fires. In a client with Workers, NewClient
+	// refuses a periodic job whose kind (that of its Args for the next
+	// slot) has no worker, as Insert would at every slot, unless
+	// AllowUnknownKinds is set; a client without Workers never fires them.
 	PeriodicJobs []PeriodicJob
 }
 
@@ -122,6 +125,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := checkPeriodic(c.PeriodicJobs); err != nil {
 		return bad("%v", err)
+	}
+	if err := checkPeriodicKinds(c, time.Now()); err != nil {
+		return Config{}, err
 	}
 	def(&c.CancelledRetention, 7*24*time.Hour)
 	def(&c.DiscardedRetention, 7*24*time.Hour)

@@ -57,3 +57,34 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("duplicate kind: %v", err)
 	}
 }
+
+// TestStartNamesMissingConfig: Start of a client without Workers or Queues
+// says which field is missing and how to fill it.
+func TestStartNamesMissingConfig(t *testing.T) {
+	be := memory.New()
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(context.Context, *spool.Job[WelcomeEmail]) error { return nil }))
+	for _, tc := range []struct {
+		name string
+		cfg  spool.Config
+		want []string
+	}{
+		{"no queues", spool.Config{Workers: ws}, []string{"Config.Queues is empty", "MaxWorkers"}},
+		{"no workers", spool.Config{Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}}, []string{"Config.Workers is nil", "spool.AddWorker"}},
+		{"neither", spool.Config{}, []string{"Config.Workers is nil and Config.Queues is empty"}},
+	} {
+		c, err := spool.NewClient(be, &tc.cfg)
+		if err != nil {
+			t.Fatalf("%s: new client: %v", tc.name, err)
+		}
+		err = c.Start(t.Context())
+		if !errors.Is(err, spool.ErrNoWorkers) {
+			t.Fatalf("%s: start: %v, want ErrNoWorkers", tc.name, err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: start: %q lacks %q", tc.name, err, want)
+			}
+		}
+	}
+}

@@ -68,7 +68,9 @@ type PeriodicJob struct {
 	Name string
 	// Schedule gives the slots.
 	Schedule Schedule
-	// Args builds the job's args for a slot.
+	// Args builds the job's args for a slot. NewClient also calls it once,
+	// for the next slot, to check that the client works the job's kind
+	// (see Config.PeriodicJobs).
 	Args func(slot time.Time) JobArgs
 	// Opts are the job's insert options (queue, priority, …). RunAt and
 	// Unique are set by the scheduler; metadata gains the key
@@ -76,6 +78,43 @@ type PeriodicJob struct {
 	Opts *InsertOpts
 	// Missed says what happens to slots missed by more than the window.
 	Missed MissedPolicy
+	// RunOnStart also inserts one job, to run at once, when a client starts
+	// leading with this periodic job (Args gets the time it started),
+	// unless a leader did so less than a window ago: clients starting
+	// together, a rolling deploy or a failover make one run, not one per
+	// leader. The job's unique key is made of Name and that start time.
+	RunOnStart bool
+}
+
+// PeriodicRecord is a periodic job as the leader of a store's clients
+// recorded it there (see Client.PeriodicRecords): what any process can
+// list, with or without the PeriodicJobs config.
+type PeriodicRecord = backend.PeriodicJob
+
+// PeriodicRecordEvery is how often the leader records every periodic job of
+// its config while it leads (and it does whenever it starts leading and
+// after it fires a slot).
+const PeriodicRecordEvery = time.Minute
+
+// PeriodicStaleAfter is how long after its SeenAt a record counts as
+// declared by no leader: no client that leads has it in its config (it was
+// removed, or renamed), or no client leads.
+const PeriodicStaleAfter = 5 * PeriodicRecordEvery
+
+// PeriodicStale reports whether r was last seen more than
+// PeriodicStaleAfter before now.
+func PeriodicStale(r *PeriodicRecord, now time.Time) bool {
+	return now.Sub(r.SeenAt) > PeriodicStaleAfter
+}
+
+// DescribeSchedule is the text that records a schedule: its String
+// method's ("every 5m0s", "0 9 * * MON-FRI (Europe/Berlin)"), else its Go
+// type.
+func DescribeSchedule(s Schedule) string {
+	if st, ok := s.(fmt.Stringer); ok {
+		return st.String()
+	}
+	return fmt.Sprintf("%T", s)
 }
 
 // periodicKeyPrefix starts the unique key of a periodic job's slot.
@@ -117,21 +156,35 @@ func (c *Client) periodicService(leading func() bool) func(context.Context) {
 		Window:  max(time.Minute, 2*max(c.config.LeaseDuration, 5*time.Second)),
 		Leading: leading,
 		Fire: func(ctx context.Context, j *periodic.Job, slot time.Time) error {
-			_, err := c.insertSlot(ctx, byName[j.Name], slot)
+			_, err := c.insertSlot(ctx, byName[j.Name], slot, false)
 			return err
 		},
+		FireStart: func(ctx context.Context, j *periodic.Job, at time.Time) error {
+			_, err := c.insertSlot(ctx, byName[j.Name], at, true)
+			return err
+		},
+		Record: func(ctx context.Context, p *backend.PeriodicRecordParams) ([]backend.PeriodicJob, error) {
+			return c.backend.PeriodicRecord(ctx, p)
+		},
+		RecordEvery: PeriodicRecordEvery,
 	}
 	for i := range jobs {
-		byName[jobs[i].Name] = &jobs[i]
-		cfg.Jobs = append(cfg.Jobs, periodic.Job{Name: jobs[i].Name, Schedule: jobs[i].Schedule, RunOnce: jobs[i].Missed == MissedRunOnce})
+		j := &jobs[i]
+		byName[j.Name] = j
+		queue := DefaultQueue
+		if j.Opts != nil && j.Opts.Queue != "" {
+			queue = j.Opts.Queue
+		}
+		cfg.Jobs = append(cfg.Jobs, periodic.Job{Name: j.Name, Schedule: j.Schedule, Describe: DescribeSchedule(j.Schedule),
+			Queue: queue, RunOnce: j.Missed == MissedRunOnce, RunOnStart: j.RunOnStart})
 	}
 	logger := c.config.Logger.With("spool_client", c.config.ClientID)
 	return func(ctx context.Context) { periodic.Run(ctx, cfg, logger) }
 }
 
-// insertSlot inserts the job of one slot of p, or finds the one inserted
-// already.
-func (c *Client) insertSlot(ctx context.Context, p *PeriodicJob, slot time.Time) (res *InsertResult, err error) {
+// insertSlot inserts the job of one slot of p (or, when start is true, its
+// run on start at slot), or finds the one inserted already.
+func (c *Client) insertSlot(ctx context.Context, p *PeriodicJob, slot time.Time, start bool) (res *InsertResult, err error) {
 	defer func() {
 		// Args is the user's code: a panic there must not end the service.
 		if v := recover(); v != nil {
@@ -143,7 +196,11 @@ func (c *Client) insertSlot(ctx context.Context, p *PeriodicJob, slot time.Time)
 		opts = *p.Opts
 	}
 	opts.RunAt, opts.Delay = slot, 0
-	opts.Unique = &UniqueOpts{Key: periodicKeyPrefix + p.Name + "@" + slot.UTC().Format(time.RFC3339Nano), States: backend.AllStates}
+	key := periodicKeyPrefix + p.Name + "@" + slot.UTC().Format(time.RFC3339Nano)
+	if start {
+		key = periodicKeyPrefix + p.Name + "@start:" + slot.UTC().Format(time.RFC3339Nano)
+	}
+	opts.Unique = &UniqueOpts{Key: key, States: backend.AllStates}
 	meta := map[string]any{}
 	if len(opts.Metadata) > 0 {
 		if err := json.Unmarshal(opts.Metadata, &meta); err != nil || meta == nil {
@@ -156,6 +213,9 @@ func (c *Client) insertSlot(ctx context.Context, p *PeriodicJob, slot time.Time)
 	}
 	res, err = c.Insert(ctx, p.Args(slot), &opts)
 	if err != nil {
+		if start {
+			return nil, fmt.Errorf("periodic job %q, run on start at %s: %w", p.Name, slot.UTC().Format(time.RFC3339), err)
+		}
 		return nil, fmt.Errorf("periodic job %q, slot %s: %w", p.Name, slot.UTC().Format(time.RFC3339), err)
 	}
 	return res, nil

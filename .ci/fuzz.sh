@@ -25,5 +25,5 @@ run ./backend/mysql FuzzParseURL 60000
 run ./backend/postgres FuzzParseInsertNotice 60000
 run ./backend/postgres FuzzSQLEnqueue 5000
 run ./backend/mysql FuzzSQLEnqueue 6000
-run ./ui FuzzFilters 15000
+run ./ui/dashtest FuzzFilters 15000
 run ./ui FuzzLocalPath 300000

@@ -557,6 +557,42 @@ type PausedQueue struct {
 	Since time.Time
 }
 
+// PeriodicJob is a periodic job's definition as the leader of the store's
+// clients recorded it, with what it fired. The store keeps one per Name and
+// never deletes one: a definition that no leader declares any more keeps
+// its last SeenAt.
+type PeriodicJob struct {
+	Name string
+	// Schedule describes the schedule ("every 5m0s", a cron expression).
+	Schedule string
+	// Queue is the queue its jobs are inserted into.
+	Queue string
+	// Since is when a leader first recorded it, by that leader's clock: no
+	// slot before it fires. Kept from the first record.
+	Since time.Time
+	// LastSlot is the latest slot fired (zero: none yet). It never moves
+	// back.
+	LastSlot time.Time
+	// NextSlot is the next slot as of the last record (zero: none).
+	NextSlot time.Time
+	// StartedAt is when it last ran on start (zero: never), by the leader's
+	// clock; the run's job is keyed by it.
+	StartedAt time.Time
+	// SeenAt is when a leader last recorded it, by the store's clock.
+	SeenAt time.Time
+}
+
+// PeriodicRecordParams records the periodic jobs a leader declares. For
+// each job, a new Name is stored as given (SeenAt aside); a known one takes
+// Schedule, Queue and NextSlot, LastSlot when it is later than the stored
+// one, and StartedAt when it is not zero and the stored one is zero or
+// before StartAfter; Since is kept. Every job's SeenAt becomes the store's
+// now.
+type PeriodicRecordParams struct {
+	Jobs       []PeriodicJob
+	StartAfter time.Time
+}
+
 // LeaderElectParams tries to become, or stay, the leader of Name for TTL.
 type LeaderElectParams struct {
 	Name     string
@@ -600,6 +636,9 @@ type Backend interface {
 	// been migrated) and the newest version this backend knows.
 	SchemaVersion(ctx context.Context) (SchemaVersion, error)
 
+	// JobInsertMany inserts jobs, all or none. On a store that has not
+	// been migrated (or is behind) it returns an error matching
+	// ErrSchemaNotMigrated, as Client.Start does (see ExplainMissingObject).
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) (*JobInsertManyResult, error)
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*JobRow, error)
 	// JobClaimFlow runs claim inside one transaction that holds the queue's
@@ -648,6 +687,14 @@ type Backend interface {
 	// QueueFlowUse reports the running and pending jobs of a queue's flow
 	// keys and their rate state, busiest keys first.
 	QueueFlowUse(ctx context.Context, p *QueueFlowUseParams) ([]FlowKeyUse, error)
+
+	// PeriodicRecord records the periodic jobs a leader declares (see
+	// PeriodicRecordParams) in one write per job, and returns them as
+	// stored after the call, in the order given. Two leaders recording a
+	// job at once store one Since and one StartedAt, which both get back.
+	PeriodicRecord(ctx context.Context, p *PeriodicRecordParams) ([]PeriodicJob, error)
+	// PeriodicList lists the recorded periodic jobs, by name.
+	PeriodicList(ctx context.Context) ([]PeriodicJob, error)
 
 	// LeaderElect reports whether ClientID leads Name after the call.
 	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,6 +39,8 @@ var ErrUnavailable = errors.New("store unavailable")
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]Opener{}
+	// registrations holds the schemes of each Register call: one backend's.
+	registrations [][]string
 )
 
 // Register makes a backend available to Open for the given URL schemes. It is
@@ -51,6 +54,9 @@ func Register(opener Opener, schemes ...string) {
 			panic("backend: scheme registered twice: " + s)
 		}
 		registry[s] = opener
+	}
+	if len(schemes) > 0 {
+		registrations = append(registrations, slices.Clone(schemes))
 	}
 }
 
@@ -176,10 +182,68 @@ func lookup(dsn string) (Opener, error) {
 	opener, found := registry[scheme]
 	registryMu.RUnlock()
 	if !found {
-		return nil, fmt.Errorf("open backend: no backend for scheme %q (registered: %s)", scheme, strings.Join(Schemes(), ", "))
+		b := builtinSchemes[scheme]
+		return nil, &UnregisteredSchemeError{Scheme: scheme, Package: b.pkg, Module: b.module, Registered: Schemes()}
 	}
 	return opener, nil
 }
+
+// ErrUnregisteredScheme is matched by every *UnregisteredSchemeError.
+var ErrUnregisteredScheme = errors.New("no backend registered for the URL's scheme")
+
+// builtinBackend is where one of Spool's own backends lives.
+type builtinBackend struct {
+	pkg    string // the package whose import registers it
+	module string // the module to require for it; "" in Spool's root module
+}
+
+// builtinSchemes maps the URL schemes of Spool's own backends to where
+// each backend lives.
+var builtinSchemes = map[string]builtinBackend{
+	"memory":     {pkg: "github.com/spoolq/spool/backend/memory"},
+	"shard":      {pkg: "github.com/spoolq/spool/backend/shard"},
+	"mysql":      {pkg: "github.com/spoolq/spool/backend/mysql", module: "github.com/spoolq/spool/backend/mysql"},
+	"postgres":   {pkg: "github.com/spoolq/spool/backend/postgres", module: "github.com/spoolq/spool/backend/postgres"},
+	"postgresql": {pkg: "github.com/spoolq/spool/backend/postgres", module: "github.com/spoolq/spool/backend/postgres"},
+	"sqlite":     {pkg: "github.com/spoolq/spool/backend/sqlite", module: "github.com/spoolq/spool/backend/sqlite"},
+}
+
+// UnregisteredSchemeError is Open's error for a URL whose scheme no
+// imported package registered. For a scheme of one of Spool's own backends
+// it names the package to import (a backend registers itself when its
+// package is imported, usually with a blank import) and the module to
+// require, so that a program built without it says how to fix it.
+type UnregisteredSchemeError struct {
+	// Scheme is the URL's scheme ("postgres").
+	Scheme string
+	// Package is the import path of the Spool backend that registers
+	// Scheme; "" when no backend of Spool's does.
+	Package string
+	// Module is the module to require for Package (go get), "" when
+	// Package is in the module github.com/spoolq/spool itself.
+	Module string
+	// Registered are the schemes this program can open, sorted.
+	Registered []string
+}
+
+// Error implements error.
+func (e *UnregisteredSchemeError) Error() string {
+	registered := "none"
+	if len(e.Registered) > 0 {
+		registered = strings.Join(e.Registered, ", ")
+	}
+	if e.Package == "" {
+		return fmt.Sprintf("open backend: no backend for scheme %q (registered: %s)", e.Scheme, registered)
+	}
+	fix := fmt.Sprintf("import _ %q", e.Package)
+	if e.Module != "" {
+		fix += " (go get " + e.Module + ")"
+	}
+	return fmt.Sprintf("open backend: no backend for scheme %q in this program: add %s; registered: %s", e.Scheme, fix, registered)
+}
+
+// Is makes every UnregisteredSchemeError match ErrUnregisteredScheme.
+func (e *UnregisteredSchemeError) Is(target error) bool { return target == ErrUnregisteredScheme }
 
 // Schemes lists the registered URL schemes, sorted.
 func Schemes() []string {
@@ -190,6 +254,21 @@ func Schemes() []string {
 		out = append(out, s)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Backends lists the registered backends by their schemes: one entry per
+// Register call, with its schemes in the order given, sorted by first
+// scheme. A backend registered under several schemes (postgres and
+// postgresql) is one entry, where Schemes lists each scheme.
+func Backends() [][]string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([][]string, len(registrations))
+	for i, r := range registrations {
+		out[i] = slices.Clone(r)
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,8 @@ func init() {
 		}
 		return memory.New(), nil
 	}, "flaky-test")
+	// A backend of two schemes, for TestBackendsOncePerRegistration.
+	backend.Register(func(context.Context, string) (backend.Backend, error) { return memory.New(), nil }, "twin-test", "twin-test-alias")
 }
 
 // setFlaky queues failures for the flaky opener; tests using it run one at
@@ -151,3 +154,61 @@ func (h handlerFunc) Enabled(context.Context, slog.Level) bool      { return tru
 func (h handlerFunc) Handle(_ context.Context, r slog.Record) error { h(r); return nil }
 func (h handlerFunc) WithAttrs([]slog.Attr) slog.Handler            { return h }
 func (h handlerFunc) WithGroup(string) slog.Handler                 { return h }
+
+// TestOpenUnregisteredScheme: a URL of one of Spool's backends whose
+// package this program does not import (this module imports no SQL
+// backend) names the package to import and the module to require; an
+// unknown scheme lists the registered ones. Both are typed, and neither is
+// tried again.
+func TestOpenUnregisteredScheme(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		dsn, scheme, pkg string
+	}{
+		{"postgres://app@db:5432/app", "postgres", "github.com/spoolq/spool/backend/postgres"},
+		{"postgresql://app@db/app", "postgresql", "github.com/spoolq/spool/backend/postgres"},
+		{"mysql://root@db/app", "mysql", "github.com/spoolq/spool/backend/mysql"},
+		{"sqlite://spool.db", "sqlite", "github.com/spoolq/spool/backend/sqlite"},
+	} {
+		_, err := backend.Open(ctx, tc.dsn)
+		var unreg *backend.UnregisteredSchemeError
+		if !errors.As(err, &unreg) || !errors.Is(err, backend.ErrUnregisteredScheme) || errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("open %s: %v, want an *UnregisteredSchemeError", tc.dsn, err)
+		}
+		if unreg.Scheme != tc.scheme || unreg.Package != tc.pkg || unreg.Module != tc.pkg {
+			t.Errorf("open %s: %+v, want scheme %s, package and module %s", tc.dsn, unreg, tc.scheme, tc.pkg)
+		}
+		for _, want := range []string{`import _ "` + tc.pkg + `"`, "go get " + tc.pkg, "registered: ", "memory"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("open %s: %q lacks %q", tc.dsn, err, want)
+			}
+		}
+	}
+	_, err := backend.Open(ctx, "nosuchscheme://x")
+	var unreg *backend.UnregisteredSchemeError
+	if !errors.As(err, &unreg) || unreg.Package != "" || !strings.Contains(err.Error(), `no backend for scheme "nosuchscheme" (registered: `) ||
+		strings.Contains(err.Error(), "import _") {
+		t.Fatalf("open of an unknown scheme: %v (%+v), want the registered schemes and no import to add", err, unreg)
+	}
+}
+
+// TestBackendsOncePerRegistration: a backend registered under several
+// schemes is listed once, with all of them; Schemes lists each scheme.
+func TestBackendsOncePerRegistration(t *testing.T) {
+	var found []string
+	for _, schemes := range backend.Backends() {
+		if slices.Contains(schemes, "twin-test") || slices.Contains(schemes, "twin-test-alias") {
+			if found != nil {
+				t.Fatalf("the twin backend is listed twice: %v and %v", found, schemes)
+			}
+			found = schemes
+		}
+	}
+	if !slices.Equal(found, []string{"twin-test", "twin-test-alias"}) {
+		t.Fatalf("twin backend listed as %v, want [twin-test twin-test-alias]", found)
+	}
+	all := backend.Schemes()
+	if !slices.Contains(all, "twin-test") || !slices.Contains(all, "twin-test-alias") || !slices.Contains(all, "memory") {
+		t.Fatalf("Schemes() = %v, want each scheme", all)
+	}
+}

@@ -56,6 +56,12 @@ type Harness struct {
 	Reopen func(t *testing.T, be backend.Backend) backend.Backend
 	// BeginTx opens a transaction on be's store.
 	BeginTx func(t *testing.T, be backend.Backend) Tx
+	// NewUnmigrated returns a backend on a fresh store that was never
+	// migrated (an empty database, or a schema that does not exist yet),
+	// cleaned up when the test ends; the test migrates it through the
+	// backend. A store with no schema to migrate (one in memory) leaves it
+	// nil and names InsertUnmigrated in Exceptions, with that reason.
+	NewUnmigrated func(t *testing.T) backend.Backend
 	// Exceptions names the tests of guarantees the backend documents it
 	// does not give, each with the reason. They are skipped with that
 	// reason; a name that is no test fails the run. A backend whose
@@ -117,6 +123,7 @@ func Run(t *testing.T, h Harness) {
 		{"InsertManyFast", testInsertManyFast},
 		{"InsertTxRollbackNeverRuns", testInsertTxRollback},
 		{"InsertTxInvisibleUntilCommit", testInsertTxInvisibleUntilCommit},
+		{"InsertUnmigrated", testInsertUnmigrated},
 		{"ClaimOrder", testClaimOrder},
 		{"NoJobRunsTwice", testNoJobRunsTwice},
 		{"RetryThenSucceed", testRetryThenSucceed},
@@ -149,6 +156,8 @@ func Run(t *testing.T, h Harness) {
 		{"TimeoutOverrunRecorded", testTimeoutOverrun},
 		{"TimeoutOverrunWriteFails", testTimeoutOverrunWriteFails},
 		{"LeaderElection", testLeaderElection},
+		{"PeriodicRecords", testPeriodicRecords},
+		{"PeriodicFirstStart", testPeriodicFirstStart},
 		{"Retention", testRetention},
 		{"QueueConcurrencyLimit", testQueueConcurrency},
 		{"DelayedJob", testDelayedJob},

@@ -1,12 +1,8 @@
 module github.com/spoolq/spool/cron
 
-go 1.26.8
+go 1.24
 
 require (
 	github.com/robfig/cron/v3 v3.0.1
-	github.com/spoolq/spool v0.0.0
+	github.com/spoolq/spool v0.1.0
 )
-
-// The root module, from the working tree; a release tags each module and
-// this replacement gives way to a version.
-replace github.com/spoolq/spool => ../

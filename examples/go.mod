@@ -1,25 +1,14 @@
 module github.com/spoolq/spool/examples
 
-go 1.26.8
-
-// The other modules of this repository, from the working tree; a release
-// tags each module and these replacements give way to versions.
-replace (
-	github.com/spoolq/spool => ..
-	github.com/spoolq/spool/backend/mysql => ../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../backend/postgres
-	github.com/spoolq/spool/backend/sqlite => ../backend/sqlite
-	github.com/spoolq/spool/cmd/spool => ../cmd/spool
-	github.com/spoolq/spool/internal/testkit => ../internal/testkit
-)
+go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool v0.1.0
+	github.com/spoolq/spool/backend/mysql v0.1.0
+	github.com/spoolq/spool/backend/postgres v0.1.0
+	github.com/spoolq/spool/backend/sqlite v0.1.0
+	github.com/spoolq/spool/internal/testkit v0.1.0
 )
 
 require (
@@ -36,7 +25,7 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/backend/memory"
 	"github.com/spoolq/spool/conformance"
 	spoolotel "github.com/spoolq/spool/otel"
 )
@@ -40,14 +39,7 @@ func TestTraceCarriedToRun(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	be, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "o.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	be := memory.New()
 	done := make(chan int64, 4)
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[mail]) error {

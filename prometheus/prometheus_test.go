@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/backend/memory"
 	"github.com/spoolq/spool/conformance"
 	spoolprom "github.com/spoolq/spool/prometheus"
 )
@@ -25,19 +24,12 @@ type work struct {
 
 func (work) Kind() string { return "work" }
 
-// TestMetrics runs jobs on a SQLite store with the metrics as observer and
+// TestMetrics runs jobs on the memory store with the metrics as observer and
 // reads them as Prometheus scrapes them: inserts, starts and outcomes by
 // queue and kind, claim and run histograms, and the store's counts.
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
-	be, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "m.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	be := memory.New()
 	m := spoolprom.New(&spoolprom.Options{StoreInterval: time.Millisecond})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)

@@ -1,49 +1,5 @@
 module github.com/spoolq/spool/ui
 
-go 1.26.8
+go 1.25
 
-// The other modules of this repository, from the working tree; a release
-// tags each module and these replacements give way to versions.
-replace (
-	github.com/spoolq/spool => ..
-	github.com/spoolq/spool/backend/mysql => ../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../backend/postgres
-	github.com/spoolq/spool/backend/sqlite => ../backend/sqlite
-	github.com/spoolq/spool/internal/testkit => ../internal/testkit
-)
-
-require (
-	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
-)
-
-require (
-	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/go-sql-driver/mysql v1.10.1 // indirect
-	github.com/google/uuid v1.6.0 // indirect
-	github.com/jackc/pgpassfile v1.0.0 // indirect
-	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/mattn/go-sqlite3 v1.14.53 // indirect
-	github.com/ncruces/go-strftime v1.1.0 // indirect
-	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
-	modernc.org/libc v1.79.0 // indirect
-	modernc.org/mathutil v1.7.1 // indirect
-	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.61.1 // indirect
-)
-
-require (
-	github.com/chromedp/cdproto v0.159.0
-	github.com/chromedp/chromedp v0.23.0
-	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
-	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
-)
+require github.com/spoolq/spool v0.1.0

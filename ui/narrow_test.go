@@ -6,12 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"testing"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend/sqlite"
+	"github.com/spoolq/spool/backend/memory"
 )
 
 type noteArgs struct{ kind string }
@@ -24,14 +23,7 @@ func (a noteArgs) Kind() string { return a.kind }
 // match until every job of the kind is listed, newest first, once.
 func TestNarrow(t *testing.T) {
 	ctx := context.Background()
-	be, err := sqlite.OpenPath(ctx, filepath.Join(t.TempDir(), "n.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	be := memory.New()
 	c, err := spool.NewClient(be, &spool.Config{AllowUnknownKinds: true})
 	if err != nil {
 		t.Fatal(err)

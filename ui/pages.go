@@ -568,24 +568,53 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// periodicRow is one periodic job as the client that serves the dashboard
-// defines it.
+// periodicRow is one periodic job: as the leader of the store's clients
+// recorded it (Recorded), as the client that serves the dashboard defines
+// it (Here), or both.
 type periodicRow struct {
 	Name, Schedule, Kind, Queue string
-	Next                        time.Time
-	Recent                      []*spool.JobRow
+	// Next is the next slot: by this client's schedule when it defines
+	// the job, else as last recorded (zero: none known).
+	Next time.Time
+	// Recorded is the store's record; nil when no leader recorded it yet.
+	Recorded *spool.PeriodicRecord
+	// Stale is true when no leader recorded it for PeriodicStaleAfter.
+	Stale bool
+	// Here is true when this client's config defines it.
+	Here   bool
+	Recent []*spool.JobRow
 }
 
+// periodicPage lists the periodic jobs recorded in the store, so that a
+// dashboard served without the applications' config (spool ui) shows
+// them, and those this client defines that no leader recorded yet.
 func (h *Handler) periodicPage(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	var rows []periodicRow
+	recs, err := h.client.PeriodicRecords(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	byName := map[string]int{}
+	rows := make([]periodicRow, 0, len(recs))
+	for i := range recs {
+		rec := &recs[i]
+		byName[rec.Name] = len(rows)
+		rows = append(rows, periodicRow{Name: rec.Name, Schedule: rec.Schedule, Queue: rec.Queue, Next: rec.NextSlot,
+			Recorded: rec, Stale: spool.PeriodicStale(rec, now)})
+	}
 	for _, p := range h.client.PeriodicJobs() {
-		next := p.Schedule.Next(now)
-		row := periodicRow{Name: p.Name, Schedule: fmt.Sprint(p.Schedule), Next: next, Queue: spool.DefaultQueue}
+		i, ok := byName[p.Name]
+		if !ok {
+			i = len(rows)
+			rows = append(rows, periodicRow{Name: p.Name})
+		}
+		row := &rows[i]
+		row.Here, row.Schedule, row.Next, row.Queue = true, spool.DescribeSchedule(p.Schedule), p.Schedule.Next(now), spool.DefaultQueue
 		if p.Opts != nil && p.Opts.Queue != "" {
 			row.Queue = p.Opts.Queue
 		}
-		if args := p.Args(next); args != nil {
+		if args := p.Args(row.Next); args != nil {
 			row.Kind = args.Kind()
 			recent, err := h.client.JobList(r.Context(), &spool.JobListParams{Queue: row.Queue, Kind: row.Kind, Newest: true, Limit: 5})
 			if err != nil {
@@ -594,8 +623,8 @@ func (h *Handler) periodicPage(w http.ResponseWriter, r *http.Request) {
 			}
 			row.Recent = recent
 		}
-		rows = append(rows, row)
 	}
+	slices.SortFunc(rows, func(a, b periodicRow) int { return strings.Compare(a.Name, b.Name) })
 	h.render(w, r, "periodic", &page{Title: "Periodic jobs", Nav: "periodic", Data: rows})
 }
 

@@ -30,6 +30,7 @@ func harness() conformance.Harness {
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			return harnessTx{be.(*memory.Backend).Begin()}
 		},
+		Exceptions: map[string]string{"InsertUnmigrated": "a store in memory has no schema to migrate: it is usable, and reports itself migrated, from the moment it exists"},
 	}
 }
 

@@ -18,6 +18,8 @@ type store struct {
 	jobs    map[int64]*backend.JobRow
 	leaders map[string]leader
 	paused  map[string]time.Time // paused queues and since when
+	// periodic is the recorded periodic jobs, by name.
+	periodic map[string]backend.PeriodicJob
 	// unique maps a unique key to the last job inserted with it; the job
 	// holds the key while it exists (in jobs, or in an open transaction's
 	// inserts) and its state is in its UniqueStates.
@@ -39,6 +41,7 @@ func newStore() *store {
 		jobs:     map[int64]*backend.JobRow{},
 		leaders:  map[string]leader{},
 		paused:   map[string]time.Time{},
+		periodic: map[string]backend.PeriodicJob{},
 		unique:   map[string]*backend.JobRow{},
 		rates:    map[[2]string]time.Time{},
 		inOpenTx: map[*backend.JobRow]bool{},

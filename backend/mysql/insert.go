@@ -36,8 +36,18 @@ const (
 // insert" to InnoDB, which gives its rows consecutive auto-increment values
 // (stepping by auto_increment_increment) in every innodb_autoinc_lock_mode,
 // so the ids follow from LAST_INSERT_ID. NoIDs changes nothing: there is no
-// faster bulk path.
+// faster bulk path. On a database that lacks the jobs table (or a column
+// of it) the error matches backend.ErrSchemaNotMigrated.
 func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	res, err := b.insertMany(ctx, p)
+	if err != nil && missingObject(err) {
+		return nil, backend.ExplainMissingObject(ctx, b, err)
+	}
+	return res, err
+}
+
+// insertMany is JobInsertMany before its error is explained.
+func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
 	callerTx, err := dbtx(p.Tx)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)

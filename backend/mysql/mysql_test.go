@@ -9,6 +9,7 @@ import (
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/conformance"
+	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
 // sqlTx adapts *sql.Tx to conformance.Tx. Its ExecContext, QueryContext and
@@ -35,6 +36,9 @@ func harness(strategy string) conformance.Harness {
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			// A second pool, as another process would have.
 			return openBackend(t, be.(*mysql.Backend).Database(), strategyParams(strategy))
+		},
+		NewUnmigrated: func(t *testing.T) backend.Backend {
+			return openBackend(t, testdb.NewMySQLDatabase(t), strategyParams(strategy))
 		},
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*mysql.Backend).DB().BeginTx(context.Background(), nil)

@@ -38,6 +38,8 @@ type queries struct {
 	stats, leaderUpdate, leaderInsert        string
 	leaderResign, schemaVersion              string
 	queuePause, queueResume, queuePausedAll  string
+	periodicRecord, periodicGet              string
+	periodicList                             string
 	flowLock, flowRunning                    string
 	flowLockShared, flowLockStripe           string
 	flowKeyNext, flowRates, flowSaveRate     string
@@ -88,6 +90,9 @@ func buildQueries(db string) (queries, error) {
 		"queue_pause":          &q.queuePause,
 		"queue_resume":         &q.queueResume,
 		"queue_paused_all":     &q.queuePausedAll,
+		"periodic_record":      &q.periodicRecord,
+		"periodic_get":         &q.periodicGet,
+		"periodic_list":        &q.periodicList,
 		"optimistic_update":    &q.optimisticUpdate,
 		"optimistic_won":       &q.optimisticWon,
 		"lock_for_finish":      &q.lockForFinish,

@@ -95,3 +95,20 @@ func (b *Backend) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error 
 	}
 	return connWriteError(err, committing)
 }
+
+// missingObject reports a server error naming something the database
+// lacks: a table, column or stored function that does not exist. A
+// database that was never migrated, or only partly, answers so.
+func missingObject(err error) bool {
+	var my *mysql.MySQLError
+	if !errors.As(err, &my) {
+		return false
+	}
+	switch my.Number {
+	case 1146, // ER_NO_SUCH_TABLE
+		1054, // ER_BAD_FIELD_ERROR (unknown column)
+		1305: // ER_SP_DOES_NOT_EXIST (function or procedure)
+		return true
+	}
+	return false
+}

@@ -15,6 +15,12 @@ func key(prio int16, sec int64, id int64) claimKey {
 	return claimKey{priority: prio, runAt: time.Unix(sec, 0).UTC(), id: id}
 }
 
+// keyPtr is key's value by pointer, as end and probed take the last key.
+func keyPtr(prio int16, sec int64, id int64) *claimKey {
+	k := key(prio, sec, id)
+	return &k
+}
+
 func listeningFloors() *claimFloors {
 	f := &claimFloors{probeEvery: time.Hour}
 	f.listen(+1)
@@ -28,13 +34,13 @@ func TestFloorRisesWithClaims(t *testing.T) {
 	if !t1.full || t1.bound != headKey {
 		t.Fatalf("first claim: %+v, want a full claim from the head", t1)
 	}
-	f.end(t1, new(key(0, 10, 5)), now)
+	f.end(t1, keyPtr(0, 10, 5), now)
 	t2 := f.begin("q", now)
 	if t2.full || t2.bound != key(0, 10, 5) {
 		t.Fatalf("second claim: %+v, want one above (0, 10, 5)", t2)
 	}
 	f.end(t2, nil, now) // found nothing: the floor stays
-	f.end(f.begin("q", now), new(key(1, 2, 3)), now)
+	f.end(f.begin("q", now), keyPtr(1, 2, 3), now)
 	if b := f.begin("q", now).bound; b != key(1, 2, 3) {
 		t.Fatalf("floor %+v, want (1, 2, 3)", b)
 	}
@@ -46,7 +52,7 @@ func TestFloorRisesWithClaims(t *testing.T) {
 func TestFloorLowerBelowAndDuringClaims(t *testing.T) {
 	f := listeningFloors()
 	now := time.Now()
-	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+	f.end(f.begin("q", now), keyPtr(0, 10, 5), now)
 
 	// Reported while no claim runs: the floor drops just below the key.
 	f.lower("q", key(0, 3, 2))
@@ -62,7 +68,7 @@ func TestFloorLowerBelowAndDuringClaims(t *testing.T) {
 	// Reported while a claim runs that did not see it: the claim's result
 	// must not raise the floor past it.
 	f.lower("q", key(0, 20, 7))
-	f.end(tk, new(key(0, 30, 8)), now)
+	f.end(tk, keyPtr(0, 30, 8), now)
 	if b := f.begin("q", now).bound; b != key(0, 20, 6) {
 		t.Fatalf("floor %+v, want just below the key reported during the claim", b)
 	}
@@ -71,14 +77,14 @@ func TestFloorLowerBelowAndDuringClaims(t *testing.T) {
 func TestFloorResetAndListening(t *testing.T) {
 	f := listeningFloors()
 	now := time.Now()
-	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+	f.end(f.begin("q", now), keyPtr(0, 10, 5), now)
 	tk := f.begin("q", now)
 	f.reset("q")
-	f.end(tk, new(key(0, 20, 6)), now) // began before the reset: sets nothing
+	f.end(tk, keyPtr(0, 20, 6), now) // began before the reset: sets nothing
 	if b := f.begin("q", now); !b.full {
 		t.Fatalf("after reset: %+v, want a full claim", b)
 	}
-	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+	f.end(f.begin("q", now), keyPtr(0, 10, 5), now)
 	f.listen(-1)
 	if b := f.begin("q", now); !b.full {
 		t.Fatalf("not listening: %+v, want a full claim", b)
@@ -93,7 +99,7 @@ func TestFloorProbesRecur(t *testing.T) {
 	f := &claimFloors{}
 	f.listen(+1)
 	now := time.Now()
-	f.end(f.begin("q", now), new(key(0, 10, 5)), now)
+	f.end(f.begin("q", now), keyPtr(0, 10, 5), now)
 	if tk := f.begin("q", now.Add(500*time.Millisecond)); tk.probe || tk.full {
 		t.Fatalf("%+v: want a floor claim and no probe within a second of the full claim", tk)
 	}
@@ -105,7 +111,7 @@ func TestFloorProbesRecur(t *testing.T) {
 		t.Fatal("a second probe while one runs")
 	}
 	// A slow probe (100 ms) spaces the next 50× its duration apart.
-	f.probed("q", new(key(0, 3, 2)), 100*time.Millisecond, now.Add(2*time.Second))
+	f.probed("q", keyPtr(0, 3, 2), 100*time.Millisecond, now.Add(2*time.Second))
 	if b := f.begin("q", now.Add(6*time.Second)); b.probe || b.bound != key(0, 3, 1) {
 		t.Fatalf("%+v: want the floor lowered below the probe's key and no probe before 5 s", b)
 	}

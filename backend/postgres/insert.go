@@ -14,8 +14,19 @@ import (
 // JobInsertMany implements backend.Backend. With ids wanted, every batch is
 // one INSERT … SELECT FROM unnest (faster than COPY with ids reserved up
 // front); with NoIDs, batches of CopyThreshold or more rows use COPY.
-// Figures in BENCHMARKS.md (BenchmarkInsertMany).
+// Figures in BENCHMARKS.md (BenchmarkInsertMany). On a schema that lacks
+// the jobs table (or a column of it) the error matches
+// backend.ErrSchemaNotMigrated.
 func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	res, err := b.insertMany(ctx, p)
+	if err != nil && missingObject(err) {
+		return nil, backend.ExplainMissingObject(ctx, b, err)
+	}
+	return res, err
+}
+
+// insertMany is JobInsertMany before its error is explained.
+func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
 	db, err := b.dbtx(p.Tx)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)

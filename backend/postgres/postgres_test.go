@@ -24,6 +24,10 @@ import (
 func harness(mode pgx.QueryExecMode) conformance.Harness {
 	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend { return newBackendWithMode(t, mode) },
+		NewUnmigrated: func(t *testing.T) backend.Backend {
+			pool := testdb.PostgresPoolWithMode(t, mode)
+			return newUnmigratedOn(t, pool, &postgres.Options{Schema: unmigratedSchema(t, pool)})
+		},
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			// A second pool, as another process would have.
 			other, err := postgres.New(testdb.PostgresPool(t), &postgres.Options{Schema: be.(*postgres.Backend).Schema()})
@@ -82,6 +86,12 @@ func harnessWith(opts postgres.Options) conformance.Harness {
 	}
 	h.Reopen = func(t *testing.T, be backend.Backend) backend.Backend {
 		return open(t, testdb.PostgresPool(t), be.(*postgres.Backend).Schema())
+	}
+	h.NewUnmigrated = func(t *testing.T) backend.Backend {
+		pool := testdb.PostgresPool(t)
+		o := opts
+		o.Schema = unmigratedSchema(t, pool)
+		return newUnmigratedOn(t, pool, &o)
 	}
 	return h
 }

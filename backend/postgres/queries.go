@@ -51,6 +51,7 @@ type queries struct {
 	optimisticWindow, optimisticClaim       string
 	bulkRetry, bulkCancel, bulkDelete       string
 	record                                  string
+	periodicRecord, periodicList            string
 	flow                                    flowQueries
 }
 
@@ -128,6 +129,8 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 		"queue_pause":              &q.queuePause,
 		"queue_resume":             &q.queueResume,
 		"queue_paused_all":         &q.queuePausedAll,
+		"periodic_record":          &q.periodicRecord,
+		"periodic_list":            &q.periodicList,
 		"flow_lock":                &q.flow.lock,
 		"flow_lock_shared":         &q.flow.lockShared,
 		"flow_lock_stripe":         &q.flow.lockStripe,

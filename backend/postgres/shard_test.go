@@ -57,6 +57,14 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 			}
 			return open(t, shards)
 		},
+		NewUnmigrated: func(t *testing.T) backend.Backend {
+			shards := make([]backend.Backend, len(urls))
+			for i, u := range urls {
+				pool := testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement)
+				shards[i] = newUnmigratedOn(t, pool, &postgres.Options{Schema: unmigratedSchema(t, pool)})
+			}
+			return open(t, shards)
+		},
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			sb := be.(*shard.Backend)
 			shards := make([]backend.Backend, len(urls))

@@ -27,6 +27,33 @@ func newBackendWithMode(t testing.TB, mode pgx.QueryExecMode) *postgres.Backend 
 	return newBackendOn(t, testdb.PostgresPoolWithMode(t, mode))
 }
 
+// unmigratedSchema names a schema of the test's own that does not exist
+// yet (as before a first spool migrate), dropped when the test ends if it
+// was created meanwhile.
+func unmigratedSchema(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	schema := testdb.NewSchemaName()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop test schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// newUnmigratedOn returns a backend through pool on the schema opts names,
+// never migrated.
+func newUnmigratedOn(t testing.TB, pool *pgxpool.Pool, opts *postgres.Options) *postgres.Backend {
+	t.Helper()
+	be, err := postgres.New(pool, opts)
+	if err != nil {
+		t.Fatalf("new backend: %v", err)
+	}
+	return be
+}
+
 // newBackendOn returns a backend on a fresh, migrated schema through pool
 // (the test's), dropped when the test ends.
 func newBackendOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {

@@ -116,3 +116,22 @@ func (b *Backend) ownTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}
 	return nil
 }
+
+// missingObject reports a server error naming something the schema lacks:
+// an undefined table, column, function or object, or a schema that does
+// not exist. A store that was never migrated, or only partly, answers so.
+func missingObject(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "42P01", // undefined_table
+		"42703", // undefined_column
+		"42883", // undefined_function
+		"42704", // undefined_object
+		"3F000": // invalid_schema_name
+		return true
+	}
+	return false
+}

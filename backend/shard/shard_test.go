@@ -43,6 +43,7 @@ func memoryHarness(n int, opts *shard.Options) conformance.Harness {
 				return sb.Shard(s).(*memory.Backend).Begin(), nil
 			})
 		},
+		Exceptions: map[string]string{"InsertUnmigrated": "a store in memory has no schema to migrate: it is usable, and reports itself migrated, from the moment it exists"},
 	}
 }
 

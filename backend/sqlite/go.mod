@@ -1,21 +1,10 @@
 module github.com/spoolq/spool/backend/sqlite
 
-go 1.26.8
-
-// The other modules of this repository, from the working tree; a release
-// tags each module and these replacements give way to versions.
-replace (
-	github.com/spoolq/spool => ../..
-	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
-	github.com/spoolq/spool/cmd/spool => ../../cmd/spool
-	github.com/spoolq/spool/examples => ../../examples
-	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
-)
+go 1.26.0
 
 require (
 	github.com/mattn/go-sqlite3 v1.14.53
-	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool v0.1.0
 	golang.org/x/sys v0.49.0
 	modernc.org/sqlite v1.61.1
 )

@@ -99,8 +99,30 @@ func prepareInsert(jobs []*backend.JobInsertParams, now int64, wake map[string]s
 
 // JobInsertMany implements backend.Backend: multi-row INSERTs of up to 1,000
 // rows, in one write transaction (the caller's, or one of the backend's own).
-// NoIDs changes nothing: reading the ids back costs little here.
+// NoIDs changes nothing: reading the ids back costs little here. On a file
+// that lacks the jobs table (or a column of it) the error matches
+// backend.ErrSchemaNotMigrated.
 func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	res, err := b.insertMany(ctx, p)
+	if err != nil && missingObject(err) {
+		return nil, backend.ExplainMissingObject(ctx, b, err)
+	}
+	return res, err
+}
+
+// missingObject reports an error naming a table or column the file lacks,
+// as a file that was never migrated, or only partly, answers. SQLite gives
+// such errors the generic code SQLITE_ERROR; only the message tells them.
+func missingObject(err error) bool {
+	if sqliteCode(err) != 1 {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "no such table: ") || strings.Contains(msg, "no such column: ")
+}
+
+// insertMany is JobInsertMany before its error is explained.
+func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
 	tx, err := txOf(p.Tx)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)

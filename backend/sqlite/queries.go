@@ -63,6 +63,8 @@ type statements struct {
 	flowUse               string
 	flowUseRates          string
 	flowPruneRates        string
+	periodicRecord        string
+	periodicList          string
 }
 
 // finishInput is the JSON array of [id, fence, outcome, delay_us, error]
@@ -133,6 +135,8 @@ func mustLoadStatements() statements {
 		"flow_use":                &s.flowUse,
 		"flow_use_rates":          &s.flowUseRates,
 		"flow_prune_rates":        &s.flowPruneRates,
+		"periodic_record":         &s.periodicRecord,
+		"periodic_list":           &s.periodicList,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("sqlite backend: %v", err))

@@ -48,6 +48,14 @@ func reopen(t testing.TB, be *sqlite.Backend) *sqlite.Backend {
 func harness() conformance.Harness {
 	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend { return newBackend(t, nil) },
+		NewUnmigrated: func(t *testing.T) backend.Backend {
+			be, err := sqlite.OpenPath(context.Background(), filepath.Join(t.TempDir(), "spool.db"), nil)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			t.Cleanup(func() { _ = be.Close() })
+			return be
+		},
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			return reopen(t, be.(*sqlite.Backend))
 		},

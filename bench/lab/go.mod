@@ -1,29 +1,15 @@
 module github.com/spoolq/spool/bench/lab
 
-go 1.26.8
-
-// The other modules of this repository, from the working tree; the lab is
-// never released, so these replacements stay.
-replace (
-	github.com/spoolq/spool => ../..
-	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
-	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
-	github.com/spoolq/spool/cmd/spool => ../../cmd/spool
-	github.com/spoolq/spool/examples => ../../examples
-	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
-	github.com/spoolq/spool/prometheus => ../../prometheus
-	github.com/spoolq/spool/ui => ../../ui
-)
+go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/cmd/spool v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool v0.1.0
+	github.com/spoolq/spool/backend/mysql v0.1.0
+	github.com/spoolq/spool/backend/postgres v0.1.0
+	github.com/spoolq/spool/backend/sqlite v0.1.0
+	github.com/spoolq/spool/cmd/spool v0.1.0
+	github.com/spoolq/spool/internal/testkit v0.1.0
 )
 
 require (
@@ -44,10 +30,10 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	golang.org/x/image v0.47.0 // indirect
+	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 	gonum.org/v1/plot v0.17.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect

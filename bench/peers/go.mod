@@ -1,14 +1,6 @@
 module github.com/spoolq/spool/bench/peers
 
-go 1.26.8
-
-replace (
-	github.com/spoolq/spool => ../..
-	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
-	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
-	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
-)
+go 1.26.0
 
 require (
 	github.com/hibiken/asynq v0.26.0
@@ -19,9 +11,9 @@ require (
 	github.com/riverqueue/river/riverdriver v0.51.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1
 	github.com/riverqueue/river/riverdriver/riversqlite v0.47.0
-	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool v0.1.0
+	github.com/spoolq/spool/backend/postgres v0.1.0
+	github.com/spoolq/spool/backend/sqlite v0.1.0
 	modernc.org/sqlite v1.61.1
 )
 

@@ -1,6 +1,6 @@
 module github.com/spoolq/spool/bench/sqlitedrivers
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/mattn/go-sqlite3 v1.14.53
@@ -17,7 +17,6 @@ require (
 	github.com/ncruces/julianday v1.0.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

@@ -2,10 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/cli"
+	"github.com/spoolq/spool/cmd/spool/stores"
 
 	// Backends the CLI can open, registered by URL scheme. Adding a backend
 	// is one import line here; backend-specific extras (schema versions,
@@ -26,7 +33,7 @@ func openClient(ctx context.Context, m *Main, flagValue string) (client *spool.C
 // openClientWaiting is openClient, waiting for the store when wait is set
 // (see openStore).
 func openClientWaiting(ctx context.Context, m *Main, flagValue string, wait bool) (client *spool.Client, closeClient func(), err error) {
-	dsn, err := m.DatabaseURL(flagValue)
+	dsn, err := storeURL(m, flagValue, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,4 +73,60 @@ func checkSchema(ctx context.Context, be backend.Backend) error {
 		return err
 	}
 	return v.Check()
+}
+
+// storeURL decides the database URL of a command (cli.DatabaseURL). A
+// store kept in a file (SQLite) is created by opening it; only a command
+// that creates stores (create: spool migrate) may do that. Any other
+// command fails with a *NoStoreError when the file does not exist, leaving
+// nothing behind: a look at an empty directory must not leave a spool.db
+// in it. When migrate creates the default file (no URL given), it says so
+// on Stderr.
+func storeURL(m *Main, flagValue string, create bool) (string, error) {
+	dsn, err := cli.DatabaseURL(flagValue)
+	if err != nil {
+		return "", err
+	}
+	file := stores.For(dsn).File
+	if file == nil {
+		return dsn, nil
+	}
+	path, err := file(dsn)
+	if err != nil {
+		return dsn, nil // the backend's Open says what is wrong with the URL
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return dsn, nil // there, or not readable: Open says which
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	given := cli.DatabaseGiven(flagValue)
+	if !create {
+		return "", &NoStoreError{Path: path, Given: given}
+	}
+	if !given {
+		fmt.Fprintf(m.Stderr, "spool: no --database-url or $%s given; creating the SQLite file %s\n", cli.EnvDatabaseURL, path)
+	}
+	return dsn, nil
+}
+
+// NoStoreError is the error of a command that reads or changes a store
+// kept in a file (SQLite) when the file does not exist: only spool migrate
+// creates it.
+type NoStoreError struct {
+	// Path is the file's absolute path.
+	Path string
+	// Given tells whether the user named the store (--database-url or
+	// $SPOOL_DATABASE_URL), or it is the default ./spool.db.
+	Given bool
+}
+
+// Error implements error.
+func (e *NoStoreError) Error() string {
+	if e.Given {
+		return fmt.Sprintf("no Spool store at %s: the file does not exist (spool migrate creates it)", e.Path)
+	}
+	return fmt.Sprintf("no Spool store here: %s does not exist, and no --database-url or $%s names another; "+
+		"run 'spool migrate' to create it, or give the URL of your database", e.Path, cli.EnvDatabaseURL)
 }

@@ -1,40 +1,22 @@
 module github.com/spoolq/spool/cmd/spool
 
-go 1.26.8
-
-// The other modules of this repository, from the working tree; a release
-// tags each module and these replacements give way to versions.
-replace (
-	github.com/spoolq/spool => ../..
-	github.com/spoolq/spool/backend/mysql => ../../backend/mysql
-	github.com/spoolq/spool/backend/postgres => ../../backend/postgres
-	github.com/spoolq/spool/backend/sqlite => ../../backend/sqlite
-	github.com/spoolq/spool/examples => ../../examples
-	github.com/spoolq/spool/internal/testkit => ../../internal/testkit
-	github.com/spoolq/spool/prometheus => ../../prometheus
-	github.com/spoolq/spool/ui => ../../ui
-)
+go 1.26.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/spoolq/spool v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/mysql v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/postgres v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/backend/sqlite v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/internal/testkit v0.0.0-00010101000000-000000000000
+	github.com/spoolq/spool v0.1.0
+	github.com/spoolq/spool/backend/mysql v0.1.0
+	github.com/spoolq/spool/backend/postgres v0.1.0
+	github.com/spoolq/spool/backend/sqlite v0.1.0
+	github.com/spoolq/spool/internal/testkit v0.1.0
 	gonum.org/v1/plot v0.17.0
 )
 
 require (
-	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	github.com/spoolq/spool/prometheus v0.1.0
+	github.com/spoolq/spool/ui v0.1.0
 )
 
 require (
@@ -44,6 +26,8 @@ require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -52,14 +36,17 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/spoolq/spool/prometheus v0.0.0-00010101000000-000000000000
-	github.com/spoolq/spool/ui v0.0.0-00010101000000-000000000000
-	golang.org/x/image v0.47.0 // indirect
+	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

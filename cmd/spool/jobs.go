@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +32,11 @@ func (c *JobsCommand) subcommands() map[string]cli.Command {
 		"prune":  &JobsPruneCommand{m: c.m},
 		"delete": &JobsDeleteCommand{m: c.m},
 	}
+}
+
+// subcommandNames implements subcommander.
+func (c *JobsCommand) subcommandNames() []string {
+	return slices.Sorted(maps.Keys(c.subcommands()))
 }
 
 // Run implements cli.Command.

@@ -12,7 +12,8 @@ import (
 	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
-// JobsListCommand lists jobs in id order, with filters and paging.
+// JobsListCommand lists jobs newest first (as the dashboard does), or
+// oldest first, with filters and paging.
 type JobsListCommand struct{ m *Main }
 
 // Run implements Command.
@@ -24,6 +25,8 @@ func (c *JobsListCommand) Run(ctx context.Context, args []string) error {
 	var states cli.StringList
 	fs.Var(&states, "state", "only jobs in this state (repeatable)")
 	afterID := fs.Int64("after-id", 0, "only jobs with a greater id")
+	beforeID := fs.Int64("before-id", 0, "only jobs with a smaller id")
+	oldestFirst := fs.Bool("oldest-first", false, "list in ascending id order")
 	limit := fs.Int("limit", 100, "at most this many jobs")
 	asJSON := fs.Bool("json", false, "print a JSON array")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
@@ -33,7 +36,7 @@ func (c *JobsListCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return cli.Usagef("jobs list", "unexpected argument %q", pos[0])
 	}
-	params := &spool.JobListParams{Queue: *queue, Kind: *kind, AfterID: *afterID, Limit: *limit}
+	params := &spool.JobListParams{Queue: *queue, Kind: *kind, AfterID: *afterID, BeforeID: *beforeID, Limit: *limit, Newest: !*oldestFirst}
 	for _, s := range states {
 		for _, name := range strings.Split(s, ",") {
 			st := backend.State(strings.TrimSpace(name))
@@ -46,8 +49,8 @@ func (c *JobsListCommand) Run(ctx context.Context, args []string) error {
 	if *limit < 1 {
 		return cli.Usagef("jobs list", "--limit must be at least 1")
 	}
-	if *afterID < 0 {
-		return cli.Usagef("jobs list", "--after-id must not be negative")
+	if *afterID < 0 || *beforeID < 0 {
+		return cli.Usagef("jobs list", "--after-id and --before-id must not be negative")
 	}
 
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
@@ -76,7 +79,11 @@ func (c *JobsListCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(jobs) == *limit {
-		fmt.Fprintf(c.m.Stderr, "(showing %d jobs; more with --after-id %d)\n", len(jobs), jobs[len(jobs)-1].ID)
+		more := fmt.Sprintf("--before-id %d", jobs[len(jobs)-1].ID)
+		if *oldestFirst {
+			more = fmt.Sprintf("--oldest-first --after-id %d", jobs[len(jobs)-1].ID)
+		}
+		fmt.Fprintf(c.m.Stderr, "(showing %d jobs; more with %s)\n", len(jobs), more)
 	}
 	return nil
 }
@@ -95,8 +102,9 @@ func (c *JobsListCommand) Usage() string {
 	return strings.TrimLeft(`
 Usage: spool jobs list [flags]
 
-Lists jobs in id order: id, queue, kind, state, priority, attempt/max,
-run_at and created_at.
+Lists jobs newest first (highest id first, as the dashboard does): id,
+queue, kind, state, priority, attempt/max, run_at and created_at.
+--oldest-first lists them in ascending id order.
 
 Flags:
 
@@ -108,8 +116,13 @@ Flags:
 		only jobs in this state; repeat or separate with commas for several
 		(available, scheduled, retryable, running, completed, discarded,
 		cancelled)
+	--oldest-first
+		list in ascending id order, oldest first
+	--before-id N
+		only jobs whose id is smaller than N: the next page newest first
 	--after-id N
-		only jobs whose id is greater than N, for paging (default 0)
+		only jobs whose id is greater than N: the next page with
+		--oldest-first
 	--limit N
 		at most N jobs (default 100)
 	--json

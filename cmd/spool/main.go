@@ -44,15 +44,22 @@ func NewMain(stdout, stderr io.Writer) *Main {
 // commands returns the top-level commands by name.
 func (m *Main) commands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"migrate": &MigrateCommand{m: m},
-		"enqueue": &EnqueueCommand{m: m},
-		"jobs":    &JobsCommand{m: m},
-		"queues":  &QueuesCommand{m: m},
-		"ui":      &UICommand{m: m},
-		"bench":   bench.New(&m.Env),
-		"version": &VersionCommand{m: m},
-		"help":    &HelpCommand{m: m},
+		"migrate":  &MigrateCommand{m: m},
+		"enqueue":  &EnqueueCommand{m: m},
+		"jobs":     &JobsCommand{m: m},
+		"queues":   &QueuesCommand{m: m},
+		"periodic": &PeriodicCommand{m: m},
+		"ui":       &UICommand{m: m},
+		"bench":    bench.New(&m.Env),
+		"version":  &VersionCommand{m: m},
+		"help":     &HelpCommand{m: m},
 	}
+}
+
+// subcommander is a command with subcommands of its own (jobs list), each
+// of which the program's usage lists as "command subcommand".
+type subcommander interface {
+	subcommandNames() []string
 }
 
 // Execute runs the command line and reports the outcome on the streams. It
@@ -92,21 +99,31 @@ Usage:
 
 Commands:
 
-	migrate    create or upgrade Spool's schema
-	enqueue    insert one job
-	jobs       list, show, retry and cancel jobs
-	queues     count jobs by queue and state
-	ui         serve the web dashboard
-	bench      measure throughput on a scratch schema
-	version    print the version
-	help       show help for a command
+	migrate              create or upgrade Spool's schema (and the SQLite file)
+	enqueue              insert one job
+	jobs list            list jobs, newest first
+	jobs show            show one job with its args, metadata and errors
+	jobs retry           make jobs available again with fresh attempts
+	jobs cancel          cancel pending or running jobs
+	jobs delete          delete jobs a filter selects (never running ones)
+	jobs prune           delete finished jobs older than an age
+	queues               count jobs by queue and state
+	queues pause         stop every process from claiming a queue's jobs
+	queues resume        let a paused queue's jobs be claimed again
+	queues keys          show a queue's flow keys
+	periodic             list the periodic jobs recorded by the leaders
+	ui                   serve the web dashboard
+	bench                measure throughput on a scratch schema
+	version              print the version and the backends built in
+	help                 show help for a command
 
 Database:
 
 	Commands that use the database take --database-url URL, or read
 	`+cli.EnvDatabaseURL+` when the flag is not given (the flag wins). With
-	neither, they use the embedded SQLite file ./spool.db (created on first
-	use). URLs: sqlite://PATH, postgres://…, mysql://…
+	neither, they use the embedded SQLite file ./spool.db. Only migrate
+	creates a SQLite file; the other commands say so when it is missing.
+	URLs: sqlite://PATH, postgres://…, mysql://…
 	PostgreSQL: postgres://user@host:5432/db?sslmode=disable; the
 	spool_schema query parameter selects the schema (default "spool").
 	Several databases as one (docs/sharding.md): shard://URL;URL;…,

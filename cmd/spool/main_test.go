@@ -124,7 +124,7 @@ func TestMigrateEnqueueListShow(t *testing.T) {
 	runAt := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "at", "--run-at", runAt)
 
-	// Table.
+	// Table, newest first: the first job is the last row.
 	r = mustSpool(t, "jobs", "list", "--database-url", db)
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 4 {
@@ -135,13 +135,13 @@ func TestMigrateEnqueueListShow(t *testing.T) {
 			t.Errorf("jobs list header lacks %s: %q", col, lines[0])
 		}
 	}
-	if f := strings.Fields(lines[1]); len(f) != 8 || f[0] != strconv.FormatInt(id, 10) || f[1] != "mail" ||
+	if f := strings.Fields(lines[3]); len(f) != 8 || f[0] != strconv.FormatInt(id, 10) || f[1] != "mail" ||
 		f[2] != "send_email" || f[3] != "available" || f[4] != "7" || f[5] != "0/5" {
-		t.Errorf("jobs list first row: got %q", lines[1])
+		t.Errorf("jobs list last row: got %q", lines[3])
 	}
 
 	// JSON and filters.
-	jobs := listJobs(t, db)
+	jobs := listJobs(t, db, "--oldest-first")
 	if len(jobs) != 3 {
 		t.Fatalf("want 3 jobs, got %d", len(jobs))
 	}

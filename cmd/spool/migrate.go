@@ -24,7 +24,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return cli.Usagef("migrate", "unexpected argument %q", pos[0])
 	}
-	dsn, err := c.m.DatabaseURL(*dbURL)
+	dsn, err := storeURL(c.m, *dbURL, true)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -50,12 +51,20 @@ func (c stateCounts) MarshalJSON() ([]byte, error) {
 
 var _ json.Marshaler = stateCounts(nil)
 
+// queueActions are what spool queues does besides counting: queues ACTION
+// NAME.
+var queueActions = []string{"pause", "resume", "keys"}
+
+// subcommandNames implements subcommander.
+func (c *QueuesCommand) subcommandNames() []string { return queueActions }
+
 // Run implements Command.
 func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("queues", flag.ContinueOnError)
 	dbURL := cli.AddDatabaseFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array")
 	limit := fs.Int("limit", 100, "keys NAME: at most this many keys, busiest first")
+	force := fs.Bool("force", false, "pause NAME: pause a queue the store knows nothing of")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
@@ -63,7 +72,7 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	var action string
 	switch {
 	case len(pos) == 0:
-	case pos[0] == "pause" || pos[0] == "resume" || pos[0] == "keys":
+	case slices.Contains(queueActions, pos[0]):
 		if len(pos) != 2 {
 			return cli.Usagef("queues", "queues %s takes one queue name", pos[0])
 		}
@@ -73,6 +82,9 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 		action = pos[0]
 	default:
 		return cli.Usagef("queues", "unexpected argument %q (want pause NAME, resume NAME or keys NAME)", pos[0])
+	}
+	if *force && action != "pause" {
+		return cli.Usagef("queues", "--force applies to queues pause NAME only")
 	}
 	if *limit < 1 || *limit > 100000 {
 		return cli.Usagef("queues", "--limit must be between 1 and 100000")
@@ -84,6 +96,11 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 	defer closeClient()
 	switch action {
 	case "pause":
+		if !*force {
+			if err := checkQueueKnown(ctx, client, pos[1]); err != nil {
+				return err
+			}
+		}
 		if err := client.QueuePause(ctx, pos[1]); err != nil {
 			return explainWriteFault(err, "", true) // pausing a paused queue is no error
 		}
@@ -137,6 +154,59 @@ func (c *QueuesCommand) Run(ctx context.Context, args []string) error {
 		return cli.WriteJSON(c.m.Stdout, out)
 	}
 	return printQueues(c.m.Stdout, out)
+}
+
+// UnknownQueueError refuses to pause a queue the store knows nothing of:
+// it has no job in any state and is not paused. The store keeps no list of
+// the queues workers serve, so this is what a misspelt name looks like,
+// and pausing it would leave the queue meant running.
+type UnknownQueueError struct {
+	// Queue is the name given.
+	Queue string
+	// Known are the queues the store knows (with jobs, or paused), sorted.
+	Known []string
+}
+
+// Error implements error.
+func (e *UnknownQueueError) Error() string {
+	known := "none"
+	if len(e.Known) > 0 {
+		const shown = 20
+		known = strings.Join(e.Known[:min(len(e.Known), shown)], ", ")
+		if len(e.Known) > shown {
+			known += fmt.Sprintf(" and %d more", len(e.Known)-shown)
+		}
+	}
+	return fmt.Sprintf("queue %q has no jobs (pending, running or finished) and is not paused: is the name right? "+
+		"Queues with jobs or paused: %s. To pause it before its first jobs, add --force", e.Queue, known)
+}
+
+// checkQueueKnown returns an *UnknownQueueError unless queue has jobs in
+// some state or is paused already.
+func checkQueueKnown(ctx context.Context, client *spool.Client, queue string) error {
+	stats, err := client.QueueStats(ctx)
+	if err != nil {
+		return err
+	}
+	paused, err := client.QueuesPaused(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, s := range stats {
+		for _, n := range s.Counts {
+			if n > 0 {
+				known[s.Queue] = true
+			}
+		}
+	}
+	for _, p := range paused {
+		known[p.Queue] = true
+	}
+	if known[queue] {
+		return nil
+	}
+	return &UnknownQueueError{Queue: queue, Known: slices.Sorted(maps.Keys(known))}
 }
 
 // printQueues prints a table: queue names left-aligned, counts right-aligned.
@@ -226,6 +296,12 @@ running finish. The pause is stored and survives restarts. resume NAME
 undoes it; workers that listen for wake-ups (PostgreSQL, SQLite) start the
 waiting jobs at once, others at their next poll. Both are idempotent.
 
+pause NAME refuses a queue the store knows nothing of (no job in any
+state, not paused), naming the queues it knows: the store keeps no list of
+the queues workers serve, so that is what a misspelt name looks like, and
+pausing it would leave the queue meant running. --force pauses it anyway,
+to stop a queue before its first jobs arrive.
+
 keys NAME shows the queue's flow keys (docs/flow.md), busiest first: the
 jobs of each key running (leases not ended) and pending, and, for a key a
 rate limit has started jobs of, when its bucket is full again. Jobs
@@ -239,6 +315,8 @@ Flags:
 		"running", "pending", "rate_tat" (only with a rate state)}
 	--limit N
 		keys NAME: at most N keys, busiest first (default 100)
+	--force
+		pause NAME: pause a queue that has no jobs and is not paused
 	--database-url URL
 		database (default $SPOOL_DATABASE_URL)
 `, "\n")

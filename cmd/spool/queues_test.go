@@ -9,8 +9,9 @@ import (
 )
 
 // TestQueuesPauseResume: spool queues pause stores the pause (a later
-// process lists it, with an empty queue too), resume undoes it, and a
-// missing or impossible name is a usage error that changes nothing.
+// process lists it, with an empty queue paused with --force too), resume
+// undoes it, and a missing or impossible name is a usage error that
+// changes nothing.
 func TestQueuesPauseResume(t *testing.T) {
 	db := sqliteStore(t)
 	mustSpool(t, "enqueue", "--database-url", db, "--kind", "k", "--queue", "mail")
@@ -29,7 +30,7 @@ func TestQueuesPauseResume(t *testing.T) {
 	if r := mustSpool(t, "queues", "pause", "mail", "--database-url", db); !strings.Contains(r.Stdout, "queue mail paused") {
 		t.Errorf("pause said %q", r.Stdout)
 	}
-	mustSpool(t, "queues", "pause", "reports", "--database-url", db)
+	mustSpool(t, "queues", "pause", "reports", "--force", "--database-url", db)
 	qs := list()
 	if qs["mail"].PausedSince == nil || qs["mail"].Total != 1 || qs["reports"].PausedSince == nil || qs["reports"].Total != 0 {
 		t.Fatalf("queues after pause: %+v", qs)

@@ -30,8 +30,22 @@ func (c *VersionCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return cli.Usagef("version", "unexpected argument %q", pos[0])
 	}
-	fmt.Fprintf(c.m.Stdout, "spool %s (%s, backends: %s)\n", version(), runtime.Version(), strings.Join(backend.Schemes(), ", "))
+	fmt.Fprintf(c.m.Stdout, "spool %s (%s, backends: %s)\n", version(), runtime.Version(), backendList())
 	return nil
+}
+
+// backendList names each backend built in once, by its first URL scheme,
+// with its other schemes in parentheses: "postgres (or postgresql)".
+func backendList() string {
+	var names []string
+	for _, schemes := range backend.Backends() {
+		name := schemes[0]
+		if len(schemes) > 1 {
+			name += " (or " + strings.Join(schemes[1:], ", ") + ")"
+		}
+		names = append(names, name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // version returns Version, else the main module's version from the build
@@ -48,5 +62,5 @@ func version() string {
 
 // Usage implements Command.
 func (c *VersionCommand) Usage() string {
-	return "Usage: spool version\n\nPrints the version of spool, the Go version it was built with and the\ndatabase URL schemes it supports.\n"
+	return "Usage: spool version\n\nPrints the version of spool, the Go version it was built with and the\nbackends built in, each once, by the schemes of its database URLs.\n"
 }

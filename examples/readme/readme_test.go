@@ -166,8 +166,9 @@ func TestReadmeShellBlocks(t *testing.T) {
 
 // TestReadmeInstall checks that the README's install lines name exactly the
 // modules a user gets: `go get` for each library module of the workspace,
-// `go install …@latest` for the command, none for the examples, the test
-// support or the benchmarks.
+// `go install …@latest` for the command, none for the examples, the
+// modules of tests (internal/testkit, ui/dashtest), the release tool or the
+// benchmarks.
 func TestReadmeInstall(t *testing.T) {
 	root, _ := readmeBlocks(t)
 	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
@@ -183,7 +184,7 @@ func TestReadmeInstall(t *testing.T) {
 	const command = "github.com/spoolq/spool/cmd/spool"
 	want := map[string]bool{}
 	for _, m := range strings.Fields(string(out)) {
-		if m == command || strings.Contains(m, "/internal/") || strings.Contains(m, "/bench/") || strings.HasSuffix(m, "/examples") {
+		if m == command || strings.Contains(m, "/internal/") || strings.Contains(m, "/bench/") || strings.HasSuffix(m, "/examples") || strings.HasSuffix(m, "/dashtest") {
 			continue
 		}
 		want[m] = true

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -156,7 +155,7 @@ func takesValue(fs *flag.FlagSet, arg string) bool {
 
 // DefaultDatabaseURL is the store used when neither --database-url nor
 // $SPOOL_DATABASE_URL is given: an embedded SQLite file in the current
-// directory, created on first use.
+// directory, created by spool migrate.
 const DefaultDatabaseURL = "sqlite://" + DefaultSQLiteFile
 
 // DefaultSQLiteFile is the path of the default store's file.
@@ -173,20 +172,6 @@ func DatabaseURL(flagValue string) (string, error) {
 		return v, nil
 	}
 	return DefaultDatabaseURL, nil
-}
-
-// DatabaseURL is the package's DatabaseURL, and says on Stderr where the
-// default store is when it falls back to it.
-func (m *Env) DatabaseURL(flagValue string) (string, error) {
-	dsn, err := DatabaseURL(flagValue)
-	if err == nil && !DatabaseGiven(flagValue) {
-		where := DefaultSQLiteFile
-		if abs, err := filepath.Abs(DefaultSQLiteFile); err == nil {
-			where = abs
-		}
-		fmt.Fprintf(m.Stderr, "spool: no --database-url or $%s given; using the SQLite file %s\n", EnvDatabaseURL, where)
-	}
-	return dsn, err
 }
 
 // DatabaseGiven reports whether the user named a database (flag or

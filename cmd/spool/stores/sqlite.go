@@ -20,7 +20,14 @@ func init() {
 	registry["sqlite"] = &Support{
 		Location:   sqliteLocation,
 		NewScratch: newSQLiteScratch,
+		File:       sqliteFile,
 	}
+}
+
+// sqliteFile returns the path of the database file a sqlite:// URL names.
+func sqliteFile(dsn string) (string, error) {
+	path, _, err := sqlite.ParseURL(dsn)
+	return path, err
 }
 
 // sqliteLocation names the backend's file.

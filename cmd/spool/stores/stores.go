@@ -36,6 +36,10 @@ type Support struct {
 	// NewScratch returns a database URL for a fresh, empty store next to the
 	// one dsn names, for benchmarks.
 	NewScratch func(dsn string) (*Scratch, error)
+	// File returns the path of the file the store dsn names lives in, for a
+	// store kept in a file that opening it creates (SQLite): a command
+	// that must not create a store checks that the file exists first.
+	File func(dsn string) (string, error)
 }
 
 // registry maps URL schemes to their Support; each store's file fills it

@@ -14,9 +14,14 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	drv "github.com/go-sql-driver/mysql"
 )
+
+// mysqlDriver is the database/sql driver name the MySQL helpers open
+// through. This module does not import the driver, so that the modules
+// requiring it for their tests (backend/postgres among them) do not list a
+// MySQL driver: a test using these helpers links it through backend/mysql,
+// which imports github.com/go-sql-driver/mysql.
+const mysqlDriver = "mysql"
 
 // MySQLURL is the MySQL/MariaDB server tests use: $SPOOL_TEST_MYSQL_URL, or
 // the local server on 127.0.0.1:3306. Its database is where test databases
@@ -64,18 +69,16 @@ var (
 func MySQLAdmin(t testing.TB) *sql.DB {
 	t.Helper()
 	mysqlAdminOnce.Do(func() {
-		cfg, err := adminConfig(MySQLURL())
+		dsn, err := adminDSN(MySQLURL())
 		if err != nil {
 			mysqlAdminErr = err
 			return
 		}
-		cfg.ParseTime = true
-		connector, err := drv.NewConnector(cfg)
+		mysqlAdmin, err = sql.Open(mysqlDriver, dsn)
 		if err != nil {
-			mysqlAdminErr = err
+			mysqlAdminErr = fmt.Errorf("open (the test must link github.com/go-sql-driver/mysql, as backend/mysql does): %w", err)
 			return
 		}
-		mysqlAdmin = sql.OpenDB(connector)
 		mysqlAdmin.SetMaxOpenConns(8)
 	})
 	if mysqlAdminErr != nil {
@@ -110,16 +113,17 @@ func NewMySQLDatabase(t testing.TB) string {
 	return name
 }
 
-// adminConfig reads a mysql:// URL the way the backend's ParseURL does, its
-// spool_* parameters left out: this module imports no backend, so that the
-// backends' modules can require it for their tests without a cycle.
-func adminConfig(raw string) (*drv.Config, error) {
+// adminDSN reads a mysql:// URL the way the backend's ParseURL does, its
+// spool_* parameters left out, and returns the driver's DSN for it, with
+// times parsed: this module imports no backend, so that the backends'
+// modules can require it for their tests without a cycle.
+func adminDSN(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parse MySQL URL: %w", err)
+		return "", fmt.Errorf("parse MySQL URL: %w", err)
 	}
 	if u.Scheme != "mysql" {
-		return nil, fmt.Errorf("MySQL URL scheme %q, want mysql", u.Scheme)
+		return "", fmt.Errorf("MySQL URL scheme %q, want mysql", u.Scheme)
 	}
 	q := u.Query()
 	for k := range q {
@@ -127,13 +131,14 @@ func adminConfig(raw string) (*drv.Config, error) {
 			q.Del(k)
 		}
 	}
-	cfg, err := drv.ParseDSN("/?" + q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("MySQL URL parameters: %w", err)
-	}
+	q.Set("parseTime", "true")
+	var user string
 	if u.User != nil {
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
+		user = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			user += ":" + p
+		}
+		user += "@"
 	}
 	host := u.Host
 	if host == "" {
@@ -141,7 +146,5 @@ func adminConfig(raw string) (*drv.Config, error) {
 	} else if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "3306")
 	}
-	cfg.Net, cfg.Addr = "tcp", host
-	cfg.DBName = strings.TrimPrefix(u.Path, "/")
-	return cfg, nil
+	return user + "tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/") + "?" + q.Encode(), nil
 }

@@ -1,4 +1,4 @@
-package ui_test
+package dashtest_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ui_test
+package dashtest_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/ui"
 )
 
@@ -41,7 +42,7 @@ func chromiumPath(t *testing.T) string {
 }
 
 // artifactDir is where screenshots go: $SPOOL_TEST_ARTIFACTS, else
-// ui/artifacts in the working tree (ignored by git).
+// ui/dashtest/artifacts in the working tree (ignored by git).
 func artifactDir(t *testing.T) string {
 	dir := os.Getenv("SPOOL_TEST_ARTIFACTS")
 	if dir == "" {
@@ -189,10 +190,16 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("job page lacks %q:\n%s", want, jobText)
 		}
 	}
+	// A periodic job a leader recorded, which this client does not define.
+	if _, err := f.be.PeriodicRecord(ctx, &backend.PeriodicRecordParams{Jobs: []backend.PeriodicJob{{
+		Name: "hourly-sync", Schedule: "every 1h0m0s", Queue: "sync", Since: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
 	b.do(t, "periodic page", chromedp.Navigate(srv.URL+"/periodic"), chromedp.WaitVisible(chromedp.CSS(`table.periodic`)))
 	b.screenshot(t, dir, "periodic")
-	if txt := get(t, b, "periodic text", chromedp.Text(chromedp.CSS(`table.periodic`))); !strings.Contains(txt, "nightly-report") || !strings.Contains(txt, "every 1h0m0s") {
-		t.Errorf("periodic page lacks the periodic job:\n%s", txt)
+	if txt := get(t, b, "periodic text", chromedp.Text(chromedp.CSS(`table.periodic`))); !strings.Contains(txt, "nightly-report") || !strings.Contains(txt, "every 1h0m0s") ||
+		!strings.Contains(txt, "hourly-sync") || !strings.Contains(txt, "not defined by this process") {
+		t.Errorf("periodic page lacks the defined or the recorded periodic job:\n%s", txt)
 	}
 	b.do(t, "limits page", chromedp.Navigate(srv.URL+"/limits"), chromedp.WaitVisible(chromedp.CSS(`section.limits[data-queue="flowq"]`)))
 	b.screenshot(t, dir, "limits")

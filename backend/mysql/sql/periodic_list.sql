@@ -1,0 +1,3 @@
+-- The recorded periodic jobs, by name.
+SELECT name, schedule, queue, since, last_slot, next_slot, started_at, seen_at
+FROM {{db}}.spool_periodic ORDER BY name
