@@ -161,7 +161,7 @@ func TestPeriodicRunOnStartOnce(t *testing.T) {
 			Args: func(at time.Time) spool.JobArgs { return startArgs{Name: name, At: at} }}
 	}
 	newClient := func(be *memory.Backend, id string, jobs ...spool.PeriodicJob) *spool.Client {
-		c, err := spool.NewClient(be, &spool.Config{ClientID: id, Workers: ws, Logger: quietLogger(),
+		c, err := spool.NewClient(be, &spool.Config{ClientID: id, Workers: ws, Logger: conformance.TestLogger(t, slog.LevelWarn),
 			Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}}, PeriodicJobs: jobs})
 		if err != nil {
 			t.Fatal(err)
