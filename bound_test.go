@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 // stalledBackend holds every outcome write until release is closed, and
@@ -55,6 +57,7 @@ func TestClaimedButUnfinishedIsBounded(t *testing.T) {
 		Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: workers, Prefetch: prefetch}},
 		CompletionBatchMax: batch,
 		PollInterval:       10 * time.Millisecond,
+		Logger:             conformance.TestLogger(t, slog.LevelWarn),
 	})
 	if err != nil {
 		t.Fatal(err)

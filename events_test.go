@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 type eventArgs struct {
@@ -53,7 +55,7 @@ func TestEvents(t *testing.T) {
 	c, err := spool.NewClient(memory.New(), &spool.Config{
 		Workers:      ws,
 		Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 4}},
-		Logger:       quietLogger(),
+		Logger:       conformance.TestLogger(t, slog.LevelWarn),
 		PollInterval: 10 * time.Millisecond,
 		RetryPolicy:  spool.ConstantRetryPolicy{Delay: 5 * time.Millisecond},
 	})
@@ -190,7 +192,7 @@ func TestMiddleware(t *testing.T) {
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers:          ws,
 		Queues:           map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
-		Logger:           quietLogger(),
+		Logger:           conformance.TestLogger(t, slog.LevelWarn),
 		PollInterval:     10 * time.Millisecond,
 		WorkMiddleware:   []spool.WorkMiddleware{mw("a"), mw("b")},
 		InsertMiddleware: []spool.InsertMiddleware{tenant},

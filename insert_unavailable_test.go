@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 // refusingBackend refuses its next `refusals` inserts with err, then
@@ -53,7 +55,7 @@ func TestInsertRetriesUnavailable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			be := &refusingBackend{Backend: memory.New(), err: c.err}
 			be.refusals.Store(c.refusals)
-			cl, err := spool.NewClient(be, &spool.Config{})
+			cl, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn)})
 			if err != nil {
 				t.Fatal(err)
 			}

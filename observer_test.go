@@ -3,12 +3,14 @@ package spool_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 // recorder is an Observer that keeps what it is told.
@@ -95,7 +97,7 @@ func TestObserver(t *testing.T) {
 	c, err := spool.NewClient(memory.New(), &spool.Config{
 		Workers:      ws,
 		Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 4}, "other": {MaxWorkers: 1}},
-		Logger:       quietLogger(),
+		Logger:       conformance.TestLogger(t, slog.LevelWarn),
 		PollInterval: 10 * time.Millisecond,
 		RetryPolicy:  spool.ConstantRetryPolicy{Delay: 5 * time.Millisecond},
 		Observers:    []spool.Observer{rec},

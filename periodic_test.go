@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 )
 
 type periodicArgs struct {
@@ -34,7 +36,7 @@ func TestPeriodicJobs(t *testing.T) {
 	c, err := spool.NewClient(be, &spool.Config{
 		Workers: ws,
 		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 4}, "cron": {MaxWorkers: 4}},
-		Logger:  quietLogger(),
+		Logger:  conformance.TestLogger(t, slog.LevelWarn),
 		PeriodicJobs: []spool.PeriodicJob{
 			{
 				Name:     "every-50ms",
@@ -159,7 +161,7 @@ func TestPeriodicRunOnStartOnce(t *testing.T) {
 			Args: func(at time.Time) spool.JobArgs { return startArgs{Name: name, At: at} }}
 	}
 	newClient := func(be *memory.Backend, id string, jobs ...spool.PeriodicJob) *spool.Client {
-		c, err := spool.NewClient(be, &spool.Config{ClientID: id, Workers: ws, Logger: quietLogger(),
+		c, err := spool.NewClient(be, &spool.Config{ClientID: id, Workers: ws, Logger: conformance.TestLogger(t, slog.LevelWarn),
 			Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}}, PeriodicJobs: jobs})
 		if err != nil {
 			t.Fatal(err)

@@ -87,6 +87,7 @@ func startWakeClient(t *testing.T, be backend.Backend, q spool.QueueConfig) (c *
 		Workers:      ws,
 		Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: q},
 		PollInterval: time.Hour,
+		Logger:       conformance.TestLogger(t, slog.LevelWarn),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func TestJobStartedAt(t *testing.T) {
 		got <- seen{at, first}
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}})
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}}, Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +310,7 @@ func TestFlowIdleQueueIsNotPolledFast(t *testing.T) {
 			GlobalLimit: 10, KeyLimit: 1, Rate: &spool.RateLimit{Limit: 2, Per: time.Second, Burst: 1}}}},
 		PollInterval:     500 * time.Millisecond,
 		FlowPollInterval: 10 * time.Millisecond,
+		Logger:           conformance.TestLogger(t, slog.LevelWarn),
 	})
 	if err != nil {
 		t.Fatal(err)

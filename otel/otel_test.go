@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 	spoolotel "github.com/spoolq/spool/otel"
 )
 
@@ -55,6 +57,7 @@ func TestTraceCarriedToRun(t *testing.T) {
 		Queues:       map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2}},
 		RetryPolicy:  spool.ConstantRetryPolicy{Delay: 10 * time.Millisecond},
 		PollInterval: 20 * time.Millisecond,
+		Logger:       conformance.TestLogger(t, slog.LevelWarn),
 	}
 	m, err := spoolotel.Instrument(cfg, &spoolotel.Options{TracerProvider: tp, MeterProvider: mp})
 	if err != nil {

@@ -3,6 +3,7 @@ package spoolprom_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend/memory"
+	"github.com/spoolq/spool/conformance"
 	spoolprom "github.com/spoolq/spool/prometheus"
 )
 
@@ -49,6 +51,7 @@ func TestMetrics(t *testing.T) {
 		RetryPolicy:  spool.ConstantRetryPolicy{Delay: 10 * time.Millisecond},
 		PollInterval: 20 * time.Millisecond,
 		Observers:    []spool.Observer{m},
+		Logger:       conformance.TestLogger(t, slog.LevelWarn),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestGalera(t *testing.T) {
 			}
 			_ = first.Close()
 		}
-		be, err := openWhenVisible(ctx, url)
+		be, err := openWhenVisible(ctx, url, conformance.TestLogger(t, slog.LevelWarn))
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
@@ -237,10 +237,15 @@ func TestGalera(t *testing.T) {
 }
 
 // openWhenVisible opens a backend on a database another node created, once
-// the DDL has reached this node.
-func openWhenVisible(ctx context.Context, url string) (*mysql.Backend, error) {
+// the DDL has reached this node. The backend logs to logger.
+func openWhenVisible(ctx context.Context, url string, logger *slog.Logger) (*mysql.Backend, error) {
+	cfg, opts, err := mysql.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = logger
 	for {
-		be, err := mysql.Open(ctx, url)
+		be, err := mysql.OpenConfig(ctx, cfg, opts)
 		if err == nil {
 			return be, nil
 		}

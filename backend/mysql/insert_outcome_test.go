@@ -35,12 +35,7 @@ func proxiedMySQL(t *testing.T) (direct, proxied *mysql.Backend, proxy *testdb.P
 	}
 	proxy = testdb.NewProxyTo(t, u.Host)
 	u.Host = proxy.Addr()
-	proxied, err = mysql.Open(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxied.Close() })
-	return direct, proxied, proxy
+	return direct, openURL(t, u.String()), proxy
 }
 
 // ownMariaDB starts a mariadbd of the test's own in a new directory named
@@ -136,11 +131,7 @@ func TestInsertDuringServerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Path = "/spool"
-	be, err := mysql.Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Close() })
+	be := openURL(t, u.String())
 	if err := be.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

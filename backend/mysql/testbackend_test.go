@@ -46,3 +46,22 @@ func openBackend(t testing.TB, database string, params url.Values) *mysql.Backen
 	t.Cleanup(func() { _ = be.Close() })
 	return be
 }
+
+// openURL opens a backend on rawURL (a proxy's, a server of the test's
+// own), logging like openBackend, closed when the test ends.
+func openURL(t testing.TB, rawURL string) *mysql.Backend {
+	t.Helper()
+	cfg, opts, err := mysql.ParseURL(rawURL)
+	if err != nil {
+		t.Fatalf("open MySQL backend: %v", err)
+	}
+	opts.Logger = conformance.TestLogger(t, slog.LevelWarn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	be, err := mysql.OpenConfig(ctx, cfg, opts)
+	if err != nil {
+		t.Fatalf("open MySQL backend: %v", err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	return be
+}

@@ -676,7 +676,7 @@ func TestLeaseJobsCompressedWithLZ4(t *testing.T) {
 	ctx := context.Background()
 	b, pool := scratchBackend(t)
 	if _, err := pool.Exec(ctx, `CREATE TEMP TABLE spool_lz4_probe (v text COMPRESSION lz4)`); err != nil {
-		t.Fatalf("this server cannot compress with lz4 (%v); the test servers of .ci/run can", err)
+		t.Fatalf("this server cannot compress with lz4 (%v); the test servers of .ci/test can", err)
 	}
 	const jobs = 200
 	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind, args) SELECT 'noop', jsonb_build_object('n', g) FROM generate_series(1, $1) g`, jobs); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -321,7 +320,7 @@ func TestDatabaseOutage(t *testing.T) {
 		return nil
 	}))
 	c, err := spool.NewClient(pbe, &spool.Config{Workers: ws, LeaseDuration: 3 * time.Second, PollInterval: 50 * time.Millisecond,
-		RescueInterval: 100 * time.Millisecond, Logger: quiet(), Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 10, Prefetch: 20}}})
+		RescueInterval: 100 * time.Millisecond, Logger: conformance.TestLogger(t, slog.LevelInfo), Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 10, Prefetch: 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +382,7 @@ func TestStopDuringOutage(t *testing.T) {
 		<-release
 		return nil
 	}))
-	c, err := spool.NewClient(pbe, &spool.Config{Workers: ws, LeaseDuration: time.Second, Logger: quiet(),
+	c, err := spool.NewClient(pbe, &spool.Config{Workers: ws, LeaseDuration: time.Second, Logger: conformance.TestLogger(t, slog.LevelInfo),
 		Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -427,11 +426,4 @@ func TestStopDuringOutage(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func quiet() *slog.Logger {
-	if os.Getenv("SPOOL_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

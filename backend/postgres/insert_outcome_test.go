@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // insertClient is a client that only inserts.
 func insertClient(t *testing.T, be *postgres.Backend) *spool.Client {
 	t.Helper()
-	c, err := spool.NewClient(be, &spool.Config{Logger: quiet()})
+	c, err := spool.NewClient(be, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelInfo)})
 	if err != nil {
 		t.Fatal(err)
 	}

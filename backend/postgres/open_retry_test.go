@@ -77,7 +77,7 @@ func TestOpenWaitsForServer(t *testing.T) {
 		worked <- j.ID
 		return nil
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Logger: quiet(), Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Logger: conformance.TestLogger(t, slog.LevelInfo), Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestOpenDoesNotRetryMissingDatabase(t *testing.T) {
 	// A closed port is worth waiting for, until ctx ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = backend.OpenWith(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable", backend.OpenOptions{Logger: quiet()})
+	_, err = backend.OpenWith(ctx, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable", backend.OpenOptions{Logger: conformance.TestLogger(t, slog.LevelInfo)})
 	if !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("open of a closed port: got %v, want ErrUnavailable and the context's deadline", err)
 	}

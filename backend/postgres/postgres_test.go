@@ -479,7 +479,7 @@ func TestCancelRunningJobPromptly(t *testing.T) {
 		return ctx.Err()
 	}))
 	c, err := spool.NewClient(be, &spool.Config{Workers: ws, LeaseDuration: 30 * time.Second, JobTimeout: -1,
-		Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}})
+		Queues: map[string]spool.QueueConfig{"default": {MaxWorkers: 1}}, Logger: conformance.TestLogger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,10 @@ func main() {
 		log.Fatal(err)
 	}
 
-	// Alone, inside your own transaction, or in bulk (COPY for large batches):
-	if _, err := client.Insert(ctx, SendEmail{To: "ada@example.com"}, &spool.InsertOpts{Priority: 1}); err != nil {
+	// Alone, inside your own transaction, or in bulk (COPY for large batches).
+	// Priority 0, the default, runs first and 100 last: this one waits
+	// behind every priority-0 job of its queue.
+	if _, err := client.Insert(ctx, SendEmail{To: "ada@example.com"}, &spool.InsertOpts{Priority: 10}); err != nil {
 		log.Fatal(err)
 	}
 	err = be.WriteTx(ctx, func(tx *sql.Tx) error { // on PostgreSQL, a pgx.Tx of your own

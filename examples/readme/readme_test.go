@@ -108,26 +108,41 @@ func TestReadmeGoProgramRuns(t *testing.T) {
 	}
 }
 
+// testCommand is the README's one test command; its block is not run here,
+// as it is the command running this test.
+const testCommand = ".ci/test"
+
 // TestReadmeShellBlocks runs every sh block of the README in order, as
 // written, in a copy of the repository (so that ./spool.db, which the
 // quickstart and the CLI share, starts absent and leaves no trace), with no
-// database named in the environment. The block that runs the tests is left
-// out: it is the command running this test.
+// database named in the environment and the spool command built from the
+// working tree first in PATH, as `go install` leaves it.
 func TestReadmeShellBlocks(t *testing.T) {
 	root, blocks := readmeBlocks(t)
 	dir := copyRepo(t, root)
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "spool"), "./cmd/spool")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/spool: %v\n%s", err, out)
+	}
 	env := []string{}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SPOOL_DATABASE_URL=") {
+		switch {
+		case strings.HasPrefix(kv, "SPOOL_DATABASE_URL="):
+		case strings.HasPrefix(kv, "PATH="):
+			env = append(env, "PATH="+bin+string(filepath.ListSeparator)+strings.TrimPrefix(kv, "PATH="))
+		default:
 			env = append(env, kv)
 		}
 	}
-	ran := 0
+	ran, testBlocks := 0, 0
 	for _, b := range blocks {
 		if b.lang != "sh" {
 			continue
 		}
-		if strings.Contains(b.text, "go test ") {
+		if strings.TrimSpace(b.text) == testCommand {
+			testBlocks++
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -143,6 +158,87 @@ func TestReadmeShellBlocks(t *testing.T) {
 	}
 	if ran < 2 {
 		t.Fatalf("ran %d sh blocks, want the quickstart and the CLI at least", ran)
+	}
+	if testBlocks != 1 {
+		t.Errorf("README.md has %d sh blocks holding just %s, want 1 (.ci/run checks it is there)", testBlocks, testCommand)
+	}
+}
+
+// TestReadmeInstall checks that the README's install lines name exactly the
+// modules a user gets: `go get` for each library module of the workspace,
+// `go install …@latest` for the command, none for the examples, the
+// modules of tests (internal/testkit, ui/dashtest), the release tool or the
+// benchmarks.
+func TestReadmeInstall(t *testing.T) {
+	root, _ := readmeBlocks(t)
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := exec.Command("go", "list", "-m")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	const command = "github.com/spoolq/spool/cmd/spool"
+	want := map[string]bool{}
+	for _, m := range strings.Fields(string(out)) {
+		if m == command || strings.Contains(m, "/internal/") || strings.Contains(m, "/bench/") || strings.HasSuffix(m, "/examples") || strings.HasSuffix(m, "/dashtest") {
+			continue
+		}
+		want[m] = true
+	}
+	got := map[string]bool{}
+	for _, m := range regexp.MustCompile("`go get ([^ `@]+)`").FindAllStringSubmatch(string(raw), -1) {
+		got[m[1]] = true
+	}
+	for m := range want {
+		if !got[m] {
+			t.Errorf("README.md has no `go get %s`", m)
+		}
+	}
+	for m := range got {
+		if !want[m] {
+			t.Errorf("README.md says `go get %s`, which is not a library module of the workspace", m)
+		}
+	}
+	if !strings.Contains(string(raw), "`go install "+command+"@latest`") {
+		t.Errorf("README.md has no `go install %s@latest`", command)
+	}
+}
+
+// TestDocsIndex checks that docs/README.md links every page of docs/, and
+// that every relative link of README.md and docs/README.md names a file
+// that exists.
+func TestDocsIndex(t *testing.T) {
+	root, _ := readmeBlocks(t)
+	docs := filepath.Join(root, "docs")
+	index, err := os.ReadFile(filepath.Join(docs, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob(filepath.Join(docs, "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		name := filepath.Base(p)
+		if name != "README.md" && !strings.Contains(string(index), "]("+name+")") {
+			t.Errorf("docs/README.md does not link %s", name)
+		}
+	}
+	link := regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
+	for _, doc := range []string{filepath.Join(root, "README.md"), filepath.Join(docs, "README.md")} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(doc), m[1])); err != nil {
+				t.Errorf("%s links %s: %v", doc, m[1], err)
+			}
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 // xssKind is a job kind that would run a script if a page did not escape it.
 const xssKind = "<script>alert(1)</script>"
 
-// chromiumPath finds Debian's chromium (.ci/run installs it); a machine
+// chromiumPath finds Debian's chromium (.ci/test installs it); a machine
 // without it fails the test rather than skipping it.
 func chromiumPath(t *testing.T) string {
 	for _, p := range []string{os.Getenv("SPOOL_TEST_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
@@ -37,7 +37,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	t.Fatal("no chromium: install Debian's chromium (.ci/run does) or set SPOOL_TEST_CHROMIUM")
+	t.Fatal("no chromium: install Debian's chromium (.ci/test does) or set SPOOL_TEST_CHROMIUM")
 	return ""
 }
 

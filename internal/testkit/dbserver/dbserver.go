@@ -431,7 +431,7 @@ type PgBouncer struct {
 func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...string) (*PgBouncer, error) {
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
-		return nil, fmt.Errorf("start PgBouncer: pgbouncer not found (install Debian's pgbouncer; .ci/run does): %w", err)
+		return nil, fmt.Errorf("start PgBouncer: pgbouncer not found (install Debian's pgbouncer; .ci/test does): %w", err)
 	}
 	host, upPort, err := net.SplitHostPort(upstream)
 	if err != nil {
