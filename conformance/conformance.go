@@ -397,6 +397,27 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// awaitProgress waits for ch to receive while count keeps growing: it
+// fails when count has not moved for 15 s (what stalled).
+func awaitProgress[T any](t *testing.T, ch <-chan T, count func() int64, what string) T {
+	t.Helper()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, since := count(), time.Now()
+	for {
+		select {
+		case v := <-ch:
+			return v
+		case now := <-tick.C:
+			if n := count(); n != last {
+				last, since = n, now
+			} else if now.Sub(since) >= 15*time.Second {
+				t.Fatalf("timed out waiting for %s: no progress for 15 s, stuck at %d", what, n)
+			}
+		}
+	}
+}
+
 func countStates(t *testing.T, be backend.Backend) map[backend.State]int64 {
 	t.Helper()
 	stats, err := be.QueueStatsAll(context.Background())
