@@ -410,6 +410,7 @@ func awaitProgress[T any](t *testing.T, ch <-chan T, count func() int64, what st
 			return v
 		case now := <-tick.C:
 			if n := count(); n != last {
+				t.Logf("waiting for %s: %d so far", what, n)
 				last, since = n, now
 			} else if now.Sub(since) >= 15*time.Second {
 				t.Fatalf("timed out waiting for %s: no progress for 15 s, stuck at %d", what, n)
