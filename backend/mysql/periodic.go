@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/sqlfilter"
 )
 
 // PeriodicRecord implements backend.Backend: one upsert per job, each read
@@ -36,20 +37,16 @@ func (b *Backend) PeriodicRecord(ctx context.Context, p *backend.PeriodicRecordP
 
 // PeriodicList implements backend.Backend.
 func (b *Backend) PeriodicList(ctx context.Context) ([]backend.PeriodicJob, error) {
-	rows, err := b.db.QueryContext(ctx, b.sql.periodicList)
-	if err != nil {
-		return nil, fmt.Errorf("list periodic jobs: %w", err)
-	}
-	defer rows.Close()
 	var out []backend.PeriodicJob
-	for rows.Next() {
+	err := sqlfilter.ReadRows(ctx, b.db, func(rows *sql.Rows) error {
 		rec, err := scanPeriodic(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list periodic jobs: %w", err)
+			return err
 		}
 		out = append(out, rec)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}, b.sql.periodicList)
+	if err != nil {
 		return nil, fmt.Errorf("list periodic jobs: %w", err)
 	}
 	return out, nil
