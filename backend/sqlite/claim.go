@@ -25,13 +25,18 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	b.st.noteLease(p.Lease)
+	claim, err := b.st.prepared(ctx, stmt.claim)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
 	var raws []*rawJob
 	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, stmt.claim, nowMicros(), p.Lease.Microseconds(), p.ClaimID, p.Queue, p.Max)
+		c := claimed{queue: p.Queue, claimID: p.ClaimID, now: nowMicros(), leaseUS: p.Lease.Microseconds()}
+		rows, err := tx.StmtContext(ctx, claim).QueryContext(ctx, c.now, c.leaseUS, c.claimID, c.queue, p.Max)
 		if err != nil {
 			return err
 		}
-		raws, err = collectRawJobs(rows)
+		raws, err = collectClaimed(rows, c)
 		return err
 	})
 	if err != nil {

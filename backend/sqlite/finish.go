@@ -5,13 +5,21 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
 )
 
 // JobFinishMany implements backend.Backend.
+//
+// Plain completions (no error), most of any batch, are finished by their
+// leases bound as VALUES rows, in statements prepared once per size bucket
+// (finishCompletes): one statement per bucket, a DELETE when completed rows
+// are deleted. Every other outcome goes through finish_update.sql (and
+// finish_delete.sql for completions with an error), over a JSON array.
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	tx, err := txOf(p.Tx)
 	if err != nil {
@@ -21,13 +29,30 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		return &backend.JobFinishManyResult{}, nil
 	}
 	now := time.Now()
-	input, err := encodeFinishes(p.Finishes, now)
-	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
+	plain, rest := splitPlain(p.Finishes)
+	var input string
+	if len(rest) > 0 {
+		if input, err = encodeFinishes(rest, now); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+	}
+	completes := newCompletes(plain, p.DeleteCompleted)
+	if tx == nil {
+		// The store's own transaction: prepared statements of its writer.
+		if err := completes.prepare(ctx, b.st); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
 	}
 	applied := make([]backend.LeaseRef, 0, len(p.Finishes))
 	err = b.st.write(ctx, tx, func(tx *sql.Tx) error {
+		var err error
 		applied = applied[:0]
+		if applied, err = completes.run(ctx, tx, now.UnixMicro(), applied); err != nil {
+			return err
+		}
+		if len(rest) == 0 {
+			return nil
+		}
 		if p.DeleteCompleted {
 			rows, err := tx.QueryContext(ctx, stmt.finishDelete, nil, input)
 			if err != nil {
@@ -48,6 +73,119 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(p.Finishes, applied, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// splitPlain separates plain completions (no error) from other outcomes,
+// without a copy when every finish is one.
+func splitPlain(fs []backend.JobFinish) (plain, rest []backend.JobFinish) {
+	isPlain := func(f backend.JobFinish) bool { return f.Outcome == backend.OutcomeComplete && f.Error == nil }
+	if !slices.ContainsFunc(fs, func(f backend.JobFinish) bool { return !isPlain(f) }) {
+		return fs, nil
+	}
+	for _, f := range fs {
+		if isPlain(f) {
+			plain = append(plain, f)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	return plain, rest
+}
+
+// completeBuckets are the sizes, in leases, of the plain-completion
+// statements: a batch is cut into chunks of the largest and the last chunk
+// is padded up to the smallest bucket that holds it (with its first lease:
+// a lease twice in an IN list is applied once), so a writer compiles at
+// most len(completeBuckets) statements per mode, whatever the batch sizes.
+var completeBuckets = []int{1, 4, 16, 64, 256, 1024}
+
+// completes is the plain completions of one JobFinishMany, in chunks.
+type completes struct {
+	del    bool
+	chunks [][]backend.JobFinish
+	sizes  []int       // bucket of each chunk
+	stmts  []*sql.Stmt // prepared on the store's writer; nil for a caller's tx
+}
+
+// newCompletes cuts fs into chunks of at most the largest bucket.
+func newCompletes(fs []backend.JobFinish, del bool) *completes {
+	c := &completes{del: del}
+	top := completeBuckets[len(completeBuckets)-1]
+	for len(fs) > 0 {
+		n := min(len(fs), top)
+		c.chunks = append(c.chunks, fs[:n])
+		fs = fs[n:]
+		size := top
+		for _, b := range completeBuckets {
+			if b >= n {
+				size = b
+				break
+			}
+		}
+		c.sizes = append(c.sizes, size)
+	}
+	return c
+}
+
+// completeSQL returns the statement for a bucket of n leases.
+func completeSQL(n int, del bool) string {
+	var pairs strings.Builder
+	pairs.Grow(n * 16)
+	for i := range n {
+		if i > 0 {
+			pairs.WriteString(", ")
+		}
+		fmt.Fprintf(&pairs, "(?%d, ?%d)", 2+2*i, 3+2*i)
+	}
+	q := stmt.finishCompleteKeep
+	if del {
+		q = stmt.finishCompleteDelete
+	}
+	return strings.Replace(q, "{{pairs}}", pairs.String(), 1)
+}
+
+// prepare prepares each chunk's statement on the store's writer pool
+// (compiled once per bucket and mode for the connection's life).
+func (c *completes) prepare(ctx context.Context, st *store) error {
+	for _, n := range c.sizes {
+		s, err := st.prepared(ctx, completeSQL(n, c.del))
+		if err != nil {
+			return err
+		}
+		c.stmts = append(c.stmts, s)
+	}
+	return nil
+}
+
+// run applies every chunk in tx and appends the applied leases to out.
+func (c *completes) run(ctx context.Context, tx *sql.Tx, now int64, out []backend.LeaseRef) ([]backend.LeaseRef, error) {
+	for i, chunk := range c.chunks {
+		n := c.sizes[i]
+		args := make([]any, 1, 1+2*n)
+		args[0] = now
+		for _, f := range chunk {
+			args = append(args, f.Lease.ID, int64(f.Lease.Fence))
+		}
+		for len(args) < cap(args) {
+			args = append(args, chunk[0].Lease.ID, int64(chunk[0].Lease.Fence))
+		}
+		var (
+			rows *sql.Rows
+			err  error
+		)
+		if c.stmts != nil {
+			rows, err = tx.StmtContext(ctx, c.stmts[i]).QueryContext(ctx, args...)
+		} else {
+			rows, err = tx.QueryContext(ctx, completeSQL(n, c.del), args...)
+		}
+		if err != nil {
+			return out, err
+		}
+		if out, err = appendLeases(out, rows); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // encodeFinishes renders finishes as finishInput's JSON array. Error entries

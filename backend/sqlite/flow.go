@@ -114,12 +114,18 @@ const maxUnionParts = 200
 // write lock is held for as few statements as it can be.
 func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
 	var jobs []*backend.JobRow
+	c := claimed{queue: f.p.Queue, claimID: f.p.ClaimID, now: f.now, leaseUS: f.p.Lease.Microseconds()}
 	run := func(query string, args ...any) error {
 		rows, err := f.tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
-		raws, err := collectRawJobs(rows)
+		var raws []*rawJob
+		if query == stmt.claim {
+			raws, err = collectClaimed(rows, c)
+		} else {
+			raws, err = collectRawJobs(rows)
+		}
 		if err != nil {
 			return err
 		}

@@ -10,8 +10,9 @@ import (
 
 // statements holds the backend's fixed statements, one file each in sql/,
 // named after the field (releaseClaim in release_claim.sql). {{cols}} is
-// jobColumns and {{finish_input}} finishInput; nothing else is spliced in,
-// every value is bound.
+// jobColumns, {{claim_cols}} claimColumns and {{finish_input}} finishInput;
+// {{pairs}} is left for finish.go, which puts in as many "(?, ?)" as a
+// batch needs. Nothing else is spliced in, every value is bound.
 type statements struct {
 	cancel                string
 	claim                 string
@@ -20,6 +21,8 @@ type statements struct {
 	createMigrationsTable string
 	dataVersion           string
 	finishDelete          string
+	finishCompleteDelete  string
+	finishCompleteKeep    string
 	finishUpdate          string
 	get                   string
 	heartbeat             string
@@ -82,7 +85,7 @@ var stmt = mustLoadStatements()
 
 func mustLoadStatements() statements {
 	var s statements
-	r := strings.NewReplacer("{{cols}}", jobColumns, "{{finish_input}}", finishInput)
+	r := strings.NewReplacer("{{cols}}", jobColumns, "{{claim_cols}}", claimColumns, "{{finish_input}}", finishInput)
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"cancel":                  &s.cancel,
 		"claim":                   &s.claim,
@@ -91,6 +94,8 @@ func mustLoadStatements() statements {
 		"create_migrations_table": &s.createMigrationsTable,
 		"data_version":            &s.dataVersion,
 		"finish_delete":           &s.finishDelete,
+		"finish_complete_delete":  &s.finishCompleteDelete,
+		"finish_complete_keep":    &s.finishCompleteKeep,
 		"finish_update":           &s.finishUpdate,
 		"get":                     &s.get,
 		"heartbeat":               &s.heartbeat,

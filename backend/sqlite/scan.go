@@ -56,8 +56,10 @@ func (r *rawJob) decode() (*backend.JobRow, error) {
 	if r.out.Valid {
 		j.Output = json.RawMessage(r.out.String)
 	}
-	if err := json.Unmarshal([]byte(r.tags), &j.Tags); err != nil {
-		return nil, fmt.Errorf("decode tags of job %d: %w", j.ID, err)
+	if r.tags != "[]" { // most jobs have no tags: no decoder needed
+		if err := json.Unmarshal([]byte(r.tags), &j.Tags); err != nil {
+			return nil, fmt.Errorf("decode tags of job %d: %w", j.ID, err)
+		}
 	}
 	if j.Tags == nil {
 		j.Tags = []string{}

@@ -46,6 +46,9 @@ type store struct {
 	// has claimed or extended jobs with; 0 until the first.
 	shortestLease atomic.Int64
 
+	// stmts are the writer pool's prepared statements (prepared.go).
+	stmts preparedStmts
+
 	watchOnce sync.Once
 	watchStop chan struct{} // closed by close to end the watcher
 	watchDone chan struct{} // closed when the watcher has returned
@@ -101,7 +104,7 @@ func releaseStore(st *store) error {
 	close(st.watchStop)
 	st.watchOnce.Do(func() { close(st.watchDone) }) // never started
 	<-st.watchDone
-	return errors.Join(st.readers.Close(), st.writer.Close())
+	return errors.Join(st.stmts.closeStmts(), st.readers.Close(), st.writer.Close())
 }
 
 // watchInterval is how often the watcher looks for other connections'
