@@ -482,8 +482,21 @@ Variants:
 	              job instead of two).
 	lease-keep    (PostgreSQL) as lease-delete; completing moves the jobs
 	              into an insert-only table of finished jobs.
+	min-keep      (SQLite) a minimal table (id, queue, priority, run_at,
+	              state, args; one partial index of pending rows), filled
+	              with the store's jobs before the clock starts: BEGIN
+	              IMMEDIATE, UPDATE … WHERE id IN (SELECT … LIMIT B)
+	              RETURNING id, COMMIT, then UPDATE … SET state =
+	              'completed' WHERE id IN (ids) in its own transaction.
+	min-delete    (SQLite) the same, then DELETE … WHERE id IN (ids).
+	raw-keep      (SQLite) the minimal statements on spool_jobs (the claim
+	              also sets fence, attempt and the lease): what the table
+	              costs without Spool's code.
+	raw-delete    (SQLite) the same, then DELETE by ids.
 The PostgreSQL sessions plan their claims as Spool does (enable_sort and
-enable_bitmapscan off).
+enable_bitmapscan off). SQLite's sessions share the backend's one writer
+connection, as Spool's writes do, so --sessions 1 is the natural setting;
+its loops are fastest at batches of about 1,000 to 2,000 (BENCHMARKS.md).
 
 With --compare-drain each round also runs bench drain on the same number of
 jobs (completed rows kept, then deleted), and the table gives each drain as

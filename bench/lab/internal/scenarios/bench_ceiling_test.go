@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,5 +67,35 @@ func TestBenchCeilingBadInput(t *testing.T) {
 		if r.Code != 2 || !strings.Contains(r.Stderr, tc.msg) {
 			t.Errorf("lab %v: want exit 2 naming %s, got %d %q", tc.args, tc.msg, r.Code, r.Stderr)
 		}
+	}
+}
+
+// TestBenchCeilingSQLite runs SQLite's loops (the minimal table and the
+// minimal statements on spool_jobs) beside Spool's own statements: each
+// finishes every job, and the scratch files are removed.
+func TestBenchCeilingSQLite(t *testing.T) {
+	dir := t.TempDir()
+	r := mustLab(t, "ceiling", "--jobs", "2500", "--batch", "300", "--sessions", "2", "--json", "--quiet",
+		"--database-url", "sqlite://"+filepath.Join(dir, "c.db"))
+	var res ceilingResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("lab ceiling --json: %v\n%s", err, r.Stdout)
+	}
+	var names []string
+	for _, v := range res.Variants {
+		names = append(names, v.Name)
+		if v.JobsPerS <= 0 || len(v.Runs) != 1 || v.About == "" {
+			t.Errorf("variant %+v", v)
+		}
+	}
+	if got := strings.Join(names, ","); got != "spool-keep,spool-delete,min-keep,min-delete,raw-keep,raw-delete" {
+		t.Errorf("variants %s", got)
+	}
+	if res.Backend != "sqlite" {
+		t.Errorf("backend %q", res.Backend)
+	}
+	left, err := filepath.Glob(filepath.Join(dir, "spool_bench_*"))
+	if err != nil || len(left) > 0 {
+		t.Errorf("scratch files left: %v %v", left, err)
 	}
 }
