@@ -123,6 +123,11 @@ type ceilingRow struct {
 	About    string    `json:"about"`
 	JobsPerS float64   `json:"jobs_per_s"` // median over rounds
 	Runs     []float64 `json:"runs_jobs_per_s"`
+	// CPUPerJobUS is this process's CPU per job during the loops, median
+	// over rounds (Linux only): for SQLite, which runs in the process, the
+	// whole cost of the statements; for a server, the client's share.
+	CPUPerJobUS float64   `json:"cpu_per_job_us,omitempty"`
+	CPURuns     []float64 `json:"runs_cpu_per_job_us,omitempty"`
 }
 
 // drainBeside is a drain run in the same rounds as the ceiling loops.
@@ -226,12 +231,15 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 			}
 		}
 		for i, v := range variants {
-			jps, storeName, err := r.runVariant(ctx, v)
+			jps, cpu, storeName, err := r.runVariant(ctx, v)
 			if err != nil {
 				return bench.WithCause(ctx, fmt.Errorf("lab ceiling: %s: %w", v.Name, err))
 			}
 			res.Stores = append(res.Stores, storeName)
 			res.Variants[i].Runs = append(res.Variants[i].Runs, jps)
+			if cpu > 0 {
+				res.Variants[i].CPURuns = append(res.Variants[i].CPURuns, cpu)
+			}
 		}
 		for i := range drains {
 			jps, err := r.runDrain(ctx, dsn, drains[i].Flags)
@@ -243,6 +251,9 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	}
 	for i := range res.Variants {
 		res.Variants[i].JobsPerS = bench.Median(res.Variants[i].Runs)
+		if len(res.Variants[i].CPURuns) > 0 {
+			res.Variants[i].CPUPerJobUS = bench.Median(res.Variants[i].CPURuns)
+		}
 	}
 	for i := range drains {
 		d := &drains[i]
@@ -299,11 +310,12 @@ func (r *ceilingRun) backendName(ctx context.Context) (string, error) {
 }
 
 // runVariant fills a fresh store with the jobs and times the variant's
-// sessions until they have claimed and completed all of them.
-func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS float64, storeName string, err error) {
+// sessions until they have claimed and completed all of them; cpuPerJob is
+// this process's CPU per job in µs during the loops (0 where not measured).
+func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS, cpuPerJob float64, storeName string, err error) {
 	store, closeStore, err := r.run.OpenStoreFor(ctx)
 	if err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
 	storeName = store.Scratch.Name
 	defer func() {
@@ -313,14 +325,14 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 	}()
 	client, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.run.Logger()})
 	if err != nil {
-		return 0, storeName, err
+		return 0, 0, storeName, err
 	}
 	var inserted atomic.Int64
 	bar := r.run.Progress("insert", "jobs", int64(r.jobs), inserted.Load)
 	_, err = bench.InsertJobs(ctx, client, spool.DefaultQueue, r.jobs, r.chunk, false, &inserted)
 	bar.Stop()
 	if err != nil {
-		return 0, storeName, err
+		return 0, 0, storeName, err
 	}
 
 	sessions := make([]*ceilingSession, r.sessions)
@@ -333,7 +345,7 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 	}()
 	for i := range sessions {
 		if sessions[i], err = v.open(ctx, store.Backend, r.batch, i); err != nil {
-			return 0, storeName, err
+			return 0, 0, storeName, err
 		}
 	}
 	var finished atomic.Int64
@@ -359,27 +371,32 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 		}()
 	}
 	bar = r.run.Progress(v.Name, "jobs", int64(r.jobs), finished.Load)
+	cpu0, cpuOK := bench.ProcessCPU()
 	start := time.Now()
 	close(startGate)
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := bench.ProcessCPU()
 	bar.Stop()
 	for _, err := range errs {
 		if err != nil {
-			return 0, storeName, err
+			return 0, 0, storeName, err
 		}
 	}
 	if got := finished.Load(); got != int64(r.jobs) {
-		return 0, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
+		return 0, 0, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
 	}
 	stats, err := bench.QueueStats(ctx, client, spool.DefaultQueue)
 	if err != nil {
-		return 0, storeName, fmt.Errorf("check results: %w", err)
+		return 0, 0, storeName, fmt.Errorf("check results: %w", err)
 	}
 	if bench.PendingCount(stats) != 0 {
-		return 0, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
+		return 0, 0, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
 	}
-	return cli.Rate(int64(r.jobs), elapsed), storeName, nil
+	if cpuOK {
+		cpuPerJob = float64((cpu1 - cpu0).Microseconds()) / float64(r.jobs)
+	}
+	return cli.Rate(int64(r.jobs), elapsed), cpuPerJob, storeName, nil
 }
 
 // runDrain runs bench drain with the same job count on a store of its own
@@ -427,9 +444,13 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	fmt.Fprintf(w, "ceiling: %s jobs, batches of %d, %d sessions, %d round(s), %s\n\n",
 		cli.HumanInt(float64(r.Jobs)), r.Batch, r.Sessions, r.Rounds, r.Backend)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIANT\tJOBS/S\tRUNS\tWHAT")
+	fmt.Fprintln(tw, "VARIANT\tJOBS/S\tRUNS\tCPU µs/JOB\tWHAT")
 	for _, v := range r.Variants {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, cli.HumanInt(v.JobsPerS), bench.FormatRuns(v.Runs), v.About)
+		cpu := "-"
+		if v.CPUPerJobUS > 0 {
+			cpu = fmt.Sprintf("%.1f", v.CPUPerJobUS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, cli.HumanInt(v.JobsPerS), bench.FormatRuns(v.Runs), cpu, v.About)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -463,6 +484,10 @@ Measures the store's own ceiling for Spool's work: for each variant, a fresh
 scratch store gets N jobs (InsertMany, as bench drain inserts them), then
 --sessions sessions loop "claim a batch, complete it" with nothing else in
 the way until no job is left. jobs/s = N / wall time of the loops.
+CPU µs/JOB is this process's CPU per job during the loops (Linux): for
+SQLite, which runs inside the process, the whole cost of the statements,
+and steadier than jobs/s on a loaded machine; for a server, the client's
+share only.
 
 Variants:
 	spool-keep    Spool's own claim and finish statements, called through the

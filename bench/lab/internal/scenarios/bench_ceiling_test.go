@@ -3,6 +3,7 @@ package scenarios
 import (
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -86,6 +87,9 @@ func TestBenchCeilingSQLite(t *testing.T) {
 		names = append(names, v.Name)
 		if v.JobsPerS <= 0 || len(v.Runs) != 1 || v.About == "" {
 			t.Errorf("variant %+v", v)
+		}
+		if runtime.GOOS == "linux" && v.CPUPerJobUS <= 0 {
+			t.Errorf("variant %s: no CPU per job measured", v.Name)
 		}
 	}
 	if got := strings.Join(names, ","); got != "spool-keep,spool-delete,min-keep,min-delete,raw-keep,raw-delete" {
