@@ -14,7 +14,7 @@ import (
 
 // TestUpgradeFrom8WithJobs: a file at schema 8 holding pending jobs, with
 // and without flow keys, upgrades to the latest schema; the flow indexes
-// then test the key first, and every job is still claimed once, in order,
+// and the finished rows' index then test their NULL column first, and every job is still claimed once, in order,
 // with what the claim returns matching what JobGet reads.
 func TestUpgradeFrom8WithJobs(t *testing.T) {
 	ctx := context.Background()
@@ -62,12 +62,16 @@ func TestUpgradeFrom8WithJobs(t *testing.T) {
 	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != LatestVersion() || LatestVersion() < 9 {
 		t.Fatalf("schema version %+v, %v; want %d (at least 9)", v, err, LatestVersion())
 	}
-	for _, name := range []string{"spool_jobs_flow", "spool_jobs_flow_order"} {
+	for name, want := range map[string]string{
+		"spool_jobs_flow":       "WHERE flow_key IS NOT NULL AND state IN",
+		"spool_jobs_flow_order": "WHERE flow_key IS NOT NULL AND state IN",
+		"spool_jobs_finished":   "WHERE finalized_at IS NOT NULL AND state IN",
+	} {
 		var ddl string
 		if err := be.st.readers.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = ?`, name).Scan(&ddl); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(ddl, "WHERE flow_key IS NOT NULL AND state IN") {
+		if !strings.Contains(ddl, want) {
 			t.Errorf("%s after the upgrade: %s", name, ddl)
 		}
 	}

@@ -13,3 +13,11 @@ CREATE INDEX spool_jobs_flow ON spool_jobs (queue, flow_key, priority, run_at, i
 DROP INDEX spool_jobs_flow_order;
 CREATE INDEX spool_jobs_flow_order ON spool_jobs (queue, flow_key, id)
   WHERE flow_key IS NOT NULL AND state IN ('available', 'scheduled', 'retryable');
+
+-- The same for finished rows: every finished row has its finalized_at, so
+-- the NULL test first rules out pending and running rows, which every claim
+-- and every completion evaluate. Retention's delete (cleanup.sql) names the
+-- NULL test too, as SQLite needs to use a partial index.
+DROP INDEX spool_jobs_finished;
+CREATE INDEX spool_jobs_finished ON spool_jobs (finalized_at)
+  WHERE finalized_at IS NOT NULL AND state IN ('completed', 'discarded', 'cancelled');
