@@ -185,9 +185,12 @@ type Backend struct {
 	// (claimPlanSettings).
 	claimTx, jobClaimTx string
 	listenURL           string
-	probes              sync.WaitGroup     // probes below claim floors in flight
-	ctx                 context.Context    // ends at Close
-	cancel              context.CancelFunc // ends ctx
+	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
+	// each of them notifies.
+	noRelay bool
+	probes  sync.WaitGroup     // probes below claim floors in flight
+	ctx     context.Context    // ends at Close
+	cancel  context.CancelFunc // ends ctx
 }
 
 var (

@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// Inserts from SQL while a client relays them: the first notifies and
+// starts the relay, which then holds spool_sql_relay; while a relay (here
+// the test, as another client's) holds it, no insert notifies, the jobs
+// still wake the workers, and a job whose transaction commits late (below
+// the claim floor) is claimed after a wake-up that follows its commit;
+// once the time lapses an insert notifies again.
+func TestSQLRelay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	b, pool := scratchBackend(t)
+	b.floors.probeEvery = time.Hour // only a wake-up can bring a straggler back
+	s := pgx.Identifier{b.schema}.Sanitize()
+
+	// Every notification on the channel, as a raw subscriber hears it.
+	raw, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Release()
+	if _, err := raw.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	notified := func() int {
+		n := 0
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			msg, err := raw.Conn().WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				return n
+			}
+			if strings.HasSuffix(msg.Payload, sqlMark) {
+				n++
+			}
+		}
+	}
+
+	wakes := make(chan backend.Wake, 10000)
+	lctx, stop := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- b.Listen(lctx, func() { close(ready) }, func(w backend.Wake) { wakes <- w }) }()
+	defer func() {
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("listen: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("listen: %v", err)
+	}
+	enqueue := func(db DBTX) int64 {
+		t.Helper()
+		var id int64
+		if err := db.QueryRow(ctx, `SELECT `+s+`.enqueue('noop')`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	held := func() bool {
+		t.Helper()
+		var ok bool
+		err := pool.QueryRow(ctx, `SELECT last_value > floor(extract(epoch FROM clock_timestamp()) * 1000000) FROM `+s+`.spool_sql_relay`).Scan(&ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	setRelay := func(ahead time.Duration) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + $1)`, ahead.Microseconds())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func() []int64 {
+		t.Helper()
+		jobs, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 1000, Lease: time.Minute, ClaimID: "t#1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		return ids
+	}
+	awaitWake := func(what string) {
+		t.Helper()
+		select {
+		case <-wakes:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no wake-up within 10 s %s", what)
+		}
+	}
+	quiet := func() {
+		t.Helper()
+		for {
+			select {
+			case <-wakes:
+			case <-time.After(50 * time.Millisecond):
+				return
+			}
+		}
+	}
+
+	// The first insert notifies and starts the relay, which then holds the
+	// time while inserts come.
+	enqueue(pool)
+	for !held() {
+		if ctx.Err() != nil {
+			t.Fatal("the relay never held spool_sql_relay")
+		}
+		enqueue(pool)
+	}
+	if n := notified(); n == 0 {
+		t.Fatal("the inserts before the relay held the time sent no notification")
+	}
+	quiet()
+	claim()
+
+	// Another client's relay holds the time for a minute: no insert from
+	// SQL notifies, and this client's relay, which finds that out at its
+	// next check, wakes the workers instead.
+	setRelay(time.Minute)
+	first := enqueue(pool)
+	awaitWake("for a job inserted while another client's relay holds the time")
+	if got := claim(); len(got) != 1 || got[0] != first {
+		t.Fatalf("claimed %v after the wake-up, want [%d]", got, first)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	late := enqueue(tx) // run_at: this transaction's start, below the jobs inserted next
+	const burst = 50
+	for range burst {
+		enqueue(pool)
+	}
+	quiet() // the relay has announced the burst: no wake-up for it comes after the next claim
+	got := claim()
+	if len(got) != burst {
+		t.Fatalf("claimed %d jobs of the %d committed: %v", len(got), burst, got)
+	}
+	for _, id := range got {
+		if id == late {
+			t.Fatalf("the claim took job %d, whose transaction is still open", late)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Claims start above the floor the last claim left; only the relay's
+	// wake-up once the late transaction has ended brings its job back.
+	awaitWake("after the late commit")
+	if got := claim(); len(got) != 1 || got[0] != late {
+		t.Fatalf("claimed %v after the late commit, want [%d]", got, late)
+	}
+	if n := notified(); n != 0 {
+		t.Fatalf("%d inserts from SQL while another relay held the time sent %d notifications, want none", burst+2, n)
+	}
+
+	// The other relay lets the time lapse (this one renews it only within
+	// 5 ms of an insert): the next insert notifies.
+	time.Sleep(50 * time.Millisecond)
+	setRelay(-time.Minute)
+	enqueue(pool)
+	if n := notified(); n != 1 {
+		t.Fatalf("an insert after the relay time lapsed sent %d notifications, want 1", n)
+	}
+}
