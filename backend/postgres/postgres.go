@@ -185,6 +185,9 @@ type Backend struct {
 	// (claimPlanSettings).
 	claimTx, jobClaimTx string
 	listenURL           string
+	// pooled is set by Open with spool_pooler=transaction: Listen
+	// without ListenURL cannot hear anything.
+	pooled bool
 	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
 	// each of them notifies.
 	noRelay bool
@@ -377,6 +380,7 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	b.ownsPool = true
+	b.pooled = pooler != ""
 	return b, nil
 }
 

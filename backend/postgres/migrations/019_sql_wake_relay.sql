@@ -36,7 +36,7 @@ DECLARE
   broken text;
   notices text[];
 BEGIN
-  IF coalesce(current_setting('spool.wake', true), '') IN ('after', 'off') THEN
+  IF coalesce(current_setting('spool.wake', true), '') IN ('after', 'off', 'enqueue') THEN
     RETURN NULL;
   END IF;
   -- A rule whose value is NULL passes, as a CHECK constraint's would.
@@ -105,6 +105,7 @@ DECLARE
   at     timestamptz := coalesce(run_at, now());
   size   integer;
   doc    text;
+  wake   text;
 BEGIN
   IF kind IS NULL OR char_length(kind) NOT BETWEEN 1 AND 255 OR kind ~ '[[:cntrl:]]' THEN
     RAISE EXCEPTION 'spool.enqueue: kind must be 1 to 255 printable characters' USING ERRCODE = '22023';
@@ -149,11 +150,23 @@ BEGIN
       RAISE EXCEPTION 'spool.enqueue: metadata nests arrays and objects % levels deep, over the limit of 31', {{schema}}.spool_json_depth(metadata) USING ERRCODE = '22023';
     END IF;
   END IF;
+  -- The row is checked: the insert trigger neither checks it again nor
+  -- announces it (spool.wake 'enqueue'); this function does.
+  wake := current_setting('spool.wake', true);
+  PERFORM set_config('spool.wake', 'enqueue', true);
   INSERT INTO {{schema}}.spool_jobs AS j (queue, kind, args, priority, run_at, state, max_attempts, tags, metadata)
   VALUES (queue, kind, args, priority, at,
           CASE WHEN at > now() THEN 'scheduled' ELSE 'available' END::{{schema}}.spool_job_state,
           max_attempts, tags, metadata)
   RETURNING j.id INTO new_id;
+  PERFORM set_config('spool.wake', coalesce(wake, ''), true);
+  IF at <= now() AND coalesce(wake, '') NOT IN ('after', 'off') THEN
+    PERFORM pg_advisory_xact_lock_shared(1397836887, '{{schema}}.spool_sql_enqueues'::regclass::oid::integer);
+    PERFORM nextval('{{schema}}.spool_sql_enqueues');
+    IF (SELECT last_value FROM {{schema}}.spool_sql_relay) <= floor(extract(epoch FROM clock_timestamp()) * 1000000) THEN
+      PERFORM pg_notify({{channel}}, queue || ' ' || priority || ' ' || floor(extract(epoch FROM at) * 1000000)::bigint || ' sql');
+    END IF;
+  END IF;
   RETURN new_id;
 END
 $$;
