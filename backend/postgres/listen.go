@@ -51,13 +51,13 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	b.floors.listen(+1)
 	defer b.floors.listen(-1)
 	rl := newRelay(b)
-	if err := rl.check(ctx, conn, onWake); err != nil {
+	if err := rl.check(ctx, conn); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	ready()
 	for {
 		if !time.Now().Before(rl.deadline()) {
-			if err := rl.check(ctx, conn, onWake); err != nil {
+			if err := rl.check(ctx, conn); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -139,6 +139,11 @@ func (b *Backend) deliver(payload string, onWake func(backend.Wake)) (fromSQL bo
 		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
 			onWake(backend.Wake{CancelledID: n})
 		}
+		return false
+	}
+	if payload == relayPayload {
+		b.floors.resetAll()
+		onWake(backend.Wake{})
 		return false
 	}
 	payload, fromSQL = cutSQLMark(payload)

@@ -188,6 +188,9 @@ type Backend struct {
 	// pooled is set by Open with spool_pooler=transaction: Listen
 	// without ListenURL cannot hear anything.
 	pooled bool
+	// relayName (tests), when set, names Listen's relay in
+	// spool_sql_relay; else a random name is drawn.
+	relayName int64
 	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
 	// each of them notifies.
 	noRelay bool

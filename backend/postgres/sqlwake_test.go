@@ -12,19 +12,21 @@ import (
 )
 
 // Inserts from SQL while a client relays them: the first notifies and
-// starts the relay, which then holds spool_sql_relay; while a relay (here
-// the test, as another client's) holds it, no insert notifies, the jobs
-// still wake the workers, and a job whose transaction commits late (below
-// the claim floor) is claimed after a wake-up that follows its commit;
-// once the time lapses an insert notifies again.
+// starts the relay, which then holds spool_sql_relay; while the relay
+// holds it, no insert notifies, the jobs still wake the workers, and a job
+// whose transaction commits late (below the claim floor) is claimed after
+// a wake-up that follows its commit; once the time lapses an insert
+// notifies again.
 func TestSQLRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	b, pool := scratchBackend(t)
+	b.relayName = 77
 	b.floors.probeEvery = time.Hour // only a wake-up can bring a straggler back
 	s := pgx.Identifier{b.schema}.Sanitize()
 
-	// Every notification on the channel, as a raw subscriber hears it.
+	// The inserts' own notifications on the channel, as a raw subscriber
+	// hears them (not the relay's).
 	raw, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +44,7 @@ func TestSQLRelay(t *testing.T) {
 			if err != nil {
 				return n
 			}
-			if strings.HasSuffix(msg.Payload, sqlMark) {
+			if strings.HasSuffix(msg.Payload, sqlMark) && msg.Payload != relayPayload {
 				n++
 			}
 		}
@@ -74,16 +76,16 @@ func TestSQLRelay(t *testing.T) {
 	held := func() bool {
 		t.Helper()
 		var ok bool
-		err := pool.QueryRow(ctx, `SELECT last_value > floor(extract(epoch FROM clock_timestamp()) * 1000000) FROM `+s+`.spool_sql_relay`).Scan(&ok)
+		err := pool.QueryRow(ctx, `SELECT last_value / 1024 > floor(extract(epoch FROM clock_timestamp()) * 1000000) FROM `+s+`.spool_sql_relay`).Scan(&ok)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
 
-	setRelay := func(ahead time.Duration) {
+	setRelay := func(ahead time.Duration, name int64) {
 		t.Helper()
-		_, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + $1)`, ahead.Microseconds())
+		_, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + $1) * 1024 + $2)`, ahead.Microseconds(), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,10 +136,11 @@ func TestSQLRelay(t *testing.T) {
 	quiet()
 	claim()
 
-	// Another client's relay holds the time for a minute: no insert from
-	// SQL notifies, and this client's relay, which finds that out at its
-	// next check, wakes the workers instead.
-	setRelay(time.Minute)
+	// The time held for a minute under this client's relay's name (so that
+	// it cannot lapse while the test runs): no insert from SQL notifies,
+	// and the relay, which finds that out at its next check at the latest,
+	// wakes the workers instead.
+	setRelay(time.Minute, b.relayName)
 	first := enqueue(pool)
 	awaitWake("for a job inserted while another client's relay holds the time")
 	if got := claim(); len(got) != 1 || got[0] != first {
@@ -173,13 +176,13 @@ func TestSQLRelay(t *testing.T) {
 		t.Fatalf("claimed %v after the late commit, want [%d]", got, late)
 	}
 	if n := notified(); n != 0 {
-		t.Fatalf("%d inserts from SQL while another relay held the time sent %d notifications, want none", burst+2, n)
+		t.Fatalf("%d inserts from SQL while the relay held the time sent %d notifications, want none", burst+2, n)
 	}
 
-	// The other relay lets the time lapse (this one renews it only within
-	// 5 ms of an insert): the next insert notifies.
+	// The time lapses (the relay renews it only within 5 ms of an insert):
+	// the next insert notifies.
 	time.Sleep(50 * time.Millisecond)
-	setRelay(-time.Minute)
+	setRelay(-time.Minute, b.relayName)
 	enqueue(pool)
 	if n := notified(); n != 1 {
 		t.Fatalf("an insert after the relay time lapsed sent %d notifications, want 1", n)

@@ -5,23 +5,24 @@
 -- the one before it: pgbench with 8 clients calling enqueue() ran at 0.19
 -- of a plain INSERT into a copy of spool_jobs (BENCHMARKS.md).
 --
--- An insert from SQL now notifies only while no client watches for such
--- inserts itself. Every such insert statement
+-- An insert from SQL now notifies only while no client relays such inserts.
+-- Every one (enqueue() for its row, the insert trigger for other
+-- statements)
 --   - takes a shared transaction-scoped advisory lock (key 1397836887 and
 --     the oid of spool_sql_enqueues), held until its transaction has ended;
 --   - counts itself in spool_sql_enqueues (a sequence: not transactional,
 --     never waits for another transaction);
 --   - notifies at commit, as before, unless spool_sql_relay holds a time
---     (in microseconds since the epoch, by the server's clock) that has not
---     passed: a client's relay then polls the counter and the lock, about
---     every millisecond, and wakes its workers when the counter moved and,
---     again, once the lock is free (every counted insert has then ended,
---     committed or not, so a claim from then on sees its rows). The relay
---     holds spool_sql_relay for 20 ms at a time and renews it while
---     inserts come; a relay that dies stops renewing it, and inserts
---     notify again.
--- The notification of an insert from SQL ends with the field "sql", which
--- tells the clients to start their relays.
+--     that has not passed (last_value / 1024, in microseconds since the
+--     epoch by the server's clock; last_value % 1024 names the relay).
+-- The relaying client polls the counter and the lock about every
+-- millisecond and notifies every client ('* sql') when the counter moved
+-- and, again, once the lock is free (every counted insert has then ended,
+-- committed or not, so a claim from then on sees its rows). It holds the
+-- time 20 ms ahead and renews it while inserts come; a relay that dies
+-- stops renewing it, and inserts notify again.
+-- The trigger's and enqueue()'s notifications end with the field "sql",
+-- which starts the clients' relays.
 CREATE SEQUENCE {{schema}}.spool_sql_enqueues;
 CREATE SEQUENCE {{schema}}.spool_sql_relay MINVALUE 0 START 0;
 -- A producer's role needs these to insert (beside INSERT on spool_jobs and
@@ -77,7 +78,7 @@ BEGIN
   END IF;
   PERFORM pg_advisory_xact_lock_shared(1397836887, '{{schema}}.spool_sql_enqueues'::regclass::oid::integer);
   PERFORM nextval('{{schema}}.spool_sql_enqueues');
-  IF (SELECT last_value FROM {{schema}}.spool_sql_relay) <= floor(extract(epoch FROM clock_timestamp()) * 1000000) THEN
+  IF (SELECT last_value / 1024 FROM {{schema}}.spool_sql_relay) <= floor(extract(epoch FROM clock_timestamp()) * 1000000) THEN
     PERFORM pg_notify({{channel}}, n) FROM unnest(notices) n;
   END IF;
   RETURN NULL;
@@ -163,7 +164,7 @@ BEGIN
   IF at <= now() AND coalesce(wake, '') NOT IN ('after', 'off') THEN
     PERFORM pg_advisory_xact_lock_shared(1397836887, '{{schema}}.spool_sql_enqueues'::regclass::oid::integer);
     PERFORM nextval('{{schema}}.spool_sql_enqueues');
-    IF (SELECT last_value FROM {{schema}}.spool_sql_relay) <= floor(extract(epoch FROM clock_timestamp()) * 1000000) THEN
+    IF (SELECT last_value / 1024 FROM {{schema}}.spool_sql_relay) <= floor(extract(epoch FROM clock_timestamp()) * 1000000) THEN
       PERFORM pg_notify({{channel}}, queue || ' ' || priority || ' ' || floor(extract(epoch FROM at) * 1000000)::bigint || ' sql');
     END IF;
   END IF;
