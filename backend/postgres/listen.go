@@ -51,6 +51,9 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	b.floors.listen(+1)
 	defer b.floors.listen(-1)
 	rl := newRelay(b)
+	sendCtx, stopSend := context.WithCancel(ctx)
+	defer stopSend()
+	go rl.send(sendCtx)
 	if err := rl.check(ctx, conn); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

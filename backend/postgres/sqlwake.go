@@ -35,7 +35,7 @@ const (
 	sqlPollEvery = time.Millisecond
 	// sqlLease is how long one renewal of spool_sql_relay holds off the
 	// notifications; it is renewed when less than half is left.
-	sqlLease = 20 * time.Millisecond
+	sqlLease = 50 * time.Millisecond
 	// sqlQuiet is how long the relay goes on renewing without an insert.
 	sqlQuiet = 5 * time.Millisecond
 	// sqlIdleCheck is how often a client that is not relaying looks at the
@@ -70,6 +70,27 @@ type relay struct {
 	owed   bool      // counted inserts were in flight at the last poll
 	moved  time.Time // the last poll that saw the counter move or inserts in flight
 	next   time.Time // the next poll
+	// kick (buffered 1) asks send to notify every client. The
+	// notification goes from a connection of the pool, not from the
+	// polling one: a NOTIFY waits for the server's notification lock,
+	// which other notifying commits hold across their WAL flush (those of
+	// another database too), and the polls must go on renewing the time
+	// meanwhile.
+	kick chan struct{}
+}
+
+// send notifies every client, once for each kick that arrived since the
+// last notification, until ctx ends. A notification that fails is left to
+// the next kick and the workers' poll.
+func (r *relay) send(ctx context.Context) {
+	for {
+		select {
+		case <-r.kick:
+			_, _ = r.b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, r.b.channel, relayPayload)
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func newRelay(b *Backend) *relay {
@@ -97,7 +118,7 @@ FROM %[2]s e, %[6]s.spool_sql_relay r`,
 	if name == 0 {
 		name = 1 + rand.Int64N(relayNames-1)
 	}
-	return &relay{b: b, poll: poll, name: name}
+	return &relay{b: b, poll: poll, name: name, kick: make(chan struct{}, 1)}
 }
 
 // deadline is when Listen's wait should end for the relay's next poll.
@@ -151,8 +172,9 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn) error {
 	if moved || (r.owed && free) {
 		// Rows of the inserts counted so far are committed or on their
 		// way; their keys are unknown, so every queue is woken.
-		if _, err := conn.Exec(ctx, `SELECT pg_notify($1, $2)`, r.b.channel, relayPayload); err != nil {
-			return fmt.Errorf("relay inserts from SQL: notify: %w", err)
+		select {
+		case r.kick <- struct{}{}:
+		default:
 		}
 	}
 	r.owed = !free && (moved || r.owed || first)

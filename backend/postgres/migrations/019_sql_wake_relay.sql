@@ -19,7 +19,7 @@
 -- millisecond and notifies every client ('* sql') when the counter moved
 -- and, again, once the lock is free (every counted insert has then ended,
 -- committed or not, so a claim from then on sees its rows). It holds the
--- time 20 ms ahead and renews it while inserts come; a relay that dies
+-- time 50 ms ahead and renews it while inserts come; a relay that dies
 -- stops renewing it, and inserts notify again.
 -- The trigger's and enqueue()'s notifications end with the field "sql",
 -- which starts the clients' relays.
