@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -191,6 +192,8 @@ type Backend struct {
 	// relayName (tests), when set, names Listen's relay in
 	// spool_sql_relay; else a random name is drawn.
 	relayName int64
+	// relayPolls counts the polls of Listen's relays (tests).
+	relayPolls atomic.Int64
 	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
 	// each of them notifies.
 	noRelay bool

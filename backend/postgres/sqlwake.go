@@ -142,6 +142,7 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn) error {
 		r.next = now.Add(24 * time.Hour)
 		return nil
 	}
+	r.b.relayPolls.Add(1)
 	renew := r.active && now.Sub(r.moved) < sqlQuiet
 	var count, leftUS, holder int64
 	var free bool

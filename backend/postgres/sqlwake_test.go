@@ -188,3 +188,71 @@ func TestSQLRelay(t *testing.T) {
 		t.Fatalf("an insert after the relay time lapsed sent %d notifications, want 1", n)
 	}
 }
+
+// Two clients listening on one schema while the time names one's relay
+// (held for a minute, so that it cannot lapse during the test): the other
+// client's relay stops at its first poll that finds the name and polls
+// only once a second after, and both clients hear the relay's wake-ups.
+func TestSQLRelayOneForAll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, pool := scratchBackend(t)
+	b, err := New(pool, &Options{Schema: a.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a.relayName, b.relayName = 11, 22
+	s := pgx.Identifier{a.schema}.Sanitize()
+	if _, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 60000000) * 1024 + 11)`); err != nil {
+		t.Fatal(err)
+	}
+	var wakes [2]chan struct{}
+	for i, be := range []*Backend{a, b} {
+		wake := make(chan struct{}, 100000)
+		wakes[i] = wake
+		lctx, stop := context.WithCancel(ctx)
+		ready, done := make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- be.Listen(lctx, func() { close(ready) }, func(w backend.Wake) {
+				if w.Queue == "" {
+					wake <- struct{}{}
+				}
+			})
+		}()
+		defer func() {
+			stop()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("listen: %v", err)
+			}
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("listen: %v", err)
+		}
+	}
+	began := time.Now()
+	start := [2]int64{a.relayPolls.Load(), b.relayPolls.Load()}
+	const burst = 300
+	for range burst {
+		if _, err := pool.Exec(ctx, `SELECT `+s+`.enqueue('noop')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, wake := range wakes {
+		select {
+		case <-wake:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("client %d heard no relay wake-up", i)
+		}
+	}
+	polls := [2]int64{a.relayPolls.Load() - start[0], b.relayPolls.Load() - start[1]}
+	if limit := 2 + 2*int64(time.Since(began)/sqlIdleCheck+1); polls[1] > limit {
+		t.Errorf("the client whose relay does not hold the time polled %d times in %s (the holder %d): want at most %d",
+			polls[1], time.Since(began).Round(time.Millisecond), polls[0], limit)
+	}
+	if polls[0] == 0 {
+		t.Error("the relay holding the time never polled")
+	}
+}
