@@ -148,6 +148,7 @@ func newFloorTest(t *testing.T) *floorTest {
 	t.Helper()
 	b, _ := scratchBackend(t)
 	b.floors.probeEvery = time.Hour
+	b.noRelay = true // each insert notifies, with its key
 	ft := &floorTest{t: t, b: b, wakes: make(chan backend.Wake, 1000)}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})

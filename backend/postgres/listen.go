@@ -25,8 +25,17 @@ const probeWait = 3 * time.Second
 // Before it reports ready, Listen sends a probe notification through the
 // pool and waits for it on its subscription: through a transaction pooler
 // a LISTEN succeeds on whichever server connection ran it and then hears
-// nothing, and the probe turns that silence into ErrNoWakeUps.
+// nothing, and the probe turns that silence into ErrNoWakeUps. Opened with
+// spool_pooler=transaction and no ListenURL, Listen returns ErrNoWakeUps
+// at once.
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
+	if b.pooled && b.listenURL == "" {
+		// Known without a probe, whose wait held a client's Start for
+		// probeWait (a drain of 20,000 jobs through PgBouncer spent 3 of
+		// its 4 s there).
+		return fmt.Errorf("listen: %w: through a transaction pooler (%s=transaction) a LISTEN hears nothing: "+
+			"give a direct connection with %s", backend.ErrNoWakeUps, PoolerParam, ListenURLParam)
+	}
 	conn, err := b.listenConn(ctx)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -41,16 +50,39 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	// Claim floors rely on seeing every insert notification from here on.
 	b.floors.listen(+1)
 	defer b.floors.listen(-1)
+	rl := newRelay(b)
+	sendCtx, stopSend := context.WithCancel(ctx)
+	defer stopSend()
+	go rl.send(sendCtx)
+	if err := rl.check(ctx, conn); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	ready()
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		if !time.Now().Before(rl.deadline()) {
+			if err := rl.check(ctx, conn); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("listen: %w", err)
+			}
+		}
+		wctx, cancel := context.WithDeadline(ctx, rl.deadline())
+		n, err := conn.WaitForNotification(wctx)
+		due := wctx.Err() != nil
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if due {
+				continue // the relay's poll is due
+			}
 			return fmt.Errorf("listen: %w", err)
 		}
-		b.deliver(n.Payload, onWake)
+		if b.deliver(n.Payload, onWake) {
+			rl.start(time.Now())
+		}
 	}
 }
 
@@ -100,17 +132,24 @@ func (b *Backend) probe(ctx context.Context, conn *pgx.Conn, onWake func(backend
 	}
 }
 
-// deliver turns a notification's payload into a wake-up.
-func (b *Backend) deliver(payload string, onWake func(backend.Wake)) {
+// deliver turns a notification's payload into a wake-up, and reports
+// whether it announced an insert from SQL (see relay).
+func (b *Backend) deliver(payload string, onWake func(backend.Wake)) (fromSQL bool) {
 	if strings.HasPrefix(payload, probePrefix) {
-		return // another Listen's probe
+		return false // another Listen's probe
 	}
 	if id, ok := strings.CutPrefix(payload, cancelPrefix); ok {
 		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
 			onWake(backend.Wake{CancelledID: n})
 		}
-		return
+		return false
 	}
+	if payload == relayPayload {
+		b.floors.resetAll()
+		onWake(backend.Wake{})
+		return false
+	}
+	payload, fromSQL = cutSQLMark(payload)
 	queue, key, ok := parseInsertNotice(payload)
 	if ok {
 		b.floors.lower(queue, key)
@@ -118,6 +157,7 @@ func (b *Backend) deliver(payload string, onWake func(backend.Wake)) {
 		b.floors.reset(queue)
 	}
 	onWake(backend.Wake{Queue: queue})
+	return fromSQL
 }
 
 // cancelPrefix marks a cancel notification, probePrefix Listen's probe;

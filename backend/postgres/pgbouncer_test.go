@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
@@ -102,12 +103,35 @@ func TestThroughPgBouncer(t *testing.T) {
 	if err := be.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The subscription through the pooler hears nothing: Listen says so.
+	// The subscription through the pooler hears nothing: Listen says so,
+	// at once when it knows it goes through a pooler (spool_pooler), and
+	// after its probe when it does not (a backend over a pool of the
+	// caller's, which New cannot tell is pooled).
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
 	err = be.Listen(lctx, func() { t.Error("Listen through the pooler reported ready") }, func(backend.Wake) {})
 	lcancel()
-	if !errors.Is(err, backend.ErrNoWakeUps) {
-		t.Fatalf("Listen through the pooler: %v, want ErrNoWakeUps", err)
+	if !errors.Is(err, backend.ErrNoWakeUps) || !strings.Contains(err.Error(), postgres.PoolerParam) {
+		t.Fatalf("Listen through the pooler: %v, want ErrNoWakeUps naming %s", err, postgres.PoolerParam)
+	}
+	pcfg, err := pgxpool.ParseConfig(via(role, "default_query_exec_mode=simple_protocol"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ppool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ppool.Close()
+	unknown, err := postgres.New(ppool, &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel = context.WithTimeout(ctx, 30*time.Second)
+	err = unknown.Listen(lctx, func() { t.Error("Listen through the pooler reported ready") }, func(backend.Wake) {})
+	lcancel()
+	unknown.Close()
+	if !errors.Is(err, backend.ErrNoWakeUps) || !strings.Contains(err.Error(), "probe") {
+		t.Fatalf("Listen through the pooler, not told so: %v, want ErrNoWakeUps from its probe", err)
 	}
 
 	// Jobs inserted and worked through the pooler, found by polling.

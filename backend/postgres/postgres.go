@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -185,9 +186,20 @@ type Backend struct {
 	// (claimPlanSettings).
 	claimTx, jobClaimTx string
 	listenURL           string
-	probes              sync.WaitGroup     // probes below claim floors in flight
-	ctx                 context.Context    // ends at Close
-	cancel              context.CancelFunc // ends ctx
+	// pooled is set by Open with spool_pooler=transaction: Listen
+	// without ListenURL cannot hear anything.
+	pooled bool
+	// relayName (tests), when set, names Listen's relay in
+	// spool_sql_relay; else a random name is drawn.
+	relayName int64
+	// relayPolls counts the polls of Listen's relays (tests).
+	relayPolls atomic.Int64
+	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
+	// each of them notifies.
+	noRelay bool
+	probes  sync.WaitGroup     // probes below claim floors in flight
+	ctx     context.Context    // ends at Close
+	cancel  context.CancelFunc // ends ctx
 }
 
 var (
@@ -374,6 +386,7 @@ func Open(ctx context.Context, dsn string) (*Backend, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	b.ownsPool = true
+	b.pooled = pooler != ""
 	return b, nil
 }
 

@@ -63,7 +63,12 @@ func TestWakeModes(t *testing.T) {
 	marker()
 
 	insert(open(WakeAtCommit), "qc", 3)
-	if q, k, ok := parseInsertNotice(next()); !ok || q != "qc" || k.priority != 3 {
+	// The insert trigger's notification, marked as an insert from SQL.
+	atCommit, fromSQL := cutSQLMark(next())
+	if !fromSQL {
+		t.Errorf("at commit: notification %q is not marked as an insert from SQL", atCommit)
+	}
+	if q, k, ok := parseInsertNotice(atCommit); !ok || q != "qc" || k.priority != 3 {
 		t.Fatalf("at commit: notification of %q priority %d, want qc at 3", q, k.priority)
 	}
 	marker()
@@ -84,7 +89,7 @@ func TestWakeModes(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if q, _, ok := parseInsertNotice(next()); !ok || q != "qt" {
+	if q, _, ok := parseNotice(next()); !ok || q != "qt" {
 		t.Fatalf("a caller's transaction: notification of %q, want qt", q)
 	}
 	marker()
@@ -284,7 +289,7 @@ func TestFinishWakes(t *testing.T) {
 			} {
 				finish(pair[0], pair[1])
 				got, _ := listen()
-				if q, _, ok := parseInsertNotice(got); !ok || q != tc.queue {
+				if q, _, ok := parseNotice(got); !ok || q != tc.queue {
 					t.Fatalf("outcome %d: notification %q, want one for queue %s", pair[0].Outcome, got, tc.queue)
 				}
 				marker()
@@ -361,9 +366,16 @@ func TestReleaseClaimWakes(t *testing.T) {
 				t.Fatalf("release: %d jobs, %v", n, err)
 			}
 			got, _ := listen()
-			if q, _, ok := parseInsertNotice(got); !ok || q != tc.queue {
+			if q, _, ok := parseNotice(got); !ok || q != tc.queue {
 				t.Fatalf("notification %q, want one for queue %s", got, tc.queue)
 			}
 		})
 	}
+}
+
+// parseNotice parses an insert notification from the waker or, without its
+// mark, from the insert trigger.
+func parseNotice(payload string) (string, claimKey, bool) {
+	payload, _ = cutSQLMark(payload)
+	return parseInsertNotice(payload)
 }

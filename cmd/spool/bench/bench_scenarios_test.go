@@ -83,6 +83,21 @@ func TestBenchWakeups(t *testing.T) {
 	checkStoresDropped(t, res.Store)
 }
 
+func TestBenchSQLEnqueue(t *testing.T) {
+	var res sqlEnqueueResult
+	benchJSON(t, &res, "sqlenqueue", "--clients", "2", "--duration", "200ms", "--rounds", "2", "--pickup-rate", "200", "--pickup-duration", "500ms")
+	if len(res.EnqueueRuns) != 2 || len(res.InsertRuns) != 2 || len(res.Ratios) != 2 || res.Ratio <= 0 {
+		t.Fatalf("want 2 paired rounds and a ratio, got %+v", res)
+	}
+	if res.Counted == 0 || res.WakeUps == 0 {
+		t.Errorf("inserts counted %d, wake-ups heard %d: want both", res.Counted, res.WakeUps)
+	}
+	if res.PickupJobs != 100 || res.Pickup.Count != 100 {
+		t.Errorf("pickup: %d jobs, %d latencies, want 100 of each", res.PickupJobs, res.Pickup.Count)
+	}
+	checkStoresDropped(t, res.Store)
+}
+
 func TestBenchSteady(t *testing.T) {
 	plotFile := filepath.Join(t.TempDir(), "steady.png")
 	var res steadyResult

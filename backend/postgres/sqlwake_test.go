@@ -1,0 +1,258 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spoolq/spool/backend"
+)
+
+// Inserts from SQL while a client relays them: the first notifies and
+// starts the relay, which then holds spool_sql_relay; while the relay
+// holds it, no insert notifies, the jobs still wake the workers, and a job
+// whose transaction commits late (below the claim floor) is claimed after
+// a wake-up that follows its commit; once the time lapses an insert
+// notifies again.
+func TestSQLRelay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	b, pool := scratchBackend(t)
+	b.relayName = 77
+	b.floors.probeEvery = time.Hour // only a wake-up can bring a straggler back
+	s := pgx.Identifier{b.schema}.Sanitize()
+
+	// The inserts' own notifications on the channel, as a raw subscriber
+	// hears them (not the relay's).
+	raw, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Release()
+	if _, err := raw.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	notified := func() int {
+		n := 0
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			msg, err := raw.Conn().WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				return n
+			}
+			if strings.HasSuffix(msg.Payload, sqlMark) && msg.Payload != relayPayload {
+				n++
+			}
+		}
+	}
+
+	wakes := make(chan backend.Wake, 10000)
+	lctx, stop := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- b.Listen(lctx, func() { close(ready) }, func(w backend.Wake) { wakes <- w }) }()
+	defer func() {
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("listen: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("listen: %v", err)
+	}
+	enqueue := func(db DBTX) int64 {
+		t.Helper()
+		var id int64
+		if err := db.QueryRow(ctx, `SELECT `+s+`.enqueue('noop')`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	held := func() bool {
+		t.Helper()
+		var ok bool
+		err := pool.QueryRow(ctx, `SELECT last_value / 1024 > floor(extract(epoch FROM clock_timestamp()) * 1000000) FROM `+s+`.spool_sql_relay`).Scan(&ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	setRelay := func(ahead time.Duration, name int64) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + $1) * 1024 + $2)`, ahead.Microseconds(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func() []int64 {
+		t.Helper()
+		jobs, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 1000, Lease: time.Minute, ClaimID: "t#1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		return ids
+	}
+	awaitWake := func(what string) {
+		t.Helper()
+		select {
+		case <-wakes:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no wake-up within 10 s %s", what)
+		}
+	}
+	quiet := func() {
+		t.Helper()
+		for {
+			select {
+			case <-wakes:
+			case <-time.After(50 * time.Millisecond):
+				return
+			}
+		}
+	}
+
+	// The first insert notifies and starts the relay, which then holds the
+	// time while inserts come.
+	enqueue(pool)
+	for !held() {
+		if ctx.Err() != nil {
+			t.Fatal("the relay never held spool_sql_relay")
+		}
+		enqueue(pool)
+	}
+	if n := notified(); n == 0 {
+		t.Fatal("the inserts before the relay held the time sent no notification")
+	}
+	quiet()
+	claim()
+
+	// The time held for a minute under this client's relay's name (so that
+	// it cannot lapse while the test runs): no insert from SQL notifies,
+	// and the relay, which finds that out at its next check at the latest,
+	// wakes the workers instead.
+	setRelay(time.Minute, b.relayName)
+	first := enqueue(pool)
+	awaitWake("for a job inserted while another client's relay holds the time")
+	if got := claim(); len(got) != 1 || got[0] != first {
+		t.Fatalf("claimed %v after the wake-up, want [%d]", got, first)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	late := enqueue(tx) // run_at: this transaction's start, below the jobs inserted next
+	const burst = 50
+	for range burst {
+		enqueue(pool)
+	}
+	quiet() // the relay has announced the burst: no wake-up for it comes after the next claim
+	got := claim()
+	if len(got) != burst {
+		t.Fatalf("claimed %d jobs of the %d committed: %v", len(got), burst, got)
+	}
+	for _, id := range got {
+		if id == late {
+			t.Fatalf("the claim took job %d, whose transaction is still open", late)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Claims start above the floor the last claim left; only the relay's
+	// wake-up once the late transaction has ended brings its job back.
+	awaitWake("after the late commit")
+	if got := claim(); len(got) != 1 || got[0] != late {
+		t.Fatalf("claimed %v after the late commit, want [%d]", got, late)
+	}
+	if n := notified(); n != 0 {
+		t.Fatalf("%d inserts from SQL while the relay held the time sent %d notifications, want none", burst+2, n)
+	}
+
+	// The time lapses (the relay renews it only within 5 ms of an insert):
+	// the next insert notifies.
+	time.Sleep(50 * time.Millisecond)
+	setRelay(-time.Minute, b.relayName)
+	enqueue(pool)
+	if n := notified(); n != 1 {
+		t.Fatalf("an insert after the relay time lapsed sent %d notifications, want 1", n)
+	}
+}
+
+// Two clients listening on one schema while the time names one's relay
+// (held for a minute, so that it cannot lapse during the test): the other
+// client's relay stops at its first poll that finds the name and polls
+// only once a second after, and both clients hear the relay's wake-ups.
+func TestSQLRelayOneForAll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, pool := scratchBackend(t)
+	b, err := New(pool, &Options{Schema: a.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a.relayName, b.relayName = 11, 22
+	s := pgx.Identifier{a.schema}.Sanitize()
+	if _, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 60000000) * 1024 + 11)`); err != nil {
+		t.Fatal(err)
+	}
+	var wakes [2]chan struct{}
+	for i, be := range []*Backend{a, b} {
+		wake := make(chan struct{}, 100000)
+		wakes[i] = wake
+		lctx, stop := context.WithCancel(ctx)
+		ready, done := make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- be.Listen(lctx, func() { close(ready) }, func(w backend.Wake) {
+				if w.Queue == "" {
+					wake <- struct{}{}
+				}
+			})
+		}()
+		defer func() {
+			stop()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("listen: %v", err)
+			}
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("listen: %v", err)
+		}
+	}
+	began := time.Now()
+	start := [2]int64{a.relayPolls.Load(), b.relayPolls.Load()}
+	const burst = 300
+	for range burst {
+		if _, err := pool.Exec(ctx, `SELECT `+s+`.enqueue('noop')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, wake := range wakes {
+		select {
+		case <-wake:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("client %d heard no relay wake-up", i)
+		}
+	}
+	polls := [2]int64{a.relayPolls.Load() - start[0], b.relayPolls.Load() - start[1]}
+	if limit := 2 + 2*int64(time.Since(began)/sqlIdleCheck+1); polls[1] > limit {
+		t.Errorf("the client whose relay does not hold the time polled %d times in %s (the holder %d): want at most %d",
+			polls[1], time.Since(began).Round(time.Millisecond), polls[0], limit)
+	}
+	if polls[0] == 0 {
+		t.Error("the relay holding the time never polled")
+	}
+}
