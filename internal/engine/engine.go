@@ -135,7 +135,19 @@ func (e *Engine) Start(ctx context.Context) error {
 			if e.running.holds(id) {
 				e.beat.now()
 			}
-		}}
+		}, wakeRouted: e.wakeRouted}
+		if wr, routes := e.be.(backend.WakeRouter); routes && wr.RoutesWakes() {
+			queues := make([]string, 0, len(e.producers))
+			for q := range e.producers {
+				queues = append(queues, q)
+			}
+			if l.router = newRouter(wr, e.cfg.ClientID, queues, e.logger); l.router != nil {
+				for _, p := range e.producers {
+					p.router = l.router
+				}
+				e.goService(func() { l.router.announce(e.servicesCtx) })
+			}
+		}
 		e.goService(func() { l.run(e.servicesCtx, func() { once.Do(func() { close(listening) }) }) })
 		timer := time.NewTimer(listenStartWait)
 		select {
@@ -368,6 +380,14 @@ func (e *Engine) Wake(queue string) {
 func (e *Engine) Paused(queue string) {
 	if p, ok := e.producers[queue]; ok {
 		p.paused()
+	}
+}
+
+// wakeRouted wakes this process's producer of queue for a routed wake-up
+// passed on hops times.
+func (e *Engine) wakeRouted(queue string, hops int) {
+	if p, ok := e.producers[queue]; ok {
+		p.wakeRouted(hops)
 	}
 }
 

@@ -53,6 +53,7 @@ type hostsResult struct {
 	Batch           int    `json:"batch"`
 	DeleteCompleted bool   `json:"delete_completed"`
 	Strategy        string `json:"strategy,omitempty"`
+	ClaimLock       string `json:"claim_lock,omitempty"`
 	// ServerCPUs and WorkerCPUs are the CPUs the server and the worker
 	// processes were pinned to (--pin), empty when they shared them all.
 	ServerCPUs    string      `json:"server_cpus,omitempty"`
@@ -91,11 +92,17 @@ type hostsStep struct {
 	// DrainClaims and PickupClaims count the workers' claim calls in each
 	// phase; the Empty ones found no job (a wake-up another process
 	// answered first, or a poll).
-	DrainClaims       int64 `json:"drain_claims"`
-	DrainEmptyClaims  int64 `json:"drain_empty_claims"`
-	PickupClaims      int64 `json:"pickup_claims"`
-	PickupEmptyClaims int64 `json:"pickup_empty_claims"`
-	PickupJobs        int64 `json:"pickup_jobs"`
+	DrainClaims      int64 `json:"drain_claims"`
+	DrainEmptyClaims int64 `json:"drain_empty_claims"`
+	// DrainFinishes counts the outcome writes of the drain; DrainClaimMS
+	// and DrainFinishMS the time the workers spent waiting on claims and
+	// on outcome writes (summed over processes, in milliseconds).
+	DrainFinishes     int64   `json:"drain_finishes"`
+	DrainClaimMS      float64 `json:"drain_claim_ms"`
+	DrainFinishMS     float64 `json:"drain_finish_ms"`
+	PickupClaims      int64   `json:"pickup_claims"`
+	PickupEmptyClaims int64   `json:"pickup_empty_claims"`
+	PickupJobs        int64   `json:"pickup_jobs"`
 	// IdleServerCPUShare is the server's CPU share while the processes
 	// had nothing to do.
 	IdleServerCPUShare float64 `json:"idle_server_cpu_share"`
@@ -116,6 +123,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	rounds := r.Flags.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
 	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
+	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
@@ -138,6 +146,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
+		bench.Want(*claimLock == "" || *claimLock == "queue" || *claimLock == "off", "--claim-lock must be queue or off"),
 		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
 		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
@@ -151,7 +160,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 
 	res := hostsResult{Scenario: "hosts", Server: *server, Durable: true, CPUs: runtime.NumCPU(), Jobs: *jobs,
 		Workers: *q.Workers, Prefetch: *q.Prefetch, Batch: *q.Batch, DeleteCompleted: *q.DeleteCompleted,
-		Strategy: *strategy, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
+		Strategy: *strategy, ClaimLock: *claimLock, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
 	if *pin {
 		res.ServerCPUs, res.WorkerCPUs = "0", "1"
 		if n := runtime.NumCPU(); n > 2 {
@@ -171,7 +180,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		workerArgs: []string{"hosts", "--worker", "--workers", strconv.Itoa(*q.Workers),
 			"--prefetch", strconv.Itoa(*q.Prefetch), "--batch", strconv.Itoa(*q.Batch),
 			"--completion-delay", q.Delay.String(), "--delete-completed=" + strconv.FormatBool(*q.DeleteCompleted)},
-		strategy: *strategy, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
+		strategy: *strategy, claimLock: *claimLock, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
 	}
 	// A fresh server allocates its WAL or redo files and fills its caches
 	// during its first drains: one unreported drain with one process
@@ -354,6 +363,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	if err == nil {
 		workerURL, err = bench.WithClaimStrategy(workerURL, e.load.strategy)
 	}
+	if err == nil && e.load.claimLock != "" {
+		workerURL, err = bench.SetURLParam(workerURL, "spool_claim_lock", e.load.claimLock)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -439,6 +451,8 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	step.DrainRuns = []float64{step.DrainJobsPerS}
 	step.ClientCPUPerJobUS = bench.PerJobUS(drainUsage.cpu, jobs)
 	step.DrainClaims, step.DrainEmptyClaims = drainUsage.claims, drainUsage.empty
+	step.DrainFinishes = drainUsage.finishes
+	step.DrainClaimMS, step.DrainFinishMS = bench.MS(drainUsage.claimTime), bench.MS(drainUsage.finishTime)
 	step.ServerCPUPerJobUS = bench.PerJobUS(server1-server0, jobs)
 	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(e.serverCPUs))
 
@@ -503,6 +517,9 @@ func medianStep(steps []hostsStep) hostsStep {
 		out.PickupJobs += steps[i].PickupJobs
 		out.DrainClaims += steps[i].DrainClaims
 		out.DrainEmptyClaims += steps[i].DrainEmptyClaims
+		out.DrainFinishes += steps[i].DrainFinishes
+		out.DrainClaimMS += steps[i].DrainClaimMS
+		out.DrainFinishMS += steps[i].DrainFinishMS
 		out.PickupClaims += steps[i].PickupClaims
 		out.PickupEmptyClaims += steps[i].PickupEmptyClaims
 		out.Duplicates += steps[i].Duplicates
@@ -531,6 +548,7 @@ func medianStep(steps []hostsStep) hostsStep {
 type hostsLoad struct {
 	workerArgs      []string // the workers' command line, but the URL
 	strategy        string   // the workers' claim strategy ("": the backend's)
+	claimLock       string   // the workers' spool_claim_lock ("": the backend's)
 	jobs, chunk     int      // jobs drained, inserted chunk at a time
 	deleteCompleted bool
 }
@@ -749,6 +767,9 @@ and iproute2.
 		the server, and its CPU share is of that one CPU
 	--strategy pessimistic|optimistic
 		the workers' claim strategy (default: the backend's)
+	--claim-lock queue|off
+		whether the workers' claims of a queue take turns under the
+		queue's claim lock (spool_claim_lock; default: the backend's, queue)
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N
