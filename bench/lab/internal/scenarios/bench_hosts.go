@@ -54,6 +54,7 @@ type hostsResult struct {
 	DeleteCompleted bool   `json:"delete_completed"`
 	Strategy        string `json:"strategy,omitempty"`
 	ClaimLock       string `json:"claim_lock,omitempty"`
+	WakeRouting     string `json:"wake_routing,omitempty"`
 	// ServerCPUs and WorkerCPUs are the CPUs the server and the worker
 	// processes were pinned to (--pin), empty when they shared them all.
 	ServerCPUs    string      `json:"server_cpus,omitempty"`
@@ -124,6 +125,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
 	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
+	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing on PostgreSQL: on or off (default: the backend's, on)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
@@ -147,6 +149,8 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
 		bench.Want(*claimLock == "" || *claimLock == "queue" || *claimLock == "off", "--claim-lock must be queue or off"),
+		bench.Want(*wakeRouting == "" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be on or off"),
+		bench.Want(*wakeRouting == "" || *server == "postgres", "--wake-routing applies to PostgreSQL"),
 		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
 		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
@@ -160,7 +164,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 
 	res := hostsResult{Scenario: "hosts", Server: *server, Durable: true, CPUs: runtime.NumCPU(), Jobs: *jobs,
 		Workers: *q.Workers, Prefetch: *q.Prefetch, Batch: *q.Batch, DeleteCompleted: *q.DeleteCompleted,
-		Strategy: *strategy, ClaimLock: *claimLock, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
+		Strategy: *strategy, ClaimLock: *claimLock, WakeRouting: *wakeRouting, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
 	if *pin {
 		res.ServerCPUs, res.WorkerCPUs = "0", "1"
 		if n := runtime.NumCPU(); n > 2 {
@@ -180,7 +184,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		workerArgs: []string{"hosts", "--worker", "--workers", strconv.Itoa(*q.Workers),
 			"--prefetch", strconv.Itoa(*q.Prefetch), "--batch", strconv.Itoa(*q.Batch),
 			"--completion-delay", q.Delay.String(), "--delete-completed=" + strconv.FormatBool(*q.DeleteCompleted)},
-		strategy: *strategy, claimLock: *claimLock, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
+		strategy: *strategy, claimLock: *claimLock, wakeRouting: *wakeRouting, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
 	}
 	// A fresh server allocates its WAL or redo files and fills its caches
 	// during its first drains: one unreported drain with one process
@@ -366,6 +370,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	if err == nil && e.load.claimLock != "" {
 		workerURL, err = bench.SetURLParam(workerURL, "spool_claim_lock", e.load.claimLock)
 	}
+	if err == nil && e.load.wakeRouting != "" {
+		workerURL, err = bench.SetURLParam(workerURL, "spool_wake_routing", e.load.wakeRouting)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -549,6 +556,7 @@ type hostsLoad struct {
 	workerArgs      []string // the workers' command line, but the URL
 	strategy        string   // the workers' claim strategy ("": the backend's)
 	claimLock       string   // the workers' spool_claim_lock ("": the backend's)
+	wakeRouting     string   // the workers' spool_wake_routing ("": the backend's)
 	jobs, chunk     int      // jobs drained, inserted chunk at a time
 	deleteCompleted bool
 }
@@ -770,6 +778,9 @@ and iproute2.
 	--claim-lock queue|off
 		whether the workers' claims of a queue take turns under the
 		queue's claim lock (spool_claim_lock; default: the backend's, queue)
+	--wake-routing on|off
+		whether each insert's wake-up goes to one of the worker processes
+		(spool_wake_routing, PostgreSQL; default: the backend's, on)
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N
