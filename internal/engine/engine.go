@@ -34,10 +34,13 @@ type Engine struct {
 	logger *slog.Logger
 
 	producers map[string]*producer // fixed at New
-	running   *runningJobs
-	exec      *executor
-	out       *outcomeWriter
-	beat      *heartbeat
+	// router routes wake-ups between processes (route.go); nil when the
+	// store cannot or the client does not listen. Set by Start.
+	router  *router
+	running *runningJobs
+	exec    *executor
+	out     *outcomeWriter
+	beat    *heartbeat
 
 	mu      sync.Mutex
 	state   state
@@ -142,6 +145,7 @@ func (e *Engine) Start(ctx context.Context) error {
 				queues = append(queues, q)
 			}
 			if l.router = newRouter(wr, e.cfg.ClientID, queues, e.logger); l.router != nil {
+				e.router = l.router
 				for _, p := range e.producers {
 					p.router = l.router
 				}
@@ -208,8 +212,14 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 		return ctx.Err()
 	}
 	e.state = stateStopping
+	router := e.router
 	e.mu.Unlock()
 	e.logger.Info("spool client stopping", "hard", hard)
+	if router != nil {
+		// Wake-ups routed here from now on would wait for another
+		// process's poll: the others stop routing here at once.
+		go router.leave()
+	}
 
 	// Either this stop's context or a later stop's ends the waiting.
 	ctxDone := make(chan struct{})

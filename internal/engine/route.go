@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -60,6 +61,10 @@ type router struct {
 	queues []string // this process's queues, sorted
 	logger *slog.Logger
 
+	// left is set once this process has announced its leave: it sends
+	// no more member notes.
+	left atomic.Bool
+
 	mu      sync.Mutex
 	members map[string]*member // by client id, this process's included
 	// heardSelf is when this process last heard its own note.
@@ -105,16 +110,27 @@ func (r *router) announce(ctx context.Context) {
 	t := time.NewTicker(announceEvery)
 	defer t.Stop()
 	for {
-		send(ctx, r.note())
+		if !r.left.Load() {
+			send(ctx, r.note())
+		}
 		select {
 		case <-ctx.Done():
-			leave, cancel := context.WithTimeout(context.Background(), time.Second)
-			send(leave, noteLeave+noteSep+r.self)
-			cancel()
+			if !r.left.Load() {
+				r.leave()
+			}
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// leave tells the other processes that this one no longer answers
+// wake-ups.
+func (r *router) leave() {
+	r.left.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = r.wr.Announce(ctx, noteLeave+noteSep+r.self)
 }
 
 // heard records a note.
