@@ -14,9 +14,9 @@ import (
 //
 // The claim runs in a transaction of its own with sorts and bitmap scans
 // switched off for that transaction only, sent as one pipelined round trip,
-// after the queue's claim lock unless Options.ClaimLock is off (claim_lock.sql:
-// the lock is taken and released within that round trip, so no client's
-// pause holds it).
+// after the queue's claim lock when Options.ClaimLock asks for it
+// (claim_lock.sql: the lock is taken and released within that round trip,
+// so no client's pause holds it).
 // Without that, a table whose statistics lag its backlog (a fresh install
 // hit by a burst, any table between autovacuum analyses) is planned as a
 // bitmap scan plus a sort of every pending row: measured on 1,000,000 fresh
