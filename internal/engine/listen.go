@@ -40,6 +40,9 @@ func (l *listener) run(ctx context.Context, settled func()) {
 		started := time.Now()
 		err := l.n.Listen(ctx, func() {
 			l.observer.notifier(true)
+			if l.router != nil {
+				l.router.setListening(true)
+			}
 			settled()
 			// Anything inserted while we were not listening: look now.
 			l.wakeAll()
@@ -62,6 +65,9 @@ func (l *listener) run(ctx context.Context, settled func()) {
 			}
 		})
 		settled()
+		if l.router != nil {
+			l.router.setListening(false)
+		}
 		if ctx.Err() != nil {
 			return
 		}

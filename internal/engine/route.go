@@ -64,6 +64,13 @@ type router struct {
 	// left is set once this process has announced its leave: it sends
 	// no more member notes.
 	left atomic.Bool
+	// listening is set while the listener's subscription is in place:
+	// notes are sent only then (through a transaction pooler, where no
+	// subscription hears anything, none are).
+	listening atomic.Bool
+	// subscribed is signalled when the subscription is (again) in place:
+	// the note goes out at once.
+	subscribed chan struct{}
 
 	mu      sync.Mutex
 	members map[string]*member // by client id, this process's included
@@ -86,7 +93,7 @@ func newRouter(wr backend.WakeRouter, self string, queues []string, logger *slog
 	}
 	qs := append([]string(nil), queues...)
 	sort.Strings(qs)
-	r := &router{wr: wr, self: self, queues: qs, logger: logger, members: map[string]*member{}}
+	r := &router{wr: wr, self: self, queues: qs, logger: logger, members: map[string]*member{}, subscribed: make(chan struct{}, 1)}
 	if len(r.note()) > maxNoteBytes {
 		return nil
 	}
@@ -110,7 +117,7 @@ func (r *router) announce(ctx context.Context) {
 	t := time.NewTicker(announceEvery)
 	defer t.Stop()
 	for {
-		if !r.left.Load() {
+		if !r.left.Load() && r.listening.Load() {
 			send(ctx, r.note())
 		}
 		select {
@@ -120,6 +127,18 @@ func (r *router) announce(ctx context.Context) {
 			}
 			return
 		case <-t.C:
+		case <-r.subscribed:
+		}
+	}
+}
+
+// setListening records whether the listener's subscription is in place.
+func (r *router) setListening(on bool) {
+	r.listening.Store(on)
+	if on {
+		select {
+		case r.subscribed <- struct{}{}:
+		default:
 		}
 	}
 }
