@@ -711,6 +711,17 @@ type Backend interface {
 type Wake struct {
 	Queue       string
 	CancelledID int64
+	// Route, when not 0, marks a wake-up for Queue that reached every
+	// listening process alike (a WakeRouter's): the same number in each,
+	// from which the processes agree, without asking each other, on the
+	// one that answers it.
+	Route uint64
+	// Hops counts the times a routed wake-up was passed on
+	// (WakeRouter.PassOn).
+	Hops int
+	// Note is a note a process announced to every listener
+	// (WakeRouter.Announce); the other fields are then unset.
+	Note string
 }
 
 // DeadlockCounter is an optional capability: a backend that retries
@@ -728,6 +739,27 @@ type DeadlockCounter interface {
 // heartbeat to say the lease is lost.
 type StallCrediter interface {
 	CreditsStalls() bool
+}
+
+// WakeRouter is an optional capability of a Notifier whose wake-ups reach
+// every listening process of the store (PostgreSQL's NOTIFY). Each process
+// announces which queues it works; a routable wake-up (Wake.Route) is then
+// answered by one process of those working its queue, chosen alike by
+// every process, instead of by all of them, of which all but one would
+// claim nothing. Notes and passed-on wake-ups are hints, like every
+// wake-up: a lost one delays work by at most a poll.
+type WakeRouter interface {
+	// RoutesWakes reports whether the engine should route wake-ups (a
+	// store may be configured not to: every process then answers every
+	// wake-up).
+	RoutesWakes() bool
+	// Announce delivers note to every listener, this process's included,
+	// as a Wake with Note set.
+	Announce(ctx context.Context, note string) error
+	// PassOn sends a routable wake-up for queue to every listener, with
+	// Hops set to hops: the process it was routed to took a full claim
+	// (more jobs may wait) or had no room to claim.
+	PassOn(ctx context.Context, queue string, hops int) error
 }
 
 // Notifier is an optional capability: push wake-ups when jobs become runnable

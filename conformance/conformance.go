@@ -114,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 	tests := []namedTest{
 		{"InsertAndWork", testInsertAndWork},
 		{"CrossProcessWake", testCrossProcessWake},
+		{"WakesAcrossProcesses", testWakesAcrossProcesses},
 		{"ListNewestAndBounds", testListNewestAndBounds},
 		{"DeleteJob", testDeleteJob},
 		{"Throughput", testThroughput},

@@ -79,3 +79,52 @@ func testCrossProcessWake(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testWakesAcrossProcesses: with three worker processes that poll only
+// hourly, every job another process inserts runs, one at a time and in a
+// burst larger than any one process takes: where the store routes
+// wake-ups to one process (backend.WakeRouter), none is left behind by the
+// routing, and a burst reaches the others through the full claims of the
+// first.
+func testWakesAcrossProcesses(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	ran := make(chan NoteArgs, 200)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		ran <- j.Args
+		return nil
+	}))
+	for i := range 3 {
+		cfg := fastConfig(ws, 2)
+		cfg.PollInterval = time.Hour
+		cfg.Queues = map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 2, Prefetch: 2}}
+		handle := be
+		if i > 0 {
+			handle = h.Reopen(t, be)
+		}
+		start(t, newClient(t, handle, cfg))
+	}
+	other := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)})
+	for n := range 10 {
+		insert(t, other, NoteArgs{N: n}, nil)
+		if a := recv(t, ran, "a job inserted by another process"); a.N != n {
+			t.Fatalf("ran %+v, want job %d", a, n)
+		}
+	}
+	const burst = 40
+	params := make([]spool.InsertManyParams, burst)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: NoteArgs{N: 100 + i}}
+	}
+	if _, err := other.InsertMany(context.Background(), params); err != nil {
+		t.Fatalf("insert a burst: %v", err)
+	}
+	seen := map[int]bool{}
+	for range burst {
+		a := recv(t, ran, "a job of a burst inserted by another process")
+		if seen[a.N] || a.N < 100 {
+			t.Fatalf("job %d ran twice or out of the burst", a.N)
+		}
+		seen[a.N] = true
+	}
+}

@@ -54,8 +54,18 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	return jobs, err
 }
 
-// claimIn is the pessimistic claim's SELECT and UPDATE in transaction tx.
+// claimIn is the pessimistic claim's SELECT and UPDATE in transaction tx,
+// after the queue's claim lock unless Options.ClaimLock is off: the claims
+// of a queue then take their rows one at a time, and none steps over the
+// rows another holds (SKIP LOCKED checks every one against InnoDB's lock
+// table), which made the server's CPU per job grow with the number of
+// processes claiming.
 func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if b.claimLock {
+		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(p.Max)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
 	if err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 		return nil, nil, fmt.Errorf("database URL scheme %q, want mysql", u.Scheme)
 	}
 	q := u.Query()
-	opts := &Options{ClaimStrategy: q.Get(ClaimParam)}
+	opts := &Options{ClaimStrategy: q.Get(ClaimParam), ClaimLock: q.Get(ClaimLockParam)}
 	for _, p := range []struct {
 		name string
 		dst  *int
@@ -53,6 +53,7 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 		q.Del(p.name)
 	}
 	q.Del(ClaimParam)
+	q.Del(ClaimLockParam)
 	cfg, err := mysql.ParseDSN("/?" + q.Encode())
 	if err != nil {
 		return nil, nil, fmt.Errorf("database URL parameters: %w", err)
@@ -76,6 +77,9 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 	// it is parsed (found by FuzzParseURL).
 	if err := ValidateDatabase(cfg.DBName); err != nil {
 		return nil, nil, err
+	}
+	if l := opts.ClaimLock; l != "" && l != ClaimLockQueue && l != ClaimLockOff {
+		return nil, nil, fmt.Errorf("%s=%q: want queue or off", ClaimLockParam, l)
 	}
 	if opts.ClaimWindow > 100000 {
 		return nil, nil, fmt.Errorf("%s=%d is out of range 1..100000", WindowParam, opts.ClaimWindow)

@@ -64,6 +64,17 @@ const (
 	WindowParam = "spool_claim_window"
 	// MaxConnsParam sets the pool's maximum open connections (default 16).
 	MaxConnsParam = "spool_max_conns"
+	// ClaimLockParam sets Options.ClaimLock: queue or off.
+	ClaimLockParam = "spool_claim_lock"
+)
+
+// Claim lock modes (Options.ClaimLock).
+const (
+	// ClaimLockQueue makes the pessimistic claims of a queue, from every
+	// process, take their rows one at a time (the default).
+	ClaimLockQueue = "queue"
+	// ClaimLockOff lets them run side by side.
+	ClaimLockOff = "off"
 )
 
 // DefaultClaimWindow is the optimistic strategy's window beyond the batch:
@@ -107,6 +118,15 @@ type Options struct {
 	ClaimWindow int
 	// MaxConns caps the pool's open connections. Defaults to 16.
 	MaxConns int
+	// ClaimLock is ClaimLockQueue (the default) or ClaimLockOff. Under the
+	// queue's claim lock (a row written first in the claim's transaction
+	// and held to its commit) the pessimistic claims of a queue take their
+	// rows one at a time; side by side, each steps over the rows the others
+	// hold, and 8 processes' drains cost the server 2.7 times the CPU per
+	// job of the same drains under the lock (BENCHMARKS.md, "Worker
+	// processes: one claim at a time per queue"). The optimistic strategy
+	// takes no lock.
+	ClaimLock string
 	// Logger receives the backend's notices (the strategy chosen at
 	// start-up). Defaults to slog.Default().
 	Logger *slog.Logger
@@ -123,9 +143,11 @@ type Backend struct {
 	server   serverInfo
 	strategy string
 	window   int
-	logger   *slog.Logger
-	metrics  metrics
-	closed   atomic.Bool
+	// claimLock: pessimistic claims take the queue's claim lock first.
+	claimLock bool
+	logger    *slog.Logger
+	metrics   metrics
+	closed    atomic.Bool
 }
 
 var (
@@ -136,7 +158,7 @@ var (
 
 // Open connects to the database at a mysql:// URL,
 // mysql://user:password@host:port/database?params. The spool_claim,
-// spool_claim_window and spool_max_conns parameters set Options; every other
+// spool_claim_window, spool_claim_lock and spool_max_conns parameters set Options; every other
 // parameter goes to go-sql-driver/mysql (tls, timeout, …), except the
 // settings the backend needs, which it always sets itself (see OpenConfig).
 // The backend owns the pool and closes it.
@@ -187,6 +209,11 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 	if o.MaxConns <= 0 {
 		o.MaxConns = 16
 	}
+	switch o.ClaimLock {
+	case "", ClaimLockQueue, ClaimLockOff:
+	default:
+		return nil, fmt.Errorf("open mysql: claim lock %q (want queue or off)", o.ClaimLock)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -223,6 +250,9 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		server:   info,
 		window:   o.ClaimWindow,
 		logger:   o.Logger,
+		// The lock only orders pessimistic claims; the optimistic
+		// strategy's take no locks.
+		claimLock: o.ClaimLock != ClaimLockOff,
 	}
 	b.strategy, err = chooseStrategy(o.ClaimStrategy, info, o.Logger)
 	if err != nil {

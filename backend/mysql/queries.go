@@ -26,6 +26,7 @@ type queries struct {
 	maxJobID, newJobs                        string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate                 string
+	claimLock                                string
 	window, optimisticUpdate, optimisticWon  string
 	lockForFinish, complete, deleteDone      string
 	finishOther                              string
@@ -86,6 +87,7 @@ func buildQueries(db string) (queries, error) {
 		"flow_prune_rates":     &q.flowPruneRates,
 		"flow_use_rates":       &q.flowUseRates,
 		"claim_update":         &q.claimUpdate,
+		"claim_lock":           &q.claimLock,
 		"window":               &q.window,
 		"queue_pause":          &q.queuePause,
 		"queue_resume":         &q.queueResume,

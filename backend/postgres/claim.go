@@ -13,7 +13,10 @@ import (
 // JobClaim implements backend.Backend. Rows come back in claim order.
 //
 // The claim runs in a transaction of its own with sorts and bitmap scans
-// switched off for that transaction only, sent as one pipelined round trip.
+// switched off for that transaction only, sent as one pipelined round trip,
+// after the queue's claim lock when Options.ClaimLock asks for it
+// (claim_lock.sql: the lock is taken and released within that round trip,
+// so no client's pause holds it).
 // Without that, a table whose statistics lag its backlog (a fresh install
 // hit by a burst, any table between autovacuum analyses) is planned as a
 // bitmap scan plus a sort of every pending row: measured on 1,000,000 fresh
@@ -33,6 +36,9 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
 	batch.Queue(b.jobClaimTx)
+	if b.claimLock {
+		batch.Queue(b.sql.claimLock, p.Queue)
+	}
 	floored := b.queueFloored(batch, &jobs, query, p.Queue, p.Max, p.Lease, p.ClaimID)
 	batch.Queue("COMMIT")
 	// Close returns the first error, COMMIT's included: the floor moves

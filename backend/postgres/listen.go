@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spoolq/spool/backend"
 )
 
@@ -80,7 +81,7 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			}
 			return fmt.Errorf("listen: %w", err)
 		}
-		if b.deliver(n.Payload, onWake) {
+		if b.deliver(n, onWake) {
 			rl.start(time.Now())
 		}
 	}
@@ -119,7 +120,7 @@ func (b *Backend) probe(ctx context.Context, conn *pgx.Conn, onWake func(backend
 		case err == nil && n.Payload == payload:
 			return nil
 		case err == nil:
-			b.deliver(n.Payload, onWake)
+			b.deliver(n, onWake)
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case wctx.Err() != nil:
@@ -132,9 +133,13 @@ func (b *Backend) probe(ctx context.Context, conn *pgx.Conn, onWake func(backend
 	}
 }
 
-// deliver turns a notification's payload into a wake-up, and reports
-// whether it announced an insert from SQL (see relay).
-func (b *Backend) deliver(payload string, onWake func(backend.Wake)) (fromSQL bool) {
+// deliver turns a notification into a wake-up, and reports whether it
+// announced an insert from SQL (see relay). An insert's notification and a
+// passed-on one are routable (backend.WakeRouter): their Route is a hash of
+// the payload and the sending session's process id, the same in every
+// listener.
+func (b *Backend) deliver(n *pgconn.Notification, onWake func(backend.Wake)) (fromSQL bool) {
+	payload := n.Payload
 	if strings.HasPrefix(payload, probePrefix) {
 		return false // another Listen's probe
 	}
@@ -149,20 +154,73 @@ func (b *Backend) deliver(payload string, onWake func(backend.Wake)) (fromSQL bo
 		onWake(backend.Wake{})
 		return false
 	}
+	if note, ok := strings.CutPrefix(payload, notePrefix); ok {
+		onWake(backend.Wake{Note: note})
+		return false
+	}
+	if rest, ok := strings.CutPrefix(payload, passPrefix); ok {
+		hops, queue, _ := strings.Cut(rest, ":")
+		if h, err := strconv.Atoi(hops); err == nil && queue != "" {
+			onWake(backend.Wake{Queue: queue, Route: routeOf(n), Hops: h})
+		}
+		return false
+	}
 	payload, fromSQL = cutSQLMark(payload)
 	queue, key, ok := parseInsertNotice(payload)
-	if ok {
-		b.floors.lower(queue, key)
-	} else {
+	if !ok {
 		b.floors.reset(queue)
+		onWake(backend.Wake{Queue: queue})
+		return fromSQL
 	}
-	onWake(backend.Wake{Queue: queue})
+	b.floors.lower(queue, key)
+	w := backend.Wake{Queue: queue}
+	if b.routeWakes {
+		w.Route = routeOf(n)
+	}
+	onWake(w)
 	return fromSQL
 }
 
-// cancelPrefix marks a cancel notification, probePrefix Listen's probe;
-// queue names cannot contain ':'.
+// routeOf is a notification's Route: FNV-1a over its payload and its
+// sender's process id, never 0.
+func routeOf(n *pgconn.Notification) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(n.Payload); i++ {
+		h ^= uint64(n.Payload[i])
+		h *= 1099511628211
+	}
+	h ^= uint64(n.PID)
+	h *= 1099511628211
+	return h | 1
+}
+
+// Announce implements backend.WakeRouter: a notification every listener
+// hears, this one's included.
+func (b *Backend) Announce(ctx context.Context, note string) error {
+	if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, notePrefix+note); err != nil {
+		return fmt.Errorf("announce: %w", err)
+	}
+	return nil
+}
+
+// PassOn implements backend.WakeRouter.
+func (b *Backend) PassOn(ctx context.Context, queue string, hops int) error {
+	if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, passPrefix+strconv.Itoa(hops)+":"+queue); err != nil {
+		return fmt.Errorf("pass a wake-up on: %w", err)
+	}
+	return nil
+}
+
+// RoutesWakes implements backend.WakeRouter: true unless Options.WakeRouting
+// is off.
+func (b *Backend) RoutesWakes() bool { return b.routeWakes }
+
+// cancelPrefix marks a cancel notification, probePrefix Listen's probe,
+// notePrefix a WakeRouter note and passPrefix a passed-on wake-up
+// ("pass:HOPS:QUEUE"); queue names cannot contain ':'.
 const (
 	cancelPrefix = "cancel:"
 	probePrefix  = "probe:"
+	notePrefix   = "note:"
+	passPrefix   = "pass:"
 )

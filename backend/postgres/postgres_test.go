@@ -67,6 +67,13 @@ func TestConformanceOptimistic(t *testing.T) {
 	conformance.Run(t, harnessWith(postgres.Options{ClaimStrategy: postgres.StrategyOptimistic}))
 }
 
+// TestConformanceClaimLock runs the suite with the claims of a queue
+// taking turns (spool_claim_lock=queue) and wake-ups not routed
+// (spool_wake_routing=off): every process answers every wake-up.
+func TestConformanceClaimLock(t *testing.T) {
+	conformance.Run(t, harnessWith(postgres.Options{ClaimLock: postgres.ClaimLockQueue, WakeRouting: postgres.WakeRoutingOff}))
+}
+
 // harnessWith is the cached-statement harness with backends built with
 // opts (its Schema set per test).
 func harnessWith(opts postgres.Options) conformance.Harness {

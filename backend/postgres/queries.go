@@ -26,6 +26,8 @@ type queries struct {
 	// as they do and updates them in place, in a lighter statement (claims
 	// expected to be small, and Options.Claims in place).
 	claim, claimInPlace, claimSmall, releaseClaim, finish, heartbeat, rescue, cleanup string
+	// claimLock serialises the claims of a queue (Options.ClaimLock).
+	claimLock string
 	// The leased parts of finish and heartbeat, and the statements that
 	// move jobs out of lease rows back into spool_jobs (spool_unlease).
 	// completeLeasedKeep and completeLeasedDelete are the leased parts of
@@ -89,6 +91,7 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 		"claim":                    &q.claim,
 		"claim_in_place":           &q.claimInPlace,
 		"claim_small":              &q.claimSmall,
+		"claim_lock":               &q.claimLock,
 		"release_claim":            &q.releaseClaim,
 		"finish":                   &q.finish,
 		"finish_leased":            &q.finishLeased,

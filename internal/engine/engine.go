@@ -34,10 +34,13 @@ type Engine struct {
 	logger *slog.Logger
 
 	producers map[string]*producer // fixed at New
-	running   *runningJobs
-	exec      *executor
-	out       *outcomeWriter
-	beat      *heartbeat
+	// router routes wake-ups between processes (route.go); nil when the
+	// store cannot or the client does not listen. Set by Start.
+	router  *router
+	running *runningJobs
+	exec    *executor
+	out     *outcomeWriter
+	beat    *heartbeat
 
 	mu      sync.Mutex
 	state   state
@@ -135,7 +138,20 @@ func (e *Engine) Start(ctx context.Context) error {
 			if e.running.holds(id) {
 				e.beat.now()
 			}
-		}}
+		}, wakeRouted: e.wakeRouted}
+		if wr, routes := e.be.(backend.WakeRouter); routes && wr.RoutesWakes() {
+			queues := make([]string, 0, len(e.producers))
+			for q := range e.producers {
+				queues = append(queues, q)
+			}
+			if l.router = newRouter(wr, e.cfg.ClientID, queues, e.logger); l.router != nil {
+				e.router = l.router
+				for _, p := range e.producers {
+					p.router = l.router
+				}
+				e.goService(func() { l.router.announce(e.servicesCtx) })
+			}
+		}
 		e.goService(func() { l.run(e.servicesCtx, func() { once.Do(func() { close(listening) }) }) })
 		timer := time.NewTimer(listenStartWait)
 		select {
@@ -196,8 +212,14 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 		return ctx.Err()
 	}
 	e.state = stateStopping
+	router := e.router
 	e.mu.Unlock()
 	e.logger.Info("spool client stopping", "hard", hard)
+	if router != nil {
+		// Wake-ups routed here from now on would wait for another
+		// process's poll: the others stop routing here at once.
+		go router.leave()
+	}
 
 	// Either this stop's context or a later stop's ends the waiting.
 	ctxDone := make(chan struct{})
@@ -368,6 +390,14 @@ func (e *Engine) Wake(queue string) {
 func (e *Engine) Paused(queue string) {
 	if p, ok := e.producers[queue]; ok {
 		p.paused()
+	}
+}
+
+// wakeRouted wakes this process's producer of queue for a routed wake-up
+// passed on hops times.
+func (e *Engine) wakeRouted(queue string, hops int) {
+	if p, ok := e.producers[queue]; ok {
+		p.wakeRouted(hops)
 	}
 }
 

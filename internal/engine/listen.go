@@ -24,6 +24,10 @@ type listener struct {
 	wake      func(queue string)
 	wakeAll   func()
 	cancelled func(id int64)
+	// router, when set, decides which routable wake-ups this process
+	// answers (route.go); wakeRouted wakes a producer for one it answers.
+	router     *router
+	wakeRouted func(queue string, hops int)
 }
 
 // run listens until ctx ends, reconnecting with jittered backoff. settled is
@@ -36,20 +40,34 @@ func (l *listener) run(ctx context.Context, settled func()) {
 		started := time.Now()
 		err := l.n.Listen(ctx, func() {
 			l.observer.notifier(true)
+			if l.router != nil {
+				l.router.setListening(true)
+			}
 			settled()
 			// Anything inserted while we were not listening: look now.
 			l.wakeAll()
 		}, func(w backend.Wake) {
 			switch {
+			case w.Note != "":
+				if l.router != nil {
+					l.router.heard(w.Note, time.Now())
+				}
 			case w.CancelledID != 0:
 				l.cancelled(w.CancelledID)
 			case w.Queue == "":
 				l.wakeAll()
+			case w.Route != 0 && l.router != nil:
+				if mine, _ := l.router.answers(w.Queue, w.Route, time.Now()); mine {
+					l.wakeRouted(w.Queue, w.Hops)
+				}
 			default:
 				l.wake(w.Queue)
 			}
 		})
 		settled()
+		if l.router != nil {
+			l.router.setListening(false)
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -63,6 +63,11 @@ type producer struct {
 	claimsOver     chan struct{}
 	claimsOverOnce sync.Once
 
+	// router, when set, routes wake-ups between processes (route.go);
+	// relay is set by a routed wake-up to the hops its pass-on would carry.
+	router *router
+	relay  atomic.Int64
+
 	// timerMu guards the due times this process knows of (wakeAt) and the
 	// timer armed for the earliest of them.
 	timerMu   sync.Mutex
@@ -203,6 +208,13 @@ func (p *producer) checkPaused() {
 	}()
 }
 
+// wakeRouted is a wake-up routed to this process (route.go), passed on
+// hops times so far.
+func (p *producer) wakeRouted(hops int) {
+	p.relay.Store(int64(hops) + 1)
+	p.wake()
+}
+
 func (p *producer) wake() {
 	select {
 	case p.wakeCh <- struct{}{}:
@@ -307,6 +319,10 @@ func (p *producer) run() {
 		stopCh            = p.stopCh
 		// lostClaims are ids of failed claims to release before claiming again.
 		lostClaims []string
+		// relay, when above 0, is the hops of the pass-on due if the next
+		// claim comes back full: a routed wake-up made it, and more jobs
+		// than it took may wait for the other processes.
+		relay int
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
@@ -415,6 +431,12 @@ func (p *producer) run() {
 				continue
 			}
 			failures = 0
+			if relay > 0 {
+				if len(r.rows) == r.asked {
+					p.router.passOn(p.queue, relay)
+				}
+				relay = 0
+			}
 			more = len(r.rows) == r.asked || r.more || wokeWhileFetching
 			if r.held && len(r.rows) < r.asked {
 				wait := cfg.FlowPollInterval
@@ -434,6 +456,18 @@ func (p *producer) run() {
 			more, wokeWhileFetching = true, inflight > 0
 		case <-p.wakeCh:
 			more, wokeWhileFetching = true, inflight > 0
+			if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
+				if buffered > p.lowWater || p.maxWorkers+p.prefetch-running-buffered-inflightAsked <= 0 {
+					// No room to claim: another process may have some.
+					// Passed on once only, since every process may be
+					// as busy.
+					if hops == 1 {
+						p.router.passOn(p.queue, hops)
+					}
+				} else {
+					relay = hops
+				}
+			}
 		case <-poll.C:
 			more, wokeWhileFetching = true, inflight > 0
 			if p.releaseStale() {

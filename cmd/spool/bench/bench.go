@@ -353,9 +353,20 @@ type CompletionCounter struct {
 func CountCompletions(be backend.Backend, target int64) (backend.Backend, *CompletionCounter) {
 	c := &CompletionCounter{Backend: be, target: target, done: make(chan struct{})}
 	if n, ok := be.(backend.Notifier); ok {
-		return &notifyingCounter{CompletionCounter: c, notifier: n}, c
+		nc := &notifyingCounter{CompletionCounter: c, notifier: n}
+		if r, ok := be.(backend.WakeRouter); ok {
+			return &routingCounter{notifyingCounter: nc, WakeRouter: r}, c
+		}
+		return nc, c
 	}
 	return c, c
+}
+
+// routingCounter is a notifyingCounter over a backend that routes its
+// wake-ups.
+type routingCounter struct {
+	*notifyingCounter
+	backend.WakeRouter
 }
 
 // JobFinishMany implements backend.Backend, counting applied completions.

@@ -309,12 +309,25 @@ type notifyingBackend struct {
 	backend.Notifier
 }
 
-// KeepNotifier returns wrapper, made a backend.Notifier when inner is one.
+// routingBackend is a wrapped backend that keeps the wrapped one's push
+// wake-ups and their routing.
+type routingBackend struct {
+	backend.Backend
+	backend.Notifier
+	backend.WakeRouter
+}
+
+// KeepNotifier returns wrapper, made a backend.Notifier when inner is one
+// (and a backend.WakeRouter when inner is one too).
 func KeepNotifier(wrapper, inner backend.Backend) backend.Backend {
-	if n, ok := inner.(backend.Notifier); ok {
-		return notifyingBackend{Backend: wrapper, Notifier: n}
+	n, ok := inner.(backend.Notifier)
+	if !ok {
+		return wrapper
 	}
-	return wrapper
+	if r, ok := inner.(backend.WakeRouter); ok {
+		return routingBackend{Backend: wrapper, Notifier: n, WakeRouter: r}
+	}
+	return notifyingBackend{Backend: wrapper, Notifier: n}
 }
 
 // tableSample is what a backend reports of its jobs table at one moment.

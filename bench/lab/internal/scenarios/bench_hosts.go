@@ -53,6 +53,8 @@ type hostsResult struct {
 	Batch           int    `json:"batch"`
 	DeleteCompleted bool   `json:"delete_completed"`
 	Strategy        string `json:"strategy,omitempty"`
+	ClaimLock       string `json:"claim_lock,omitempty"`
+	WakeRouting     string `json:"wake_routing,omitempty"`
 	// ServerCPUs and WorkerCPUs are the CPUs the server and the worker
 	// processes were pinned to (--pin), empty when they shared them all.
 	ServerCPUs    string      `json:"server_cpus,omitempty"`
@@ -91,11 +93,17 @@ type hostsStep struct {
 	// DrainClaims and PickupClaims count the workers' claim calls in each
 	// phase; the Empty ones found no job (a wake-up another process
 	// answered first, or a poll).
-	DrainClaims       int64 `json:"drain_claims"`
-	DrainEmptyClaims  int64 `json:"drain_empty_claims"`
-	PickupClaims      int64 `json:"pickup_claims"`
-	PickupEmptyClaims int64 `json:"pickup_empty_claims"`
-	PickupJobs        int64 `json:"pickup_jobs"`
+	DrainClaims      int64 `json:"drain_claims"`
+	DrainEmptyClaims int64 `json:"drain_empty_claims"`
+	// DrainFinishes counts the outcome writes of the drain; DrainClaimMS
+	// and DrainFinishMS the time the workers spent waiting on claims and
+	// on outcome writes (summed over processes, in milliseconds).
+	DrainFinishes     int64   `json:"drain_finishes"`
+	DrainClaimMS      float64 `json:"drain_claim_ms"`
+	DrainFinishMS     float64 `json:"drain_finish_ms"`
+	PickupClaims      int64   `json:"pickup_claims"`
+	PickupEmptyClaims int64   `json:"pickup_empty_claims"`
+	PickupJobs        int64   `json:"pickup_jobs"`
 	// IdleServerCPUShare is the server's CPU share while the processes
 	// had nothing to do.
 	IdleServerCPUShare float64 `json:"idle_server_cpu_share"`
@@ -116,6 +124,8 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	rounds := r.Flags.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
 	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
+	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
+	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing on PostgreSQL: on or off (default: the backend's, on)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
@@ -138,6 +148,9 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
+		bench.Want(*claimLock == "" || *claimLock == "queue" || *claimLock == "off", "--claim-lock must be queue or off"),
+		bench.Want(*wakeRouting == "" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be on or off"),
+		bench.Want(*wakeRouting == "" || *server == "postgres", "--wake-routing applies to PostgreSQL"),
 		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
 		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
@@ -151,7 +164,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 
 	res := hostsResult{Scenario: "hosts", Server: *server, Durable: true, CPUs: runtime.NumCPU(), Jobs: *jobs,
 		Workers: *q.Workers, Prefetch: *q.Prefetch, Batch: *q.Batch, DeleteCompleted: *q.DeleteCompleted,
-		Strategy: *strategy, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
+		Strategy: *strategy, ClaimLock: *claimLock, WakeRouting: *wakeRouting, Rounds: *rounds, Rate: *rate, PickupSeconds: pickupFor.Seconds()}
 	if *pin {
 		res.ServerCPUs, res.WorkerCPUs = "0", "1"
 		if n := runtime.NumCPU(); n > 2 {
@@ -171,7 +184,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		workerArgs: []string{"hosts", "--worker", "--workers", strconv.Itoa(*q.Workers),
 			"--prefetch", strconv.Itoa(*q.Prefetch), "--batch", strconv.Itoa(*q.Batch),
 			"--completion-delay", q.Delay.String(), "--delete-completed=" + strconv.FormatBool(*q.DeleteCompleted)},
-		strategy: *strategy, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
+		strategy: *strategy, claimLock: *claimLock, wakeRouting: *wakeRouting, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
 	}
 	// A fresh server allocates its WAL or redo files and fills its caches
 	// during its first drains: one unreported drain with one process
@@ -354,6 +367,12 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	if err == nil {
 		workerURL, err = bench.WithClaimStrategy(workerURL, e.load.strategy)
 	}
+	if err == nil && e.load.claimLock != "" {
+		workerURL, err = bench.SetURLParam(workerURL, "spool_claim_lock", e.load.claimLock)
+	}
+	if err == nil && e.load.wakeRouting != "" {
+		workerURL, err = bench.SetURLParam(workerURL, "spool_wake_routing", e.load.wakeRouting)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -439,6 +458,8 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	step.DrainRuns = []float64{step.DrainJobsPerS}
 	step.ClientCPUPerJobUS = bench.PerJobUS(drainUsage.cpu, jobs)
 	step.DrainClaims, step.DrainEmptyClaims = drainUsage.claims, drainUsage.empty
+	step.DrainFinishes = drainUsage.finishes
+	step.DrainClaimMS, step.DrainFinishMS = bench.MS(drainUsage.claimTime), bench.MS(drainUsage.finishTime)
 	step.ServerCPUPerJobUS = bench.PerJobUS(server1-server0, jobs)
 	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(e.serverCPUs))
 
@@ -503,6 +524,9 @@ func medianStep(steps []hostsStep) hostsStep {
 		out.PickupJobs += steps[i].PickupJobs
 		out.DrainClaims += steps[i].DrainClaims
 		out.DrainEmptyClaims += steps[i].DrainEmptyClaims
+		out.DrainFinishes += steps[i].DrainFinishes
+		out.DrainClaimMS += steps[i].DrainClaimMS
+		out.DrainFinishMS += steps[i].DrainFinishMS
 		out.PickupClaims += steps[i].PickupClaims
 		out.PickupEmptyClaims += steps[i].PickupEmptyClaims
 		out.Duplicates += steps[i].Duplicates
@@ -531,6 +555,8 @@ func medianStep(steps []hostsStep) hostsStep {
 type hostsLoad struct {
 	workerArgs      []string // the workers' command line, but the URL
 	strategy        string   // the workers' claim strategy ("": the backend's)
+	claimLock       string   // the workers' spool_claim_lock ("": the backend's)
+	wakeRouting     string   // the workers' spool_wake_routing ("": the backend's)
 	jobs, chunk     int      // jobs drained, inserted chunk at a time
 	deleteCompleted bool
 }
@@ -749,6 +775,12 @@ and iproute2.
 		the server, and its CPU share is of that one CPU
 	--strategy pessimistic|optimistic
 		the workers' claim strategy (default: the backend's)
+	--claim-lock queue|off
+		whether the workers' claims of a queue take turns under the
+		queue's claim lock (spool_claim_lock; default: the backend's, queue)
+	--wake-routing on|off
+		whether each insert's wake-up goes to one of the worker processes
+		(spool_wake_routing, PostgreSQL; default: the backend's, on)
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N

@@ -80,6 +80,9 @@ func TestBenchHostsBadInput(t *testing.T) {
 		{[]string{"--hosts", "65"}, "--hosts: at most 64 processes"},
 		{[]string{"--database-url", "postgres://x"}, "--database-url is not used"},
 		{[]string{"--rate", "0"}, "--rate must be above 0"},
+		{[]string{"--claim-lock", "table"}, "--claim-lock must be queue or off"},
+		{[]string{"--wake-routing", "maybe"}, "--wake-routing must be on or off"},
+		{[]string{"--server", "mariadb", "--wake-routing", "on"}, "--wake-routing applies to PostgreSQL"},
 	} {
 		r := runLab(t, append([]string{"hosts"}, tc.args...)...)
 		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {

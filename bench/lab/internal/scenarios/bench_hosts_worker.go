@@ -27,8 +27,10 @@ import (
 //	parent → worker: "go" starts the client; "cpu" asks for this process's
 //	CPU time; end of input stops the client softly and ends the process.
 //	worker → parent: "ready" once the store answers; "done N" whenever the
-//	completions this process wrote reach N; "cpu NS CLAIMS EMPTY" (its CPU
-//	time, claim calls and claims that found nothing); "start SEQ UNIXNS"
+//	completions this process wrote reach N; "cpu NS CLAIMS EMPTY CLAIMED
+//	CLAIMNS FINISHES FINISHNS" (its CPU time, claim calls, claims that
+//	found nothing, jobs claimed, time spent in claim calls, outcome writes
+//	and time spent in them); "start SEQ UNIXNS"
 //	when a pickup job's handler starts; "error MSG" before a failure exit.
 
 // hostsLines writes a worker's report lines, buffered and flushed every few
@@ -129,7 +131,8 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 			started = true
 		case "cpu":
 			cpu, _ := bench.ProcessCPU()
-			out.printf("cpu %d %d %d", cpu.Nanoseconds(), claims.calls.Load(), claims.empty.Load())
+			out.printf("cpu %d %d %d %d %d %d %d", cpu.Nanoseconds(), claims.calls.Load(), claims.empty.Load(),
+				claims.claimed.Load(), claims.claimNS.Load(), claims.finishes.Load(), claims.finishNS.Load())
 			out.flush()
 		default:
 			return fmt.Errorf("unknown command %q from the parent", in.Text())
@@ -147,34 +150,54 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 
 // claimCounter counts a worker's claim calls, and those that found no job:
 // with several processes, a wake-up that every process answers shows as
-// empty claims.
+// empty claims. It also counts the jobs claimed and the outcome writes,
+// and the time spent in each kind of call: statements per job are what
+// more processes can add to the server's work.
 type claimCounter struct {
 	backend.Backend
-	calls, empty atomic.Int64
+	calls, empty, claimed, claimNS atomic.Int64
+	finishes, finishNS             atomic.Int64
 }
 
 // JobClaim implements backend.Backend.
 func (c *claimCounter) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	start := time.Now()
 	rows, err := c.Backend.JobClaim(ctx, p)
+	c.claimNS.Add(int64(time.Since(start)))
 	c.calls.Add(1)
+	c.claimed.Add(int64(len(rows)))
 	if err == nil && len(rows) == 0 {
 		c.empty.Add(1)
 	}
 	return rows, err
 }
 
+// JobFinishMany implements backend.Backend.
+func (c *claimCounter) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	start := time.Now()
+	res, err := c.Backend.JobFinishMany(ctx, p)
+	c.finishNS.Add(int64(time.Since(start)))
+	c.finishes.Add(1)
+	return res, err
+}
+
 // workerUsage is what a worker reports of itself: CPU time and claims.
 type workerUsage struct {
-	cpu           time.Duration
-	claims, empty int64
+	cpu                    time.Duration
+	claims, empty, claimed int64
+	claimTime              time.Duration
+	finishes               int64
+	finishTime             time.Duration
 }
 
 func (u workerUsage) sub(v workerUsage) workerUsage {
-	return workerUsage{cpu: u.cpu - v.cpu, claims: u.claims - v.claims, empty: u.empty - v.empty}
+	return workerUsage{cpu: u.cpu - v.cpu, claims: u.claims - v.claims, empty: u.empty - v.empty, claimed: u.claimed - v.claimed,
+		claimTime: u.claimTime - v.claimTime, finishes: u.finishes - v.finishes, finishTime: u.finishTime - v.finishTime}
 }
 
 func (u workerUsage) add(v workerUsage) workerUsage {
-	return workerUsage{cpu: u.cpu + v.cpu, claims: u.claims + v.claims, empty: u.empty + v.empty}
+	return workerUsage{cpu: u.cpu + v.cpu, claims: u.claims + v.claims, empty: u.empty + v.empty, claimed: u.claimed + v.claimed,
+		claimTime: u.claimTime + v.claimTime, finishes: u.finishes + v.finishes, finishTime: u.finishTime + v.finishTime}
 }
 
 // hostsWorker is the parent's view of one worker process.
@@ -231,12 +254,12 @@ func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpu
 				w.done.Store(n)
 			case "cpu":
 				var u workerUsage
-				var ns int64
-				if _, err := fmt.Sscan(rest, &ns, &u.claims, &u.empty); err != nil {
+				var ns, claimNS, finishNS int64
+				if _, err := fmt.Sscan(rest, &ns, &u.claims, &u.empty, &u.claimed, &claimNS, &u.finishes, &finishNS); err != nil {
 					failure = fmt.Sprintf("unreadable report %q: %v", sc.Text(), err)
 					continue
 				}
-				u.cpu = time.Duration(ns)
+				u.cpu, u.claimTime, u.finishTime = time.Duration(ns), time.Duration(claimNS), time.Duration(finishNS)
 				w.usage <- u
 			case "start":
 				seq, at, _ := strings.Cut(rest, " ")
