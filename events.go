@@ -199,6 +199,9 @@ func wrapHandler(h engine.Handler, mws []WorkMiddleware) engine.Handler {
 	if len(mws) == 0 {
 		return h
 	}
+	if h.RunMany != nil {
+		h.RunMany = wrapMany(h.RunMany, mws)
+	}
 	run := h.Run
 	h.Run = func(ctx context.Context, row *backend.JobRow) error {
 		var call func(i int, ctx context.Context) error

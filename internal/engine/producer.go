@@ -52,6 +52,9 @@ type producer struct {
 	// lease about to end, or already ended and taken by rescue (a process
 	// paused while its claim was in flight).
 	maxWait time.Duration
+	// groups are the jobs gathered for many-calls (many.go); only run
+	// uses them. Each holds a slot, counted in running.
+	groups gatherer
 	// pausedCh says the queue was paused: the buffered jobs go back.
 	pausedCh chan struct{}
 	// checkingPause is set while a look at the stored pauses is in flight.
@@ -310,7 +313,13 @@ func (p *producer) run() {
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
-	var starts, late []bufferedJob
+	var starts, late, gathers []bufferedJob
+	var gatherRules []*ManyRules
+	// flushTimer starts the calls of many-call groups that did not fill
+	// within their MaxWait.
+	flushTimer := time.NewTimer(time.Hour)
+	flushTimer.Stop()
+	defer flushTimer.Stop()
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
 	// heldTimer looks again at a queue whose flow rules held jobs back.
@@ -326,6 +335,9 @@ func (p *producer) run() {
 			stopping, stopCh = true, nil
 		default:
 		}
+		if stopping && p.groups.jobs > 0 {
+			p.releaseGathered()
+		}
 		p.mu.Lock()
 		if p.running < p.maxWorkers && len(p.buffer) > 0 && !stopping {
 			now := time.Now()
@@ -336,14 +348,32 @@ func (p *producer) run() {
 					continue
 				}
 				p.running++
+				if rules := p.manyRules(j.row); rules != nil {
+					gathers, gatherRules = append(gathers, j), append(gatherRules, rules)
+					continue
+				}
 				starts = append(starts, j)
 			}
+			full := p.running >= p.maxWorkers
 			p.mu.Unlock()
 			for _, j := range starts {
 				p.exec.start(j, p)
 			}
 			clear(starts)
 			starts = starts[:0]
+			if len(gathers) > 0 || p.groups.jobs > 0 {
+				for i, j := range gathers {
+					p.gather(j, gatherRules[i], now)
+				}
+				clear(gathers)
+				clear(gatherRules)
+				gathers, gatherRules = gathers[:0], gatherRules[:0]
+				// With no slot free, no job can join a group: waiting
+				// for one would only delay the calls.
+				if next := p.flushGroups(time.Now(), full); !next.IsZero() {
+					flushTimer.Reset(time.Until(next))
+				}
+			}
 			if len(late) > 0 {
 				p.releaseLate(late)
 				clear(late)
@@ -439,7 +469,12 @@ func (p *producer) run() {
 			if p.releaseStale() {
 				p.checkPaused()
 			}
+		case <-flushTimer.C:
+			if next := p.flushGroups(time.Now(), false); !next.IsZero() {
+				flushTimer.Reset(time.Until(next))
+			}
 		case <-p.pausedCh:
+			p.releaseGathered()
 			p.mu.Lock()
 			buffer := p.buffer
 			p.buffer, p.bufferArray = nil, nil
@@ -647,7 +682,8 @@ func (p *producer) pop() bufferedJob {
 // hand back. Nothing starts once the producer is stopping.
 func (p *producer) next() (j bufferedJob, now time.Time, ok bool) {
 	p.mu.Lock()
-	if len(p.buffer) > 0 && !p.isStopping() {
+	// A job of a many-call kind is left to run, which gathers it.
+	if len(p.buffer) > 0 && !p.isStopping() && p.manyRules(p.buffer[0].row) == nil {
 		now = time.Now()
 		if p.startable(p.buffer[0], now) {
 			j = p.pop()
