@@ -196,10 +196,11 @@ func testManyCompleteManyTx(t *testing.T, h Harness) {
 	c := newClient(t, be, fastConfig(ws, 10))
 	// One attempt each: every group gets one call, and its results are
 	// final.
-	once := &spool.InsertOpts{MaxAttempts: 1}
+	// A transaction is on one store: a sharded store keeps each group's
+	// jobs on one by their flow key.
 	var params []spool.InsertManyParams
 	for _, a := range []ManyArgs{{Mode: "tx"}, {Mode: "tx"}, {}, {Group: "rollback", Mode: "tx"}, {Group: "rollback", Mode: "tx"}, {Group: "rollback"}} {
-		params = append(params, spool.InsertManyParams{Args: a, InsertOpts: once})
+		params = append(params, spool.InsertManyParams{Args: a, InsertOpts: &spool.InsertOpts{MaxAttempts: 1, FlowKey: "group-" + a.Group}})
 	}
 	res, err := c.InsertMany(context.Background(), params)
 	if err != nil {
@@ -423,11 +424,20 @@ func testManyFlowLimit(t *testing.T, h Harness) {
 	cfg := fastConfig(ws, 10)
 	cfg.Queues = map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 10, Flow: &spool.Flow{GlobalLimit: limit}}}
 	c := newClient(t, be, cfg)
-	var args []spool.JobArgs
+	// One flow key: a sharded store keeps its jobs on one store, where
+	// the limit holds for the whole queue.
+	var params []spool.InsertManyParams
 	for i := range 15 {
-		args = append(args, ManyArgs{N: i})
+		params = append(params, spool.InsertManyParams{Args: ManyArgs{N: i}, InsertOpts: &spool.InsertOpts{FlowKey: "k"}})
 	}
-	ids := insertMany(t, c, args...)
+	res, err := c.InsertMany(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, r := range res {
+		ids = append(ids, r.ID)
+	}
 	start(t, c)
 	for _, id := range ids {
 		waitState(t, be, id, backend.StateCompleted)
