@@ -224,6 +224,50 @@ func (q *QueueFlags) Config() spool.Config {
 	}
 }
 
+// NoopManyClient is NoopClient with a many-worker (spool.AddManyWorker)
+// taking up to maxJobs jobs per call, waiting up to maxWait for them; with
+// request above zero each call first waits that long, as for one request
+// to a service made for the whole call.
+func (q *QueueFlags) NoopManyClient(be backend.Backend, r *ScenarioRun, maxJobs int, maxWait, request time.Duration) (*spool.Client, *atomic.Int64, error) {
+	handled := &atomic.Int64{}
+	ws := spool.NewWorkers()
+	if err := spool.AddManyWorkerSafely(ws, spool.WorkManyFunc(func(_ context.Context, jobs []*spool.Job[Noop]) error {
+		if request > 0 {
+			time.Sleep(request)
+		}
+		handled.Add(int64(len(jobs)))
+		return nil
+	}), spool.ManyConfig[Noop]{MaxJobs: maxJobs, MaxWait: maxWait}); err != nil {
+		return nil, nil, err
+	}
+	return q.clientWith(be, r, ws, handled)
+}
+
+// RequestClient is NoopClient whose worker waits request for each job, as
+// for one request to a service per job.
+func (q *QueueFlags) RequestClient(be backend.Backend, r *ScenarioRun, request time.Duration) (*spool.Client, *atomic.Int64, error) {
+	handled := &atomic.Int64{}
+	ws := spool.NewWorkers()
+	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[Noop]) error {
+		time.Sleep(request)
+		handled.Add(1)
+		return nil
+	})); err != nil {
+		return nil, nil, err
+	}
+	return q.clientWith(be, r, ws, handled)
+}
+
+func (q *QueueFlags) clientWith(be backend.Backend, r *ScenarioRun, ws *spool.Workers, handled *atomic.Int64) (*spool.Client, *atomic.Int64, error) {
+	cfg := q.Config()
+	cfg.Workers, cfg.Logger = ws, r.Logger()
+	client, err := spool.NewClient(be, &cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", r.Name, err)
+	}
+	return client, handled, nil
+}
+
 // NoopClient returns a client over be with the queue flags' config and a
 // no-op worker for the bench's jobs, and the count of jobs it handled. With
 // queues named, it works those, each configured as the flags say, instead
