@@ -187,7 +187,7 @@ func AddManyWorkerSafely[T JobArgs](ws *Workers, w ManyWorker[T], cfg ManyConfig
 		}
 	}
 	entry := engine.Handler{
-		// One job alone (Engine.RunOne) is a call of one, in its own
+		// One job alone (Client.WorkOne, spooltest.Work) is a call of one, in its own
 		// context.
 		Run: func(ctx context.Context, row *JobRow) error {
 			return runMany(ctx, []*JobRow{row})[0]
