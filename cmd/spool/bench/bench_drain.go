@@ -58,9 +58,11 @@ type drainResult struct {
 	// ManyWait its MaxWait.
 	Many     int    `json:"many"`
 	ManyWait string `json:"many_wait,omitempty"`
-	// Request is how long each handler run waits (--request).
-	Request    string `json:"request,omitempty"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
+	// Request is how long each request of a handler run takes, and
+	// RequestConns the connections of the service it calls (--request).
+	Request      string `json:"request,omitempty"`
+	RequestConns int    `json:"request_conns,omitempty"`
+	GOMAXPROCS   int    `json:"gomaxprocs"`
 	// ClientCPUPerJobUS is this process's CPU time (user and system)
 	// during the drain per job, in microseconds; ServerCPUPerJobUS that of
 	// the database server processes on this machine (PostgreSQL's,
@@ -90,13 +92,14 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	fast := r.Flags.Bool("insert-fast", false, "insert with InsertManyFast (no ids returned)")
 	many := r.Flags.Int("many", 0, "work the jobs with a many-worker taking up to N jobs per call (0: one job per run)")
 	manyWait := r.Flags.Duration("many-wait", 0, "the many-worker's MaxWait")
-	request := r.Flags.Duration("request", 0, "each handler run waits this long, as for one request to a service: per job, or per call with --many")
+	request := r.Flags.Duration("request", 0, "each handler run makes one request to a service taking this long: per job, or per call with --many")
+	conns := r.Flags.Int("request-conns", 4, "connections of the service --request calls")
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
 	}
 	if err := r.Check(append([]Check{Want(*jobs >= 1, "--jobs N is required and must be at least 1"),
 		Want(*many >= 0 && *many <= 10000, "--many N must be 0 to 10000"),
-		Want(*manyWait >= 0, "--many-wait must not be negative"), Want(*request >= 0, "--request must not be negative")}, q.Checks()...)...); err != nil {
+		Want(*manyWait >= 0, "--many-wait must not be negative"), Want(*request >= 0, "--request must not be negative"), Want(*conns >= 1, "--request-conns must be at least 1")}, q.Checks()...)...); err != nil {
 		return err
 	}
 	ctx = r.Begin(ctx)
@@ -111,11 +114,12 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		client  *spool.Client
 		handled *atomic.Int64
 	)
+	svc := NewService(*request, *conns)
 	switch {
 	case *many > 0:
-		client, handled, err = q.NoopManyClient(be, r, *many, *manyWait, *request)
-	case *request > 0:
-		client, handled, err = q.RequestClient(be, r, *request)
+		client, handled, err = q.NoopManyClient(be, r, *many, *manyWait, svc)
+	case svc != nil:
+		client, handled, err = q.RequestClient(be, r, svc)
 	default:
 		client, handled, err = q.NoopClient(be, r)
 	}
@@ -186,6 +190,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		Many:              *many,
 		ManyWait:          manyWait.String(),
 		Request:           request.String(),
+		RequestConns:      *conns,
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
 	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS, res.SessionCPUPerJobUS = clientCPU, serverCPU, sessionCPU
@@ -220,6 +225,14 @@ func manyText(r *drainResult) string {
 	return fmt.Sprintf("up to %d jobs per call, waiting up to %s", r.Many, r.ManyWait)
 }
 
+// requestText describes the service a run calls, "" for none.
+func requestText(r *drainResult) string {
+	if r.Request == "" || r.Request == "0s" {
+		return ""
+	}
+	return fmt.Sprintf("%s, %d connections", r.Request, r.RequestConns)
+}
+
 // usText writes a per-job CPU time, "" when it was not measured.
 func usText(us float64) string {
 	if us == 0 {
@@ -244,7 +257,7 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"batch", fmt.Sprint(r.Batch)},
 		{"many", manyText(r)},
-		{"request per run", r.Request},
+		{"request per run", requestText(r)},
 		{"completion delay", r.CompletionDelay},
 		{"delete completed", fmt.Sprint(r.DeleteCompleted)},
 		{"backend", r.Backend},
@@ -296,9 +309,12 @@ Flags:
 	--many-wait DURATION
 		the many-worker's MaxWait (default 0s)
 	--request DURATION
-		each handler run first waits this long, as for one request to a
-		service: once per job, or once per call with --many (default 0s:
-		no-op jobs)
+		each handler run makes one request to a service that takes this
+		long and has --request-conns connections (a request holds one):
+		once per job, or once per call with --many, as a handler sends a
+		call's jobs in one request (default 0s: no-op jobs)
+	--request-conns N
+		connections of that service (default 4)
 	--strategy pessimistic|optimistic
 		claim strategy (spool_claim URL parameter; default: the backend's)
 `+PlotUsage+CommonUsage, "\n")

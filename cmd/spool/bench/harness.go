@@ -224,17 +224,43 @@ func (q *QueueFlags) Config() spool.Config {
 	}
 }
 
+// Service stands for what a job calls: each request holds one of its
+// connections for Latency, so at most as many requests as it has
+// connections are in flight (a pool to a database or an API, a rate of
+// requests per connection). A request may carry many jobs.
+type Service struct {
+	Latency time.Duration
+	conns   chan struct{}
+}
+
+// NewService returns a service of conns connections (at least 1) whose
+// requests take latency; a zero latency makes requests free (nil).
+func NewService(latency time.Duration, conns int) *Service {
+	if latency <= 0 {
+		return nil
+	}
+	return &Service{Latency: latency, conns: make(chan struct{}, max(conns, 1))}
+}
+
+// Request makes one request: it waits for a free connection, then holds
+// it for Latency. A nil service returns at once.
+func (s *Service) Request() {
+	if s == nil {
+		return
+	}
+	s.conns <- struct{}{}
+	time.Sleep(s.Latency)
+	<-s.conns
+}
+
 // NoopManyClient is NoopClient with a many-worker (spool.AddManyWorker)
-// taking up to maxJobs jobs per call, waiting up to maxWait for them; with
-// request above zero each call first waits that long, as for one request
-// to a service made for the whole call.
-func (q *QueueFlags) NoopManyClient(be backend.Backend, r *ScenarioRun, maxJobs int, maxWait, request time.Duration) (*spool.Client, *atomic.Int64, error) {
+// taking up to maxJobs jobs per call, waiting up to maxWait for them; each
+// call makes one request to svc (nil: none).
+func (q *QueueFlags) NoopManyClient(be backend.Backend, r *ScenarioRun, maxJobs int, maxWait time.Duration, svc *Service) (*spool.Client, *atomic.Int64, error) {
 	handled := &atomic.Int64{}
 	ws := spool.NewWorkers()
 	if err := spool.AddManyWorkerSafely(ws, spool.WorkManyFunc(func(_ context.Context, jobs []*spool.Job[Noop]) error {
-		if request > 0 {
-			time.Sleep(request)
-		}
+		svc.Request()
 		handled.Add(int64(len(jobs)))
 		return nil
 	}), spool.ManyConfig[Noop]{MaxJobs: maxJobs, MaxWait: maxWait}); err != nil {
@@ -243,13 +269,13 @@ func (q *QueueFlags) NoopManyClient(be backend.Backend, r *ScenarioRun, maxJobs 
 	return q.clientWith(be, r, ws, handled)
 }
 
-// RequestClient is NoopClient whose worker waits request for each job, as
-// for one request to a service per job.
-func (q *QueueFlags) RequestClient(be backend.Backend, r *ScenarioRun, request time.Duration) (*spool.Client, *atomic.Int64, error) {
+// RequestClient is NoopClient whose worker makes one request to svc per
+// job.
+func (q *QueueFlags) RequestClient(be backend.Backend, r *ScenarioRun, svc *Service) (*spool.Client, *atomic.Int64, error) {
 	handled := &atomic.Int64{}
 	ws := spool.NewWorkers()
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[Noop]) error {
-		time.Sleep(request)
+		svc.Request()
 		handled.Add(1)
 		return nil
 	})); err != nil {
