@@ -272,19 +272,13 @@ func CompleteManyTx[T JobArgs](ctx context.Context, tx any, jobs []*Job[T]) erro
 // middleware, the context each job's middleware passed on.
 type jobContextsKey struct{}
 
+// jobContexts is read by JobContext, from any goroutine of the handler:
+// it is complete before the handler starts and never changes after.
 type jobContexts struct {
-	rows []*JobRow
-	ctxs []context.Context
 	byID map[int64]context.Context
 }
 
 func (o *jobContexts) get(id int64) (context.Context, bool) {
-	if o.byID == nil {
-		o.byID = make(map[int64]context.Context, len(o.rows))
-		for i, r := range o.rows {
-			o.byID[r.ID] = o.ctxs[i]
-		}
-	}
 	c, ok := o.byID[id]
 	return c, ok
 }
@@ -308,7 +302,11 @@ func wrapMany(runMany func(context.Context, []*JobRow) []error, mws []WorkMiddle
 		var job func(k int)
 		job = func(k int) {
 			if k == len(rows) {
-				results = runMany(context.WithValue(ctx, jobContextsKey{}, &jobContexts{rows: rows, ctxs: ctxs}), rows)
+				byID := make(map[int64]context.Context, len(rows))
+				for i, r := range rows {
+					byID[r.ID] = ctxs[i]
+				}
+				results = runMany(context.WithValue(ctx, jobContextsKey{}, &jobContexts{byID: byID}), rows)
 				return
 			}
 			reached[k] = true
