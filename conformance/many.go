@@ -36,6 +36,8 @@ func manyTests() []namedTest {
 		{"ManyGatheredLeaseExtended", testManyGatheredLeaseExtended},
 		{"ManyStopReleasesGathered", testManyStopReleasesGathered},
 		{"ManyFlowLimit", testManyFlowLimit},
+		{"ManyHardStopCancelsCall", testManyHardStop},
+		{"ManyPauseReleasesGathered", testManyPauseReleasesGathered},
 	}
 }
 
@@ -447,5 +449,78 @@ func testManyFlowLimit(t *testing.T, h Harness) {
 	}
 	if n := calls.Load(); n > 15 {
 		t.Fatalf("%d calls for 15 jobs", n)
+	}
+}
+
+// testManyHardStop: a hard stop cancels a running call's context and each
+// of its jobs' (cause ErrClientStopping), and every job of the call is
+// retried at once, its attempt counted.
+func testManyHardStop(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started := make(chan int, 1)
+	ws := spool.NewWorkers()
+	spool.AddManyWorker(ws, spool.WorkManyFunc(func(ctx context.Context, jobs []*spool.Job[ManyArgs]) error {
+		started <- len(jobs)
+		<-ctx.Done()
+		for _, j := range jobs {
+			if cause := context.Cause(spool.JobContext(ctx, j)); !errors.Is(cause, spool.ErrClientStopping) {
+				return spool.Discard(fmt.Errorf("job %d: wrong cause %v", j.ID, cause))
+			}
+		}
+		if !errors.Is(context.Cause(ctx), spool.ErrClientStopping) {
+			return spool.Discard(fmt.Errorf("call: wrong cause %v", context.Cause(ctx)))
+		}
+		return ctx.Err()
+	}), spool.ManyConfig[ManyArgs]{MaxJobs: 3, MaxWait: 5 * time.Second})
+	c := newClient(t, be, fastConfig(ws, 3))
+	ids := insertMany(t, c, ManyArgs{N: 1}, ManyArgs{N: 2}, ManyArgs{N: 3})
+	start(t, c)
+	if n := recv(t, started, "the call"); n != 3 {
+		t.Fatalf("a call of %d jobs, want 3", n)
+	}
+	if err := c.StopAndCancel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		j := getJob(t, be, id)
+		if j.State != backend.StateRetryable || j.Attempt != 1 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "interrupted by client stop") {
+			t.Fatalf("job %d after a hard stop: %s attempt %d errors %+v", id, j.State, j.Attempt, j.Errors)
+		}
+	}
+}
+
+// testManyPauseReleasesGathered: pausing the queue hands the jobs waiting
+// for their group back unstarted, as it does prefetched ones, and no call
+// starts while it is paused.
+func testManyPauseReleasesGathered(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	admin := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)})
+	ctx := context.Background()
+	calls := make(chan int, 4)
+	ws := spool.NewWorkers()
+	spool.AddManyWorker(ws, spool.WorkManyFunc(func(ctx context.Context, jobs []*spool.Job[ManyArgs]) error {
+		calls <- len(jobs)
+		return nil
+	}), spool.ManyConfig[ManyArgs]{MaxJobs: 10, MaxWait: time.Minute})
+	cfg := fastConfig(ws, 10)
+	cfg.LeaseDuration = 10 * time.Second
+	c := newClient(t, be, cfg)
+	ids := insertMany(t, c, ManyArgs{N: 1}, ManyArgs{N: 2})
+	start(t, c)
+	for _, id := range ids {
+		waitState(t, be, id, backend.StateRunning) // claimed, gathered
+	}
+	if err := admin.QueuePause(ctx, spool.DefaultQueue); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if j := waitState(t, be, id, backend.StateAvailable); j.Attempt != 0 {
+			t.Fatalf("job %d handed back with attempt %d, want 0", id, j.Attempt)
+		}
+	}
+	select {
+	case n := <-calls:
+		t.Fatalf("a call of %d jobs ran in a paused queue", n)
+	default:
 	}
 }

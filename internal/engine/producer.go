@@ -466,7 +466,9 @@ func (p *producer) run() {
 			more, wokeWhileFetching = true, inflight > 0
 		case <-poll.C:
 			more, wokeWhileFetching = true, inflight > 0
-			if p.releaseStale() {
+			// Jobs held unstarted (buffered or gathered) go back if the
+			// queue was paused elsewhere.
+			if p.releaseStale() || p.groups.jobs > 0 {
 				p.checkPaused()
 			}
 		case <-flushTimer.C:
