@@ -80,6 +80,7 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		DeleteCompleted:    cfg.CompletedRetention < 0,
 		Queues:             queues,
 		Handler:            c.handler,
+		Many:               cfg.Workers.manyRules,
 		Outcome:            outcome,
 		Observer:           hooks,
 		NextRetry:          cfg.RetryPolicy.NextRetry,

@@ -184,7 +184,9 @@ func (s *subscriptions) retried(j *JobRow) {
 // calls next to run the handler (or does not, to skip it) and returns what
 // the run should count as. Middleware runs in the order given, the first
 // outermost, inside the job's timeout and panic recovery. The job's args
-// are in job.Args, encoded.
+// are in job.Args, encoded. For a many-worker it runs once per job of a
+// call, nested: job k's next goes on with job k+1's middleware, the last
+// one's with the call, and each returns its own job's result (docs/many.md).
 type WorkMiddleware func(ctx context.Context, job *JobRow, next func(context.Context) error) error
 
 // InsertMiddleware wraps every insert through this client (Insert,
@@ -198,6 +200,9 @@ type InsertMiddleware func(ctx context.Context, jobs []InsertManyParams, next fu
 func wrapHandler(h engine.Handler, mws []WorkMiddleware) engine.Handler {
 	if len(mws) == 0 {
 		return h
+	}
+	if h.RunMany != nil {
+		h.RunMany = wrapMany(h.RunMany, mws)
 	}
 	run := h.Run
 	h.Run = func(ctx context.Context, row *backend.JobRow) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/internal/engine"
@@ -16,6 +17,12 @@ import (
 type Workers struct {
 	mu    sync.RWMutex
 	kinds map[string]engine.Handler
+	// many holds the gathering rules of the kinds registered with
+	// AddManyWorker; manyCount says how many there are, so that a
+	// registry with none answers the producer's question per job
+	// without a lock.
+	many      map[string]*engine.ManyRules
+	manyCount atomic.Int32
 }
 
 // NewWorkers returns an empty registry.
@@ -64,6 +71,12 @@ func AddWorkerSafely[T JobArgs](ws *Workers, w Worker[T]) error {
 			return 0, false
 		},
 	}
+	return ws.add(kind, entry, nil)
+}
+
+// add registers entry for kind, with the gathering rules of a many-worker
+// (nil: a single-job worker).
+func (ws *Workers) add(kind string, entry engine.Handler, many *engine.ManyRules) error {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.kinds == nil {
@@ -73,7 +86,25 @@ func AddWorkerSafely[T JobArgs](ws *Workers, w Worker[T]) error {
 		return fmt.Errorf("add worker for kind %q: %w: kind registered twice", kind, ErrInvalidConfig)
 	}
 	ws.kinds[kind] = entry
+	if many != nil {
+		if ws.many == nil {
+			ws.many = map[string]*engine.ManyRules{}
+		}
+		ws.many[kind] = many
+		ws.manyCount.Add(1)
+	}
 	return nil
+}
+
+// manyRules returns the gathering rules of kind when it was registered
+// with AddManyWorker, nil otherwise (and for a nil registry).
+func (ws *Workers) manyRules(kind string) *engine.ManyRules {
+	if ws == nil || ws.manyCount.Load() == 0 {
+		return nil
+	}
+	ws.mu.RLock()
+	defer ws.mu.RUnlock()
+	return ws.many[kind]
 }
 
 // kindOf returns T's kind, also for pointer types whose zero value is nil.

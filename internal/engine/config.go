@@ -26,6 +26,10 @@ type Config struct {
 	Queues          map[string]Queue
 	// Handler returns how to run jobs of a kind, false when none is known.
 	Handler func(kind string) (Handler, bool)
+	// Many returns the grouping rules of a kind whose handler takes many
+	// jobs in one call (nil: one job per run, or Many itself nil). The
+	// producer asks it for every job it starts, so it must be cheap.
+	Many func(kind string) *ManyRules
 	// NextRetry is the backoff after a failed attempt (1 after the first run)
 	// for handlers that do not choose their own.
 	NextRetry func(attempt int) time.Duration
@@ -105,6 +109,11 @@ type Handler struct {
 	Timeout func(row *backend.JobRow) time.Duration
 	// NextRetry is the handler's own backoff; false: Config.NextRetry.
 	NextRetry func(row *backend.JobRow) (time.Duration, bool)
+	// RunMany, for a kind registered to take many jobs, works the rows of
+	// one call (many.go) and returns one result per row, in their order,
+	// each read as Run's result (nil: completed). Run then works a single
+	// row alone (Engine.RunOne).
+	RunMany func(ctx context.Context, rows []*backend.JobRow) []error
 }
 
 // Errors of the engine; package spool exports them under the same names.

@@ -153,8 +153,14 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
+	return x.outcomeOf(row, &h, err, runCtx, timeout), rejectExpected
+}
+
+// outcomeOf is the outcome to write for row, whose run in runCtx (with
+// timeout) by h returned err.
+func (x *executor) outcomeOf(row *backend.JobRow, h *Handler, err error, runCtx context.Context, timeout time.Duration) backend.JobFinish {
 	if err == nil {
-		return backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}, rejectExpected
+		return backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeComplete}
 	}
 
 	var (
@@ -169,16 +175,16 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 		if oe.Err != nil {
 			f.Error = &backend.AttemptError{Attempt: int(row.Attempt), Error: oe.Err.Error()}
 		}
-		return f, rejectExpected
+		return f
 	case errors.As(err, &de):
 		return backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeDiscard,
-			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.Err)}}, rejectExpected
+			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.Err)}}
 	}
 	cause := context.Cause(runCtx)
 	switch {
 	case errors.Is(cause, ErrClientStopping):
 		// Interrupted by a hard stop: the attempt counts, the retry is immediate.
-		return x.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0), rejectExpected
+		return x.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0)
 	case errors.Is(cause, errJobTimeout):
 		msg = fmt.Sprintf("job timed out after %s: %s", timeout, msg)
 	case errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost):
@@ -192,7 +198,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	if !ok {
 		delay = x.cfg.NextRetry(int(row.Attempt))
 	}
-	return x.failure(row, errors.New(msg), trace, delay), rejectExpected
+	return x.failure(row, errors.New(msg), trace, delay)
 }
 
 func (x *executor) failure(row *backend.JobRow, err error, trace string, delay time.Duration) backend.JobFinish {

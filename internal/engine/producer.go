@@ -52,6 +52,9 @@ type producer struct {
 	// lease about to end, or already ended and taken by rescue (a process
 	// paused while its claim was in flight).
 	maxWait time.Duration
+	// groups are the jobs gathered for many-calls (many.go); only run
+	// uses them. Each holds a slot, counted in running.
+	groups gatherer
 	// pausedCh says the queue was paused: the buffered jobs go back.
 	pausedCh chan struct{}
 	// checkingPause is set while a look at the stored pauses is in flight.
@@ -326,7 +329,13 @@ func (p *producer) run() {
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
-	var starts, late []bufferedJob
+	var starts, late, gathers []bufferedJob
+	var gatherRules []*ManyRules
+	// flushTimer starts the calls of many-call groups that did not fill
+	// within their MaxWait.
+	flushTimer := time.NewTimer(time.Hour)
+	flushTimer.Stop()
+	defer flushTimer.Stop()
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
 	// heldTimer looks again at a queue whose flow rules held jobs back.
@@ -342,6 +351,9 @@ func (p *producer) run() {
 			stopping, stopCh = true, nil
 		default:
 		}
+		if stopping && p.groups.jobs > 0 {
+			p.releaseGathered()
+		}
 		p.mu.Lock()
 		if p.running < p.maxWorkers && len(p.buffer) > 0 && !stopping {
 			now := time.Now()
@@ -352,14 +364,32 @@ func (p *producer) run() {
 					continue
 				}
 				p.running++
+				if rules := p.manyRules(j.row); rules != nil {
+					gathers, gatherRules = append(gathers, j), append(gatherRules, rules)
+					continue
+				}
 				starts = append(starts, j)
 			}
+			full := p.running >= p.maxWorkers
 			p.mu.Unlock()
 			for _, j := range starts {
 				p.exec.start(j, p)
 			}
 			clear(starts)
 			starts = starts[:0]
+			if len(gathers) > 0 || p.groups.jobs > 0 {
+				for i, j := range gathers {
+					p.gather(j, gatherRules[i], now)
+				}
+				clear(gathers)
+				clear(gatherRules)
+				gathers, gatherRules = gathers[:0], gatherRules[:0]
+				// With no slot free, no job can join a group: waiting
+				// for one would only delay the calls.
+				if next := p.flushGroups(time.Now(), full); !next.IsZero() {
+					flushTimer.Reset(time.Until(next))
+				}
+			}
 			if len(late) > 0 {
 				p.releaseLate(late)
 				clear(late)
@@ -470,10 +500,17 @@ func (p *producer) run() {
 			}
 		case <-poll.C:
 			more, wokeWhileFetching = true, inflight > 0
-			if p.releaseStale() {
+			// Jobs held unstarted (buffered or gathered) go back if the
+			// queue was paused elsewhere.
+			if p.releaseStale() || p.groups.jobs > 0 {
 				p.checkPaused()
 			}
+		case <-flushTimer.C:
+			if next := p.flushGroups(time.Now(), false); !next.IsZero() {
+				flushTimer.Reset(time.Until(next))
+			}
 		case <-p.pausedCh:
+			p.releaseGathered()
 			p.mu.Lock()
 			buffer := p.buffer
 			p.buffer, p.bufferArray = nil, nil
@@ -681,7 +718,8 @@ func (p *producer) pop() bufferedJob {
 // hand back. Nothing starts once the producer is stopping.
 func (p *producer) next() (j bufferedJob, now time.Time, ok bool) {
 	p.mu.Lock()
-	if len(p.buffer) > 0 && !p.isStopping() {
+	// A job of a many-call kind is left to run, which gathers it.
+	if len(p.buffer) > 0 && !p.isStopping() && p.manyRules(p.buffer[0].row) == nil {
 		now = time.Now()
 		if p.startable(p.buffer[0], now) {
 			j = p.pop()

@@ -36,6 +36,15 @@ type runningJob struct {
 	// gave up on it); the handler's own outcome, if it ever returns, is
 	// expected to be fenced out.
 	abandoned bool
+	// gathered: a job of a many-worker kind claimed and waiting for its
+	// group to fill (many.go): its lease is extended as a running job's,
+	// but no handler runs it yet, so no timeout, overrun or stop gives up
+	// on it; the producer hands it back unstarted at a stop.
+	gathered bool
+	// call is the many-call the job runs in (nil: a single job's run);
+	// callCounted records that its cancellation was counted there.
+	call        *manyCall
+	callCounted bool
 }
 
 // deadline is when the job's timeout ends its run (zero: no timeout), as
@@ -88,7 +97,7 @@ func (r *runningJobs) add(j *runningJob) {
 	r.mu.Lock()
 	r.jobs[j.lease] = j
 	if r.stopCause != nil {
-		j.cancel(r.stopCause)
+		r.cancelLocked(j, r.stopCause)
 	}
 	if d := j.nextExpiry(); !d.IsZero() && (r.timerAt.IsZero() || d.Before(r.timerAt)) {
 		r.armLocked(d)
@@ -173,12 +182,12 @@ func (r *runningJobs) expire() {
 			continue
 		}
 		if h := j.heldUntil; !h.IsZero() && !now.Before(h) {
-			j.cancel(errLeaseEnded)
+			r.cancelLocked(j, errLeaseEnded)
 			ended = append(ended, *j)
 			continue
 		}
 		if d := j.deadline(); !d.IsZero() && !now.Before(d) {
-			j.cancel(errJobTimeout)
+			r.cancelLocked(j, errJobTimeout)
 			continue
 		}
 		if d := j.nextExpiry(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
@@ -205,8 +214,21 @@ func (r *runningJobs) stopAll(cause error) {
 		r.stopCause = cause
 	}
 	for _, j := range r.jobs {
-		j.cancel(cause)
+		r.cancelLocked(j, cause)
 	}
+}
+
+// cancelLocked cancels j's context with cause and, for a job of a
+// many-call, counts it there: the call's own context ends with the last of
+// its jobs' (manyCall). r.mu is held.
+func (r *runningJobs) cancelLocked(j *runningJob, cause error) {
+	if c := j.call; c != nil && !j.callCounted && j.ctx.Err() == nil {
+		j.callCounted = true
+		if c.live--; c.live == 0 {
+			c.cancel(cause)
+		}
+	}
+	j.cancel(cause)
 }
 
 // handlerDone records that a job's handler returned, and reports whether
@@ -233,7 +255,7 @@ func (r *runningJobs) overrun(now time.Time, grace time.Duration) []runningJob {
 	defer r.mu.Unlock()
 	var out []runningJob
 	for _, j := range r.jobs {
-		if j.handlerDone || j.abandoned || j.completedInTx || j.timeout <= 0 {
+		if j.handlerDone || j.gathered || j.abandoned || j.completedInTx || j.timeout <= 0 {
 			continue
 		}
 		if !errors.Is(context.Cause(j.ctx), errJobTimeout) || now.Before(j.deadline().Add(grace)) {
@@ -264,7 +286,7 @@ func (r *runningJobs) stuck() (all []runningJob, notYetAbandoned []runningJob) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, j := range r.jobs {
-		if j.handlerDone {
+		if j.handlerDone || j.gathered {
 			continue
 		}
 		all = append(all, *j)
@@ -358,7 +380,7 @@ func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) (n i
 	defer r.mu.Unlock()
 	for _, l := range leases {
 		if j := r.jobs[l]; j != nil && !j.handlerDone {
-			j.cancel(cause)
+			r.cancelLocked(j, cause)
 			n++
 			if byQueue == nil {
 				byQueue = map[string]int{}

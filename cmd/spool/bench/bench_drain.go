@@ -54,7 +54,15 @@ type drainResult struct {
 	DeleteCompleted   bool    `json:"delete_completed"`
 	InsertChunk       int     `json:"insert_chunk"`
 	InsertFast        bool    `json:"insert_fast"`
-	GOMAXPROCS        int     `json:"gomaxprocs"`
+	// Many is the many-worker's MaxJobs (0: a worker of one job per run),
+	// ManyWait its MaxWait.
+	Many     int    `json:"many"`
+	ManyWait string `json:"many_wait,omitempty"`
+	// Request is how long each request of a handler run takes, and
+	// RequestConns the connections of the service it calls (--request).
+	Request      string `json:"request,omitempty"`
+	RequestConns int    `json:"request_conns,omitempty"`
+	GOMAXPROCS   int    `json:"gomaxprocs"`
 	// ClientCPUPerJobUS is this process's CPU time (user and system)
 	// during the drain per job, in microseconds; ServerCPUPerJobUS that of
 	// the database server processes on this machine (PostgreSQL's,
@@ -82,10 +90,16 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	jobs := r.Flags.Int("jobs", 0, "number of jobs (required)")
 	q := r.AddQueueFlags(drainPrefetch)
 	fast := r.Flags.Bool("insert-fast", false, "insert with InsertManyFast (no ids returned)")
+	many := r.Flags.Int("many", 0, "work the jobs with a many-worker taking up to N jobs per call (0: one job per run)")
+	manyWait := r.Flags.Duration("many-wait", 0, "the many-worker's MaxWait")
+	request := r.Flags.Duration("request", 0, "each handler run makes one request to a service taking this long: per job, or per call with --many")
+	conns := r.Flags.Int("request-conns", 4, "connections of the service --request calls")
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
 	}
-	if err := r.Check(append([]Check{Want(*jobs >= 1, "--jobs N is required and must be at least 1")}, q.Checks()...)...); err != nil {
+	if err := r.Check(append([]Check{Want(*jobs >= 1, "--jobs N is required and must be at least 1"),
+		Want(*many >= 0 && *many <= 10000, "--many N must be 0 to 10000"),
+		Want(*manyWait >= 0, "--many-wait must not be negative"), Want(*request >= 0, "--request must not be negative"), Want(*conns >= 1, "--request-conns must be at least 1")}, q.Checks()...)...); err != nil {
 		return err
 	}
 	ctx = r.Begin(ctx)
@@ -96,7 +110,19 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	}
 
 	be, counter := CountCompletions(store.Backend, int64(*jobs))
-	client, handled, err := q.NoopClient(be, r)
+	var (
+		client  *spool.Client
+		handled *atomic.Int64
+	)
+	svc := NewService(*request, *conns)
+	switch {
+	case *many > 0:
+		client, handled, err = q.NoopManyClient(be, r, *many, *manyWait, svc)
+	case svc != nil:
+		client, handled, err = q.RequestClient(be, r, svc)
+	default:
+		client, handled, err = q.NoopClient(be, r)
+	}
 	if err != nil {
 		return err
 	}
@@ -161,6 +187,10 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		DeleteCompleted:   *q.DeleteCompleted,
 		InsertChunk:       *q.Chunk,
 		InsertFast:        *fast,
+		Many:              *many,
+		ManyWait:          manyWait.String(),
+		Request:           request.String(),
+		RequestConns:      *conns,
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
 	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS, res.SessionCPUPerJobUS = clientCPU, serverCPU, sessionCPU
@@ -187,6 +217,22 @@ func PerJobUS(d time.Duration, jobs int) float64 {
 	return float64(d.Microseconds()) / float64(jobs)
 }
 
+// manyText describes the many-worker, "" for one job per run.
+func manyText(r *drainResult) string {
+	if r.Many == 0 {
+		return ""
+	}
+	return fmt.Sprintf("up to %d jobs per call, waiting up to %s", r.Many, r.ManyWait)
+}
+
+// requestText describes the service a run calls, "" for none.
+func requestText(r *drainResult) string {
+	if r.Request == "" || r.Request == "0s" {
+		return ""
+	}
+	return fmt.Sprintf("%s, %d connections", r.Request, r.RequestConns)
+}
+
 // usText writes a per-job CPU time, "" when it was not measured.
 func usText(us float64) string {
 	if us == 0 {
@@ -210,6 +256,8 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 		{"workers", fmt.Sprint(r.Workers)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"batch", fmt.Sprint(r.Batch)},
+		{"many", manyText(r)},
+		{"request per run", requestText(r)},
 		{"completion delay", r.CompletionDelay},
 		{"delete completed", fmt.Sprint(r.DeleteCompleted)},
 		{"backend", r.Backend},
@@ -254,6 +302,19 @@ Flags:
 		jobs per insert call (default 10000)
 	--insert-fast
 		insert with InsertManyFast (COPY, no ids) instead of InsertMany
+	--many N
+		work the jobs with a many-worker (spool.AddManyWorker) taking up
+		to N jobs per call instead of a worker of one job per run; each job
+		of a call holds one of the --workers slots (default 0: one per run)
+	--many-wait DURATION
+		the many-worker's MaxWait (default 0s)
+	--request DURATION
+		each handler run makes one request to a service that takes this
+		long and has --request-conns connections (a request holds one):
+		once per job, or once per call with --many, as a handler sends a
+		call's jobs in one request (default 0s: no-op jobs)
+	--request-conns N
+		connections of that service (default 4)
 	--strategy pessimistic|optimistic
 		claim strategy (spool_claim URL parameter; default: the backend's)
 `+PlotUsage+CommonUsage, "\n")

@@ -250,6 +250,27 @@ func TestBenchDrainCPU(t *testing.T) {
 	}
 }
 
+// TestBenchDrainMany: bench drain --many works its jobs with a
+// many-worker (and checks, as every drain does, that the store holds them
+// all completed), and reports its settings.
+func TestBenchDrainMany(t *testing.T) {
+	var res struct {
+		Jobs         int    `json:"jobs"`
+		Many         int    `json:"many"`
+		ManyWait     string `json:"many_wait"`
+		Request      string `json:"request"`
+		RequestConns int    `json:"request_conns"`
+	}
+	r := mustSpool(t, "bench", "drain", "--jobs", "3000", "--many", "50", "--many-wait", "5ms", "--request", "100us",
+		"--json", "--database-url", "sqlite://"+filepath.Join(t.TempDir(), "many.db"))
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("%v\n%s", err, r.Stdout)
+	}
+	if res.Jobs != 3000 || res.Many != 50 || res.ManyWait != "5ms" || res.Request != "100µs" || res.RequestConns != 4 {
+		t.Fatalf("bench drain --many: %+v", res)
+	}
+}
+
 // TestBenchBadInput checks that bad flags fail at once with a usage error
 // and leave no file behind.
 func TestBenchBadInput(t *testing.T) {
@@ -268,6 +289,9 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"insert", "--methods", "many,bulk"}, `"bulk"`},
 		{[]string{"insert", "--batch-sizes", "1.5"}, "--batch-sizes"},
 		{[]string{"drain", "--jobs", "10", "--plot", filepath.Join(dir, "x.jpg")}, ".png or .svg"},
+		{[]string{"drain", "--jobs", "10", "--many", "-1"}, "--many"},
+		{[]string{"drain", "--jobs", "10", "--many", "5", "--many-wait", "-1s"}, "--many-wait"},
+		{[]string{"drain", "--jobs", "10", "--request", "1ms", "--request-conns", "0"}, "--request-conns"},
 	} {
 		r := runSpool(t, append(append([]string{"bench"}, tc.args...), "--database-url", url)...)
 		if r.Code != 2 || !strings.Contains(r.Stderr, tc.msg) {

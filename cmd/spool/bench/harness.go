@@ -224,6 +224,76 @@ func (q *QueueFlags) Config() spool.Config {
 	}
 }
 
+// Service stands for what a job calls: each request holds one of its
+// connections for Latency, so at most as many requests as it has
+// connections are in flight (a pool to a database or an API, a rate of
+// requests per connection). A request may carry many jobs.
+type Service struct {
+	Latency time.Duration
+	conns   chan struct{}
+}
+
+// NewService returns a service of conns connections (at least 1) whose
+// requests take latency; a zero latency makes requests free (nil).
+func NewService(latency time.Duration, conns int) *Service {
+	if latency <= 0 {
+		return nil
+	}
+	return &Service{Latency: latency, conns: make(chan struct{}, max(conns, 1))}
+}
+
+// Request makes one request: it waits for a free connection, then holds
+// it for Latency. A nil service returns at once.
+func (s *Service) Request() {
+	if s == nil {
+		return
+	}
+	s.conns <- struct{}{}
+	time.Sleep(s.Latency)
+	<-s.conns
+}
+
+// NoopManyClient is NoopClient with a many-worker (spool.AddManyWorker)
+// taking up to maxJobs jobs per call, waiting up to maxWait for them; each
+// call makes one request to svc (nil: none).
+func (q *QueueFlags) NoopManyClient(be backend.Backend, r *ScenarioRun, maxJobs int, maxWait time.Duration, svc *Service) (*spool.Client, *atomic.Int64, error) {
+	handled := &atomic.Int64{}
+	ws := spool.NewWorkers()
+	if err := spool.AddManyWorkerSafely(ws, spool.WorkManyFunc(func(_ context.Context, jobs []*spool.Job[Noop]) error {
+		svc.Request()
+		handled.Add(int64(len(jobs)))
+		return nil
+	}), spool.ManyConfig[Noop]{MaxJobs: maxJobs, MaxWait: maxWait}); err != nil {
+		return nil, nil, err
+	}
+	return q.clientWith(be, r, ws, handled)
+}
+
+// RequestClient is NoopClient whose worker makes one request to svc per
+// job.
+func (q *QueueFlags) RequestClient(be backend.Backend, r *ScenarioRun, svc *Service) (*spool.Client, *atomic.Int64, error) {
+	handled := &atomic.Int64{}
+	ws := spool.NewWorkers()
+	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[Noop]) error {
+		svc.Request()
+		handled.Add(1)
+		return nil
+	})); err != nil {
+		return nil, nil, err
+	}
+	return q.clientWith(be, r, ws, handled)
+}
+
+func (q *QueueFlags) clientWith(be backend.Backend, r *ScenarioRun, ws *spool.Workers, handled *atomic.Int64) (*spool.Client, *atomic.Int64, error) {
+	cfg := q.Config()
+	cfg.Workers, cfg.Logger = ws, r.Logger()
+	client, err := spool.NewClient(be, &cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", r.Name, err)
+	}
+	return client, handled, nil
+}
+
 // NoopClient returns a client over be with the queue flags' config and a
 // no-op worker for the bench's jobs, and the count of jobs it handled. With
 // queues named, it works those, each configured as the flags say, instead
