@@ -30,7 +30,7 @@ type store struct {
 	rates map[[2]string]time.Time
 	// durable is each job's steps, waits and signals (steps.go).
 	durable map[int64]*durable
-	hub   *wakehub.Hub
+	hub     *wakehub.Hub
 }
 
 type leader struct {
