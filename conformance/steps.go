@@ -269,7 +269,9 @@ func testStepTx(t *testing.T, h Harness) {
 		}
 		if j.Attempt == 1 {
 			_ = tx.Rollback(ctx)
-			_, again := spool.StepTx(ctx, btx(h.BeginTx(t, be)), "debit", func(ctx context.Context) (int, error) { return 0, nil })
+			tx2 := h.BeginTx(t, be)
+			_, again := spool.StepTx(ctx, btx(tx2), "debit", func(ctx context.Context) (int, error) { return 0, nil })
+			_ = tx2.Rollback(ctx)
 			errs <- again
 			return errors.New("rolled back")
 		}
