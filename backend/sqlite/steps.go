@@ -24,7 +24,7 @@ var stepFiles embed.FS
 // stepStatements are the statements of sql/steps/, one file each.
 type stepStatements struct {
 	stepRecord, held, signalSent, jobWait, signalInsert, signalWake string
-	jobQueue, stepsOf, signalsOf, waitOf                           string
+	jobQueue, stepsOf, signalsOf, waitOf                            string
 }
 
 var stepStmt = func() stepStatements {
