@@ -233,7 +233,7 @@ func (c *Client) SignalTx(ctx context.Context, tx any, jobID int64, name string,
 	}
 	res, err := c.backend.JobSignal(ctx, &backend.JobSignalParams{Tx: tx, JobID: jobID, Name: name, Payload: b})
 	if err != nil {
-		return SignalResult{}, fmt.Errorf("signal job %d: %w", jobID, err)
+		return SignalResult{}, err // the backend names the operation and the job
 	}
 	if res.Woke && tx == nil {
 		c.engine.Wake(res.Queue)
@@ -245,9 +245,5 @@ func (c *Client) SignalTx(ctx context.Context, tx any, jobID int64, name string,
 // signals sent to it and the signal its last wait was for (empty records
 // for an unknown id).
 func (c *Client) JobDurable(ctx context.Context, jobID int64) (*JobDurable, error) {
-	d, err := c.backend.JobDurable(ctx, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("read steps of job %d: %w", jobID, err)
-	}
-	return d, nil
+	return c.backend.JobDurable(ctx, jobID)
 }
