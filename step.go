@@ -99,6 +99,12 @@ func step[T any](ctx context.Context, tx any, name string, fn func(ctx context.C
 		}
 		return v, nil
 	}
+	// A run whose lease ended (a cancel, a rescue after a stall) may
+	// have been replaced by a newer attempt that records this step: do
+	// not start the function then.
+	if err := context.Cause(ctx); err != nil {
+		return zero, fmt.Errorf("step %q of job %d: %w", name, st.run.ID(), err)
+	}
 	v, err := fn(ctx)
 	if err != nil {
 		return zero, err
