@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spoolq/spool/backend"
@@ -235,7 +237,16 @@ func (s *runSteps) signal(ctx context.Context, name string, fresh bool) (backend
 
 // record writes a step under the run's lease, in tx when not nil.
 func (s *runSteps) record(ctx context.Context, tx any, name string, result json.RawMessage) error {
-	ok, err := s.run.Backend().StepRecord(ctx, &backend.StepRecordParams{Tx: tx, Lease: s.run.Lease(), Name: name, Result: result})
+	p := backend.StepRecordParams{Tx: tx, Lease: s.run.Lease(), Name: name, Result: result}
+	var (
+		ok  bool
+		err error
+	)
+	if tx != nil {
+		ok, err = s.run.Backend().StepRecord(ctx, &p)
+	} else {
+		ok, err = s.c.steps.record(ctx, s.run.Backend(), p)
+	}
 	if err != nil {
 		return fmt.Errorf("record step %q of job %d: %w", name, s.run.ID(), err)
 	}
@@ -248,4 +259,76 @@ func (s *runSteps) record(ctx context.Context, tx any, name string, result json.
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// stepBatcher group-commits step records: a record made while another
+// batch is being written waits for it and goes, with every other record
+// made meanwhile, in the next batch, one transaction for all
+// (StepRecordMany). A record made while none is being written goes at
+// once, alone: batching adds no wait, and under load a transaction's cost
+// is shared by the records of many jobs.
+type stepBatcher struct {
+	mu       sync.Mutex
+	pending  []*stepRequest
+	flushing bool
+}
+
+type stepRequest struct {
+	p    backend.StepRecordParams
+	res  backend.StepRecordResult
+	err  error
+	done chan struct{}
+}
+
+// stepBatchMax bounds the records of one transaction.
+const stepBatchMax = 500
+
+// stepBatchTimeout bounds one batch's write: it is made for many jobs, so
+// no one job's context ends it.
+const stepBatchTimeout = 30 * time.Second
+
+// record writes p in a batch and returns what StepRecord would.
+func (b *stepBatcher) record(ctx context.Context, be backend.Backend, p backend.StepRecordParams) (bool, error) {
+	req := &stepRequest{p: p, done: make(chan struct{})}
+	b.mu.Lock()
+	b.pending = append(b.pending, req)
+	if b.flushing {
+		b.mu.Unlock()
+		<-req.done
+		return req.res.Recorded, req.resErr()
+	}
+	b.flushing = true
+	for len(b.pending) > 0 {
+		n := min(len(b.pending), stepBatchMax)
+		batch := slices.Clone(b.pending[:n])
+		b.pending = slices.Delete(b.pending, 0, n)
+		b.mu.Unlock()
+		params := &backend.StepRecordManyParams{Steps: make([]backend.StepRecordParams, len(batch))}
+		for i, r := range batch {
+			params.Steps[i] = r.p
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stepBatchTimeout)
+		res, err := be.StepRecordMany(wctx, params)
+		cancel()
+		for i, r := range batch {
+			if err != nil {
+				r.err = err
+			} else {
+				r.res = res[i]
+			}
+			close(r.done)
+		}
+		b.mu.Lock()
+	}
+	b.flushing = false
+	b.mu.Unlock()
+	<-req.done
+	return req.res.Recorded, req.resErr()
+}
+
+func (r *stepRequest) resErr() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.res.Err
 }

@@ -46,6 +46,20 @@ type StepRecordParams struct {
 	Result json.RawMessage
 }
 
+// StepRecordManyParams records steps of several jobs in one transaction
+// of the store's own, each as StepRecord would alone.
+type StepRecordManyParams struct {
+	Steps []StepRecordParams // Tx must be nil in each
+}
+
+// StepRecordResult is what one record of StepRecordMany did: Recorded, or
+// refused because its lease no longer held its job (both false, nil), or
+// Err matching ErrStepRecorded.
+type StepRecordResult struct {
+	Recorded bool
+	Err      error
+}
+
 // JobWaitParams ends a running job's attempt as a snooze does (the attempt
 // is given back, the job is scheduled and keeps its queue place by run_at)
 // while Lease holds it: due Delay after the store's now, or at once when
@@ -109,6 +123,10 @@ type StepStore interface {
 	// nothing, when the lease no longer holds the job, and returns an error
 	// matching ErrStepRecorded when the job has a step of that name.
 	StepRecord(ctx context.Context, p *StepRecordParams) (bool, error)
+	// StepRecordMany records steps of several jobs in one transaction (a
+	// group commit of records made at once by different jobs), with one
+	// result per step in order; an error fails them all, none written.
+	StepRecordMany(ctx context.Context, p *StepRecordManyParams) ([]StepRecordResult, error)
 	// JobWait parks a running job (see JobWaitParams).
 	JobWait(ctx context.Context, p *JobWaitParams) (*JobWaitResult, error)
 	// JobSignal records a signal and wakes the job if it waits for it. It

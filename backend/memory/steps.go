@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -180,5 +181,18 @@ func (b *Backend) JobDurable(ctx context.Context, id int64) (*backend.JobDurable
 		return 0
 	})
 	out.WaitSignal = d.waitSignal
+	return out, nil
+}
+
+// StepRecordMany implements backend.StepStore, one record at a time.
+func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
+	out := make([]backend.StepRecordResult, len(p.Steps))
+	for i := range p.Steps {
+		ok, err := b.StepRecord(ctx, &p.Steps[i])
+		if err != nil && !errors.Is(err, backend.ErrStepRecorded) {
+			return nil, err
+		}
+		out[i] = backend.StepRecordResult{Recorded: ok, Err: err}
+	}
 	return out, nil
 }

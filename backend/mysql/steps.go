@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,31 +73,61 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 	if err != nil {
 		return false, fmt.Errorf("record step %q of job %d: %w", p.Name, p.Lease.ID, err)
 	}
-	q := b.steps()
 	var ok bool
 	err = b.stepWrite(ctx, callerTx, func(db DBTX) error {
-		ok = false
-		var queue string
-		switch err := db.QueryRowContext(ctx, q.held+" LOCK IN SHARE MODE", p.Lease.ID, p.Lease.Fence).Scan(&queue); {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil
-		case err != nil:
-			return err
-		}
-		if _, err := db.ExecContext(ctx, q.stepRecord, p.Lease.ID, p.Name, string(p.Result), p.Lease.Fence); err != nil {
-			var me *mysql.MySQLError
-			if errors.As(err, &me) && me.Number == 1062 {
-				return backend.ErrStepRecorded
-			}
-			return err
-		}
-		ok = true
-		return nil
+		var err error
+		ok, err = b.recordStep(ctx, db, p)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("record step %q of job %d: %w", p.Name, p.Lease.ID, err)
 	}
 	return ok, nil
+}
+
+// recordStep writes one step's record in db's transaction.
+func (b *Backend) recordStep(ctx context.Context, db DBTX, p *backend.StepRecordParams) (bool, error) {
+	q := b.steps()
+	var queue string
+	switch err := db.QueryRowContext(ctx, q.held+" LOCK IN SHARE MODE", p.Lease.ID, p.Lease.Fence).Scan(&queue); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	if _, err := db.ExecContext(ctx, q.stepRecord, p.Lease.ID, p.Name, string(p.Result), p.Lease.Fence); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1062 {
+			return false, backend.ErrStepRecorded
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// StepRecordMany implements backend.StepStore: one transaction, rows
+// locked in id order.
+func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
+	order := make([]int, len(p.Steps))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmpID(p.Steps[x].Lease.ID, p.Steps[y].Lease.ID) })
+	out := make([]backend.StepRecordResult, len(p.Steps))
+	err := b.writeTx(ctx, func(tx *sql.Tx) error {
+		for _, i := range order {
+			ok, err := b.recordStep(ctx, tx, &p.Steps[i])
+			if err != nil && !errors.Is(err, backend.ErrStepRecorded) {
+				return err
+			}
+			out[i] = backend.StepRecordResult{Recorded: ok, Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record steps: %w", err)
+	}
+	return out, nil
 }
 
 // JobWait implements backend.StepStore.

@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,6 +99,57 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 		return false, fmt.Errorf("record step %q of job %d: %w", p.Name, p.Lease.ID, ownWriteError(p.Tx == nil, err))
 	}
 	return ok, nil
+}
+
+// StepRecordMany implements backend.StepStore: one transaction that first
+// moves the batch's jobs out of their lease rows in one statement (one
+// lock per lease row, not one per job), then records each step, in id
+// order.
+func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
+	if len(p.Steps) == 0 {
+		return nil, nil
+	}
+	q := b.steps()
+	order := make([]int, len(p.Steps))
+	ids := make([]int64, 0, len(p.Steps))
+	for i := range order {
+		order[i] = i
+		ids = append(ids, p.Steps[i].Lease.ID)
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(p.Steps[x].Lease.ID, p.Steps[y].Lease.ID) })
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	out := make([]backend.StepRecordResult, len(p.Steps))
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var moved int
+		if err := tx.QueryRow(ctx, b.sql.unleaseJobs, ids).Scan(&moved); err != nil {
+			return err
+		}
+		for _, i := range order {
+			st := &p.Steps[i]
+			tag, err := tx.Exec(ctx, q.stepRecord, st.Lease.ID, st.Lease.Fence, st.Name, string(st.Result))
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 1 {
+				out[i] = backend.StepRecordResult{Recorded: true}
+				continue
+			}
+			var held bool
+			if err := tx.QueryRow(ctx, q.held, st.Lease.ID, st.Lease.Fence).Scan(&held); err != nil {
+				return err
+			}
+			out[i] = backend.StepRecordResult{}
+			if held {
+				out[i].Err = backend.ErrStepRecorded
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record steps: %w", ownWriteError(true, err))
+	}
+	return out, nil
 }
 
 // JobWait implements backend.StepStore.

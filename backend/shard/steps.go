@@ -2,7 +2,9 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -81,4 +83,50 @@ func (b *Backend) JobDurable(ctx context.Context, id int64) (*backend.JobDurable
 		d.Signals[i].JobID = id
 	}
 	return d, nil
+}
+
+// StepRecordMany records each shard's steps in one call to it, the shards
+// at once; a shard's failure fails the call (the others may have written
+// theirs, which a retry finds as ErrStepRecorded).
+func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
+	out := make([]backend.StepRecordResult, len(p.Steps))
+	groups := map[int][]int{}
+	for i, st := range p.Steps {
+		s, _, ok := b.split(st.Lease.ID)
+		if !ok {
+			continue // no shard holds it: refused
+		}
+		groups[s] = append(groups[s], i)
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for s, idx := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := &backend.StepRecordManyParams{Steps: make([]backend.StepRecordParams, len(idx))}
+			for k, i := range idx {
+				q.Steps[k] = p.Steps[i]
+				_, q.Steps[k].Lease.ID, _ = b.split(p.Steps[i].Lease.ID)
+			}
+			res, err := b.shards[s].StepRecordMany(ctx, q)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("shard %d: %w", s, err))
+				return
+			}
+			for k, i := range idx {
+				out[i] = res[k]
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("record steps: %w", errors.Join(errs...))
+	}
+	return out, nil
 }

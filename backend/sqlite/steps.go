@@ -48,28 +48,54 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 	}
 	var ok bool
 	err = b.st.write(ctx, tx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, stepStmt.stepRecord, p.Lease.ID, p.Lease.Fence, p.Name, string(p.Result), time.Now().UnixMicro())
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil || n == 1 {
-			ok = n == 1
-			return err
-		}
-		var queue string
-		switch err := tx.QueryRowContext(ctx, stepStmt.held, p.Lease.ID, p.Lease.Fence).Scan(&queue); {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil
-		case err != nil:
-			return err
-		}
-		return backend.ErrStepRecorded
+		var err error
+		ok, err = recordStep(ctx, tx, p, time.Now())
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("record step %q of job %d: %w", p.Name, p.Lease.ID, err)
 	}
 	return ok, nil
+}
+
+// recordStep writes one step's record in tx.
+func recordStep(ctx context.Context, tx *sql.Tx, p *backend.StepRecordParams, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, stepStmt.stepRecord, p.Lease.ID, p.Lease.Fence, p.Name, string(p.Result), now.UnixMicro())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	var queue string
+	switch err := tx.QueryRowContext(ctx, stepStmt.held, p.Lease.ID, p.Lease.Fence).Scan(&queue); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return false, backend.ErrStepRecorded
+}
+
+// StepRecordMany implements backend.StepStore: one write transaction.
+func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
+	out := make([]backend.StepRecordResult, len(p.Steps))
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		for i := range p.Steps {
+			ok, err := recordStep(ctx, tx, &p.Steps[i], now)
+			if err != nil && !errors.Is(err, backend.ErrStepRecorded) {
+				return err
+			}
+			out[i] = backend.StepRecordResult{Recorded: ok, Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record steps: %w", err)
+	}
+	return out, nil
 }
 
 // JobWait implements backend.StepStore.
