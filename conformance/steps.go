@@ -183,13 +183,24 @@ func testStepFencing(t *testing.T, h Harness) {
 	if ok, err := rec(second.Lease(), "charge", `"again"`); ok || !errors.Is(err, backend.ErrStepRecorded) {
 		t.Fatalf("second record of one name: %v %v, want ErrStepRecorded", ok, err)
 	}
+	// A batch applies each record as it would apply alone.
+	many, err := be.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: []backend.StepRecordParams{
+		{Lease: first.Lease(), Name: "ship", Result: json.RawMessage(`"stale"`)},
+		{Lease: second.Lease(), Name: "charge", Result: json.RawMessage(`"again"`)},
+		{Lease: second.Lease(), Name: "email", Result: json.RawMessage(`"sent"`)},
+	}})
+	if err != nil || len(many) != 3 || many[0].Recorded || many[0].Err != nil || many[1].Recorded ||
+		!errors.Is(many[1].Err, backend.ErrStepRecorded) || !many[2].Recorded || many[2].Err != nil {
+		t.Fatalf("batch of a stale, a repeated and a new record: %+v %v", many, err)
+	}
 	w, err := be.JobWait(ctx, &backend.JobWaitParams{Lease: first.Lease(), Delay: time.Hour})
 	if err != nil || w.Applied {
 		t.Fatalf("stale lease parked the job: %+v %v", w, err)
 	}
 	d := durableOf(t, be, id)
-	if len(d.Steps) != 1 || !jsonEqual(t, d.Steps[0].Result, json.RawMessage(`"live"`)) || d.Steps[0].Fence != second.Fence {
-		t.Fatalf("steps %+v, want the live lease's one", d.Steps)
+	if got := stepNames(d); len(got) != 2 || got[0] != "charge" || got[1] != "email" ||
+		!jsonEqual(t, d.Steps[0].Result, json.RawMessage(`"live"`)) || d.Steps[0].Fence != second.Fence {
+		t.Fatalf("steps %+v, want the live lease's two", d.Steps)
 	}
 	if j := getJob(t, be, id); j.State != backend.StateRunning || j.Fence != second.Fence {
 		t.Fatalf("job changed by a stale lease: %+v", j)
