@@ -101,50 +101,66 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 	return ok, nil
 }
 
-// StepRecordMany implements backend.StepStore: one transaction that first
-// moves the batch's jobs out of their lease rows in one statement (one
-// lock per lease row, not one per job), then records each step, in id
-// order.
+// StepRecordMany implements backend.StepStore: one transaction that
+// records each step in place, in id order, then moves the jobs it did not
+// find in place out of their lease rows in one statement (one lock per
+// lease row, not one per job) and records theirs.
 func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
 	if len(p.Steps) == 0 {
 		return nil, nil
 	}
 	q := b.steps()
 	order := make([]int, len(p.Steps))
-	ids := make([]int64, 0, len(p.Steps))
 	for i := range order {
 		order[i] = i
-		ids = append(ids, p.Steps[i].Lease.ID)
 	}
 	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(p.Steps[x].Lease.ID, p.Steps[y].Lease.ID) })
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
 	out := make([]backend.StepRecordResult, len(p.Steps))
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		var moved int
-		if err := tx.QueryRow(ctx, b.sql.unleaseJobs, ids).Scan(&moved); err != nil {
+		// record tries the steps at idx in place and returns those whose
+		// lease holds no job in place (their job may be in a lease row).
+		record := func(idx []int) ([]int, error) {
+			var absent []int
+			for _, i := range idx {
+				st := &p.Steps[i]
+				tag, err := tx.Exec(ctx, q.stepRecord, st.Lease.ID, st.Lease.Fence, st.Name, string(st.Result))
+				if err != nil {
+					return nil, err
+				}
+				if tag.RowsAffected() == 1 {
+					out[i] = backend.StepRecordResult{Recorded: true}
+					continue
+				}
+				var held bool
+				if err := tx.QueryRow(ctx, q.held, st.Lease.ID, st.Lease.Fence).Scan(&held); err != nil {
+					return nil, err
+				}
+				out[i] = backend.StepRecordResult{}
+				if held {
+					out[i].Err = backend.ErrStepRecorded
+				} else {
+					absent = append(absent, i)
+				}
+			}
+			return absent, nil
+		}
+		absent, err := record(order)
+		if err != nil || len(absent) == 0 {
 			return err
 		}
-		for _, i := range order {
-			st := &p.Steps[i]
-			tag, err := tx.Exec(ctx, q.stepRecord, st.Lease.ID, st.Lease.Fence, st.Name, string(st.Result))
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 1 {
-				out[i] = backend.StepRecordResult{Recorded: true}
-				continue
-			}
-			var held bool
-			if err := tx.QueryRow(ctx, q.held, st.Lease.ID, st.Lease.Fence).Scan(&held); err != nil {
-				return err
-			}
-			out[i] = backend.StepRecordResult{}
-			if held {
-				out[i].Err = backend.ErrStepRecorded
-			}
+		// A job's first step finds it in a lease row: move the batch's
+		// such jobs out in one statement, then try them again.
+		moving := make([]int64, 0, len(absent))
+		for _, i := range absent {
+			moving = append(moving, p.Steps[i].Lease.ID)
 		}
-		return nil
+		slices.Sort(moving)
+		var moved int
+		if err := tx.QueryRow(ctx, b.sql.unleaseJobs, slices.Compact(moving)).Scan(&moved); err != nil || moved == 0 {
+			return err
+		}
+		_, err = record(absent)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record steps: %w", ownWriteError(true, err))
