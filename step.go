@@ -294,8 +294,13 @@ func (b *stepBatcher) record(ctx context.Context, be backend.Backend, p backend.
 	b.pending = append(b.pending, req)
 	if b.flushing {
 		b.mu.Unlock()
-		<-req.done
-		return req.res.Recorded, req.resErr()
+		select {
+		case <-req.done:
+			return req.res.Recorded, req.resErr()
+		case <-ctx.Done():
+			// The batch may still write it: a later attempt finds it.
+			return false, fmt.Errorf("%w: the run ended while its step's record waited for its batch (%w)", backend.ErrOutcomeUnknown, context.Cause(ctx))
+		}
 	}
 	b.flushing = true
 	for len(b.pending) > 0 {
