@@ -22,6 +22,8 @@ type Client struct {
 	events  subscriptions
 	// observers are cfg.Observers.
 	observers observers
+	// steps group-commits the step records of the client's jobs (step.go).
+	steps stepBatcher
 }
 
 // NewClient returns a client over a backend. A client with no Workers or

@@ -700,6 +700,9 @@ type Backend interface {
 	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)
 	LeaderResign(ctx context.Context, p *LeaderResignParams) error
 
+	// StepStore keeps durable steps, waits and signals (steps.go).
+	StepStore
+
 	// Close releases resources the backend opened itself.
 	Close() error
 }

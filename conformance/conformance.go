@@ -191,6 +191,8 @@ func Run(t *testing.T, h Harness) {
 	}
 	tests = append(tests, inputEdgeTests()...)
 	tests = append(tests, manyTests()...)
+
+	tests = append(tests, stepTests()...)
 	known := map[string]bool{}
 	for _, tc := range tests {
 		known[tc.name] = true

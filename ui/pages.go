@@ -463,6 +463,10 @@ type jobData struct {
 	CanCancel  bool
 	CanDelete  bool
 	AttemptsOf string
+	// Durable is the job's steps, signals and wait (docs/durable.md);
+	// Waiting says what a parked job waits for ("" when nothing).
+	Durable *spool.JobDurable
+	Waiting string
 }
 
 func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
@@ -483,6 +487,11 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	d.CanCancel = j.State != spool.JobStateCompleted && j.State != spool.JobStateDiscarded && j.State != spool.JobStateCancelled
 	d.CanDelete = !running
 	d.Timeline = timeline(j)
+	if d.Durable, err = h.client.JobDurable(r.Context(), id); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	d.Waiting = waitingText(j, d.Durable)
 	h.render(w, r, "job", &page{Title: fmt.Sprintf("Job %d", j.ID), Nav: "jobs", Data: d})
 }
 
@@ -535,13 +544,15 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) error {
 		_, err = h.client.JobRetry(ctx, id)
 	case "cancel":
 		_, err = h.client.JobCancel(ctx, id)
+	case "signal":
+		err = h.sendSignal(r, id)
 	case "delete":
 		if _, err = h.client.JobDelete(ctx, id); err == nil {
 			h.back(w, r, h.opts.Prefix+"/jobs")
 			return nil
 		}
 	default:
-		return &statusError{http.StatusNotFound, fmt.Sprintf("no job action %q (retry, cancel, delete)", r.PathValue("action"))}
+		return &statusError{http.StatusNotFound, fmt.Sprintf("no job action %q (retry, cancel, signal, delete)", r.PathValue("action"))}
 	}
 	if err != nil {
 		return err

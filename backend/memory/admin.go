@@ -124,7 +124,7 @@ func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*b
 		if j.State == backend.StateRunning {
 			return false
 		}
-		delete(b.s.jobs, j.ID)
+		b.s.deleteJob(j.ID)
 		return true
 	})
 	if err != nil {

@@ -43,7 +43,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 			}
 			j.State, j.FinalizedAt, j.LeasedUntil, j.LeasedBy = backend.StateCancelled, timePtr(t), nil, ""
 		case backend.BulkDelete:
-			delete(s.jobs, j.ID)
+			s.deleteJob(j.ID)
 		}
 		res.Changed++
 	}

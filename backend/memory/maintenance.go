@@ -72,7 +72,7 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 			break
 		}
 		if a := age[j.State]; a > 0 && j.FinalizedAt != nil && j.FinalizedAt.Before(t.Add(-a)) {
-			delete(s.jobs, id)
+			s.deleteJob(id)
 			n++
 		}
 	}

@@ -28,7 +28,9 @@ type store struct {
 	// rates is the stored rate state (GCRA arrival times) by queue and
 	// flow key.
 	rates map[[2]string]time.Time
-	hub   *wakehub.Hub
+	// durable is each job's steps, waits and signals (steps.go).
+	durable map[int64]*durable
+	hub     *wakehub.Hub
 }
 
 type leader struct {
@@ -143,7 +145,7 @@ func (s *store) finish(j *backend.JobRow, f backend.JobFinish, deleteCompleted b
 	switch f.Outcome {
 	case backend.OutcomeComplete:
 		if deleteCompleted {
-			delete(s.jobs, j.ID)
+			s.deleteJob(j.ID)
 			return backend.Wake{}, false
 		}
 		j.State, j.FinalizedAt = backend.StateCompleted, timePtr(t)

@@ -23,6 +23,22 @@ type Tx struct {
 	done     bool
 	inserts  []*backend.JobRow
 	finishes []txFinish
+	steps    []txStep
+}
+
+type txStep struct {
+	lease backend.LeaseRef
+	row   backend.StepRow
+}
+
+func (tx *Tx) addStep(l backend.LeaseRef, row backend.StepRow) error {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.done {
+		return ErrTxDone
+	}
+	tx.steps = append(tx.steps, txStep{l, row})
+	return nil
 }
 
 type txFinish struct {
@@ -90,6 +106,18 @@ func (tx *Tx) Commit(ctx context.Context) error {
 			return fmt.Errorf("commit: job %d: %w", tf.f.Lease.ID, ErrConflict)
 		}
 	}
+	for _, ts := range tx.steps {
+		if _, ok := s.held(ts.lease); !ok {
+			s.mu.Unlock()
+			return fmt.Errorf("commit: job %d: %w", ts.lease.ID, ErrConflict)
+		}
+	}
+	for _, ts := range tx.steps {
+		if err := s.applyStep(ts.row); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
 	var wakes []backend.Wake
 	for _, tf := range tx.finishes {
 		j, _ := s.held(tf.f.Lease)
@@ -118,7 +146,7 @@ func (tx *Tx) Rollback(ctx context.Context) error {
 	tx.s.mu.Lock()
 	tx.s.forgetTxRows(tx.inserts)
 	tx.s.mu.Unlock()
-	tx.inserts, tx.finishes = nil, nil
+	tx.inserts, tx.finishes, tx.steps = nil, nil, nil
 	return nil
 }
 

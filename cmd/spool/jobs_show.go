@@ -20,10 +20,7 @@ type JobsShowCommand struct{ m *Main }
 
 // Run implements Command.
 func (c *JobsShowCommand) Run(ctx context.Context, args []string) error {
-	return runJobAction(ctx, c.m, "jobs show", c.Usage(), args,
-		func(ctx context.Context, client *spool.Client, id int64) (*spool.JobRow, error) {
-			return client.JobGet(ctx, id)
-		}, printJob)
+	return runJobsShow(ctx, c.m, c.Usage(), args)
 }
 
 // printJob writes every field of a job for people.
@@ -116,7 +113,8 @@ Usage: spool jobs show [flags] ID
 
 Shows every field of a job: its state and attempts, times, lease, tags, args
 and metadata pretty-printed, and its error history with the first lines of
-each trace.
+each trace; its durable steps (name, result, when), what it waits for, and
+the signals sent to it (docs/durable.md).
 
 Flags:
 

@@ -49,6 +49,7 @@ func (m *Main) commands() map[string]cli.Command {
 		"jobs":     &JobsCommand{m: m},
 		"queues":   &QueuesCommand{m: m},
 		"periodic": &PeriodicCommand{m: m},
+		"signal":   &SignalCommand{m: m},
 		"ui":       &UICommand{m: m},
 		"bench":    bench.New(&m.Env),
 		"version":  &VersionCommand{m: m},
@@ -102,7 +103,7 @@ Commands:
 	migrate              create or upgrade Spool's schema (and the SQLite file)
 	enqueue              insert one job
 	jobs list            list jobs, newest first
-	jobs show            show one job with its args, metadata and errors
+	jobs show            show one job with its args, metadata, errors and steps
 	jobs retry           make jobs available again with fresh attempts
 	jobs cancel          cancel pending or running jobs
 	jobs delete          delete jobs a filter selects (never running ones)
@@ -112,6 +113,7 @@ Commands:
 	queues resume        let a paused queue's jobs be claimed again
 	queues keys          show a queue's flow keys
 	periodic             list the periodic jobs recorded by the leaders
+	signal               send a signal to a job (AwaitSignal)
 	ui                   serve the web dashboard
 	bench                measure throughput on a scratch schema
 	version              print the version and the backends built in

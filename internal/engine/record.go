@@ -23,6 +23,10 @@ type Run struct {
 	// startedAt is when the executor started the handler, just after its
 	// last check that at least half the lease was left.
 	startedAt time.Time
+	// durable is the root package's state of the run's durable steps
+	// (durable.go), made on first use.
+	durableOnce sync.Once
+	durable     any
 }
 
 type runKey struct{}

@@ -1,0 +1,2 @@
+-- Signal sent: whether the job $1 has a signal named $2.
+SELECT EXISTS (SELECT FROM {{s}}.spool_signals WHERE job_id = $1 AND name = $2)

@@ -1,0 +1,2 @@
+-- Wait of the job ?1: the signal its last wait was for.
+SELECT coalesce(wait_signal, '') FROM spool_jobs WHERE id = ?1

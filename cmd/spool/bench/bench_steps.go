@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/cmd/spool/cli"
+	"github.com/spoolq/spool/cmd/spool/plot"
+)
+
+func init() {
+	registerScenario("steps", "drain jobs of 5 durable no-op steps against plain jobs (paired), and time signal to resume",
+		func(m *cli.Env) cli.Command { return &BenchStepsCommand{m: m} })
+}
+
+// BenchStepsCommand measures durable steps and signals (docs/durable.md).
+type BenchStepsCommand struct{ m *cli.Env }
+
+// stepsJob is the bench's job: Steps no-op durable steps, or, with Await,
+// a wait for the signal "go".
+type stepsJob struct {
+	Steps int  `json:"steps,omitempty"`
+	Await bool `json:"await,omitempty"`
+}
+
+// Kind implements spool.JobArgs.
+func (stepsJob) Kind() string { return "spool_bench_steps" }
+
+// stepsResult is the outcome of bench steps, as printed with --json.
+type stepsResult struct {
+	Scenario      string       `json:"scenario"`
+	Backend       string       `json:"backend"`
+	Store         string       `json:"store"`
+	Jobs          int          `json:"jobs"`
+	Steps         int          `json:"steps"`
+	Rounds        int          `json:"rounds"`
+	Workers       int          `json:"workers"`
+	PlainJobsPerS []float64    `json:"plain_jobs_per_s"`
+	StepsJobsPerS []float64    `json:"steps_jobs_per_s"`
+	Ratios        []float64    `json:"ratios"`
+	MedianRatio   float64      `json:"median_ratio"`
+	Signals       int          `json:"signals"`
+	SignalRate    int          `json:"signal_rate"`
+	SentPerS      float64      `json:"signals_sent_per_s"`
+	Resume        LatencyStats `json:"signal_to_resume"`
+}
+
+// Run implements cli.Command.
+func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
+	r := NewScenarioRun(c.m, "bench steps")
+	jobs := r.Flags.Int("jobs", 5000, "jobs per drain")
+	steps := r.Flags.Int("steps", 5, "durable steps per job")
+	rounds := r.Flags.Int("rounds", 3, "paired rounds (plain, then steps, order alternating)")
+	signals := r.Flags.Int("signals", 2000, "parked jobs to signal (0: skip)")
+	rate := r.Flags.Int("signal-rate", 1000, "signals per second")
+	workers := r.Flags.Int("workers", 100, "MaxWorkers of the queue")
+	if err := r.Parse(args, c.Usage()); err != nil {
+		return err
+	}
+	if err := r.Check(Want(*jobs >= 1, "--jobs must be at least 1"), Want(*steps >= 1 && *steps <= 100, "--steps must be 1 to 100"),
+		Want(*rounds >= 1, "--rounds must be at least 1"), Want(*signals >= 0, "--signals must not be negative"),
+		Want(*rate >= 1, "--signal-rate must be at least 1"), Want(*workers >= 1, "--workers must be at least 1")); err != nil {
+		return err
+	}
+	ctx = r.Begin(ctx)
+	defer r.End()
+	store, err := r.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, *steps)
+	for i := range names {
+		names[i] = fmt.Sprintf("step-%d", i+1)
+	}
+	var sentAt sync.Map // job id → time.Time the signal was sent
+	resumed := make(chan time.Duration, max(*signals, 1))
+	ws := spool.NewWorkers()
+	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[stepsJob]) error {
+		if j.Args.Await {
+			if _, err := spool.AwaitSignal(ctx, "go", time.Hour); err != nil {
+				return err
+			}
+			if at, ok := sentAt.Load(j.ID); ok {
+				resumed <- time.Since(at.(time.Time))
+			}
+			return nil
+		}
+		for i := range j.Args.Steps {
+			if _, err := spool.Step(ctx, names[i], func(context.Context) (int, error) { return i, nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	cfg := spool.Config{
+		Workers: ws, Logger: r.Logger(),
+		Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *workers, Prefetch: queuePrefetch(DefaultPrefetch)}},
+	}
+	inserter, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.Logger()})
+	if err != nil {
+		return fmt.Errorf("bench steps: %w", err)
+	}
+	res := stepsResult{Scenario: "steps", Backend: store.Backend.Name(), Store: store.Scratch.Name, Jobs: *jobs,
+		Steps: *steps, Rounds: *rounds, Workers: *workers, Signals: *signals, SignalRate: *rate}
+	completed := int64(0)
+	drain := func(n, steps int) (float64, error) {
+		params := make([]spool.InsertManyParams, n)
+		for i := range params {
+			params[i] = spool.InsertManyParams{Args: stepsJob{Steps: steps}}
+		}
+		if _, err := inserter.InsertMany(ctx, params); err != nil {
+			return 0, err
+		}
+		client, err := spool.NewClient(store.Backend, &cfg)
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if err := client.Start(ctx); err != nil {
+			return 0, err
+		}
+		defer stopClient(r.Env.Stderr, r.Name, client)
+		want := completed + int64(n)
+		for {
+			stats, err := QueueStats(ctx, inserter, spool.DefaultQueue)
+			if err != nil {
+				return 0, err
+			}
+			if stats.Counts[backend.StateCompleted] >= want {
+				completed = want
+				return cli.Rate(int64(n), time.Since(start)), nil
+			}
+			if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for round := range *rounds {
+		order := []int{0, *steps}
+		if round%2 == 1 {
+			order = []int{*steps, 0}
+		}
+		var plain, stepped float64
+		for _, s := range order {
+			rate, err := drain(*jobs, s)
+			if err != nil {
+				return WithCause(ctx, fmt.Errorf("bench steps: drain: %w", err))
+			}
+			if s == 0 {
+				plain = rate
+			} else {
+				stepped = rate
+			}
+		}
+		res.PlainJobsPerS = append(res.PlainJobsPerS, plain)
+		res.StepsJobsPerS = append(res.StepsJobsPerS, stepped)
+		res.Ratios = append(res.Ratios, stepped/plain)
+		fmt.Fprintf(r.Stderr, "round %d: plain %.0f jobs/s, %d steps %.0f jobs/s, ratio %.2f\n", round+1, plain, *steps, stepped, stepped/plain)
+	}
+	res.MedianRatio = Median(res.Ratios)
+	if *signals > 0 {
+		if err := benchSignals(ctx, r, store.Backend, inserter, &cfg, *signals, *rate, &sentAt, resumed, &res); err != nil {
+			return WithCause(ctx, fmt.Errorf("bench steps: signals: %w", err))
+		}
+	}
+	return r.Finish(res, func(w io.Writer) error { return printStepsResult(w, &res) }, func() *plot.Figure { return nil })
+}
+
+// benchSignals parks n jobs in AwaitSignal, then signals them at rate per
+// second from a second client (as another process would) and records how
+// long each took from its signal's send to its handler's resumption.
+func benchSignals(ctx context.Context, r *ScenarioRun, be backend.Backend, inserter *spool.Client, cfg *spool.Config,
+	n, rate int, sentAt *sync.Map, resumed chan time.Duration, res *stepsResult) error {
+	params := make([]spool.InsertManyParams, n)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: stepsJob{Await: true}}
+	}
+	ins, err := inserter.InsertMany(ctx, params)
+	if err != nil {
+		return err
+	}
+	client, err := spool.NewClient(be, cfg)
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	defer stopClient(r.Env.Stderr, r.Name, client)
+	for {
+		stats, err := QueueStats(ctx, inserter, spool.DefaultQueue)
+		if err != nil {
+			return err
+		}
+		if stats.Counts[backend.StateScheduled] >= int64(n) {
+			break
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	ids := make(chan int64)
+	var wg sync.WaitGroup
+	var sendErr atomic.Value
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				sentAt.Store(id, time.Now())
+				if _, err := inserter.Signal(ctx, id, "go", nil); err != nil {
+					sendErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	for _, j := range ins {
+		<-tick.C
+		ids <- j.ID
+	}
+	tick.Stop()
+	close(ids)
+	wg.Wait()
+	res.SentPerS = cli.Rate(int64(n), time.Since(start))
+	if err, _ := sendErr.Load().(error); err != nil {
+		return err
+	}
+	lat := make([]time.Duration, 0, n)
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for len(lat) < n {
+		select {
+		case d := <-resumed:
+			lat = append(lat, d)
+		case <-timeout.C:
+			return fmt.Errorf("%d of %d signalled jobs resumed within a minute", len(lat), n)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	res.Resume = Summarize(lat)
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func printStepsResult(w io.Writer, r *stepsResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rows := [][2]string{
+		{"scenario", r.Scenario},
+		{"backend", r.Backend},
+		{"jobs per drain", fmt.Sprint(r.Jobs)},
+		{"steps per job", fmt.Sprint(r.Steps)},
+		{"plain jobs/s", FormatRuns(r.PlainJobsPerS)},
+		{"steps jobs/s", FormatRuns(r.StepsJobsPerS)},
+		{"ratios", FormatRuns(r.Ratios)},
+		{"median ratio", fmt.Sprintf("%.2f", r.MedianRatio)},
+	}
+	if r.Signals > 0 {
+		rows = append(rows, [][2]string{
+			{"signals", fmt.Sprintf("%d at %d/s (sent at %.0f/s)", r.Signals, r.SignalRate, r.SentPerS)},
+			{"signal→resume p50", fmt.Sprintf("%.1f ms", r.Resume.P50)},
+			{"signal→resume p99", fmt.Sprintf("%.1f ms", r.Resume.P99)},
+			{"signal→resume max", fmt.Sprintf("%.1f ms", r.Resume.Max)},
+		}...)
+	}
+	rows = append(rows, [2]string{"store", r.Store})
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	return tw.Flush()
+}
+
+// Usage implements cli.Command.
+func (c *BenchStepsCommand) Usage() string {
+	return strings.TrimLeft(`
+Usage: spool bench steps [flags]
+
+Creates a scratch schema and measures durable steps (docs/durable.md):
+
+  1. Paired drains: in each round, N plain no-op jobs and N jobs of
+     --steps no-op durable steps (spool.Step, each recorded as it returns)
+     are inserted and drained by a fresh client, the order alternating by
+     round; it prints each side's rate and the median of the rounds'
+     ratios (steps / plain).
+  2. Signal to resume: --signals jobs park in AwaitSignal; once all are
+     parked, a second client signals them at --signal-rate per second, and
+     each handler's resumption is timed from its signal's send.
+
+Flags:
+
+	--jobs N
+		jobs per drain (default 5000)
+	--steps N
+		durable steps per job (default 5)
+	--rounds N
+		paired rounds (default 3)
+	--signals N
+		parked jobs to signal; 0 skips the signal phase (default 2000)
+	--signal-rate N
+		signals per second (default 1000)
+	--workers N
+		MaxWorkers of the queue (default 100)
+`+CommonUsage, "\n")
+}

@@ -1,0 +1,30 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// Durable returns the value the caller keeps for this run (the root
+// package's record of the run's durable steps), made by mk on the first
+// call. Every call of one run returns the same value.
+func (r *Run) Durable(mk func() any) any {
+	r.durableOnce.Do(func() { r.durable = mk() })
+	return r.durable
+}
+
+// Lease is the running job's lease.
+func (r *Run) Lease() backend.LeaseRef { return r.lease }
+
+// Backend is the store the run's job lives in.
+func (r *Run) Backend() backend.Backend { return r.be }
+
+// Parked tells the engine that the handler of lease ended its attempt
+// itself by a committed wait (backend.StepStore.JobWait): the outcome the
+// handler returns is expected to be rejected, and the producer of queue
+// looks again at due, when the job is due.
+func (e *Engine) Parked(lease backend.LeaseRef, queue string, due time.Time) {
+	e.running.markCompletedInTx(lease)
+	e.wakeAt(queue, due)
+}
