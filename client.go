@@ -20,6 +20,8 @@ type Client struct {
 	config  Config
 	engine  *engine.Engine
 	events  subscriptions
+	// feed tells Await and SubscribeAll of finished jobs (await.go).
+	feed finishFeed
 	// observers are cfg.Observers.
 	observers observers
 }
@@ -56,10 +58,14 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 	if fire := c.periodicService(keeper.Leading, keeper.Won()); fire != nil {
 		services = append(services, fire)
 	}
-	outcome := c.events.outcome
+	outcome := func(o engine.Outcome) {
+		c.feed.local(o)
+		c.events.outcome(o)
+	}
 	if len(c.observers) > 0 {
 		outcome = func(o engine.Outcome) {
 			c.observers.finished(o)
+			c.feed.local(o)
 			c.events.outcome(o)
 		}
 	}

@@ -1,0 +1,70 @@
+package shard
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// JobInsertDebounced inserts on the key's shard: under ByKey the shard of
+// the debounced key itself (never the job's flow key, which may differ
+// between inserts of one key), under ByQueue the queue's shard, so all
+// inserts of one key (and queue) meet on one store, which serialises them.
+// With a transaction, the key must belong on its shard (ErrWrongShard).
+func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounceParams) (*backend.JobDebounceResult, error) {
+	s := b.KeyShard(p.Key)
+	if b.opts.Placement == ByQueue {
+		s = b.QueueShard(p.Job.Queue)
+	}
+	tx, err := b.txOn(ctx, p.Tx, s)
+	if err != nil {
+		return nil, fmt.Errorf("insert debounced job: %w", err)
+	}
+	q := *p
+	q.Tx = tx
+	res, err := b.shards[s].JobInsertDebounced(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	out := *res
+	out.ID = global(res.ID, s)
+	return &out, nil
+}
+
+// JobFinishedSince merges the shards' lists; a shard that fails fails the
+// call.
+func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSinceParams) ([]*backend.FinishedJob, error) {
+	var mu sync.Mutex
+	var out []*backend.FinishedJob
+	err := b.some(b.all, func(s int) error {
+		jobs, err := b.shards[s].JobFinishedSince(ctx, p)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, j := range jobs {
+			j.ID = global(j.ID, s)
+			out = append(out, j)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list finished jobs: %w", err)
+	}
+	slices.SortFunc(out, func(a, c *backend.FinishedJob) int {
+		if n := a.FinalizedAt.Compare(c.FinalizedAt); n != 0 {
+			return n
+		}
+		return cmp.Compare(a.ID, c.ID)
+	})
+	limit := p.Limit
+	if limit <= 0 {
+		limit = backend.DefaultListLimit
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
