@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"sync"
@@ -114,12 +115,19 @@ func finalState(s JobState) bool {
 // awaits pays one atomic load per outcome.
 type finishFeed struct {
 	// active counts awaited jobs' waiters, read on every outcome.
-	active  atomic.Int32
-	mu      sync.Mutex
-	waiters map[int64]map[chan struct{}]struct{}
-	all     subscriptions
-	running bool
-	kick    chan struct{}
+	active atomic.Int32
+	// announcer is the store's FinishAnnouncer when Config.AnnounceFinishes
+	// asks for it, else nil.
+	announcer backend.FinishAnnouncer
+	// announce holds the ids to announce; announcing says a goroutine is
+	// announcing them.
+	announce   []int64
+	announcing bool
+	mu         sync.Mutex
+	waiters    map[int64]map[chan struct{}]struct{}
+	all        subscriptions
+	running    bool
+	kick       chan struct{}
 }
 
 // await registers a waiter for id and starts the loop if needed.
@@ -161,14 +169,73 @@ func (f *finishFeed) wakeLocked(id int64) {
 
 // local is told of every outcome this client's workers wrote.
 func (f *finishFeed) local(o engine.Outcome) {
-	if f.active.Load() == 0 {
+	if f.active.Load() == 0 && f.announcer == nil {
 		return
 	}
 	switch o.Result {
 	case engine.ResultCompleted, engine.ResultExhausted, engine.ResultDiscarded, engine.ResultCancelled:
 		f.mu.Lock()
 		f.wakeLocked(o.Finish.Lease.ID)
+		if f.announcer != nil {
+			f.announce = append(f.announce, o.Finish.Lease.ID)
+			if !f.announcing {
+				f.announcing = true
+				go f.announceLoop()
+			}
+		}
 		f.mu.Unlock()
+	}
+}
+
+// announceLoop announces the finished ids gathered while the last
+// announcement was out, one call per batch, until none is left: the ids
+// of outcomes written together go out together.
+func (f *finishFeed) announceLoop() {
+	for {
+		f.mu.Lock()
+		ids := f.announce
+		f.announce = nil
+		if len(ids) == 0 {
+			f.announcing = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A lost announcement delays awaiters until their next read.
+		_ = f.announcer.AnnounceFinished(ctx, ids)
+		cancel()
+	}
+}
+
+// listen runs the store's FinishNotifier, if it has one, while the feed
+// runs: ids it reports wake their waiters at once, and any report makes
+// the feed read (for subscribers, and for stores that report only a
+// change). It tries again a second after a failure.
+func (f *finishFeed) listen(ctx context.Context, n backend.FinishNotifier) {
+	for ctx.Err() == nil {
+		err := n.ListenFinished(ctx, func() {}, func(ids []int64) {
+			f.mu.Lock()
+			for _, id := range ids {
+				f.wakeLocked(id)
+			}
+			f.mu.Unlock()
+			if ids == nil || f.all.active() {
+				select {
+				case f.kick <- struct{}{}:
+				default:
+				}
+			}
+		})
+		if errors.Is(err, backend.ErrNoWakeUps) {
+			return
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
 	}
 }
 
@@ -194,6 +261,9 @@ func (f *finishFeed) startLocked(c *Client) {
 func (f *finishFeed) run(c *Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if n, ok := c.backend.(backend.FinishNotifier); ok {
+		go f.listen(ctx, n)
+	}
 	since := time.Now().Add(-feedOverlap)
 	seen := map[int64]time.Time{}
 	t := time.NewTimer(0)

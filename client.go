@@ -41,6 +41,9 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
 	c := &Client{backend: be, config: cfg, observers: observers(cfg.Observers)}
+	if a, ok := be.(backend.FinishAnnouncer); ok && cfg.AnnounceFinishes {
+		c.feed.announcer = a
+	}
 	hooks := c.observers.engine()
 	logger := cfg.Logger.With("spool_client", cfg.ClientID)
 	c.events.logger = logger

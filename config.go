@@ -67,6 +67,15 @@ type Config struct {
 	// (one indexed read, shared by all of them; none while nobody waits).
 	// Defaults to 50ms.
 	AwaitPoll time.Duration
+	// AnnounceFinishes makes this client tell the store's listeners, in
+	// every process, of the jobs its outcomes finished, once per batch of
+	// outcomes, where the store needs it (backend.FinishAnnouncer:
+	// PostgreSQL, by a NOTIFY on a channel of its own): set it on the
+	// clients that run jobs that other processes Await, so that those
+	// return within milliseconds rather than at their next read
+	// (AwaitPoll). It costs one statement per batch of outcomes; off, a
+	// finish costs nothing extra. Defaults to false.
+	AnnounceFinishes bool
 	// PollOnly disables push wake-ups (LISTEN/NOTIFY), for connection poolers
 	// in transaction mode. Defaults to false.
 	PollOnly bool

@@ -84,3 +84,25 @@ type FinishedJob struct {
 	State       State     `json:"state"`
 	FinalizedAt time.Time `json:"finalized_at"`
 }
+
+// FinishNotifier is an optional capability of a store that tells a client
+// soon after jobs finished in any process, so that Client.Await and
+// Client.SubscribeAll need not wait for their next read.
+type FinishNotifier interface {
+	// ListenFinished blocks, calling onFinish for every notification,
+	// until ctx ends or the store fails; the error says why it stopped. It
+	// calls ready once the subscription is in place. onFinish gets the ids
+	// of jobs that finished, or nil when the store only knows that
+	// something changed (read JobFinishedSince to learn what). Hints only:
+	// a missed one delays a waiter until its next read.
+	ListenFinished(ctx context.Context, ready func(), onFinish func(ids []int64)) error
+}
+
+// FinishAnnouncer is an optional capability of a store whose
+// ListenFinished hears finishes only when the finishing client announces
+// them (PostgreSQL's NOTIFY): a client with Config.AnnounceFinishes calls
+// AnnounceFinished with the ids of the jobs its outcomes finished, in
+// batches, after they were applied.
+type FinishAnnouncer interface {
+	AnnounceFinished(ctx context.Context, ids []int64) error
+}

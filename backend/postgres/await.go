@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -149,4 +150,74 @@ func (b *Backend) cleanupDebounce(ctx context.Context) error {
 		return fmt.Errorf("clean up debounced keys: %w", err)
 	}
 	return nil
+}
+
+// finishChannel is the channel of finish announcements: the wake-up
+// channel's name with ":finished", so that each schema has its own and
+// the wake-up channel's payloads stay as they are.
+func (b *Backend) finishChannel() string { return b.channel + ":finished" }
+
+// finishPayloadMax keeps each announcement's payload under NOTIFY's limit
+// of 8000 bytes.
+const finishPayloadMax = 7900
+
+// AnnounceFinished implements backend.FinishAnnouncer: one statement, one
+// NOTIFY per 7,900 bytes of comma-separated ids.
+func (b *Backend) AnnounceFinished(ctx context.Context, ids []int64) error {
+	var payloads []string
+	var sb strings.Builder
+	for _, id := range ids {
+		s := strconv.FormatInt(id, 10)
+		if sb.Len()+len(s)+1 > finishPayloadMax {
+			payloads = append(payloads, sb.String())
+			sb.Reset()
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(s)
+	}
+	if sb.Len() > 0 {
+		payloads = append(payloads, sb.String())
+	}
+	if len(payloads) == 0 {
+		return nil
+	}
+	if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, b.finishChannel(), payloads); err != nil {
+		return fmt.Errorf("announce finished jobs: %w", err)
+	}
+	return nil
+}
+
+// ListenFinished implements backend.FinishNotifier on a connection of its
+// own (as Listen's), hearing the announcements of clients with
+// Config.AnnounceFinishes.
+func (b *Backend) ListenFinished(ctx context.Context, ready func(), onFinish func(ids []int64)) error {
+	conn, err := b.listenConn(ctx)
+	if err != nil {
+		return fmt.Errorf("listen for finished jobs: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.finishChannel()}.Sanitize()); err != nil {
+		return fmt.Errorf("listen for finished jobs: %w", err)
+	}
+	ready()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("listen for finished jobs: %w", err)
+		}
+		var ids []int64
+		for _, s := range strings.Split(n.Payload, ",") {
+			if id, err := strconv.ParseInt(s, 10, 64); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			onFinish(ids)
+		}
+	}
 }

@@ -126,3 +126,18 @@ func cleanupDebounce(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// ListenFinished implements backend.FinishNotifier with the store's hub and
+// its watcher of the file's data version: every commit by another
+// connection (any process's finish among them) is reported, as a change to
+// read, within about 20 ms.
+func (b *Backend) ListenFinished(ctx context.Context, ready func(), onFinish func(ids []int64)) error {
+	return b.st.hub.Listen(ctx, func() {
+		b.st.startWatcher()
+		ready()
+	}, func(w backend.Wake) {
+		if w.CancelledID == 0 {
+			onFinish(nil)
+		}
+	})
+}
