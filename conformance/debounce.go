@@ -148,7 +148,7 @@ func testDebounceNewCycle(t *testing.T, h Harness) {
 	}
 }
 
-// testDebounceConcurrent: many goroutines in three handles insert one
+// testDebounceConcurrent: twelve goroutines in three handles insert one
 // debounced key while a worker runs its jobs: a read of the pending jobs
 // never finds two, every insert names a job that exists, and no job's run
 // time is past its creation plus the max wait.
@@ -170,8 +170,8 @@ func testDebounceConcurrent(t *testing.T, h Harness) {
 		newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)}),
 	}
 	const (
-		goroutines = 24
-		each       = 15
+		goroutines = 12
+		each       = 10
 		window     = 3 * time.Millisecond
 		maxWait    = 10 * time.Millisecond
 	)

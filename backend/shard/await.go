@@ -68,3 +68,70 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	}
 	return out, nil
 }
+
+// ListenFinished listens on every shard that is a backend.FinishNotifier,
+// reporting their ids as global ones; it is ready once all are, and ends
+// with the first that ends. With no such shard it returns ErrNoWakeUps.
+func (b *Backend) ListenFinished(ctx context.Context, ready func(), onFinish func(ids []int64)) error {
+	var shards []int
+	for s, be := range b.shards {
+		if _, ok := be.(backend.FinishNotifier); ok {
+			shards = append(shards, s)
+		}
+	}
+	if len(shards) == 0 {
+		return fmt.Errorf("listen for finished jobs: no shard notifies: %w", backend.ErrNoWakeUps)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var readyWG sync.WaitGroup
+	readyWG.Add(len(shards))
+	errs := make(chan error, len(shards))
+	for _, s := range shards {
+		n := b.shards[s].(backend.FinishNotifier)
+		go func() {
+			var once sync.Once
+			errs <- n.ListenFinished(ctx, func() { once.Do(readyWG.Done) }, func(ids []int64) {
+				if ids == nil {
+					onFinish(nil)
+					return
+				}
+				g := make([]int64, len(ids))
+				for i, id := range ids {
+					g[i] = global(id, s)
+				}
+				onFinish(g)
+			})
+			once.Do(readyWG.Done)
+		}()
+	}
+	go func() {
+		readyWG.Wait()
+		if ctx.Err() == nil {
+			ready()
+		}
+	}()
+	err := <-errs
+	cancel()
+	return err
+}
+
+// AnnounceFinished announces each shard's ids on that shard, where it is
+// a backend.FinishAnnouncer.
+func (b *Backend) AnnounceFinished(ctx context.Context, ids []int64) error {
+	byShard := map[int][]int64{}
+	for _, id := range ids {
+		if s, local, ok := b.split(id); ok {
+			byShard[s] = append(byShard[s], local)
+		}
+	}
+	var first error
+	for s, local := range byShard {
+		if a, ok := b.shards[s].(backend.FinishAnnouncer); ok {
+			if err := a.AnnounceFinished(ctx, local); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
