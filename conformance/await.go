@@ -23,8 +23,7 @@ func awaitWorkers(t *testing.T, be backend.Backend) {
 	}))
 	cfg := fastConfig(ws, 2)
 	cfg.LeaseDuration = time.Minute
-	cfg.PollInterval = time.Hour // wake-ups only: the jobs come from another handle
-	cfg.AnnounceFinishes = true  // where the store needs it (PostgreSQL)
+	cfg.AnnounceFinishes = true // where the store needs it (PostgreSQL)
 	start(t, newClient(t, be, cfg))
 }
 
