@@ -298,13 +298,15 @@ func (f *finishFeed) run(c *Client) {
 	}
 }
 
-// read reads the jobs finished at or after since, page by page, hands on
-// those not seen yet, and returns the latest finish time read (since when
-// none).
+// read reads the jobs finished after since, page by page (keyset on
+// finish time and id: one finish batch stamps many jobs with one time),
+// hands on those not seen yet, and returns the latest finish time read
+// (since when none).
 func (f *finishFeed) read(ctx context.Context, be backend.Backend, since time.Time, seen map[int64]time.Time) (time.Time, error) {
 	latest := since
+	p := &backend.JobFinishedSinceParams{Since: since, Limit: feedPage}
 	for {
-		jobs, err := be.JobFinishedSince(ctx, &backend.JobFinishedSinceParams{Since: since, Limit: feedPage})
+		jobs, err := be.JobFinishedSince(ctx, p)
 		if err != nil {
 			return latest, err
 		}
@@ -320,13 +322,17 @@ func (f *finishFeed) read(ctx context.Context, be backend.Backend, since time.Ti
 			}
 		}
 		f.mu.Unlock()
-		if len(jobs) > 0 && jobs[len(jobs)-1].FinalizedAt.After(latest) {
-			latest = jobs[len(jobs)-1].FinalizedAt
-		}
-		if len(jobs) < feedPage || !jobs[len(jobs)-1].FinalizedAt.After(since) {
+		if len(jobs) == 0 {
 			return latest, nil
 		}
-		since = jobs[len(jobs)-1].FinalizedAt
+		last := jobs[len(jobs)-1]
+		if last.FinalizedAt.After(latest) {
+			latest = last.FinalizedAt
+		}
+		if len(jobs) < feedPage {
+			return latest, nil
+		}
+		p.Since, p.AfterID = last.FinalizedAt, last.ID
 	}
 }
 

@@ -13,8 +13,11 @@ type Awaits interface {
 	// inserts of one key, from any process, are serialised by the store,
 	// so a key never gets a second pending job from an insert.
 	JobInsertDebounced(ctx context.Context, p *JobDebounceParams) (*JobDebounceResult, error)
-	// JobFinishedSince lists jobs that finished (their FinalizedAt) at or
-	// after Since, oldest first (by FinalizedAt, then id), at most Limit.
+	// JobFinishedSince lists jobs that finished (their FinalizedAt) after
+	// Since, or at Since with an id above AfterID, oldest first (by
+	// FinalizedAt, then id), at most Limit: the last job listed is the
+	// next call's Since and AfterID (one finish batch stamps many jobs
+	// with one time).
 	// Jobs deleted when they completed (DeleteCompleted) are not listed.
 	JobFinishedSince(ctx context.Context, p *JobFinishedSinceParams) ([]*FinishedJob, error)
 }
@@ -70,10 +73,18 @@ func DebounceFirstDelay(window, maxWait time.Duration) time.Duration {
 	return window
 }
 
-// JobFinishedSinceParams asks for the jobs finished at or after Since.
+// JobFinishedSinceParams asks for the jobs finished after (Since,
+// AfterID), in (FinalizedAt, id) order.
 type JobFinishedSinceParams struct {
-	Since time.Time
-	Limit int // 0: DefaultListLimit
+	Since   time.Time
+	AfterID int64
+	Limit   int // 0: DefaultListLimit
+}
+
+// After reports whether a job that finished at t with id comes after p's
+// (Since, AfterID), for stores that filter in Go.
+func (p *JobFinishedSinceParams) After(t time.Time, id int64) bool {
+	return t.After(p.Since) || (t.Equal(p.Since) && id > p.AfterID)
 }
 
 // FinishedJob is one finished job as JobFinishedSince lists it.

@@ -113,3 +113,70 @@ func testSubscribeAll(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testFinishedFeedPages: JobFinishedSince pages through jobs finished in
+// one batch (one finish time for all of them, on most stores) by finish
+// time and id, each job once, none skipped; a finish listed is final.
+func testFinishedFeedPages(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{Logger: quietLogger(t)})
+	ctx := context.Background()
+	before := time.Now().Add(-time.Minute)
+	params := make([]spool.InsertManyParams, 30)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: NoteArgs{N: i}, InsertOpts: &spool.InsertOpts{Queue: "feed"}}
+	}
+	if _, err := c.InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "feed", Max: 30, Lease: time.Minute, ClaimID: "t"})
+	if err != nil || len(rows) != 30 {
+		t.Fatalf("claim: %d jobs, %v; want 30", len(rows), err)
+	}
+	fins := make([]backend.JobFinish, len(rows))
+	for i, r := range rows {
+		fins[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+		if i%10 == 0 {
+			fins[i].Outcome = backend.OutcomeDiscard
+		}
+	}
+	if res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fins}); err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("finish: %+v, %v", res, err)
+	}
+	p := &backend.JobFinishedSinceParams{Since: before, Limit: 7}
+	seen := map[int64]bool{}
+	var last *backend.FinishedJob
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatalf("more than 10 pages of 7 for 30 jobs: the keyset does not advance (at %+v)", p)
+		}
+		jobs, err := be.JobFinishedSince(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if seen[j.ID] {
+				t.Fatalf("job %d listed twice", j.ID)
+			}
+			seen[j.ID] = true
+			if last != nil && (j.FinalizedAt.Before(last.FinalizedAt) || (j.FinalizedAt.Equal(last.FinalizedAt) && j.ID < last.ID)) {
+				t.Fatalf("job %d at %s listed after job %d at %s", j.ID, j.FinalizedAt, last.ID, last.FinalizedAt)
+			}
+			want := backend.StateCompleted
+			if fins[0].Lease.ID == j.ID || fins[10].Lease.ID == j.ID || fins[20].Lease.ID == j.ID {
+				want = backend.StateDiscarded
+			}
+			if j.State != want || j.Kind != "note" || j.Queue != "feed" {
+				t.Fatalf("listed %+v, want a %s note job of queue feed", j, want)
+			}
+			last = j
+		}
+		if len(jobs) < p.Limit {
+			break
+		}
+		p.Since, p.AfterID = last.FinalizedAt, last.ID
+	}
+	if len(seen) != 30 {
+		t.Fatalf("listed %d jobs, want the 30 finished", len(seen))
+	}
+}

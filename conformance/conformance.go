@@ -176,6 +176,7 @@ func Run(t *testing.T, h Harness) {
 		{"DebounceTx", testDebounceTx},
 		{"AwaitOtherProcess", testAwaitOtherProcess},
 		{"SubscribeAll", testSubscribeAll},
+		{"FinishedFeedPages", testFinishedFeedPages},
 		{"BulkActions", testBulkActions},
 		{"CancelReachesOtherProcess", testCancelReachesOtherProcess},
 		{"Events", testEvents},

@@ -79,7 +79,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	s.mu.Lock()
 	var out []*backend.FinishedJob
 	for _, j := range s.jobs {
-		if finished(j.State) && j.FinalizedAt != nil && !j.FinalizedAt.Before(p.Since) {
+		if finished(j.State) && j.FinalizedAt != nil && p.After(*j.FinalizedAt, j.ID) {
 			out = append(out, &backend.FinishedJob{ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State, FinalizedAt: *j.FinalizedAt})
 		}
 	}

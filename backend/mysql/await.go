@@ -35,7 +35,7 @@ WHERE started_at < UTC_TIMESTAMP(6) - INTERVAL 1 HOUR
   AND NOT EXISTS (SELECT 1 FROM {{db}}.spool_jobs j WHERE j.id = spool_debounce.job_id AND j.state IN ('available', 'scheduled', 'retryable'))`
 	jobRunAt      = `SELECT run_at FROM {{db}}.spool_jobs WHERE id = ?`
 	finishedSince = `SELECT id, queue, kind, state, finalized_at FROM {{db}}.spool_jobs
-WHERE finalized_at >= ? AND state IN ('completed', 'discarded', 'cancelled')
+WHERE finalized_at >= ? AND (finalized_at > ? OR id > ?) AND state IN ('completed', 'discarded', 'cancelled')
 ORDER BY finalized_at, id LIMIT ?`
 )
 
@@ -137,7 +137,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.db.QueryContext(ctx, b.awaitSQL(finishedSince), sqlTime(p.Since), limit)
+	rows, err := b.db.QueryContext(ctx, b.awaitSQL(finishedSince), sqlTime(p.Since), sqlTime(p.Since), p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list finished jobs: %w", err)
 	}

@@ -45,8 +45,8 @@ RETURNING j.run_at`
 WHERE d.started_at < now() - interval '1 hour'
   AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs j WHERE j.id = d.job_id AND j.state IN ('available', 'scheduled', 'retryable'))`
 	finishedSince = `SELECT id, queue, kind, state, finalized_at FROM {{s}}.spool_jobs
-WHERE finalized_at >= $1 AND state IN ('completed', 'discarded', 'cancelled')
-ORDER BY finalized_at, id LIMIT $2`
+WHERE finalized_at >= $1 AND (finalized_at > $1 OR id > $2) AND state IN ('completed', 'discarded', 'cancelled')
+ORDER BY finalized_at, id LIMIT $3`
 )
 
 func (b *Backend) awaitSQL(q string) string {
@@ -126,7 +126,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.pool.Query(ctx, b.awaitSQL(finishedSince), p.Since, limit)
+	rows, err := b.pool.Query(ctx, b.awaitSQL(finishedSince), p.Since, p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list finished jobs: %w", err)
 	}

@@ -41,7 +41,14 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	var mu sync.Mutex
 	var out []*backend.FinishedJob
 	err := b.some(b.all, func(s int) error {
-		jobs, err := b.shards[s].JobFinishedSince(ctx, p)
+		// The shard's jobs after (Since, AfterID) in global id order: a
+		// global id is local*MaxShards + s.
+		q := *p
+		q.AfterID = 0
+		if p.AfterID >= int64(s) {
+			q.AfterID = (p.AfterID - int64(s)) / MaxShards
+		}
+		jobs, err := b.shards[s].JobFinishedSince(ctx, &q)
 		mu.Lock()
 		defer mu.Unlock()
 		for _, j := range jobs {

@@ -29,8 +29,8 @@ RETURNING run_at`
 	debounceCleanup = `DELETE FROM spool_debounce WHERE started_at < ?1
   AND NOT EXISTS (SELECT 1 FROM spool_jobs j WHERE j.id = spool_debounce.job_id AND j.state IN ('available', 'scheduled', 'retryable'))`
 	finishedSince = `SELECT id, queue, kind, state, finalized_at FROM spool_jobs
-WHERE finalized_at >= ?1 AND state IN ('completed', 'discarded', 'cancelled')
-ORDER BY finalized_at, id LIMIT ?2`
+WHERE finalized_at >= ?1 AND (finalized_at > ?1 OR id > ?2) AND state IN ('completed', 'discarded', 'cancelled')
+ORDER BY finalized_at, id LIMIT ?3`
 )
 
 // JobInsertDebounced implements backend.Backend in one write transaction
@@ -96,7 +96,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.st.readers.QueryContext(ctx, finishedSince, p.Since.UnixMicro(), limit)
+	rows, err := b.st.readers.QueryContext(ctx, finishedSince, p.Since.UnixMicro(), p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list finished jobs: %w", err)
 	}
