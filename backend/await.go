@@ -41,12 +41,10 @@ type JobDebounceParams struct {
 	ReplaceArgs bool
 }
 
-// JobDebounceResult is the key's pending job after the insert: ID, its run
-// time by the store's clock, and whether the insert moved an existing job
-// (Debounced) rather than make one.
+// JobDebounceResult is the key's pending job after the insert, and whether
+// the insert moved an existing job (Debounced) rather than make one.
 type JobDebounceResult struct {
 	ID        int64
-	RunAt     time.Time
 	Debounced bool
 }
 

@@ -35,7 +35,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 		if p.ReplaceArgs {
 			j.Args = slices.Clone(p.Job.Args)
 		}
-		res := &backend.JobDebounceResult{ID: j.ID, RunAt: j.RunAt, Debounced: true}
+		res := &backend.JobDebounceResult{ID: j.ID, Debounced: true}
 		s.mu.Unlock()
 		return res, nil
 	}
@@ -52,7 +52,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 	} else {
 		s.inOpenTx[r] = true
 	}
-	res := &backend.JobDebounceResult{ID: r.ID, RunAt: r.RunAt}
+	res := &backend.JobDebounceResult{ID: r.ID}
 	s.mu.Unlock()
 	if tx != nil {
 		if err := tx.addInserts([]*backend.JobRow{r}); err != nil {

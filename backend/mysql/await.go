@@ -33,7 +33,6 @@ WHERE id = ?`
 	debounceCleanup = `DELETE FROM {{db}}.spool_debounce
 WHERE started_at < UTC_TIMESTAMP(6) - INTERVAL 1 HOUR
   AND NOT EXISTS (SELECT 1 FROM {{db}}.spool_jobs j WHERE j.id = spool_debounce.job_id AND j.state IN ('available', 'scheduled', 'retryable'))`
-	jobRunAt      = `SELECT run_at FROM {{db}}.spool_jobs WHERE id = ?`
 	finishedSince = `SELECT id, queue, kind, state, finalized_at FROM {{db}}.spool_jobs
 WHERE finalized_at >= ? AND (finalized_at > ? OR id > ?) AND state IN ('completed', 'discarded', 'cancelled')
 ORDER BY finalized_at, id LIMIT ?`
@@ -81,11 +80,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 				if _, err := db.ExecContext(ctx, b.awaitSQL(debounceMove), w, m, m, args, id); err != nil {
 					return fmt.Errorf("move job %d: %w", id, err)
 				}
-				r := &backend.JobDebounceResult{ID: id, Debounced: true}
-				if err := db.QueryRowContext(ctx, b.awaitSQL(jobRunAt), id).Scan(&r.RunAt); err != nil {
-					return fmt.Errorf("read job %d: %w", id, err)
-				}
-				res = r
+				res = &backend.JobDebounceResult{ID: id, Debounced: true}
 				return nil
 			case !errors.Is(err, sql.ErrNoRows):
 				return fmt.Errorf("find job %d: %w", cur.Int64, err)
@@ -98,11 +93,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 		if _, err := db.ExecContext(ctx, b.awaitSQL(debounceSet), id, p.Key); err != nil {
 			return fmt.Errorf("point key at job %d: %w", id, err)
 		}
-		r := &backend.JobDebounceResult{ID: id}
-		if err := db.QueryRowContext(ctx, b.awaitSQL(jobRunAt), id).Scan(&r.RunAt); err != nil {
-			return fmt.Errorf("read job %d: %w", id, err)
-		}
-		res = r
+		res = &backend.JobDebounceResult{ID: id}
 		return nil
 	}
 	if callerTx != nil {

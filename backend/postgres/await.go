@@ -36,7 +36,7 @@ UPDATE {{s}}.spool_jobs j SET run_at = cur.at,
   state = CASE WHEN j.state = 'available' AND cur.at > now() THEN 'scheduled'::{{s}}.spool_job_state ELSE j.state END,
   args = coalesce($4::jsonb, j.args)
 FROM cur WHERE j.id = cur.id
-RETURNING j.run_at`
+RETURNING j.id`
 	debounceSet = `UPDATE {{s}}.spool_debounce SET job_id = $2, started_at = now() WHERE key = $1`
 	// debounceCleanup deletes the rows of keys whose cycle began over an
 	// hour ago and whose job is no longer pending; a row an insert moved
@@ -69,7 +69,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 				args = p.Job.Args
 			}
 			r := &backend.JobDebounceResult{ID: *cur, Debounced: true}
-			err := tx.QueryRow(ctx, b.awaitSQL(debounceMove), *cur, micros(p.Window), micros(p.MaxWait), args).Scan(&r.RunAt)
+			err := tx.QueryRow(ctx, b.awaitSQL(debounceMove), *cur, micros(p.Window), micros(p.MaxWait), args).Scan(&r.ID)
 			if err == nil {
 				res = r
 				return nil
@@ -88,9 +88,6 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 		r := &backend.JobDebounceResult{ID: ins.IDs[0]}
 		if _, err := tx.Exec(ctx, b.awaitSQL(debounceSet), p.Key, r.ID); err != nil {
 			return fmt.Errorf("point key at job %d: %w", r.ID, err)
-		}
-		if err := tx.QueryRow(ctx, `SELECT run_at FROM `+pgx.Identifier{b.schema, "spool_jobs"}.Sanitize()+` WHERE id = $1`, r.ID).Scan(&r.RunAt); err != nil {
-			return fmt.Errorf("read job %d: %w", r.ID, err)
 		}
 		res = r
 		return nil

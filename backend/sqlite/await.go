@@ -24,7 +24,7 @@ ON CONFLICT (key) DO UPDATE SET key = excluded.key RETURNING job_id`
     THEN 'scheduled' ELSE state END,
   args = coalesce(?5, args)
 WHERE id = ?1 AND state IN ('available', 'scheduled', 'retryable')
-RETURNING run_at`
+RETURNING id`
 	debounceSet     = `UPDATE spool_debounce SET job_id = ?2, started_at = ?3 WHERE key = ?1`
 	debounceCleanup = `DELETE FROM spool_debounce WHERE started_at < ?1
   AND NOT EXISTS (SELECT 1 FROM spool_jobs j WHERE j.id = spool_debounce.job_id AND j.state IN ('available', 'scheduled', 'retryable'))`
@@ -53,10 +53,10 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 			if p.ReplaceArgs {
 				args = string(p.Job.Args)
 			}
-			var at int64
-			err := tx.QueryRowContext(ctx, debounceMove, cur.Int64, now, p.Window.Microseconds(), p.MaxWait.Microseconds(), args).Scan(&at)
+			var id int64
+			err := tx.QueryRowContext(ctx, debounceMove, cur.Int64, now, p.Window.Microseconds(), p.MaxWait.Microseconds(), args).Scan(&id)
 			if err == nil {
-				res = &backend.JobDebounceResult{ID: cur.Int64, RunAt: fromMicros(at), Debounced: true}
+				res = &backend.JobDebounceResult{ID: id, Debounced: true}
 				return nil
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
@@ -70,7 +70,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 		if err != nil {
 			return err
 		}
-		r := &backend.JobDebounceResult{RunAt: fromMicros(now + job.Delay.Microseconds())}
+		r := &backend.JobDebounceResult{}
 		if err := tx.QueryRowContext(ctx, c.query, c.args...).Scan(&r.ID); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}

@@ -22,3 +22,19 @@ func TestBenchAwait(t *testing.T) {
 		t.Errorf("--in-flight 0: exit %d, want 2 (%s)", r.Code, r.Stderr)
 	}
 }
+
+// TestBenchDebounce runs bench debounce briefly on PostgreSQL: both kinds
+// insert, in every round, and the scratch schema is dropped.
+func TestBenchDebounce(t *testing.T) {
+	var res debounceResult
+	benchJSON(t, &res, "debounce", "--clients", "2", "--keys", "5", "--duration", "200ms", "--rounds", "2")
+	if len(res.Modes) != 2 {
+		t.Fatalf("want 2 kinds, got %+v", res.Modes)
+	}
+	for _, m := range res.Modes {
+		if m.JobsPerS <= 0 || len(m.Runs) != 2 || m.Ratio <= 0 {
+			t.Errorf("%s: %v inserts/s over runs %v, ratio %v", m.Mode, m.JobsPerS, m.Runs, m.Ratio)
+		}
+	}
+	checkStoresDropped(t, res.Store)
+}
