@@ -60,11 +60,18 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 	}
 	var res *backend.JobDebounceResult
 	run := func(db DBTX) error {
-		if _, err := db.ExecContext(ctx, b.awaitSQL(debounceMake), p.Key); err != nil {
-			return fmt.Errorf("make key: %w", err)
-		}
+		// A key's row is locked by a locking read when it exists (a record
+		// lock); only a new key takes the upsert, whose locks on the index
+		// deadlock against concurrent upserts of neighbouring keys.
 		var cur sql.NullInt64
-		if err := db.QueryRowContext(ctx, b.awaitSQL(debounceLock), p.Key).Scan(&cur); err != nil {
+		err := db.QueryRowContext(ctx, b.awaitSQL(debounceLock), p.Key).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			if _, err := db.ExecContext(ctx, b.awaitSQL(debounceMake), p.Key); err != nil {
+				return fmt.Errorf("make key: %w", err)
+			}
+			err = db.QueryRowContext(ctx, b.awaitSQL(debounceLock), p.Key).Scan(&cur)
+		}
+		if err != nil {
 			return fmt.Errorf("lock key: %w", err)
 		}
 		if cur.Valid {
