@@ -104,6 +104,8 @@ const (
 	feedOverlap = time.Second
 	// feedPage is how many finished jobs one read returns.
 	feedPage = 1000
+	// feedLinger is how long the feed's loop outlives its last waiter.
+	feedLinger = 30 * time.Second
 )
 
 func finalState(s JobState) bool {
@@ -268,7 +270,7 @@ func (f *finishFeed) run(c *Client) {
 	seen := map[int64]time.Time{}
 	t := time.NewTimer(0)
 	defer t.Stop()
-	var warned time.Time
+	var warned, idleSince time.Time
 	for {
 		select {
 		case <-t.C:
@@ -276,11 +278,29 @@ func (f *finishFeed) run(c *Client) {
 		}
 		f.mu.Lock()
 		if f.idleLocked() {
-			f.running = false
+			// Nobody waits: no read. The loop (and the store's
+			// notification connection) stays a while for the next
+			// waiter, so that short awaits in a row do not each open one.
+			if idleSince.IsZero() {
+				idleSince = time.Now()
+			}
+			if time.Since(idleSince) >= feedLinger {
+				f.running = false
+				f.mu.Unlock()
+				return
+			}
 			f.mu.Unlock()
-			return
+			t.Reset(c.config.AwaitPoll)
+			continue
 		}
 		f.mu.Unlock()
+		if !idleSince.IsZero() {
+			// Finishes while nobody waited concern nobody: a waiter
+			// read its job itself after it registered.
+			idleSince = time.Time{}
+			since = time.Now().Add(-feedOverlap)
+			clear(seen)
+		}
 		latest, err := f.read(ctx, c.backend, since, seen)
 		if err != nil && time.Since(warned) > 10*time.Second {
 			warned = time.Now()
