@@ -174,6 +174,7 @@ func Run(t *testing.T, h Harness) {
 		{"DebounceNewCycle", testDebounceNewCycle},
 		{"DebounceConcurrentInserts", testDebounceConcurrent},
 		{"DebounceTx", testDebounceTx},
+		{"DebounceEarlierCycleRetry", testDebounceEarlierCycleRetry},
 		{"AwaitOtherProcess", testAwaitOtherProcess},
 		{"SubscribeAll", testSubscribeAll},
 		{"FinishedFeedPages", testFinishedFeedPages},

@@ -287,3 +287,44 @@ func testDebounceTx(t *testing.T, h Harness) {
 		t.Fatalf("%d jobs stored, want 1", n)
 	}
 }
+
+// testDebounceEarlierCycleRetry: a job of an earlier cycle that fails and
+// waits for its retry is pending beside the key's current job, as
+// docs/unique.md says, and takes no inserts: they move the current job.
+func testDebounceEarlierCycleRetry(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	started, release := make(chan int64, 1), make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
+		started <- j.ID
+		<-release
+		return errors.New("fails, to retry in an hour")
+	}))
+	cfg := fastConfig(ws, 1)
+	cfg.LeaseDuration = time.Minute
+	cfg.RetryPolicy = spool.ConstantRetryPolicy{Delay: time.Hour}
+	worker := newClient(t, be, cfg)
+	start(t, worker)
+	c := newClient(t, h.Reopen(t, be), &spool.Config{Logger: quietLogger(t)})
+	a := insertResult(t, c, NoteArgs{N: 1}, debounced("retry", 10*time.Millisecond, 0, false))
+	if id := recv(t, started, "the first cycle's job to start"); id != a.ID {
+		t.Fatalf("started job %d, want %d", id, a.ID)
+	}
+	b := insertResult(t, c, NoteArgs{N: 2}, debounced("retry", time.Hour, 0, false))
+	if b.Duplicate {
+		t.Fatalf("insert while the key's job runs: %+v, want a new job", b)
+	}
+	close(release)
+	waitState(t, be, a.ID, backend.StateRetryable)
+	again := insertResult(t, c, NoteArgs{N: 3}, debounced("retry", time.Hour, 0, false))
+	if !again.Duplicate || again.ID != b.ID {
+		t.Fatalf("insert after the earlier cycle's job failed: %+v, want job %d (the current one) moved", again, b.ID)
+	}
+	pending, err := pendingOfKind(context.Background(), be, "note")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 2 {
+		t.Fatalf("%d pending jobs, want the retrying job %d and the current %d", len(pending), a.ID, b.ID)
+	}
+}
