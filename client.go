@@ -20,6 +20,8 @@ type Client struct {
 	config  Config
 	engine  *engine.Engine
 	events  subscriptions
+	// feed tells Await and SubscribeAll of finished jobs (await.go).
+	feed finishFeed
 	// observers are cfg.Observers.
 	observers observers
 	// steps group-commits the step records of the client's jobs (step.go).
@@ -41,6 +43,9 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
 	c := &Client{backend: be, config: cfg, observers: observers(cfg.Observers)}
+	if a, ok := be.(backend.FinishAnnouncer); ok && cfg.AnnounceFinishes {
+		c.feed.announcer = a
+	}
 	hooks := c.observers.engine()
 	logger := cfg.Logger.With("spool_client", cfg.ClientID)
 	c.events.logger = logger
@@ -58,10 +63,14 @@ func NewClient(be backend.Backend, config *Config) (*Client, error) {
 	if fire := c.periodicService(keeper.Leading, keeper.Won()); fire != nil {
 		services = append(services, fire)
 	}
-	outcome := c.events.outcome
+	outcome := func(o engine.Outcome) {
+		c.feed.local(o)
+		c.events.outcome(o)
+	}
 	if len(c.observers) > 0 {
 		outcome = func(o engine.Outcome) {
 			c.observers.finished(o)
+			c.feed.local(o)
 			c.events.outcome(o)
 		}
 	}

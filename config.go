@@ -62,6 +62,20 @@ type Config struct {
 	// this process frees a slot first: slots freed in other processes and
 	// rate tokens are found this way. Defaults to 50ms.
 	FlowPollInterval time.Duration
+	// AwaitPoll is how often a client that has an Await or a SubscribeAll
+	// waiting reads the jobs finished in every process since its last read
+	// (one indexed read, shared by all of them; none while nobody waits).
+	// Defaults to 50ms.
+	AwaitPoll time.Duration
+	// AnnounceFinishes makes this client tell the store's listeners, in
+	// every process, of the jobs its outcomes finished, once per batch of
+	// outcomes, where the store needs it (backend.FinishAnnouncer:
+	// PostgreSQL, by a NOTIFY on a channel of its own): set it on the
+	// clients that run jobs that other processes Await, so that those
+	// return within milliseconds rather than at their next read
+	// (AwaitPoll). It costs one statement per batch of outcomes; off, a
+	// finish costs nothing extra. Defaults to false.
+	AnnounceFinishes bool
 	// PollOnly disables push wake-ups (LISTEN/NOTIFY), for connection poolers
 	// in transaction mode. Defaults to false.
 	PollOnly bool
@@ -137,6 +151,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.LeaseDuration, 30*time.Second)
 	def(&c.PollInterval, time.Second)
 	def(&c.FlowPollInterval, 50*time.Millisecond)
+	def(&c.AwaitPoll, 50*time.Millisecond)
 	def(&c.RescueInterval, c.LeaseDuration/3)
 	if c.CompletionBatchMax == 0 {
 		c.CompletionBatchMax = 2000
@@ -163,6 +178,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("PollInterval %s is below 1ms", c.PollInterval)
 	case c.FlowPollInterval < time.Millisecond:
 		return bad("FlowPollInterval %s is below 1ms", c.FlowPollInterval)
+	case c.AwaitPoll < time.Millisecond:
+		return bad("AwaitPoll %s is below 1ms", c.AwaitPoll)
 	case c.RescueInterval < 0 || c.CleanupInterval < 0:
 		return bad("negative RescueInterval or CleanupInterval")
 	case c.CompletionDelay < 0:

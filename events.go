@@ -113,6 +113,12 @@ func (c *Client) Subscribe(kinds ...EventKind) (<-chan *Event, func()) {
 func (s *subscriptions) emit(e *Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.emitLocked(e)
+}
+
+// emitLocked is emit with the lock that guards subs held (s.mu, or the
+// finish feed's for its subscriptions).
+func (s *subscriptions) emitLocked(e *Event) {
 	for sub := range s.subs {
 		if sub.kinds != nil && !sub.kinds[e.Kind] {
 			continue

@@ -223,15 +223,23 @@ func (c *Client) insertRows(ctx context.Context, tx any, params []InsertManyPara
 // writeRows validates all jobs, writes them, and wakes local producers.
 func (c *Client) writeRows(ctx context.Context, tx any, params []InsertManyParams, noIDs bool) ([]*backend.JobInsertParams, *backend.JobInsertManyResult, error) {
 	rows := make([]*backend.JobInsertParams, len(params))
+	var deb *backend.JobDebounceParams
 	for i, p := range params {
-		row, err := c.buildInsert(p.Args, p.InsertOpts)
+		row, d, err := c.buildInsert(p.Args, p.InsertOpts)
+		if err == nil && d != nil && len(params) > 1 {
+			err = invalid("unique", nil, "a debounced job is inserted alone, not in a call of %d jobs", len(params))
+		}
 		if err != nil {
 			if len(params) > 1 {
 				return nil, nil, fmt.Errorf("insert jobs: job %d: %w", i, err)
 			}
 			return nil, nil, fmt.Errorf("insert job: %w", err)
 		}
-		rows[i] = row
+		rows[i], deb = row, d
+	}
+	if deb != nil {
+		res, err := c.insertDebounced(ctx, tx, deb)
+		return rows, res, err
 	}
 	send, repeats := foldRepeatedKeys(rows)
 	res, err := c.jobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: send, NoIDs: noIDs && repeats == nil})
@@ -339,16 +347,17 @@ func unfoldRepeatedKeys(res *backend.JobInsertManyResult, repeats []int) *backen
 }
 
 // buildInsert merges options and validates one job.
-func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsertParams, error) {
+// deb is not nil for a debounced job (UniqueOpts.Debounce).
+func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (row *backend.JobInsertParams, deb *backend.JobDebounceParams, err error) {
 	if args == nil {
-		return nil, invalid("args", nil, "args are nil")
+		return nil, nil, invalid("args", nil, "args are nil")
 	}
 	kind := args.Kind()
 	if err := ValidateKind(kind); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c.config.Workers != nil && !c.config.AllowUnknownKinds && !c.config.Workers.has(kind) {
-		return nil, invalid("kind", ErrUnknownKind, "no worker registered for kind %q (set Config.AllowUnknownKinds to insert it anyway)", kind)
+		return nil, nil, invalid("kind", ErrUnknownKind, "no worker registered for kind %q (set Config.AllowUnknownKinds to insert it anyway)", kind)
 	}
 	o := InsertOpts{}
 	if withOpts, ok := args.(JobArgsWithInsertOpts); ok {
@@ -359,56 +368,56 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 	}
 	encoded, err := json.Marshal(args)
 	if err != nil {
-		return nil, invalid("args", fmt.Errorf("%w: %v", ErrArgsEncode, err), "cannot encode args of kind %q: %v", kind, err)
+		return nil, nil, invalid("args", fmt.Errorf("%w: %v", ErrArgsEncode, err), "cannot encode args of kind %q: %v", kind, err)
 	}
 	if len(encoded) > c.config.MaxArgsBytes {
-		return nil, invalid("args", ErrArgsTooLarge, "args of kind %q encode to %d bytes, over the limit of %d", kind, len(encoded), c.config.MaxArgsBytes)
+		return nil, nil, invalid("args", ErrArgsTooLarge, "args of kind %q encode to %d bytes, over the limit of %d", kind, len(encoded), c.config.MaxArgsBytes)
 	}
 	if why := checkArgsStorable(args, encoded); why != "" {
-		return nil, invalid("args", ErrArgsUnstorable, "args of kind %q %s", kind, why)
+		return nil, nil, invalid("args", ErrArgsUnstorable, "args of kind %q %s", kind, why)
 	}
 	if o.Queue == "" {
 		o.Queue = DefaultQueue
 	}
 	if err := ValidateQueueName(o.Queue); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if o.Priority < MinPriority || o.Priority > MaxPriority {
-		return nil, invalid("priority", nil, "priority %d is out of range %d..%d", o.Priority, MinPriority, MaxPriority)
+		return nil, nil, invalid("priority", nil, "priority %d is out of range %d..%d", o.Priority, MinPriority, MaxPriority)
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempt
 	}
 	if o.MaxAttempts < 1 || o.MaxAttempts > MaxMaxAttempts {
-		return nil, invalid("max_attempts", nil, "max attempts %d is out of range 1..%d", o.MaxAttempts, MaxMaxAttempts)
+		return nil, nil, invalid("max_attempts", nil, "max attempts %d is out of range 1..%d", o.MaxAttempts, MaxMaxAttempts)
 	}
 	if len(o.Tags) > MaxTags {
-		return nil, invalid("tags", nil, "%d tags, at most %d allowed", len(o.Tags), MaxTags)
+		return nil, nil, invalid("tags", nil, "%d tags, at most %d allowed", len(o.Tags), MaxTags)
 	}
 	for _, t := range o.Tags {
 		if !validTag(t) {
-			return nil, invalid("tags", nil, "tag %q must be 1 to 64 of a-z A-Z 0-9 _ . : -", t)
+			return nil, nil, invalid("tags", nil, "tag %q must be 1 to 64 of a-z A-Z 0-9 _ . : -", t)
 		}
 	}
 	var meta json.RawMessage
 	if len(o.Metadata) > 0 {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(o.Metadata, &obj); err != nil || obj == nil {
-			return nil, invalid("metadata", nil, "metadata must be a JSON object")
+			return nil, nil, invalid("metadata", nil, "metadata must be a JSON object")
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, o.Metadata); err != nil {
-			return nil, invalid("metadata", nil, "metadata must be a JSON object")
+			return nil, nil, invalid("metadata", nil, "metadata must be a JSON object")
 		}
 		meta = buf.Bytes()
 		if why := checkStorableJSON(meta); why != "" {
-			return nil, invalid("metadata", nil, "metadata must not %s", why)
+			return nil, nil, invalid("metadata", nil, "metadata must not %s", why)
 		}
 	}
 	if o.Delay < 0 {
-		return nil, invalid("run_at", nil, "delay %s is negative: a job runs at the earliest now", o.Delay)
+		return nil, nil, invalid("run_at", nil, "delay %s is negative: a job runs at the earliest now", o.Delay)
 	}
-	row := &backend.JobInsertParams{
+	row = &backend.JobInsertParams{
 		Queue:       o.Queue,
 		Kind:        kind,
 		Args:        encoded,
@@ -420,7 +429,7 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 	}
 	if !o.RunAt.IsZero() {
 		if err := checkRunAt(o.RunAt); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		at := o.RunAt
 		row.RunAt = &at
@@ -433,7 +442,7 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 	}
 	if o.FlowKey != "" {
 		if err := checkFlowKey(o.FlowKey); err != nil {
-			return nil, invalid("flow_key", nil, "%v", err)
+			return nil, nil, invalid("flow_key", nil, "%v", err)
 		}
 		row.FlowKey = o.FlowKey
 	}
@@ -443,10 +452,20 @@ func (c *Client) buildInsert(args JobArgs, opts *InsertOpts) (*backend.JobInsert
 			at = *row.RunAt
 		}
 		if row.UniqueKey, row.UniqueStates, err = uniqueKey(o.Unique, kind, o.Queue, encoded, at); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if deb, err = debounceParams(o.Unique, row.UniqueKey, &o); err != nil {
+			return nil, nil, err
+		}
+		if deb != nil {
+			// The debounce table holds the key, not the unique index: a
+			// running job and the next cycle's pending one share it.
+			row.UniqueKey, row.UniqueStates = "", 0
+			row.Delay = backend.DebounceFirstDelay(deb.Window, deb.MaxWait)
+			deb.Job = row
 		}
 	}
-	return row, nil
+	return row, deb, nil
 }
 
 func mergeOpts(base, over InsertOpts) InsertOpts {

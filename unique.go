@@ -2,10 +2,12 @@ package spool
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -40,6 +42,49 @@ type UniqueOpts struct {
 	// completed: a completed job keeps its key until retention removes it,
 	// while a cancelled or discarded one frees it.
 	States []JobState
+	// Debounce, when set, makes the key a debounced one (trailing edge):
+	// an insert that finds the key's job still pending (available,
+	// scheduled or retryable) inserts nothing and moves that job's run time
+	// to now plus Window, never beyond its first insert plus MaxWait; an
+	// insert that finds it running (or finished) starts a new cycle with a
+	// new job, which runs Window after it. States must be nil, and RunAt
+	// and Delay zero, with Debounce; a debounced job is inserted alone (not
+	// within an InsertMany of several jobs). docs/unique.md#debounce.
+	Debounce *DebounceOpts
+}
+
+// DebounceOpts are the settings of a debounced unique key.
+type DebounceOpts struct {
+	// Window is how long after the last insert the job runs (> 0).
+	Window time.Duration
+	// MaxWait bounds how far the inserts of one cycle can push it: the job
+	// runs at the latest MaxWait after the cycle's first insert, however
+	// often inserts come. Zero means no bound (a steady stream of inserts
+	// then keeps the job waiting).
+	MaxWait time.Duration
+	// ReplaceArgs makes each insert replace the pending job's args with its
+	// own, so the job runs with the last args; otherwise it keeps the first.
+	ReplaceArgs bool
+}
+
+// debounceParams checks u.Debounce and returns what the backend needs,
+// with key the job's unique key; nil when u has no Debounce.
+func debounceParams(u *UniqueOpts, key string, o *InsertOpts) (*backend.JobDebounceParams, error) {
+	d := u.Debounce
+	if d == nil {
+		return nil, nil
+	}
+	switch {
+	case d.Window <= 0:
+		return nil, invalid("unique", nil, "debounce window %s must be positive", d.Window)
+	case d.MaxWait < 0:
+		return nil, invalid("unique", nil, "debounce max wait %s is negative", d.MaxWait)
+	case u.States != nil:
+		return nil, invalid("unique", nil, "unique States do not apply to a debounced key: it is held by its pending job only")
+	case !o.RunAt.IsZero() || o.Delay != 0:
+		return nil, invalid("run_at", nil, "a debounced job takes no RunAt or Delay: it runs Window after the last insert")
+	}
+	return &backend.JobDebounceParams{Key: key, Window: d.Window, MaxWait: d.MaxWait, ReplaceArgs: d.ReplaceArgs}, nil
 }
 
 // UniqueKeyMaxBytes limits UniqueOpts.Key.
@@ -140,3 +185,26 @@ func canonicalArgs(args json.RawMessage, fields []string) ([]byte, error) {
 }
 
 var errArgsNotObject = errors.New("ArgsFields need args that encode to a JSON object")
+
+// insertDebounced writes one debounced job (its row is p.Job) and reports
+// it as JobInsertMany would: a duplicate when an insert moved the key's
+// pending job instead of making one.
+func (c *Client) insertDebounced(ctx context.Context, tx any, p *backend.JobDebounceParams) (*backend.JobInsertManyResult, error) {
+	p.Tx = tx
+	r, err := c.backend.JobInsertDebounced(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("insert debounced job: %w", err)
+	}
+	res := &backend.JobInsertManyResult{IDs: []int64{r.ID}}
+	if r.Debounced {
+		res.Duplicates = []bool{true}
+		return res, nil
+	}
+	res.Count = 1
+	rows := []*backend.JobInsertParams{p.Job}
+	if tx == nil {
+		c.engine.WakeInserted(rows)
+	}
+	c.observers.inserted(rows)
+	return res, nil
+}

@@ -626,6 +626,7 @@ func (v SchemaVersion) Check() error {
 
 // Backend is a job store. Implementations are safe for concurrent use.
 type Backend interface {
+	Awaits // debounced inserts and the finished-job feed (await.go)
 	// Name is the backend's short name ("postgres").
 	Name() string
 	// Migrate brings the store's schema to the newest version this backend

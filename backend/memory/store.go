@@ -25,6 +25,8 @@ type store struct {
 	// inserts) and its state is in its UniqueStates.
 	unique   map[string]*backend.JobRow
 	inOpenTx map[*backend.JobRow]bool
+	// debounce maps a debounced key to its current job (await.go).
+	debounce map[string]*backend.JobRow
 	// rates is the stored rate state (GCRA arrival times) by queue and
 	// flow key.
 	rates map[[2]string]time.Time

@@ -71,7 +71,7 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 	if err != nil {
 		return n, fmt.Errorf("clean up rate states: %w", err)
 	}
-	return n, nil
+	return n, b.cleanupDebounce(ctx)
 }
 
 // cleanupJobs deletes up to max finished jobs past their retention.

@@ -60,6 +60,9 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 		if _, err := b.pool.Exec(ctx, b.sql.flow.pruneRates); err != nil {
 			return n, fmt.Errorf("clean up rate states: %w", err)
 		}
+		if err := b.cleanupDebounce(ctx); err != nil {
+			return n, err
+		}
 	}
 	return n, nil
 }

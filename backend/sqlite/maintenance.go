@@ -61,7 +61,7 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 		if _, err := tx.ExecContext(ctx, stmt.flowPruneRates, nowMicros()-time.Hour.Microseconds()); err != nil {
 			return fmt.Errorf("clean up rate states: %w", err)
 		}
-		return nil
+		return cleanupDebounce(ctx, tx)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("clean up jobs: %w", err)

@@ -40,6 +40,9 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	uniqueQueue := fs.Bool("unique-queue", false, "the unique key includes the queue")
 	uniquePeriod := fs.Duration("unique-period", 0, "the unique key includes the period the run time falls in")
 	fs.Var(&uniqueStates, "unique-state", "finished state in which a job keeps its key (repeatable)")
+	debounce := fs.Duration("debounce", 0, "debounce the unique key: run this long after the last insert")
+	debounceMax := fs.Duration("debounce-max", 0, "with --debounce, run at the latest this long after a cycle's first insert")
+	debounceReplace := fs.Bool("debounce-replace", false, "with --debounce, each insert replaces the pending job's args")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
@@ -99,6 +102,10 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 	if opts.Unique, err = uniqueFlags(*uniqueKey, *uniqueArgs, uniqueFields, *uniqueQueue, *uniquePeriod, uniqueStates, set); err != nil {
 		return err
 	}
+	if opts.Unique, err = debounceFlags(opts, *debounce, *debounceMax, *debounceReplace, set); err != nil {
+		return err
+	}
+	debounced := opts.Unique != nil && opts.Unique.Debounce != nil
 
 	client, closeClient, err := openClient(ctx, c.m, *dbURL)
 	if err != nil {
@@ -115,7 +122,12 @@ func (c *EnqueueCommand) Run(ctx context.Context, args []string) error {
 			Kind      string `json:"kind"`
 			Queue     string `json:"queue"`
 			Duplicate bool   `json:"duplicate"`
-		}{res.ID, res.Kind, res.Queue, res.Duplicate})
+			Debounced bool   `json:"debounced,omitempty"`
+		}{res.ID, res.Kind, res.Queue, res.Duplicate, debounced && res.Duplicate})
+	}
+	if res.Duplicate && debounced {
+		fmt.Fprintln(c.m.Stdout, res.ID, "debounced")
+		return nil
 	}
 	if res.Duplicate {
 		fmt.Fprintln(c.m.Stdout, res.ID, "duplicate")
@@ -150,6 +162,33 @@ func uniqueFlags(key string, byArgs bool, fields []string, byQueue bool, period 
 			}
 		}
 	}
+	return u, nil
+}
+
+// debounceFlags adds the --debounce* flags to opts.Unique (made of the
+// kind alone when no --unique-* flag is given) and returns it.
+func debounceFlags(opts *spool.InsertOpts, window, maxWait time.Duration, replace bool, set map[string]bool) (*spool.UniqueOpts, error) {
+	if !set["debounce"] {
+		if set["debounce-max"] || set["debounce-replace"] {
+			return nil, cli.Usagef("enqueue", "--debounce-max and --debounce-replace need --debounce")
+		}
+		return opts.Unique, nil
+	}
+	switch {
+	case window <= 0:
+		return nil, cli.Usagef("enqueue", "--debounce must be positive, like 2s")
+	case maxWait < 0 || (set["debounce-max"] && maxWait == 0):
+		return nil, cli.Usagef("enqueue", "--debounce-max must be positive, like 10s")
+	case set["unique-state"]:
+		return nil, cli.Usagef("enqueue", "--unique-state does not apply to a debounced key")
+	case set["delay"] || set["run-at"]:
+		return nil, cli.Usagef("enqueue", "--delay and --run-at do not apply with --debounce: the job runs --debounce after the last insert")
+	}
+	u := opts.Unique
+	if u == nil {
+		u = &spool.UniqueOpts{}
+	}
+	u.Debounce = &spool.DebounceOpts{Window: window, MaxWait: maxWait, ReplaceArgs: replace}
 	return u, nil
 }
 
@@ -254,9 +293,20 @@ Flags:
 		keeps its key; repeat for more. Default: completed only. Pending
 		and running jobs always hold their key. Any --unique-* flag makes
 		the job unique; see docs/unique.md
+	--debounce DURATION
+		debounce the unique key (the kind alone without --unique-*
+		flags): the job runs DURATION after the last insert; an insert
+		while the key's job is pending moves it and prints its id followed
+		by "debounced"; one while it runs makes the next job. See
+		docs/unique.md#debounce
+	--debounce-max DURATION
+		with --debounce, the job runs at the latest DURATION after the
+		first insert of its cycle, however often inserts come
+	--debounce-replace
+		with --debounce, each insert replaces the pending job's args
 	--json
 		print {"id": …, "kind": …, "queue": …, "duplicate": …} instead of
-		the bare id
+		the bare id ("debounced": true when an insert moved a pending job)
 	--database-url URL
 		database (default $SPOOL_DATABASE_URL)
 `, "\n")
