@@ -189,6 +189,7 @@ func Run(t *testing.T, h Harness) {
 		{"FlowRateStatesPruned", testFlowRateStatesPruned},
 	}
 	tests = append(tests, inputEdgeTests()...)
+	tests = append(tests, workflowTests()...)
 	known := map[string]bool{}
 	for _, tc := range tests {
 		known[tc.name] = true
