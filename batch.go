@@ -80,7 +80,7 @@ func (c *Client) insertBatch(ctx context.Context, tx any, opts BatchOpts, member
 		}
 		*cb.out = row
 	}
-	res, err := c.wf().BatchInsert(ctx, p)
+	res, err := c.backend.BatchInsert(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("insert batch: %w", err)
 	}
@@ -107,7 +107,7 @@ func (c *Client) batchAdd(ctx context.Context, tx any, id int64, members []Inser
 	if err != nil {
 		return nil, fmt.Errorf("add to batch %d: %w", id, err)
 	}
-	res, err := c.wf().BatchAdd(ctx, &backend.BatchAddParams{Tx: tx, ID: id, Jobs: rows})
+	res, err := c.backend.BatchAdd(ctx, &backend.BatchAddParams{Tx: tx, ID: id, Jobs: rows})
 	if err != nil {
 		return nil, err
 	}
@@ -125,25 +125,25 @@ var ErrBatchNotFound = backend.ErrBatchNotFound
 // callbacks run once every member is final (at once if they all are).
 // Sealing a sealed batch changes nothing.
 func (c *Client) BatchSeal(ctx context.Context, id int64) (*Batch, error) {
-	return c.wf().BatchSeal(ctx, id)
+	return c.backend.BatchSeal(ctx, id)
 }
 
 // Batch returns a batch's progress: members by final state and its
 // callbacks.
 func (c *Client) Batch(ctx context.Context, id int64) (*Batch, error) {
-	return c.wf().BatchGet(ctx, id)
+	return c.backend.BatchGet(ctx, id)
 }
 
 // Batches lists batches, newest first, limit at a time (0: 100) before the
 // id beforeID (0: from the newest).
 func (c *Client) Batches(ctx context.Context, beforeID int64, limit int) ([]*Batch, error) {
-	return c.wf().BatchList(ctx, &backend.BatchListParams{BeforeID: beforeID, Limit: limit})
+	return c.backend.BatchList(ctx, &backend.BatchListParams{BeforeID: beforeID, Limit: limit})
 }
 
 // BatchMembers lists a batch's members in id order, limit at a time (0:
 // 100) after the id afterID.
 func (c *Client) BatchMembers(ctx context.Context, id, afterID int64, limit int) ([]*JobRow, error) {
-	return c.wf().BatchMembers(ctx, &backend.BatchMembersParams{ID: id, AfterID: afterID, Limit: limit})
+	return c.backend.BatchMembers(ctx, &backend.BatchMembersParams{ID: id, AfterID: afterID, Limit: limit})
 }
 
 // buildMembers validates members as InsertMany does.

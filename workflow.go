@@ -158,7 +158,7 @@ func (c *Client) insertWorkflow(ctx context.Context, tx any, w *Workflow) (*Work
 		return nil, fmt.Errorf("insert workflow: %w", err)
 	}
 	p.Tx = tx
-	res, err := c.wf().WorkflowInsert(ctx, p)
+	res, err := c.backend.WorkflowInsert(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("insert workflow %q: %w", w.name, err)
 	}
@@ -295,20 +295,20 @@ type WorkflowDetail = backend.WorkflowDetail
 // Workflow returns a workflow with its tasks and edges, or an error
 // matching ErrWorkflowNotFound.
 func (c *Client) Workflow(ctx context.Context, id int64) (*WorkflowDetail, error) {
-	return c.wf().WorkflowGet(ctx, id)
+	return c.backend.WorkflowGet(ctx, id)
 }
 
 // Workflows lists workflows, newest first, limit at a time (0: 100) before
 // the id beforeID (0: from the newest).
 func (c *Client) Workflows(ctx context.Context, beforeID int64, limit int) ([]*WorkflowSummary, error) {
-	return c.wf().WorkflowList(ctx, &backend.WorkflowListParams{BeforeID: beforeID, Limit: limit})
+	return c.backend.WorkflowList(ctx, &backend.WorkflowListParams{BeforeID: beforeID, Limit: limit})
 }
 
 // WorkflowCancel cancels every task of a workflow that is not finished
 // (waiting, pending or running; running handlers are stopped as by
 // JobCancel) and returns how many it cancelled.
 func (c *Client) WorkflowCancel(ctx context.Context, id int64) (int, error) {
-	return c.wf().WorkflowCancel(ctx, id)
+	return c.backend.WorkflowCancel(ctx, id)
 }
 
 // DependencyOutput decodes the output recorded by the dependency named task
@@ -352,20 +352,9 @@ func DependencyOutputs(ctx context.Context) ([]DependencyState, error) {
 	if !ok {
 		return nil, fmt.Errorf("dependency outputs: %w", ErrNotInJob)
 	}
-	deps, err := c.wf().JobDependencies(ctx, run.ID())
+	deps, err := c.backend.JobDependencies(ctx, run.ID())
 	if err != nil {
 		return nil, fmt.Errorf("dependency outputs of job %d: %w", run.ID(), err)
 	}
 	return deps, nil
-}
-
-// ErrNoWorkflows: the client's store keeps no workflows or batches.
-var ErrNoWorkflows = backend.ErrNoWorkflows
-
-// wf returns the store's WorkflowStore, or one that answers ErrNoWorkflows.
-func (c *Client) wf() backend.WorkflowStore {
-	if ws, err := backend.Workflows(c.backend); err == nil {
-		return ws
-	}
-	return backend.NoWorkflows{}
 }

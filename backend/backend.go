@@ -727,6 +727,8 @@ type Backend interface {
 
 	// Close releases resources the backend opened itself.
 	Close() error
+
+	WorkflowStore
 }
 
 // Wake is a push notification from the store: jobs became runnable in Queue

@@ -32,17 +32,6 @@ var ErrBatchSealed = errors.New("batch is sealed")
 // ErrBatchNotFound means no batch has the given id.
 var ErrBatchNotFound = errors.New("batch not found")
 
-// ErrNoWorkflows means the store does not implement WorkflowStore.
-var ErrNoWorkflows = errors.New("this store keeps no workflows or batches")
-
-// Workflows returns be's WorkflowStore, or ErrNoWorkflows.
-func Workflows(be Backend) (WorkflowStore, error) {
-	if ws, ok := be.(WorkflowStore); ok {
-		return ws, nil
-	}
-	return nil, ErrNoWorkflows
-}
-
 // ErrWorkflowNotFound means no workflow has the given id.
 var ErrWorkflowNotFound = errors.New("workflow not found")
 
@@ -220,7 +209,7 @@ type BatchMembersParams struct {
 }
 
 // WorkflowStore is the part of a store that keeps workflows and batches
-// (an optional capability while not every store has it; see Workflows):
+// (every Backend embeds it):
 // jobs that wait (StateWaiting) for other jobs, and the writes that end the
 // wait. Its invariants, on every store:
 //   - No claim reads a waiting job.
@@ -264,36 +253,4 @@ type WorkflowStore interface {
 // IsFinal reports whether s is a final state.
 func (s State) IsFinal() bool {
 	return s == StateCompleted || s == StateDiscarded || s == StateCancelled
-}
-
-// NoWorkflows is a WorkflowStore that answers every call with
-// ErrNoWorkflows: what a client uses for a store without workflows.
-type NoWorkflows struct{}
-
-func (NoWorkflows) WorkflowInsert(context.Context, *WorkflowInsertParams) (*WorkflowInsertResult, error) {
-	return nil, ErrNoWorkflows
-}
-func (NoWorkflows) WorkflowGet(context.Context, int64) (*WorkflowDetail, error) {
-	return nil, ErrNoWorkflows
-}
-func (NoWorkflows) WorkflowList(context.Context, *WorkflowListParams) ([]*WorkflowSummary, error) {
-	return nil, ErrNoWorkflows
-}
-func (NoWorkflows) WorkflowCancel(context.Context, int64) (int, error) { return 0, ErrNoWorkflows }
-func (NoWorkflows) JobDependencies(context.Context, int64) ([]DependencyOutput, error) {
-	return nil, ErrNoWorkflows
-}
-func (NoWorkflows) BatchInsert(context.Context, *BatchInsertParams) (*BatchInsertResult, error) {
-	return nil, ErrNoWorkflows
-}
-func (NoWorkflows) BatchAdd(context.Context, *BatchAddParams) (*JobInsertManyResult, error) {
-	return nil, ErrNoWorkflows
-}
-func (NoWorkflows) BatchSeal(context.Context, int64) (*Batch, error) { return nil, ErrNoWorkflows }
-func (NoWorkflows) BatchGet(context.Context, int64) (*Batch, error)  { return nil, ErrNoWorkflows }
-func (NoWorkflows) BatchList(context.Context, *BatchListParams) ([]*Batch, error) {
-	return nil, ErrNoWorkflows
-}
-func (NoWorkflows) BatchMembers(context.Context, *BatchMembersParams) ([]*JobRow, error) {
-	return nil, ErrNoWorkflows
 }

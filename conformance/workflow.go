@@ -62,6 +62,20 @@ func states(t *testing.T, be backend.Backend, ids map[string]int64) map[string]b
 	return out
 }
 
+// dumpOnFailure logs the tasks' rows when t fails.
+func dumpOnFailure(t *testing.T, be backend.Backend, ids map[string]int64) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for name, id := range ids {
+			if j, err := be.JobGet(context.Background(), id); err == nil {
+				t.Logf("task %q: job %d %s deps_left %d wait %q has_dependents %v run_at %s errors %v", name, id, j.State, j.DepsLeft, j.WaitKind, j.HasDependents, j.RunAt, j.Errors)
+			}
+		}
+	})
+}
+
 func wantStates(t *testing.T, be backend.Backend, ids map[string]int64, want map[string]backend.State) {
 	t.Helper()
 	got := states(t, be, ids)
@@ -173,6 +187,7 @@ func testWorkflowDiamond(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dumpOnFailure(t, be, res.Tasks)
 	r := recv(t, got, "the join task")
 	if r.err != nil {
 		t.Fatal(r.err)

@@ -545,4 +545,5 @@ func (b *Backend) BatchMembers(ctx context.Context, p *backend.BatchMembersParam
 	}
 	return out, nil
 }
+
 var _ backend.WorkflowStore = (*Backend)(nil)

@@ -109,6 +109,13 @@ func (b *Backend) changeJobAfter(ctx context.Context, op, query string, id int64
 		if err == nil && n == 0 {
 			return &stateError{state: j.State}
 		}
+		if err == nil && j.HasDependents && j.State.IsFinal() {
+			// A cancelled job with dependents settles them in its
+			// transaction.
+			if err = b.settle(ctx, tx, []int64{id}); err == nil {
+				j.HasDependents = false
+			}
+		}
 		return err
 	})
 	var se *stateError

@@ -14,8 +14,27 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// JobFinishMany implements backend.Backend.
+// JobFinishMany implements backend.Backend. The plain statements leave
+// jobs with dependents alone; the finishes they rejected go to
+// finishDependents, which writes those jobs' outcomes and settles their
+// dependents in one transaction (workflow.go).
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	res, err := b.finishMany(ctx, p)
+	if err != nil || len(res.Rejected) == 0 {
+		return res, err
+	}
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	if res.Rejected, err = b.finishDependents(ctx, db, p.Finishes, res.Rejected); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", ownWriteError(p.Tx == nil, err))
+	}
+	return res, nil
+}
+
+// finishMany writes outcomes through the plain statements.
+func (b *Backend) finishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	db, err := b.dbtx(p.Tx)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)

@@ -36,15 +36,6 @@ func (b *Backend) placeGroup(tx backend.Tx, first *backend.JobInsertParams) (int
 	return placed[0], nil
 }
 
-// wfOf returns a shard's WorkflowStore; a shard without one answers every
-// call with backend.ErrNoWorkflows.
-func wfOf(be backend.Backend) backend.WorkflowStore {
-	if ws, err := backend.Workflows(be); err == nil {
-		return ws
-	}
-	return backend.NoWorkflows{}
-}
-
 func globalIDs(ids []int64, s int) []int64 {
 	for i, id := range ids {
 		ids[i] = global(id, s)
@@ -68,7 +59,7 @@ func (b *Backend) WorkflowInsert(ctx context.Context, p *backend.WorkflowInsertP
 	}
 	q := *p
 	q.Tx = tx
-	res, err := wfOf(b.shards[s]).WorkflowInsert(ctx, &q)
+	res, err := b.shards[s].WorkflowInsert(ctx, &q)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +84,7 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 	if !ok {
 		return nil, fmt.Errorf("get workflow %d: %w", id, backend.ErrWorkflowNotFound)
 	}
-	d, err := wfOf(b.shards[s]).WorkflowGet(ctx, local)
+	d, err := b.shards[s].WorkflowGet(ctx, local)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %d: %w", id, err)
 	}
@@ -113,7 +104,7 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 			}
 			q.BeforeID = l
 		}
-		ws, err := wfOf(be).WorkflowList(ctx, &q)
+		ws, err := be.WorkflowList(ctx, &q)
 		if err != nil {
 			return nil, fmt.Errorf("list workflows: shard %d: %w", s, err)
 		}
@@ -136,7 +127,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("cancel workflow %d: %w", id, backend.ErrWorkflowNotFound)
 	}
-	n, err := wfOf(b.shards[s]).WorkflowCancel(ctx, local)
+	n, err := b.shards[s].WorkflowCancel(ctx, local)
 	if err != nil {
 		return 0, fmt.Errorf("workflow %d: %w", id, err)
 	}
@@ -149,7 +140,7 @@ func (b *Backend) JobDependencies(ctx context.Context, id int64) ([]backend.Depe
 	if err != nil {
 		return nil, err
 	}
-	deps, err := wfOf(b.shards[s]).JobDependencies(ctx, local)
+	deps, err := b.shards[s].JobDependencies(ctx, local)
 	if err != nil {
 		return nil, rewriteIDs(err, local, id)
 	}
@@ -190,7 +181,7 @@ func (b *Backend) BatchInsert(ctx context.Context, p *backend.BatchInsertParams)
 	}
 	q := *p
 	q.Tx = tx
-	res, err := wfOf(b.shards[s]).BatchInsert(ctx, &q)
+	res, err := b.shards[s].BatchInsert(ctx, &q)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +200,7 @@ func (b *Backend) BatchAdd(ctx context.Context, p *backend.BatchAddParams) (*bac
 	if err != nil {
 		return nil, fmt.Errorf("add to batch %d: %w", p.ID, err)
 	}
-	res, err := wfOf(b.shards[s]).BatchAdd(ctx, &backend.BatchAddParams{Tx: tx, ID: local, Jobs: p.Jobs})
+	res, err := b.shards[s].BatchAdd(ctx, &backend.BatchAddParams{Tx: tx, ID: local, Jobs: p.Jobs})
 	if err != nil {
 		return nil, fmt.Errorf("batch %d: %w", p.ID, err)
 	}
@@ -223,7 +214,7 @@ func (b *Backend) BatchSeal(ctx context.Context, id int64) (*backend.Batch, erro
 	if !ok {
 		return nil, fmt.Errorf("seal batch %d: %w", id, backend.ErrBatchNotFound)
 	}
-	bt, err := wfOf(b.shards[s]).BatchSeal(ctx, local)
+	bt, err := b.shards[s].BatchSeal(ctx, local)
 	if err != nil {
 		return nil, fmt.Errorf("batch %d: %w", id, err)
 	}
@@ -236,7 +227,7 @@ func (b *Backend) BatchGet(ctx context.Context, id int64) (*backend.Batch, error
 	if !ok {
 		return nil, fmt.Errorf("get batch %d: %w", id, backend.ErrBatchNotFound)
 	}
-	bt, err := wfOf(b.shards[s]).BatchGet(ctx, local)
+	bt, err := b.shards[s].BatchGet(ctx, local)
 	if err != nil {
 		return nil, fmt.Errorf("batch %d: %w", id, err)
 	}
@@ -255,7 +246,7 @@ func (b *Backend) BatchList(ctx context.Context, p *backend.BatchListParams) ([]
 			}
 			q.BeforeID = l
 		}
-		bs, err := wfOf(be).BatchList(ctx, &q)
+		bs, err := be.BatchList(ctx, &q)
 		if err != nil {
 			return nil, fmt.Errorf("list batches: shard %d: %w", s, err)
 		}
@@ -277,10 +268,11 @@ func (b *Backend) BatchMembers(ctx context.Context, p *backend.BatchMembersParam
 	if !ok {
 		return nil, fmt.Errorf("list members of batch %d: %w", p.ID, backend.ErrBatchNotFound)
 	}
-	rows, err := wfOf(b.shards[s]).BatchMembers(ctx, &backend.BatchMembersParams{ID: local, AfterID: localAfter(p.AfterID, s), Limit: p.Limit})
+	rows, err := b.shards[s].BatchMembers(ctx, &backend.BatchMembersParams{ID: local, AfterID: localAfter(p.AfterID, s), Limit: p.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("batch %d: %w", p.ID, err)
 	}
 	return globalRows(rows, s), nil
 }
+
 var _ backend.WorkflowStore = (*Backend)(nil)
