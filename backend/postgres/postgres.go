@@ -177,6 +177,7 @@ type Backend struct {
 	floors        claimFloors
 	small         smallClaims // which queues' next claims are small
 	placed        placedJobs  // the running jobs claimed in place
+	dependents    placedJobs  // the running jobs claimed with dependents (workflow.go)
 	wake          string
 	waker         *waker // WakeAfterCommit's sender
 	// claimTx is the settings statement of a claim's transaction: the

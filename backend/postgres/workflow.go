@@ -44,16 +44,20 @@ RETURNING id, state::text, coalesce(batch_id, 0)`,
 	// Dependents are locked in id order first, so that two finishes
 	// settling parents with shared dependents wait for each other instead
 	// of deadlocking. A released dependent is due from now at the latest,
-	// so it lands above every claim floor.
+	// so it lands above every claim floor. Each parent's edges and each
+	// dependent are read by index (the LATERAL with OFFSET 0, the
+	// id arrays): joined to the input as the planner first chose, every
+	// settle read the whole edge table (220 µs of server time a task in a
+	// drain of 100-wide workflows).
 	"settleChildren": `
 WITH p AS (SELECT * FROM unnest($1::bigint[], $2::boolean[]) AS t(id, ok)),
-e AS (
+e AS MATERIALIZED (
   SELECT d.child_id AS cid, count(*)::integer AS n, bool_or(NOT p.ok AND d.on_fail = 0) AS fail
-  FROM {{s}}.spool_deps d JOIN p ON d.parent_id = p.id
+  FROM p CROSS JOIN LATERAL (SELECT child_id, on_fail FROM {{s}}.spool_deps WHERE parent_id = p.id OFFSET 0) d
   GROUP BY d.child_id
 ),
 locked AS MATERIALIZED (
-  SELECT c.id FROM {{s}}.spool_jobs c WHERE c.id IN (SELECT cid FROM e) AND c.state = 'waiting'
+  SELECT c.id FROM {{s}}.spool_jobs c WHERE c.id = ANY (ARRAY(SELECT cid FROM e)) AND c.state = 'waiting'
   ORDER BY c.id FOR UPDATE
 )
 UPDATE {{s}}.spool_jobs c SET
@@ -66,8 +70,8 @@ UPDATE {{s}}.spool_jobs c SET
   errors = CASE WHEN e.fail THEN coalesce(c.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
     'attempt', c.attempt, 'at', now(), 'error', 'cancelled: a dependency ended discarded or cancelled'))
     ELSE c.errors END
-FROM e, locked
-WHERE c.id = e.cid AND c.id = locked.id
+FROM e
+WHERE c.id = ANY (ARRAY(SELECT id FROM locked)) AND c.id = e.cid
 RETURNING c.id, c.state::text, c.queue, c.priority, c.run_at`,
 	"batchCount": `
 UPDATE {{s}}.spool_batches SET completed = completed + $2, discarded = discarded + $3, cancelled = cancelled + $4
