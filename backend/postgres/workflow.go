@@ -31,11 +31,14 @@ UPDATE {{s}}.spool_jobs j SET
   attempt = CASE WHEN i.outcome IN (3, 6) THEN j.attempt - 1 ELSE j.attempt END,
   finalized_at = CASE WHEN i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt >= j.max_attempts) THEN now() END,
   leased_until = NULL, leased_by = NULL,
+  -- A final job is settled by this transaction (finishDependents): its
+  -- flag goes here, in the same row version.
+  has_dependents = NOT (i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt >= j.max_attempts)),
   errors = CASE WHEN i.err IS NULL THEN j.errors
     ELSE coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(i.err || jsonb_build_object('at', now())) END
 FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[]) AS i(id, fence, outcome, delay_us, err)
 WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running' AND j.has_dependents
-RETURNING j.id, j.fence, j.state::text, j.queue, j.priority, j.run_at`,
+RETURNING j.id, j.fence, j.state::text, j.queue, j.priority, j.run_at, coalesce(j.batch_id, 0)`,
 	// Settling: parents lose their flag once, so each is settled once.
 	"settleParents": `
 UPDATE {{s}}.spool_jobs SET has_dependents = false
@@ -248,21 +251,22 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 		if err != nil {
 			return err
 		}
-		var settle []int64
+		var set finals
 		for rows.Next() {
 			var (
 				l            backend.LeaseRef
 				state, queue string
 				k            claimKey
+				batch        int64
 			)
-			if err := rows.Scan(&l.ID, &l.Fence, &state, &queue, &k.priority, &k.runAt); err != nil {
+			if err := rows.Scan(&l.ID, &l.Fence, &state, &queue, &k.priority, &k.runAt, &batch); err != nil {
 				rows.Close()
 				return err
 			}
 			done = append(done, l)
 			switch s := backend.State(state); {
 			case s.IsFinal():
-				settle = append(settle, l.ID)
+				set.add(l.ID, s, batch)
 			case s == backend.StateAvailable:
 				k.id = l.ID
 				wake.note(queue, k)
@@ -272,7 +276,11 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return b.settle(ctx, tx, settle, &wake)
+		next, err := b.settleFinals(ctx, tx, &set, &wake)
+		if err != nil {
+			return err
+		}
+		return b.settle(ctx, tx, next, &wake)
 	})
 	if err != nil {
 		return nil, err
@@ -293,6 +301,41 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 	return left, nil
 }
 
+// finals are jobs that became final and lost their has_dependents flag
+// in the settling transaction: each with whether it completed, and the
+// counts of its batch members by final state.
+type finals struct {
+	parents []int64
+	oks     []bool
+	order   []int64 // batches, in first-seen order
+	counts  map[int64]*[3]int
+}
+
+// add notes job id, final in state s, member of batch (0: none).
+func (f *finals) add(id int64, s backend.State, batch int64) {
+	f.parents, f.oks = append(f.parents, id), append(f.oks, s == backend.StateCompleted)
+	if batch == 0 {
+		return
+	}
+	if f.counts == nil {
+		f.counts = map[int64]*[3]int{}
+	}
+	c := f.counts[batch]
+	if c == nil {
+		c = &[3]int{}
+		f.counts[batch] = c
+		f.order = append(f.order, batch)
+	}
+	switch s {
+	case backend.StateCompleted:
+		c[0]++
+	case backend.StateDiscarded:
+		c[1]++
+	default:
+		c[2]++
+	}
+}
+
 // settle writes, in tx, the final states of the jobs ids that have
 // dependents (others are skipped) to what waits for them, noting the jobs
 // it makes available in wake.
@@ -302,12 +345,7 @@ func (b *Backend) settle(ctx context.Context, tx DBTX, ids []int64, wake *queueK
 		if err != nil {
 			return fmt.Errorf("settle dependents: %w", err)
 		}
-		var (
-			parents []int64
-			oks     []bool
-			order   []int64
-		)
-		counts := map[int64]*[3]int{}
+		var set finals
 		for rows.Next() {
 			var (
 				id, batch int64
@@ -317,67 +355,60 @@ func (b *Backend) settle(ctx context.Context, tx DBTX, ids []int64, wake *queueK
 				rows.Close()
 				return fmt.Errorf("settle dependents: %w", err)
 			}
-			parents, oks = append(parents, id), append(oks, backend.State(state) == backend.StateCompleted)
-			if batch != 0 {
-				c := counts[batch]
-				if c == nil {
-					c = &[3]int{}
-					counts[batch] = c
-					order = append(order, batch)
-				}
-				switch backend.State(state) {
-				case backend.StateCompleted:
-					c[0]++
-				case backend.StateDiscarded:
-					c[1]++
-				default:
-					c[2]++
-				}
-			}
+			set.add(id, backend.State(state), batch)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("settle dependents: %w", err)
 		}
-		ids = nil
-		if len(parents) == 0 {
-			return nil
-		}
-		rows, err = tx.Query(ctx, b.wfq("settleChildren"), parents, oks)
-		if err != nil {
-			return fmt.Errorf("settle dependents: %w", err)
-		}
-		for rows.Next() {
-			var (
-				k            claimKey
-				state, queue string
-			)
-			if err := rows.Scan(&k.id, &state, &queue, &k.priority, &k.runAt); err != nil {
-				rows.Close()
-				return fmt.Errorf("settle dependents: %w", err)
-			}
-			switch backend.State(state) {
-			case backend.StateCancelled:
-				ids = append(ids, k.id)
-			case backend.StateAvailable:
-				wake.note(queue, k)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("settle dependents: %w", err)
-		}
-		for _, id := range order {
-			c := counts[id]
-			if _, err := tx.Exec(ctx, b.wfq("batchCount"), id, c[0], c[1], c[2]); err != nil {
-				return fmt.Errorf("count batch %d: %w", id, err)
-			}
-			if err := b.finishBatch(ctx, tx, id, wake); err != nil {
-				return err
-			}
+		if ids, err = b.settleFinals(ctx, tx, &set, wake); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// settleFinals settles the dependents of the jobs of set, whose flags are
+// cleared, and returns the dependents it cancelled, to settle in turn.
+func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *queueKeys) ([]int64, error) {
+	if len(set.parents) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, b.wfq("settleChildren"), set.parents, set.oks)
+	if err != nil {
+		return nil, fmt.Errorf("settle dependents: %w", err)
+	}
+	var next []int64
+	for rows.Next() {
+		var (
+			k            claimKey
+			state, queue string
+		)
+		if err := rows.Scan(&k.id, &state, &queue, &k.priority, &k.runAt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("settle dependents: %w", err)
+		}
+		switch backend.State(state) {
+		case backend.StateCancelled:
+			next = append(next, k.id)
+		case backend.StateAvailable:
+			wake.note(queue, k)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("settle dependents: %w", err)
+	}
+	for _, id := range set.order {
+		c := set.counts[id]
+		if _, err := tx.Exec(ctx, b.wfq("batchCount"), id, c[0], c[1], c[2]); err != nil {
+			return nil, fmt.Errorf("count batch %d: %w", id, err)
+		}
+		if err := b.finishBatch(ctx, tx, id, wake); err != nil {
+			return nil, err
+		}
+	}
+	return next, nil
 }
 
 // finishBatch finishes batch id once it is sealed and every member is
