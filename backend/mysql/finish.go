@@ -34,8 +34,10 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	fs := slices.Clone(p.Finishes)
 	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return cmpID(a.Lease.ID, b.Lease.ID) })
 	var rejected []backend.LeaseRef
+	ctx, rq := withReleased(ctx)
 	run := func(db DBTX) error {
 		var ferr error
+		clear(rq.queues)
 		rejected, ferr = b.finish(ctx, db, fs, p.DeleteCompleted)
 		return ferr
 	}
@@ -46,6 +48,9 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	}
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	if callerTx == nil {
+		b.announce(rq) // in a caller's transaction, the poll finds them
 	}
 	return &backend.JobFinishManyResult{Rejected: rejected}, nil
 }

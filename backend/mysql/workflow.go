@@ -178,6 +178,8 @@ WHERE id IN `)+inList(cancel)); err != nil {
 }
 
 // release makes waiting jobs pending (their run_at kept, or now if later).
+// Their queues are noted in ctx's releasedQueues, if any, to be announced
+// after the commit: Listen watches new ids, which a released job is not.
 func (b *Backend) release(ctx context.Context, tx DBTX, ids []int64) error {
 	_, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET deps_left = 0, wait_kind = NULL,
   state = IF(run_at > UTC_TIMESTAMP(6), 'scheduled', 'available')
@@ -185,7 +187,42 @@ WHERE state = 'waiting' AND id IN `)+inList(ids))
 	if err != nil {
 		return fmt.Errorf("release waiting jobs: %w", err)
 	}
+	if rq, ok := ctx.Value(releasedKey{}).(*releasedQueues); ok {
+		rows, err := tx.QueryContext(ctx, b.wf(`SELECT DISTINCT queue FROM {{db}}.spool_jobs WHERE id IN `)+inList(ids))
+		if err != nil {
+			return fmt.Errorf("release waiting jobs: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var q string
+			if err := rows.Scan(&q); err != nil {
+				return fmt.Errorf("release waiting jobs: %w", err)
+			}
+			rq.queues[q] = struct{}{}
+		}
+		return rows.Err()
+	}
 	return nil
+}
+
+// releasedKey carries a *releasedQueues in a context.
+type releasedKey struct{}
+
+// releasedQueues collects the queues of jobs a transaction released.
+type releasedQueues struct{ queues map[string]struct{} }
+
+// withReleased returns ctx collecting released queues, and the collector.
+func withReleased(ctx context.Context) (context.Context, *releasedQueues) {
+	rq := &releasedQueues{queues: map[string]struct{}{}}
+	return context.WithValue(ctx, releasedKey{}, rq), rq
+}
+
+// announce wakes this process's listeners for the queues of rq (after the
+// commit that released them); other processes find them by their poll.
+func (b *Backend) announce(rq *releasedQueues) {
+	if len(rq.queues) > 0 {
+		b.released.PublishQueues(rq.queues)
+	}
 }
 
 // finishBatch finishes batch id if it is sealed and every member is final,
@@ -652,6 +689,8 @@ func scanBatch(row scanner) (*backend.Batch, error) {
 // BatchSeal implements backend.WorkflowStore.
 func (b *Backend) BatchSeal(ctx context.Context, id int64) (*backend.Batch, error) {
 	var bt *backend.Batch
+	ctx, rq := withReleased(ctx)
+	defer b.announce(rq)
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_batches SET sealed = 1 WHERE id = ?`), id)
 		if err != nil {
