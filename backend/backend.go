@@ -690,7 +690,8 @@ type Backend interface {
 	// JobCancel returns ErrNotFound or ErrInvalidState (already finished).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
 	// JobDelete deletes a job and returns it as it was; ErrNotFound, or
-	// ErrInvalidState for a running job (cancel it first).
+	// ErrInvalidState for a running or waiting job (cancel it first), or
+	// one that other jobs wait for (cancel it, or its workflow).
 	JobDelete(ctx context.Context, p *JobDeleteParams) (*JobRow, error)
 	// JobThroughput counts finished jobs by interval (the dashboard's
 	// chart); it reads the index of finished jobs by finish time.

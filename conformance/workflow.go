@@ -331,6 +331,13 @@ func testWorkflowFailurePolicy(t *testing.T, h Harness) {
 	if _, err := c.JobRetry(ctx, res2.Tasks["y"]); !errors.Is(err, spool.ErrInvalidState) {
 		t.Fatalf("retry of a waiting task: %v, want ErrInvalidState", err)
 	}
+	// Deleting a task that others wait for, or a waiting one, is refused:
+	// its dependents would wait forever.
+	for _, name := range []string{"x", "y"} {
+		if _, err := c.JobDelete(ctx, res2.Tasks[name]); !errors.Is(err, spool.ErrInvalidState) {
+			t.Fatalf("delete of task %s: %v, want ErrInvalidState", name, err)
+		}
+	}
 	// Cancelling a task by id settles its dependents too.
 	if _, err := c.JobCancel(ctx, res2.Tasks["x"]); err != nil {
 		t.Fatal(err)

@@ -127,7 +127,7 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 // JobDelete implements backend.Backend.
 func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
 	j, err := b.change(p.ID, func(j *backend.JobRow, t time.Time) bool {
-		if j.State == backend.StateRunning || j.State == backend.StateWaiting {
+		if j.State == backend.StateRunning || j.State == backend.StateWaiting || j.HasDependents {
 			return false
 		}
 		delete(b.s.jobs, j.ID)
