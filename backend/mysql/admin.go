@@ -140,7 +140,8 @@ func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*b
 		if j, err = scanJob(tx.QueryRowContext(ctx, b.sql.getForUpdate, p.ID)); err != nil {
 			return err
 		}
-		if j.State == backend.StateRunning {
+		if j.State == backend.StateRunning || j.State == backend.StateWaiting || j.HasDependents {
+			// A job others wait for stays: they would wait forever.
 			return &stateError{state: j.State}
 		}
 		_, err = tx.ExecContext(ctx, b.sql.deleteJob, p.ID)
