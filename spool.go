@@ -62,6 +62,7 @@ type AttemptError = backend.AttemptError
 
 // Job states, re-exported from package backend.
 const (
+	JobStateWaiting   = backend.StateWaiting
 	JobStateAvailable = backend.StateAvailable
 	JobStateScheduled = backend.StateScheduled
 	JobStateRetryable = backend.StateRetryable

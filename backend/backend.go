@@ -57,8 +57,12 @@ var (
 type State string
 
 // Job states. Available, Scheduled and Retryable are pending: a claim takes a
-// pending job once its RunAt has come.
+// pending job once its RunAt has come. Waiting is not pending: a waiting job
+// waits for something other than time (WaitKind names it), no claim ever
+// reads it, and it leaves the state only in the transaction that causes it
+// (the finish of its last dependency, a batch becoming final).
 const (
+	StateWaiting   State = "waiting"
 	StateAvailable State = "available"
 	StateScheduled State = "scheduled"
 	StateRetryable State = "retryable"
@@ -69,7 +73,13 @@ const (
 )
 
 // AllStates lists every state in lifecycle order.
-var AllStates = []State{StateAvailable, StateScheduled, StateRetryable, StateRunning, StateCompleted, StateDiscarded, StateCancelled}
+var AllStates = []State{StateWaiting, StateAvailable, StateScheduled, StateRetryable, StateRunning, StateCompleted, StateDiscarded, StateCancelled}
+
+// uniqueBitStates are the states a UniqueStates set has a bit for, bit 0
+// first. Waiting has none: a job with a unique key never waits (the client
+// refuses one), so the stored sets (and the stores' unique indexes) keep
+// the seven bits they had.
+var uniqueBitStates = []State{StateAvailable, StateScheduled, StateRetryable, StateRunning, StateCompleted, StateDiscarded, StateCancelled}
 
 // Valid reports whether s is one of the defined states.
 func (s State) Valid() bool {
@@ -81,8 +91,8 @@ func (s State) Valid() bool {
 	return false
 }
 
-// UniqueStates is a set of states, one bit per state in AllStates order
-// (bit 0 is available). A unique job holds its key while its state is in its
+// UniqueStates is a set of states, one bit per state from available to
+// cancelled in lifecycle order (bit 0 is available; waiting has no bit). A unique job holds its key while its state is in its
 // set.
 type UniqueStates uint8
 
@@ -90,7 +100,7 @@ type UniqueStates uint8
 func UniqueStatesOf(states ...State) UniqueStates {
 	var u UniqueStates
 	for _, s := range states {
-		for i, v := range AllStates {
+		for i, v := range uniqueBitStates {
 			if s == v {
 				u |= 1 << i
 			}
@@ -106,7 +116,7 @@ var UniqueStatesRequired = UniqueStatesOf(StateAvailable, StateScheduled, StateR
 
 // Has reports whether s is in u.
 func (u UniqueStates) Has(s State) bool {
-	for i, v := range AllStates {
+	for i, v := range uniqueBitStates {
 		if s == v {
 			return u&(1<<i) != 0
 		}
@@ -117,7 +127,7 @@ func (u UniqueStates) Has(s State) bool {
 // States lists the states of u in lifecycle order.
 func (u UniqueStates) States() []State {
 	var out []State
-	for i, v := range AllStates {
+	for i, v := range uniqueBitStates {
 		if u&(1<<i) != 0 {
 			out = append(out, v)
 		}
@@ -197,6 +207,20 @@ type JobRow struct {
 	// FlowKey is the job's flow key (empty for none): the key its queue's
 	// flow rules (per-key limits, rates, order, fair share) count it under.
 	FlowKey string `json:"flow_key,omitempty"`
+	// WaitKind is what a waiting job waits for (WaitDeps), empty otherwise.
+	WaitKind string `json:"wait_kind,omitempty"`
+	// DepsLeft counts a waiting task's dependencies not final yet (or, for
+	// a batch callback, 1 until the batch is final).
+	DepsLeft int `json:"deps_left,omitempty"`
+	// HasDependents marks a job whose final state others wait for (a
+	// workflow task with dependents, a batch member) until its finish has
+	// settled them.
+	HasDependents bool `json:"has_dependents,omitempty"`
+	// WorkflowID and WorkflowTask name the workflow task the job is (0 and
+	// empty for none); BatchID the batch it is a member of (0: none).
+	WorkflowID   int64  `json:"workflow_id,omitempty"`
+	WorkflowTask string `json:"workflow_task,omitempty"`
+	BatchID      int64  `json:"batch_id,omitempty"`
 }
 
 // Lease returns the job's current lease reference.
@@ -470,11 +494,12 @@ type BulkAction uint8
 // left alone, so running one twice changes nothing the second time.
 const (
 	// BulkRetry: retryable, scheduled and finished jobs become available
-	// now with a fresh set of attempts, as JobRetry.
+	// now with a fresh set of attempts, as JobRetry (waiting jobs wait on).
 	BulkRetry BulkAction = iota + 1
-	// BulkCancel: pending and running jobs are cancelled, as JobCancel.
+	// BulkCancel: waiting, pending and running jobs are cancelled, as
+	// JobCancel.
 	BulkCancel
-	// BulkDelete: jobs in any state but running are deleted.
+	// BulkDelete: jobs in any state but running and waiting are deleted.
 	BulkDelete
 )
 
@@ -495,11 +520,11 @@ func (a BulkAction) String() string {
 func (a BulkAction) Applies(s State) bool {
 	switch a {
 	case BulkRetry:
-		return s != StateAvailable && s != StateRunning
+		return s != StateAvailable && s != StateRunning && s != StateWaiting
 	case BulkCancel:
-		return s == StateAvailable || s == StateScheduled || s == StateRetryable || s == StateRunning
+		return s == StateWaiting || s == StateAvailable || s == StateScheduled || s == StateRetryable || s == StateRunning
 	case BulkDelete:
-		return s != StateRunning
+		return s != StateRunning && s != StateWaiting
 	}
 	return false
 }
@@ -666,7 +691,8 @@ type Backend interface {
 	// JobCancel returns ErrNotFound or ErrInvalidState (already finished).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*JobRow, error)
 	// JobDelete deletes a job and returns it as it was; ErrNotFound, or
-	// ErrInvalidState for a running job (cancel it first).
+	// ErrInvalidState for a running or waiting job (cancel it first), or
+	// one that other jobs wait for (cancel it, or its workflow).
 	JobDelete(ctx context.Context, p *JobDeleteParams) (*JobRow, error)
 	// JobThroughput counts finished jobs by interval (the dashboard's
 	// chart); it reads the index of finished jobs by finish time.
@@ -706,6 +732,8 @@ type Backend interface {
 
 	// Close releases resources the backend opened itself.
 	Close() error
+
+	WorkflowStore
 }
 
 // Wake is a push notification from the store: jobs became runnable in Queue

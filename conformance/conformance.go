@@ -199,8 +199,8 @@ func Run(t *testing.T, h Harness) {
 	}
 	tests = append(tests, inputEdgeTests()...)
 	tests = append(tests, manyTests()...)
-
 	tests = append(tests, stepTests()...)
+	tests = append(tests, workflowTests()...)
 	known := map[string]bool{}
 	for _, tc := range tests {
 		known[tc.name] = true

@@ -42,15 +42,16 @@ type Metrics struct {
 	spool.NopObserver
 	opts Options
 
-	inserted, started, finished      *prometheus.CounterVec
-	claims                           *prometheus.CounterVec
-	claimSeconds, pickupSeconds      *prometheus.HistogramVec
-	runSeconds                       *prometheus.HistogramVec
-	leasesLost                       *prometheus.CounterVec
-	rescued                          *prometheus.CounterVec
-	notifierUp                       prometheus.Gauge
-	queueJobs, oldestAge, storeError *prometheus.Desc
-	deadlocks, storeAge              *prometheus.Desc
+	inserted, started, finished       *prometheus.CounterVec
+	claims                            *prometheus.CounterVec
+	claimSeconds, pickupSeconds       *prometheus.HistogramVec
+	runSeconds                        *prometheus.HistogramVec
+	leasesLost                        *prometheus.CounterVec
+	rescued                           *prometheus.CounterVec
+	notifierUp                        prometheus.Gauge
+	queueJobs, oldestAge, storeError  *prometheus.Desc
+	workflows, workflowTasks, batches *prometheus.Desc
+	deadlocks, storeAge               *prometheus.Desc
 
 	client atomic.Pointer[spool.Client]
 	// notifierSeen: NotifierUp was called; until then notifier_up is not
@@ -68,7 +69,17 @@ type storeRead struct {
 	err    error
 	counts []backend.QueueStats
 	oldest map[[2]string]time.Duration // (queue, state) -> age
+	// workflows counts the newest workflowsRead workflows as running or
+	// final, tasks their tasks by state, batches the newest batches as
+	// open, running or finished.
+	workflows map[string]int
+	tasks     map[backend.State]int64
+	batches   map[string]int
 }
+
+// workflowsRead is how many of the newest workflows, and of the newest
+// batches, a store read counts.
+const workflowsRead = 1000
 
 // New returns the metrics.
 func New(opts *Options) *Metrics {
@@ -112,6 +123,9 @@ func New(opts *Options) *Metrics {
 	m.storeError = prometheus.NewDesc(ns+"_store_read_errors", "1 when the last read of the store's counts failed (the counts are then the last good ones).", nil, nil)
 	m.storeAge = prometheus.NewDesc(ns+"_store_read_age_seconds", "Age of the store counts served.", nil, nil)
 	m.deadlocks = prometheus.NewDesc(ns+"_deadlock_retries_total", "Transactions the backend retried after a deadlock or a lock wait timeout (MySQL).", nil, nil)
+	m.workflows = prometheus.NewDesc(ns+"_workflows", "The newest 1,000 workflows by status: running (a task not final) or final.", []string{"status"}, nil)
+	m.workflowTasks = prometheus.NewDesc(ns+"_workflow_tasks", "Tasks of the newest 1,000 workflows by state.", []string{"state"}, nil)
+	m.batches = prometheus.NewDesc(ns+"_batches", "The newest 1,000 batches by status: open, running (sealed, a member not final) or finished.", []string{"status"}, nil)
 	return m
 }
 
@@ -134,7 +148,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	m.notifierUp.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.queueJobs, m.oldestAge, m.storeError, m.storeAge, m.deadlocks} {
+	for _, d := range []*prometheus.Desc{m.queueJobs, m.oldestAge, m.storeError, m.storeAge, m.deadlocks, m.workflows, m.workflowTasks, m.batches} {
 		ch <- d
 	}
 }
@@ -162,6 +176,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, age := range read.oldest {
 		ch <- prometheus.MustNewConstMetric(m.oldestAge, prometheus.GaugeValue, age.Seconds(), k[0], k[1])
+	}
+	if read.workflows != nil {
+		for _, s := range []string{"running", "final"} {
+			ch <- prometheus.MustNewConstMetric(m.workflows, prometheus.GaugeValue, float64(read.workflows[s]), s)
+		}
+		for _, st := range backend.AllStates {
+			ch <- prometheus.MustNewConstMetric(m.workflowTasks, prometheus.GaugeValue, float64(read.tasks[st]), string(st))
+		}
+		for _, s := range []string{"open", "running", "finished"} {
+			ch <- prometheus.MustNewConstMetric(m.batches, prometheus.GaugeValue, float64(read.batches[s]), s)
+		}
 	}
 	failed := 0.0
 	if read.err != nil {
@@ -216,6 +241,36 @@ func readCounts(ctx context.Context, client *spool.Client) (storeRead, error) {
 				since = *rows[0].AttemptedAt
 			}
 			read.oldest[[2]string{q.Queue, string(st)}] = max(0, time.Since(since))
+		}
+	}
+	ws, err := client.Workflows(ctx, 0, workflowsRead)
+	if err != nil {
+		return storeRead{}, err
+	}
+	read.workflows, read.tasks = map[string]int{}, map[backend.State]int64{}
+	for _, w := range ws {
+		if w.Final() {
+			read.workflows["final"]++
+		} else {
+			read.workflows["running"]++
+		}
+		for st, n := range w.Counts {
+			read.tasks[st] += n
+		}
+	}
+	bs, err := client.Batches(ctx, 0, workflowsRead)
+	if err != nil {
+		return storeRead{}, err
+	}
+	read.batches = map[string]int{}
+	for _, b := range bs {
+		switch {
+		case b.FinishedAt != nil:
+			read.batches["finished"]++
+		case !b.Sealed:
+			read.batches["open"]++
+		default:
+			read.batches["running"]++
 		}
 	}
 	return read, nil

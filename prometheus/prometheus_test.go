@@ -69,6 +69,16 @@ func TestMetrics(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A workflow and an open batch in the paused queue: one task waits.
+	w := spool.NewWorkflow("wf")
+	w.Add("a", work{Mode: "ok"}, &spool.InsertOpts{Queue: "held"})
+	w.Add("b", work{Mode: "ok"}, &spool.InsertOpts{Queue: "held"}, spool.After("a"))
+	if _, err := c.InsertWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InsertBatch(ctx, spool.BatchOpts{Open: true}, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +103,19 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("started in mq: %v, want 4 (one retry)", got)
 	}
 	text, err := testutil.CollectAndFormat(m, expfmt.TypeTextPlain,
-		"spool_queue_jobs", "spool_claim_duration_seconds", "spool_job_run_seconds", "spool_job_pickup_seconds", "spool_notifier_up", "spool_queue_oldest_job_age_seconds", "spool_store_read_errors")
+		"spool_queue_jobs", "spool_claim_duration_seconds", "spool_job_run_seconds", "spool_job_pickup_seconds", "spool_notifier_up", "spool_queue_oldest_job_age_seconds", "spool_store_read_errors",
+		"spool_workflows", "spool_workflow_tasks", "spool_batches")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := string(text)
 	for _, want := range []string{
-		`spool_queue_jobs{queue="held",state="available"} 1`,
+		`spool_queue_jobs{queue="held",state="available"} 2`,
+		`spool_queue_jobs{queue="held",state="waiting"} 1`,
+		`spool_workflows{status="running"} 1`,
+		`spool_workflow_tasks{state="waiting"} 1`,
+		`spool_workflow_tasks{state="available"} 1`,
+		`spool_batches{status="open"} 1`,
 		`spool_queue_jobs{queue="mq",state="completed"} 2`,
 		`spool_queue_jobs{queue="mq",state="discarded"} 1`,
 		`spool_claim_duration_seconds_count{queue="mq"}`,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"maps"
@@ -54,7 +55,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"dict": dict,
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"queues", "jobs", "job", "periodic", "limits"} {
+	for _, name := range []string{"queues", "jobs", "job", "periodic", "limits", "workflows"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("spool ui: parse %s: %w", name, err)
@@ -761,4 +762,147 @@ func unescapeHTMLSafe(doc []byte) string {
 		i++
 	}
 	return out.String()
+}
+
+// workflowsData is the workflows page's data: the lists, or one workflow
+// with its tasks by level.
+type workflowsData struct {
+	Workflows []*spool.WorkflowSummary
+	Batches   []*spool.Batch
+	Workflow  *spool.WorkflowDetail
+	Levels    [][]workflowTask
+}
+
+// workflowTask is a task of the workflow shown, with the names of the
+// tasks it waits for.
+type workflowTask struct {
+	Job   *spool.JobRow
+	After string
+}
+
+// Summary prints a workflow's counts by state in lifecycle order.
+func (workflowsData) Summary(w *spool.WorkflowSummary) string {
+	var parts []string
+	for _, s := range backend.AllStates {
+		if n := w.Counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Done counts a batch's final members.
+func (workflowsData) Done(b *spool.Batch) int { return b.Completed + b.Discarded + b.Cancelled }
+
+// Status says where a batch is.
+func (workflowsData) Status(b *spool.Batch) string {
+	switch {
+	case b.FinishedAt != nil:
+		return "finished " + ago(*b.FinishedAt)
+	case b.Sealed:
+		return "running"
+	}
+	return "open"
+}
+
+// Callbacks lists a batch's callback job ids.
+func (workflowsData) Callbacks(b *spool.Batch) []int64 {
+	var out []int64
+	for _, id := range []int64{b.OnSuccess, b.OnFailure, b.OnComplete} {
+		if id != 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// workflowsPage lists the newest workflows and batches.
+func (h *Handler) workflowsPage(w http.ResponseWriter, r *http.Request) {
+	ws, err := h.client.Workflows(r.Context(), 0, 100)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	bs, err := h.client.Batches(r.Context(), 0, 100)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.render(w, r, "workflows", &page{Title: "Workflows and batches", Nav: "workflows", Data: &workflowsData{Workflows: ws, Batches: bs}})
+}
+
+// workflowPage shows one workflow as a graph by level: a task's level is
+// one more than its deepest dependency's.
+func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		h.fail(w, r, &statusError{http.StatusNotFound, fmt.Sprintf("%q is not a workflow id", r.PathValue("id"))})
+		return
+	}
+	d, err := h.client.Workflow(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, spool.ErrWorkflowNotFound) {
+			err = &statusError{http.StatusNotFound, err.Error()}
+		}
+		h.fail(w, r, err)
+		return
+	}
+	byID := map[int64]*spool.JobRow{}
+	for _, j := range d.Jobs {
+		byID[j.ID] = j
+	}
+	parents := map[int64][]int64{}
+	for _, e := range d.Edges {
+		parents[e.Child] = append(parents[e.Child], e.Parent)
+	}
+	level := map[int64]int{}
+	var depth func(id int64, seen int) int
+	depth = func(id int64, seen int) int {
+		if l, ok := level[id]; ok {
+			return l
+		}
+		l := 0
+		if seen < len(d.Jobs) { // a workflow has no cycle; the bound keeps a bad store from looping
+			for _, p := range parents[id] {
+				l = max(l, depth(p, seen+1)+1)
+			}
+		}
+		level[id] = l
+		return l
+	}
+	var levels [][]workflowTask
+	for _, j := range d.Jobs {
+		l := depth(j.ID, 0)
+		for len(levels) <= l {
+			levels = append(levels, nil)
+		}
+		var after []string
+		for _, p := range parents[j.ID] {
+			if pj := byID[p]; pj != nil {
+				after = append(after, pj.WorkflowTask)
+			}
+		}
+		levels[l] = append(levels[l], workflowTask{Job: j, After: strings.Join(after, ", ")})
+	}
+	h.render(w, r, "workflows", &page{Title: "Workflow " + strconv.FormatInt(id, 10), Nav: "workflows",
+		Data: &workflowsData{Workflow: d, Levels: levels}})
+}
+
+// workflowAction cancels a workflow.
+func (h *Handler) workflowAction(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return &statusError{http.StatusNotFound, fmt.Sprintf("%q is not a workflow id", r.PathValue("id"))}
+	}
+	if r.PathValue("action") != "cancel" {
+		return &statusError{http.StatusNotFound, fmt.Sprintf("no workflow action %q (cancel)", r.PathValue("action"))}
+	}
+	if _, err := h.client.WorkflowCancel(r.Context(), id); err != nil {
+		return err
+	}
+	h.back(w, r, "")
+	return nil
 }

@@ -73,7 +73,7 @@ func (b *Backend) JobList(ctx context.Context, p *backend.JobListParams) ([]*bac
 func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*backend.JobRow, error) {
 	conflict := false
 	j, err := b.change(p.ID, func(j *backend.JobRow, t time.Time) bool {
-		if j.State == backend.StateRunning {
+		if j.State == backend.StateRunning || j.State == backend.StateWaiting {
 			return false
 		}
 		if j.UniqueKey != "" && !j.UniqueStates.Has(j.State) {
@@ -101,17 +101,23 @@ func (b *Backend) JobRetry(ctx context.Context, p *backend.JobRetryParams) (*bac
 // woken with its id, so the handler stops at once.
 func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*backend.JobRow, error) {
 	wasRunning := false
+	var settled []backend.Wake
 	j, err := b.change(p.ID, func(j *backend.JobRow, t time.Time) bool {
 		if finished(j.State) {
 			return false
 		}
 		wasRunning = j.State == backend.StateRunning
 		j.State, j.FinalizedAt, j.LeasedUntil, j.LeasedBy = backend.StateCancelled, timePtr(t), nil, ""
+		j.WaitKind = ""
+		if j.HasDependents {
+			settled = b.s.settle([]int64{j.ID}, t)
+		}
 		return true
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 	}
+	b.s.hub.Publish(settled...)
 	if wasRunning {
 		b.s.hub.Publish(backend.Wake{CancelledID: j.ID})
 	}
@@ -121,7 +127,7 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 // JobDelete implements backend.Backend.
 func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*backend.JobRow, error) {
 	j, err := b.change(p.ID, func(j *backend.JobRow, t time.Time) bool {
-		if j.State == backend.StateRunning {
+		if j.State == backend.StateRunning || j.State == backend.StateWaiting || j.HasDependents {
 			return false
 		}
 		b.s.deleteJob(j.ID)

@@ -42,6 +42,10 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 				wakes = append(wakes, backend.Wake{CancelledID: j.ID})
 			}
 			j.State, j.FinalizedAt, j.LeasedUntil, j.LeasedBy = backend.StateCancelled, timePtr(t), nil, ""
+			j.WaitKind = ""
+			if j.HasDependents {
+				wakes = append(wakes, s.settle([]int64{j.ID}, t)...)
+			}
 		case backend.BulkDelete:
 			s.deleteJob(j.ID)
 		}

@@ -38,6 +38,9 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		if w, ok := s.finish(j, f, p.DeleteCompleted, t); ok {
 			wakes = append(wakes, w)
 		}
+		if j.HasDependents {
+			wakes = append(wakes, s.settle([]int64{j.ID}, t)...)
+		}
 	}
 	s.mu.Unlock()
 	if tx != nil {

@@ -40,6 +40,9 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 		if j.Attempt >= j.MaxAttempts {
 			j.State, j.FinalizedAt = backend.StateDiscarded, timePtr(t)
 			res.Discarded++
+			if j.HasDependents {
+				wakes = append(wakes, s.settle([]int64{j.ID}, t)...)
+			}
 			continue
 		}
 		j.State = backend.StateRetryable
@@ -71,7 +74,7 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 		if n >= max {
 			break
 		}
-		if a := age[j.State]; a > 0 && j.FinalizedAt != nil && j.FinalizedAt.Before(t.Add(-a)) {
+		if a := age[j.State]; a > 0 && j.FinalizedAt != nil && j.FinalizedAt.Before(t.Add(-a)) && !s.retained(j) {
 			s.deleteJob(id)
 			n++
 		}

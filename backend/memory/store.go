@@ -33,6 +33,14 @@ type store struct {
 	// durable is each job's steps, waits and signals (steps.go).
 	durable map[int64]*durable
 	hub     *wakehub.Hub
+	// Workflows and batches (workflow.go): edges by parent, the
+	// workflows' and batches' records.
+	children  map[int64][]backend.WorkflowEdge
+	parents   map[int64][]backend.WorkflowEdge
+	workflows map[int64]*workflowRec
+	batches   map[int64]*backend.Batch
+	nextWF    int64
+	nextBatch int64
 }
 
 type leader struct {
@@ -50,6 +58,11 @@ func newStore() *store {
 		rates:    map[[2]string]time.Time{},
 		inOpenTx: map[*backend.JobRow]bool{},
 		hub:      wakehub.New(),
+
+		children:  map[int64][]backend.WorkflowEdge{},
+		parents:   map[int64][]backend.WorkflowEdge{},
+		workflows: map[int64]*workflowRec{},
+		batches:   map[int64]*backend.Batch{},
 	}
 }
 
@@ -62,7 +75,7 @@ func pending(s backend.State) bool {
 }
 
 func finished(s backend.State) bool {
-	return s == backend.StateCompleted || s == backend.StateDiscarded || s == backend.StateCancelled
+	return s.IsFinal()
 }
 
 // copyRow returns a copy of j that shares nothing mutable with it.
@@ -146,7 +159,7 @@ func (s *store) finish(j *backend.JobRow, f backend.JobFinish, deleteCompleted b
 	j.LeasedUntil, j.LeasedBy = nil, ""
 	switch f.Outcome {
 	case backend.OutcomeComplete:
-		if deleteCompleted {
+		if deleteCompleted && !j.HasDependents { // dependents read its output
 			s.deleteJob(j.ID)
 			return backend.Wake{}, false
 		}

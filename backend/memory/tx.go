@@ -24,6 +24,9 @@ type Tx struct {
 	inserts  []*backend.JobRow
 	finishes []txFinish
 	steps    []txStep
+	// commits run at Commit, under the store's lock: the records of
+	// workflows and batches inserted in the transaction.
+	commits []func(*store)
 }
 
 type txStep struct {
@@ -124,10 +127,16 @@ func (tx *Tx) Commit(ctx context.Context) error {
 		if w, ok := s.finish(j, tf.f, tf.deleteCompleted, t); ok {
 			wakes = append(wakes, w)
 		}
+		if j.HasDependents {
+			wakes = append(wakes, s.settle([]int64{j.ID}, t)...)
+		}
 	}
 	for _, r := range tx.inserts {
 		s.jobs[r.ID] = r
 		delete(s.inOpenTx, r)
+	}
+	for _, fn := range tx.commits {
+		fn(s)
 	}
 	wakes = append(wakes, runnable(tx.inserts, t)...)
 	s.mu.Unlock()
@@ -146,7 +155,7 @@ func (tx *Tx) Rollback(ctx context.Context) error {
 	tx.s.mu.Lock()
 	tx.s.forgetTxRows(tx.inserts)
 	tx.s.mu.Unlock()
-	tx.inserts, tx.finishes, tx.steps = nil, nil, nil
+	tx.inserts, tx.finishes, tx.steps, tx.commits = nil, nil, nil, nil
 	return nil
 }
 

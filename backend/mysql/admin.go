@@ -109,6 +109,13 @@ func (b *Backend) changeJobAfter(ctx context.Context, op, query string, id int64
 		if err == nil && n == 0 {
 			return &stateError{state: j.State}
 		}
+		if err == nil && j.HasDependents && j.State.IsFinal() {
+			// A cancelled job with dependents settles them in its
+			// transaction.
+			if err = b.settle(ctx, tx, []int64{id}); err == nil {
+				j.HasDependents = false
+			}
+		}
 		return err
 	})
 	var se *stateError
@@ -133,7 +140,8 @@ func (b *Backend) JobDelete(ctx context.Context, p *backend.JobDeleteParams) (*b
 		if j, err = scanJob(tx.QueryRowContext(ctx, b.sql.getForUpdate, p.ID)); err != nil {
 			return err
 		}
-		if j.State == backend.StateRunning {
+		if j.State == backend.StateRunning || j.State == backend.StateWaiting || j.HasDependents {
+			// A job others wait for stays: they would wait forever.
 			return &stateError{state: j.State}
 		}
 		_, err = tx.ExecContext(ctx, b.sql.deleteJob, p.ID)

@@ -20,7 +20,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	case backend.BulkRetry:
 		change = "UPDATE " + table + " SET state = 'available', attempt = 0, run_at = UTC_TIMESTAMP(6), finalized_at = NULL WHERE id IN "
 	case backend.BulkCancel:
-		change = "UPDATE " + table + " SET state = 'cancelled', finalized_at = UTC_TIMESTAMP(6), leased_until = NULL, leased_by = NULL WHERE id IN "
+		change = "UPDATE " + table + " SET state = 'cancelled', finalized_at = UTC_TIMESTAMP(6), leased_until = NULL, leased_by = NULL, wait_kind = NULL WHERE id IN "
 	case backend.BulkDelete:
 		change = "DELETE FROM " + table + " WHERE id IN "
 	default:
@@ -53,7 +53,16 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		}
 		n, err := r.RowsAffected()
 		batch.Result.Changed = int(n)
-		return err
+		if err != nil || p.Action != backend.BulkCancel {
+			return err
+		}
+		// Cancelled jobs with dependents settle them (settle skips the
+		// others).
+		ids := make([]int64, len(batch.Change))
+		for i, id := range batch.Change {
+			ids[i] = id.(int64)
+		}
+		return b.settle(ctx, tx, ids)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)

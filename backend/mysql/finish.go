@@ -34,8 +34,10 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	fs := slices.Clone(p.Finishes)
 	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return cmpID(a.Lease.ID, b.Lease.ID) })
 	var rejected []backend.LeaseRef
+	ctx, rq := withReleased(ctx)
 	run := func(db DBTX) error {
 		var ferr error
+		clear(rq.queues)
 		rejected, ferr = b.finish(ctx, db, fs, p.DeleteCompleted)
 		return ferr
 	}
@@ -46,6 +48,9 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	}
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	if callerTx == nil {
+		b.announce(rq) // in a caller's transaction, the poll finds them
 	}
 	return &backend.JobFinishManyResult{Rejected: rejected}, nil
 }
@@ -69,13 +74,14 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 			ids = append(ids, f.Lease.ID)
 		}
 	}
-	live, err := b.liveLeases(ctx, db, b.sql.lockForFinish+inList(ids)+" FOR UPDATE", ids)
+	live, deps, err := b.liveLeases(ctx, db, b.sql.lockForFinish+inList(ids)+" FOR UPDATE", ids)
 	if err != nil {
 		return nil, err
 	}
 	var (
 		rejected  []backend.LeaseRef
 		completed []int64
+		kept      []int64
 		other     []backend.JobFinish
 	)
 	for _, f := range fs {
@@ -85,7 +91,11 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 		}
 		delete(live, f.Lease) // a lease named twice applies once
 		if f.Outcome == backend.OutcomeComplete && f.Error == nil {
-			completed = append(completed, f.Lease.ID)
+			if deleteCompleted && deps[f.Lease.ID] {
+				kept = append(kept, f.Lease.ID) // its dependents read it
+			} else {
+				completed = append(completed, f.Lease.ID)
+			}
 		} else {
 			other = append(other, f)
 		}
@@ -96,6 +106,11 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 			q = b.sql.deleteDone
 		}
 		if err := execCount(ctx, db, q+inList(completed), len(completed)); err != nil {
+			return nil, err
+		}
+	}
+	if len(kept) > 0 {
+		if err := execCount(ctx, db, b.sql.complete+inList(kept), len(kept)); err != nil {
 			return nil, err
 		}
 	}
@@ -111,31 +126,50 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 			}
 		}
 	}
+	if len(deps) > 0 {
+		// Jobs with dependents settle them in this transaction.
+		settle := make([]int64, 0, len(deps))
+		for id := range deps {
+			settle = append(settle, id)
+		}
+		if err := b.settle(ctx, db, settle); err != nil {
+			return nil, err
+		}
+	}
 	return rejected, nil
 }
 
-// liveLeases runs query (which selects id, fence, state for ids) and returns
-// the leases of running rows.
-func (b *Backend) liveLeases(ctx context.Context, db DBTX, query string, ids []int64) (map[backend.LeaseRef]bool, error) {
+// liveLeases runs query (which selects id, fence, state, has_dependents
+// for ids) and returns the leases of running rows, and those of them that
+// have dependents (nil for none).
+func (b *Backend) liveLeases(ctx context.Context, db DBTX, query string, ids []int64) (map[backend.LeaseRef]bool, map[int64]bool, error) {
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	live := make(map[backend.LeaseRef]bool, len(ids))
+	var deps map[int64]bool
 	for rows.Next() {
 		var (
 			l     backend.LeaseRef
 			state string
+			hd    bool
 		)
-		if err := rows.Scan(&l.ID, &l.Fence, &state); err != nil {
-			return nil, err
+		if err := rows.Scan(&l.ID, &l.Fence, &state, &hd); err != nil {
+			return nil, nil, err
 		}
 		if backend.State(state) == backend.StateRunning {
 			live[l] = true
+			if hd {
+				if deps == nil {
+					deps = map[int64]bool{}
+				}
+				deps[l.ID] = true
+			}
 		}
 	}
-	return live, rows.Err()
+	return live, deps, rows.Err()
 }
 
 // execCount runs a write that must affect exactly want rows (all of them are

@@ -64,6 +64,15 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	case err := <-cancels:
 		return err
 	}
+	// Jobs this process released from waiting (workflow.go) are heard
+	// from its own hub: they are no new ids.
+	hubReady := make(chan struct{})
+	go func() { _ = b.released.Listen(ctx, func() { close(hubReady) }, onWake) }()
+	select {
+	case <-hubReady:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 	ready()
 	interval, lastFound := newJobsInterval, time.Now()
 	t := time.NewTimer(interval)

@@ -46,10 +46,18 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 			}
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
+		if err := rows.Err(); err != nil {
 			return err
 		}
-		return execCount(ctx, tx, b.sql.rescueUpdate+inList(ids), len(ids))
+		if len(ids) == 0 {
+			return b.settleStray(ctx, tx)
+		}
+		if err := execCount(ctx, tx, b.sql.rescueUpdate+inList(ids), len(ids)); err != nil {
+			return err
+		}
+		// Discarded jobs with dependents (and any a cancel left) settle
+		// them.
+		return b.settleStray(ctx, tx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
@@ -71,7 +79,10 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 	if err != nil {
 		return n, fmt.Errorf("clean up rate states: %w", err)
 	}
-	return n, b.cleanupDebounce(ctx)
+	if err := b.cleanupDebounce(ctx); err != nil {
+		return n, err
+	}
+	return n, b.pruneWorkflows(ctx)
 }
 
 // cleanupJobs deletes up to max finished jobs past their retention.

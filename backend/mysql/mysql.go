@@ -40,6 +40,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/wakehub"
 )
 
 // Claim strategies, as set in Options.ClaimStrategy or the spool_claim URL
@@ -148,6 +149,9 @@ type Backend struct {
 	logger    *slog.Logger
 	metrics   metrics
 	closed    atomic.Bool
+	// released announces jobs this process's writes took out of waiting
+	// to its own listeners (workflow.go).
+	released *wakehub.Hub
 }
 
 var (
@@ -244,6 +248,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
 	b := &Backend{
+		released: wakehub.New(),
 		db:       db,
 		database: cfg.DBName,
 		sql:      queries,

@@ -52,7 +52,8 @@ type queries struct {
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max_attempts, fence,
   leased_until, leased_by, created_at, attempted_at, finalized_at, errors, tags, metadata,
-  coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, '')`
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, ''),
+  coalesce(wait_kind, ''), deps_left, has_dependents, coalesce(workflow_id, 0), coalesce(workflow_task, ''), coalesce(batch_id, 0)`
 
 // nowJSON is the database's now as an RFC 3339 string, for error histories.
 const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`

@@ -25,7 +25,8 @@ func scanJob(row scanner, extra ...any) (*backend.JobRow, error) {
 	)
 	dest := []any{&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts,
 		&j.Fence, &leasedUntil, &leasedBy, &j.CreatedAt, &attemptedAt, &finalized, &errs, &tags, &meta,
-		&j.UniqueKey, &j.UniqueStates, &out, &j.FlowKey}
+		&j.UniqueKey, &j.UniqueStates, &out, &j.FlowKey,
+		&j.WaitKind, &j.DepsLeft, &j.HasDependents, &j.WorkflowID, &j.WorkflowTask, &j.BatchID}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}

@@ -114,6 +114,15 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 	if err != nil {
 		return nil, err
 	}
+	if j.HasDependents {
+		// Settled at once; should this fail, the leader's sweep
+		// (settleStray) settles them at its next rescue.
+		var wake queueKeys
+		if err := b.inTx(ctx, b.pool, func(tx DBTX) error { wake = nil; return b.settle(ctx, tx, []int64{j.ID}, &wake) }); err == nil {
+			_ = b.announce(ctx, b.pool, wake)
+			j.HasDependents = false
+		}
+	}
 	if j.AttemptedAt != nil && j.Attempt > 0 {
 		// A hint only: the cancellation is committed whether or not it is sent.
 		if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, cancelPrefix+strconv.FormatInt(j.ID, 10)); err != nil {
@@ -183,6 +192,8 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		runAt         *time.Time
 		notify        []string
 		lower         []queueKey // the retried jobs' claim keys, for this process's floors
+		cancelled     []int64
+		wake          queueKeys
 	)
 	// The claim's plan settings: without them the planner, misled by the
 	// filters' estimates, read every row above AfterID and sorted them for
@@ -192,7 +203,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	// in order from AfterID, stops at its LIMIT, and updates by primary-key
 	// lookups: 120 ms per batch of 10,000.
 	err := b.ownTx(ctx, func(tx pgx.Tx) error {
-		res, notify, lower = &backend.JobBulkResult{}, nil, nil
+		res, notify, lower, cancelled = &backend.JobBulkResult{}, nil, nil, nil
 		if _, err := tx.Exec(ctx, claimSettings); err != nil {
 			return err
 		}
@@ -220,9 +231,18 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 			case p.Action == backend.BulkCancel && flag && changed:
 				notify = append(notify, cancelPrefix+strconv.FormatInt(id, 10))
 			}
+			if p.Action == backend.BulkCancel && changed {
+				cancelled = append(cancelled, id)
+			}
 			return nil
 		})
-		return err
+		if err != nil || len(cancelled) == 0 {
+			return err
+		}
+		// Cancelled jobs with dependents settle them (settle skips the
+		// others).
+		wake = nil
+		return b.settle(ctx, tx, cancelled, &wake)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)
@@ -230,6 +250,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	for _, k := range lower {
 		b.floors.lower(k.queue, k.key)
 	}
+	_ = b.announce(ctx, b.pool, wake)
 	if len(notify) > 0 {
 		// A hint only: the cancellations are committed whether or not it is sent.
 		_, _ = b.pool.Exec(ctx, `SELECT pg_notify($1, x) FROM unnest($2::text[]) x`, b.channel, notify)

@@ -51,6 +51,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if small {
 		b.placed.add(jobs)
 	}
+	b.dependents.addDependents(jobs)
 	b.small.claimed(p.Queue, len(jobs))
 	return jobs, nil
 }

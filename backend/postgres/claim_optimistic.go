@@ -59,6 +59,7 @@ func (b *Backend) claimOptimistic(ctx context.Context, p *backend.JobClaimParams
 		}
 	}
 	b.placed.add(won) // claimed in place: finishes go straight there
+	b.dependents.addDependents(won)
 	slices.SortFunc(won, func(a, b *backend.JobRow) int {
 		if a.Priority != b.Priority {
 			return int(a.Priority) - int(b.Priority)

@@ -14,8 +14,70 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// JobFinishMany implements backend.Backend.
+// JobFinishMany implements backend.Backend. The plain statements leave
+// jobs with dependents alone; the finishes they rejected go to
+// finishDependents, which writes those jobs' outcomes and settles their
+// dependents in one transaction (workflow.go).
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	// Jobs this backend claimed knowing they have dependents go straight
+	// to finishDependents; the plain statements would only reject them.
+	plain, known := p, []backend.LeaseRef(nil)
+	if b.dependents.empty() {
+		// No job with dependents is running here: the plain path alone.
+	} else if ids, fences := leaseLists(p.Finishes); len(ids) > 0 {
+		if with, _ := b.dependents.split(ids, fences); len(with) > 0 {
+			rest := make([]backend.JobFinish, 0, len(p.Finishes)-len(with))
+			skip := make(map[int]bool, len(with))
+			for _, i := range with {
+				skip[i] = true
+				known = append(known, p.Finishes[i].Lease)
+			}
+			for i, f := range p.Finishes {
+				if !skip[i] {
+					rest = append(rest, f)
+				}
+			}
+			q := *p
+			q.Finishes = rest
+			plain = &q
+		}
+	}
+	res, err := b.finishMany(ctx, plain)
+	if err != nil {
+		return nil, err
+	}
+	res.Rejected = append(res.Rejected, known...)
+	if len(res.Rejected) == 0 {
+		return res, nil
+	}
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	if res.Rejected, err = b.finishDependents(ctx, db, p.Finishes, res.Rejected); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", ownWriteError(p.Tx == nil, err))
+	}
+	if len(known) > 0 {
+		ids, fences := leaseLists(p.Finishes)
+		b.dependents.forget(ids, fences)
+	}
+	return res, nil
+}
+
+// leaseLists returns the finishes' ids and fences (nil when there is none).
+func leaseLists(fs []backend.JobFinish) ([]int64, []int32) {
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	ids, fences := make([]int64, len(fs)), make([]int32, len(fs))
+	for i, f := range fs {
+		ids[i], fences[i] = f.Lease.ID, f.Lease.Fence
+	}
+	return ids, fences
+}
+
+// finishMany writes outcomes through the plain statements.
+func (b *Backend) finishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	db, err := b.dbtx(p.Tx)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)

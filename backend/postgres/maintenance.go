@@ -45,6 +45,11 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 	// they hear of it as of a new job, and their next claim reads from
 	// below it, instead of finding it only at their next probe (1 to 10 s).
 	b.announceDue(ctx, lowest)
+	// Jobs with dependents that a rescue discarded (or a cancel left)
+	// settle them now.
+	if err := b.settleStray(ctx); err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
 	return res, nil
 }
 
@@ -57,6 +62,9 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 	}
 	n := int(tag.RowsAffected())
 	if n < max {
+		if _, err := b.pool.Exec(ctx, b.wfq("prune")); err != nil {
+			return n, fmt.Errorf("clean up workflows and batches: %w", err)
+		}
 		if _, err := b.pool.Exec(ctx, b.sql.flow.pruneRates); err != nil {
 			return n, fmt.Errorf("clean up rate states: %w", err)
 		}

@@ -43,6 +43,26 @@ func (p *placedJobs) add(rows []*backend.JobRow) {
 	}
 }
 
+// empty reports whether p remembers no job.
+func (p *placedJobs) empty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.jobs) == 0
+}
+
+// addDependents remembers the jobs of a claim that have dependents (a
+// workflow's parents, a batch's members), whose finishes go straight to
+// finishDependents.
+func (p *placedJobs) addDependents(rows []*backend.JobRow) {
+	var with []*backend.JobRow
+	for _, r := range rows {
+		if r.HasDependents {
+			with = append(with, r)
+		}
+	}
+	p.add(with)
+}
+
 // split returns the indexes of the (ids[i], fences[i]) claimed in place,
 // and of the others, each in the order of ids.
 func (p *placedJobs) split(ids []int64, fences []int32) (placed, other []int) {

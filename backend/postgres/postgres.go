@@ -212,6 +212,7 @@ type Backend struct {
 	floors        claimFloors
 	small         smallClaims // which queues' next claims are small
 	placed        placedJobs  // the running jobs claimed in place
+	dependents    placedJobs  // the running jobs claimed with dependents (workflow.go)
 	wake          string
 	waker         *waker // WakeAfterCommit's sender
 	// claimTx is the settings statement of a claim's transaction: the
@@ -234,6 +235,10 @@ type Backend struct {
 	probes  sync.WaitGroup     // probes below claim floors in flight
 	ctx     context.Context    // ends at Close
 	cancel  context.CancelFunc // ends ctx
+	// wfStmts are the statements of workflows and batches, built on
+	// first use (workflow.go).
+	wfOnce  sync.Once
+	wfStmts map[string]string
 }
 
 var (

@@ -44,10 +44,10 @@ type jobScanner struct {
 	leasedUntil, attemptedAt, finalizedAt pgtype.Timestamptz
 	uniqueStates                          int16
 	queue, kind, stateText, leasedBy      internText
-	uniqueKey, flowKey                    internText
+	uniqueKey, flowKey, waitKind, task    internText
 	args, metadata, output                chunkBytes
 	errors                                attemptErrors
-	dest                                  [22]any
+	dest                                  [28]any
 }
 
 // jobBox is a JobRow with room for the times it points to.
@@ -73,11 +73,13 @@ func newJobScanner() *jobScanner {
 	s.leasedBy, s.uniqueKey, s.flowKey = internText{s, &c.LeasedBy}, internText{s, &c.UniqueKey}, internText{s, &c.FlowKey}
 	s.args, s.metadata, s.output = chunkBytes{s, &c.Args}, chunkBytes{s, &c.Metadata}, chunkBytes{s, &c.Output}
 	s.errors = attemptErrors{s}
-	s.dest = [22]any{&c.ID, &s.queue, &s.kind, &s.args,
+	s.waitKind, s.task = internText{s, &c.WaitKind}, internText{s, &c.WorkflowTask}
+	s.dest = [28]any{&c.ID, &s.queue, &s.kind, &s.args,
 		&s.stateText, &c.Priority, &c.RunAt, &c.Attempt, &c.MaxAttempts, &c.Fence,
 		&s.leasedUntil, &s.leasedBy, &c.CreatedAt, &s.attemptedAt, &s.finalizedAt,
 		&s.errors, &c.Tags, &s.metadata,
-		&s.uniqueKey, &s.uniqueStates, &s.output, &s.flowKey}
+		&s.uniqueKey, &s.uniqueStates, &s.output, &s.flowKey,
+		&s.waitKind, &c.DepsLeft, &c.HasDependents, &c.WorkflowID, &s.task, &c.BatchID}
 	return s
 }
 

@@ -245,6 +245,12 @@ func (b *Backend) split(id int64) (s int, local int64, ok bool) {
 func globalRow(j *backend.JobRow, s int) *backend.JobRow {
 	if j != nil {
 		j.ID = global(j.ID, s)
+		if j.WorkflowID != 0 {
+			j.WorkflowID = global(j.WorkflowID, s)
+		}
+		if j.BatchID != 0 {
+			j.BatchID = global(j.BatchID, s)
+		}
 	}
 	return j
 }

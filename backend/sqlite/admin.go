@@ -74,6 +74,7 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 	var (
 		j          *backend.JobRow
 		wasRunning bool
+		wake       = map[string]struct{}{}
 	)
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		var state string
@@ -82,14 +83,25 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 			return err
 		}
 		wasRunning = backend.State(state) == backend.StateRunning
-		if j, err = changeJob(ctx, tx, p.ID, stmt.cancel); err != nil || !wasRunning {
+		if j, err = changeJob(ctx, tx, p.ID, stmt.cancel); err != nil {
 			return err
+		}
+		if j.HasDependents {
+			clear(wake)
+			if err := settle(ctx, tx, []int64{p.ID}, wake); err != nil {
+				return err
+			}
+			j.HasDependents = false
+		}
+		if !wasRunning {
+			return nil
 		}
 		return recordCancels(ctx, tx, []int64{p.ID})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %d: %w", p.ID, err)
 	}
+	b.st.hub.PublishQueues(wake)
 	if wasRunning {
 		b.st.hub.Publish(backend.Wake{CancelledID: j.ID})
 	}

@@ -18,7 +18,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	case backend.BulkRetry:
 		change = "UPDATE spool_jobs SET state = 'available', attempt = 0, run_at = ?, finalized_at = NULL WHERE id IN "
 	case backend.BulkCancel:
-		change = "UPDATE spool_jobs SET state = 'cancelled', finalized_at = ?, leased_until = NULL, leased_by = NULL WHERE id IN "
+		change = "UPDATE spool_jobs SET state = 'cancelled', finalized_at = ?, leased_until = NULL, leased_by = NULL, wait_kind = NULL WHERE id IN "
 	case backend.BulkDelete:
 		change = "DELETE FROM spool_jobs WHERE ? > 0 AND id IN " // ? takes the now every change binds first
 	default:
@@ -28,6 +28,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	query := "SELECT " + sqlfilter.BulkColumns + " FROM spool_jobs WHERE id > ?" + conds.SQL() + " ORDER BY id LIMIT ?"
 	args := append(append([]any{p.AfterID}, conds.Args...), p.MaxOrDefault())
 	var batch *sqlfilter.Batch
+	wake := map[string]struct{}{}
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
@@ -45,7 +46,20 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 			return err
 		}
 		batch.Result.Changed = int(n)
-		if p.Action == backend.BulkCancel && len(batch.Running) > 0 {
+		if p.Action != backend.BulkCancel {
+			return nil
+		}
+		// Cancelled jobs with dependents settle them (settle skips the
+		// others).
+		ids := make([]int64, len(batch.Change))
+		for i, id := range batch.Change {
+			ids[i] = id.(int64)
+		}
+		clear(wake)
+		if err := settle(ctx, tx, ids, wake); err != nil {
+			return err
+		}
+		if len(batch.Running) > 0 {
 			return recordCancels(ctx, tx, batch.Running)
 		}
 		return nil
@@ -62,6 +76,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		for _, id := range batch.Running {
 			b.st.hub.Publish(backend.Wake{CancelledID: id})
 		}
+		b.st.hub.PublishQueues(wake)
 	}
 	return batch.Result, nil
 }

@@ -44,6 +44,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		}
 	}
 	applied := make([]backend.LeaseRef, 0, len(p.Finishes))
+	var wake map[string]struct{}
 	err = b.st.write(ctx, tx, func(tx *sql.Tx) error {
 		var err error
 		applied = applied[:0]
@@ -62,15 +63,39 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 				return err
 			}
 		}
-		rows, err := tx.QueryContext(ctx, stmt.finishUpdate, now.UnixMicro(), input, p.DeleteCompleted)
+		rows, err := tx.QueryContext(ctx, stmt.finishUpdate, now.UnixMicro(), input, p.DeleteCompleted, false)
 		if err != nil {
 			return err
 		}
-		applied, err = appendLeases(applied, rows)
-		return err
+		if applied, err = appendLeases(applied, rows); err != nil || len(applied) >= len(p.Finishes) {
+			return err
+		}
+		// Jobs with dependents (which the statements above leave alone)
+		// are finished, never deleted (their dependents read them), and
+		// settled in the same transaction.
+		first := len(applied)
+		rows, err = tx.QueryContext(ctx, stmt.finishUpdate, now.UnixMicro(), input, false, true)
+		if err != nil {
+			return err
+		}
+		if applied, err = appendLeases(applied, rows); err != nil || len(applied) == first {
+			return err
+		}
+		ids := make([]int64, 0, len(applied)-first)
+		for _, l := range applied[first:] {
+			ids = append(ids, l.ID)
+		}
+		if wake == nil {
+			wake = map[string]struct{}{}
+		}
+		clear(wake)
+		return settle(ctx, tx, ids, wake)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	if len(wake) > 0 {
+		b.st.hub.PublishQueues(wake)
 	}
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(p.Finishes, applied, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
 }

@@ -24,20 +24,35 @@ func (b *Backend) JobRescue(ctx context.Context, p *backend.JobRescueParams) (*b
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
+		var settles []int64
 		for rows.Next() {
-			var s, queue string
-			if err := rows.Scan(&s, &queue); err != nil {
+			var (
+				s, queue string
+				id       int64
+				deps     bool
+			)
+			if err := rows.Scan(&s, &queue, &id, &deps); err != nil {
+				rows.Close()
 				return err
 			}
 			if backend.State(s) == backend.StateDiscarded {
 				res.Discarded++
+				if deps {
+					settles = append(settles, id)
+				}
 			} else {
 				res.Retried++
 				wake[queue] = struct{}{}
 			}
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return err
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		return settle(ctx, tx, settles, wake)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
@@ -60,6 +75,9 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 		}
 		if _, err := tx.ExecContext(ctx, stmt.flowPruneRates, nowMicros()-time.Hour.Microseconds()); err != nil {
 			return fmt.Errorf("clean up rate states: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, wfStmt.prune); err != nil {
+			return fmt.Errorf("clean up workflows and batches: %w", err)
 		}
 		return cleanupDebounce(ctx, tx)
 	})

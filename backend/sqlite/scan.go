@@ -12,7 +12,8 @@ import (
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
 const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max_attempts, fence,
   leased_until, coalesce(leased_by, ''), created_at, attempted_at, finalized_at, errors, tags, metadata,
-  coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, '')`
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, ''),
+  coalesce(wait_kind, ''), deps_left, has_dependents, coalesce(workflow_id, 0), coalesce(workflow_task, ''), coalesce(batch_id, 0)`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -36,7 +37,8 @@ func scanRawJob(row rowScanner) (*rawJob, error) {
 	j := &r.j
 	if err := row.Scan(&j.ID, &j.Queue, &j.Kind, &args, &state, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts,
 		&j.Fence, &leasedUntil, &j.LeasedBy, &createdAt, &attemptedAt, &finalized, &r.errs, &r.tags, &r.meta,
-		&j.UniqueKey, &j.UniqueStates, &r.out, &j.FlowKey); err != nil {
+		&j.UniqueKey, &j.UniqueStates, &r.out, &j.FlowKey,
+		&j.WaitKind, &j.DepsLeft, &j.HasDependents, &j.WorkflowID, &j.WorkflowTask, &j.BatchID); err != nil {
 		return nil, err
 	}
 	j.State = backend.State(state)

@@ -44,16 +44,18 @@ func NewMain(stdout, stderr io.Writer) *Main {
 // commands returns the top-level commands by name.
 func (m *Main) commands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"migrate":  &MigrateCommand{m: m},
-		"enqueue":  &EnqueueCommand{m: m},
-		"jobs":     &JobsCommand{m: m},
-		"queues":   &QueuesCommand{m: m},
-		"periodic": &PeriodicCommand{m: m},
-		"signal":   &SignalCommand{m: m},
-		"ui":       &UICommand{m: m},
-		"bench":    bench.New(&m.Env),
-		"version":  &VersionCommand{m: m},
-		"help":     &HelpCommand{m: m},
+		"migrate":   &MigrateCommand{m: m},
+		"enqueue":   &EnqueueCommand{m: m},
+		"jobs":      &JobsCommand{m: m},
+		"queues":    &QueuesCommand{m: m},
+		"periodic":  &PeriodicCommand{m: m},
+		"workflows": &WorkflowsCommand{m: m},
+		"batches":   &BatchesCommand{m: m},
+		"signal":    &SignalCommand{m: m},
+		"ui":        &UICommand{m: m},
+		"bench":     bench.New(&m.Env),
+		"version":   &VersionCommand{m: m},
+		"help":      &HelpCommand{m: m},
 	}
 }
 
@@ -113,6 +115,11 @@ Commands:
 	queues resume        let a paused queue's jobs be claimed again
 	queues keys          show a queue's flow keys
 	periodic             list the periodic jobs recorded by the leaders
+	workflows list       list workflows with their tasks' counts by state
+	workflows show       show a workflow's tasks and dependencies
+	workflows cancel     cancel every unfinished task of a workflow
+	batches list         list batches with their progress
+	batches show         show a batch's progress, callbacks and members
 	signal               send a signal to a job (AwaitSignal)
 	ui                   serve the web dashboard
 	bench                measure throughput on a scratch schema

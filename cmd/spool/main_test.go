@@ -295,7 +295,7 @@ func TestQueues(t *testing.T) {
 	if len(qs) != 2 || qs[0].Queue != "alpha" || qs[1].Queue != "beta" {
 		t.Fatalf("queues: got %+v", qs)
 	}
-	if c := qs[0].Counts; c["available"] != 2 || c["scheduled"] != 1 || len(c) != 7 || qs[0].Total != 3 {
+	if c := qs[0].Counts; c["available"] != 2 || c["scheduled"] != 1 || len(c) != 8 || qs[0].Total != 3 {
 		t.Errorf("alpha counts: %+v total %d", c, qs[0].Total)
 	}
 	if c := qs[1].Counts; c["cancelled"] != 1 || qs[1].Total != 1 {
@@ -311,13 +311,13 @@ func TestQueues(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("queues table: want header and 2 rows:\n%s", r.Stdout)
 	}
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "QUEUE AVAILABLE SCHEDULED RETRYABLE RUNNING COMPLETED DISCARDED CANCELLED TOTAL PAUSED" {
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "QUEUE WAITING AVAILABLE SCHEDULED RETRYABLE RUNNING COMPLETED DISCARDED CANCELLED TOTAL PAUSED" {
 		t.Errorf("queues header: %q", lines[0])
 	}
-	if got := strings.Join(strings.Fields(lines[1]), " "); got != "alpha 2 1 0 0 0 0 0 3 -" {
+	if got := strings.Join(strings.Fields(lines[1]), " "); got != "alpha 0 2 1 0 0 0 0 0 3 -" {
 		t.Errorf("alpha row: %q", got)
 	}
-	if got := strings.Join(strings.Fields(lines[2]), " "); got != "beta 0 0 0 0 0 0 1 1 -" {
+	if got := strings.Join(strings.Fields(lines[2]), " "); got != "beta 0 0 0 0 0 0 0 1 1 -" {
 		t.Errorf("beta row: %q", got)
 	}
 }

@@ -9,12 +9,12 @@ WITH taken AS MATERIALIZED (
   WHERE id > $1 AND ($2 = '' OR queue = $2) AND ($3 = '' OR kind = $3)
     AND (cardinality($4::text[]) = 0 OR state::text = ANY($4::text[]))
     AND ($5::timestamptz IS NULL OR created_at > $5) AND ($6::timestamptz IS NULL OR created_at < $6)
-    AND state IN ('available', 'scheduled', 'retryable', 'running')
+    AND state IN ('waiting', 'available', 'scheduled', 'retryable', 'running')
   ORDER BY id
   LIMIT $7
   FOR UPDATE
 ), changed AS (
-  UPDATE {{s}}.spool_jobs j SET state = 'cancelled', finalized_at = now(), leased_until = NULL, leased_by = NULL
+  UPDATE {{s}}.spool_jobs j SET state = 'cancelled', finalized_at = now(), leased_until = NULL, leased_by = NULL, wait_kind = NULL
   FROM taken t
   WHERE j.id = t.id
   RETURNING j.id, t.flag

@@ -6,6 +6,12 @@ WITH doomed AS MATERIALIZED (
     AND ((state = 'completed' AND $1::bigint > 0 AND finalized_at < now() - $1::bigint * interval '1 microsecond')
       OR (state = 'discarded' AND $2::bigint > 0 AND finalized_at < now() - $2::bigint * interval '1 microsecond')
       OR (state = 'cancelled' AND $3::bigint > 0 AND finalized_at < now() - $3::bigint * interval '1 microsecond'))
+    -- A workflow's tasks stay until every one is final, a batch's jobs
+    -- until it is finished (docs/workflows.md).
+    AND (workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs w
+      WHERE w.workflow_id = spool_jobs.workflow_id AND w.state NOT IN ('completed', 'discarded', 'cancelled')))
+    AND (batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_batches b
+      WHERE b.id = spool_jobs.batch_id AND b.finished_at IS NULL))
   LIMIT $4
   FOR UPDATE SKIP LOCKED
 )

@@ -3,5 +3,5 @@
 -- data-modifying CTE. Same guard, same result rows.
 DELETE FROM {{s}}.spool_jobs j
 USING unnest($1::bigint[], $2::integer[]) AS i(id, fence)
-WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running' AND NOT j.has_dependents
 RETURNING j.id, j.fence

@@ -4,5 +4,5 @@
 UPDATE {{s}}.spool_jobs j
 SET state = 'completed', finalized_at = now(), leased_until = NULL, leased_by = NULL
 FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
-WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running' AND NOT j.has_dependents
 RETURNING j.id, j.fence

@@ -8,6 +8,6 @@
 -- than running (BENCHMARKS.md, "Small completions on a generic plan").
 UPDATE {{s}}.spool_jobs j
 SET state = 'completed', finalized_at = now(), leased_until = NULL, leased_by = NULL
-WHERE j.id = ANY($1::bigint[]) AND j.state::text = 'running'
+WHERE j.id = ANY($1::bigint[]) AND j.state::text = 'running' AND NOT j.has_dependents
   AND j.fence = ($2::integer[])[array_position($1::bigint[], j.id)]
 RETURNING j.id, j.fence

@@ -1,7 +1,8 @@
 -- Finish: every outcome of a batch in one statement, each row guarded
 -- by (id, fence, running). Outcome codes match backend.Outcome:
 -- 1 complete, 2 retry, 3 snooze, 4 cancel, 5 discard, 6 release.
--- $6 deletes completed rows instead of keeping them. Rows applied come
+-- $6 deletes completed rows instead of keeping them. Jobs with dependents
+-- are left to finishDependents (workflow.go), which settles them. Rows applied come
 -- back as (id, fence), with queue, priority and run_at where the row
 -- is pending again (queue NULL otherwise), to lower claim floors.
 WITH input AS (
@@ -10,7 +11,7 @@ WITH input AS (
 ),
 deleted AS (
   DELETE FROM {{s}}.spool_jobs j USING input i
-  WHERE $6 AND i.outcome = 1 AND j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+  WHERE $6 AND i.outcome = 1 AND j.id = i.id AND j.fence = i.fence AND j.state = 'running' AND NOT j.has_dependents
   RETURNING j.id, j.fence, NULL::text AS queue, j.priority, j.run_at
 ),
 updated AS (
@@ -27,7 +28,7 @@ updated AS (
       ELSE coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(i.err || jsonb_build_object('at', now()))
     END
   FROM input i
-  WHERE NOT ($6 AND i.outcome = 1) AND j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+  WHERE NOT ($6 AND i.outcome = 1) AND j.id = i.id AND j.fence = i.fence AND j.state = 'running' AND NOT j.has_dependents
   RETURNING j.id, j.fence, CASE WHEN j.state IN ('available', 'retryable', 'scheduled') THEN j.queue END, j.priority, j.run_at
 )
 SELECT * FROM deleted UNION ALL SELECT * FROM updated

@@ -3,6 +3,6 @@
 -- rows that finish_input reads.
 DELETE FROM spool_jobs WHERE id IN (
   SELECT j.id FROM {{finish_input}} AS i JOIN spool_jobs AS j ON j.id = i.fid
-  WHERE i.outcome = 1 AND j.fence = i.ffence AND j.state = 'running'
+  WHERE i.outcome = 1 AND j.fence = i.ffence AND j.state = 'running' AND NOT j.has_dependents
 )
 RETURNING id, fence

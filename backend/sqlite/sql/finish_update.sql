@@ -24,4 +24,5 @@ UPDATE spool_jobs AS j SET
     ELSE json_insert(coalesce(j.errors, '[]'), '$[#]', json(i.err)) END
 FROM {{finish_input}} AS i
 WHERE j.id = i.fid AND j.fence = i.ffence AND j.state = 'running' AND NOT (?3 AND i.outcome = 1)
+  AND j.has_dependents = ?4
 RETURNING id, fence

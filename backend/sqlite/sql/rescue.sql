@@ -15,4 +15,4 @@ WHERE id IN (
   ORDER BY leased_until
   LIMIT ?3
 )
-RETURNING state, queue
+RETURNING state, queue, id, has_dependents

@@ -60,7 +60,7 @@ updated AS (
 SELECT m.id, m.queue, m.kind, m.args, 'running', m.priority, m.run_at,
   (m.attempt + 1)::smallint, m.max_attempts, {{s}}.spool_next_fence(m.fence, ep.e),
   now() + $3::bigint * interval '1 microsecond', $4::text, m.created_at, now(), NULL::timestamptz,
-  m.errors, m.tags, m.metadata, '', 0::smallint, m.output, ''
+  m.errors, m.tags, m.metadata, '', 0::smallint, m.output, '', '', 0, false, 0::bigint, '', 0::bigint
 FROM gone m, ep
 UNION ALL
 SELECT * FROM updated

@@ -1,0 +1,1 @@
+SELECT {{batch_cols}} FROM spool_batches WHERE id = ?1

@@ -1,0 +1,1 @@
+SELECT sealed FROM spool_batches WHERE id = ?1
