@@ -71,7 +71,10 @@ func (c *Client) insertBatch(ctx context.Context, tx any, opts BatchOpts, member
 		if cb.in == nil {
 			continue
 		}
-		row, err := c.buildInsert(cb.in.Args, cb.in.Opts)
+		row, deb, err := c.buildInsert(cb.in.Args, cb.in.Opts)
+		if err == nil && deb != nil {
+			err = invalid("unique", nil, "a batch callback cannot be debounced")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("insert batch: callback: %w", err)
 		}
@@ -151,7 +154,10 @@ func (c *Client) buildMembers(members []InsertManyParams) ([]*backend.JobInsertP
 	rows := make([]*backend.JobInsertParams, len(members))
 	seen := map[string]bool{}
 	for i, m := range members {
-		row, err := c.buildInsert(m.Args, m.InsertOpts)
+		row, deb, err := c.buildInsert(m.Args, m.InsertOpts)
+		if err == nil && deb != nil {
+			err = invalid("unique", nil, "a batch member cannot be debounced")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}

@@ -204,7 +204,10 @@ func (c *Client) buildWorkflow(w *Workflow) (*backend.WorkflowInsertParams, erro
 	}
 	p := &backend.WorkflowInsertParams{Name: w.name, Tasks: make([]backend.WorkflowTaskParams, len(w.tasks))}
 	for i, t := range w.tasks {
-		job, err := c.buildInsert(t.args, t.opts)
+		job, deb, err := c.buildInsert(t.args, t.opts)
+		if err == nil && deb != nil {
+			err = invalid("unique", nil, "a workflow task cannot be debounced")
+		}
 		if err != nil {
 			return nil, bad(t.name, err, "%v", err)
 		}
