@@ -10,9 +10,12 @@ import (
 // claimColumns is what a claim returns, in scanClaimed's order: the columns
 // the claim does not know. The queue, the state (running), the lease and
 // the attempt time are the claim's own parameters, so they are not copied
-// out of SQLite for every row.
+// out of SQLite for every row; a running job waits for nothing, so neither
+// are wait_kind and deps_left. A workflow task or batch member needs its
+// workflow and batch (DependencyOutput, a callback's batch).
 const claimColumns = `id, kind, args, priority, run_at, attempt, max_attempts, fence, created_at, finalized_at,
-  errors, tags, metadata, coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, '')`
+  errors, tags, metadata, coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, ''),
+  has_dependents, coalesce(workflow_id, 0), coalesce(workflow_task, ''), coalesce(batch_id, 0)`
 
 // claimed is what a claim knows of every row it takes.
 type claimed struct {
@@ -46,7 +49,8 @@ func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 		j := &r.j
 		var args []byte
 		if err := rows.Scan(&id, &kind, &args, &prio, &runAt, &att, &maxAtt, &fence, &created, &finalized,
-			&r.errs, &tags, &meta, &j.UniqueKey, &uniqueStates, &r.out, &j.FlowKey); err != nil {
+			&r.errs, &tags, &meta, &j.UniqueKey, &uniqueStates, &r.out, &j.FlowKey,
+			&j.HasDependents, &j.WorkflowID, &j.WorkflowTask, &j.BatchID); err != nil {
 			return nil, err
 		}
 		k, ok := kinds[string(kind)]

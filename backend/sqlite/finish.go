@@ -30,12 +30,6 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	}
 	now := time.Now()
 	plain, rest := splitPlain(p.Finishes)
-	var input string
-	if len(rest) > 0 {
-		if input, err = encodeFinishes(rest, now); err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
-		}
-	}
 	completes := newCompletes(plain, p.DeleteCompleted)
 	if tx == nil {
 		// The store's own transaction: prepared statements of its writer.
@@ -51,8 +45,19 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		if applied, err = completes.run(ctx, tx, now.UnixMicro(), applied); err != nil {
 			return err
 		}
-		if len(rest) == 0 {
+		todo := rest
+		if len(applied) < len(plain) {
+			// The plain statements leave jobs with dependents alone (their
+			// finish settles the dependents, below); those, and stale
+			// leases, which it rejects again, take the general path.
+			todo = append(slices.Clip(rest), leftPlain(plain, applied)...)
+		}
+		if len(todo) == 0 {
 			return nil
+		}
+		input, err := encodeFinishes(todo, now)
+		if err != nil {
+			return err
 		}
 		if p.DeleteCompleted {
 			rows, err := tx.QueryContext(ctx, stmt.finishDelete, nil, input)
@@ -115,6 +120,21 @@ func splitPlain(fs []backend.JobFinish) (plain, rest []backend.JobFinish) {
 		}
 	}
 	return plain, rest
+}
+
+// leftPlain returns the plain completions whose leases applied lacks.
+func leftPlain(plain []backend.JobFinish, applied []backend.LeaseRef) []backend.JobFinish {
+	done := make(map[backend.LeaseRef]struct{}, len(applied))
+	for _, l := range applied {
+		done[l] = struct{}{}
+	}
+	var out []backend.JobFinish
+	for _, f := range plain {
+		if _, ok := done[f.Lease]; !ok {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // completeBuckets are the sizes, in leases, of the plain-completion

@@ -220,15 +220,20 @@ func (r *runningJobs) stopAll(cause error) {
 
 // cancelLocked cancels j's context with cause and, for a job of a
 // many-call, counts it there: the call's own context ends with the last of
-// its jobs' (manyCall). r.mu is held.
+// its jobs', after it, so that a handler woken by the call's end finds
+// every job's context ended too (manyCall). r.mu is held.
 func (r *runningJobs) cancelLocked(j *runningJob, cause error) {
+	var last *manyCall
 	if c := j.call; c != nil && !j.callCounted && j.ctx.Err() == nil {
 		j.callCounted = true
 		if c.live--; c.live == 0 {
-			c.cancel(cause)
+			last = c
 		}
 	}
 	j.cancel(cause)
+	if last != nil {
+		last.cancel(cause)
+	}
 }
 
 // handlerDone records that a job's handler returned, and reports whether

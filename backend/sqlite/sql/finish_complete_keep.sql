@@ -4,6 +4,6 @@
 UPDATE spool_jobs SET state = 'completed', finalized_at = ?1, leased_until = NULL, leased_by = NULL
 WHERE id IN (
   SELECT j.id FROM (VALUES {{pairs}}) AS v JOIN spool_jobs AS j ON j.id = v.column1
-  WHERE j.fence = v.column2 AND j.state = 'running'
+  WHERE j.fence = v.column2 AND j.state = 'running' AND NOT j.has_dependents
 )
 RETURNING id, fence
