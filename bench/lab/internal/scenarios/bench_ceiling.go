@@ -123,6 +123,13 @@ type ceilingRow struct {
 	About    string    `json:"about"`
 	JobsPerS float64   `json:"jobs_per_s"` // median over rounds
 	Runs     []float64 `json:"runs_jobs_per_s"`
+	// Batch is the jobs claimed per statement.
+	Batch int `json:"batch"`
+	// ServerCPUPerJobUS is the median over rounds of the database servers'
+	// CPU time per job during the loop (all of the machine's server
+	// processes, so other sessions' work too; 0 when not measured).
+	ServerCPUPerJobUS float64   `json:"server_cpu_per_job_us"`
+	ServerCPURuns     []float64 `json:"server_cpu_runs_us"`
 }
 
 // drainBeside is a drain run in the same rounds as the ceiling loops.
@@ -131,6 +138,9 @@ type drainBeside struct {
 	Flags    []string  `json:"flags"`
 	JobsPerS float64   `json:"jobs_per_s"` // median over rounds
 	Runs     []float64 `json:"runs_jobs_per_s"`
+	// ServerCPUPerJobUS is the median of the drains' server CPU per job.
+	ServerCPUPerJobUS float64   `json:"server_cpu_per_job_us"`
+	ServerCPURuns     []float64 `json:"server_cpu_runs_us"`
 	// FractionOf is the drain's median over each variant's median.
 	FractionOf map[string]float64 `json:"fraction_of"`
 }
@@ -141,6 +151,7 @@ type ceilingResult struct {
 	Backend    string        `json:"backend"`
 	Jobs       int           `json:"jobs"`
 	Batch      int           `json:"batch"`
+	LoopBatch  int           `json:"loop_batch"`
 	Sessions   int           `json:"sessions"`
 	Rounds     int           `json:"rounds"`
 	Variants   []ceilingRow  `json:"variants"`
@@ -155,6 +166,7 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	fs := run.Flags
 	jobs := fs.Int("jobs", 100000, "jobs per loop")
 	batch := fs.Int("batch", 1000, "jobs claimed and completed per statement")
+	loopBatch := fs.Int("loop-batch", 0, "batch of the backend's own raw loops (default: --batch)")
 	sessions := fs.Int("sessions", 2, "concurrent sessions")
 	variantList := fs.String("variants", "", "comma-separated variants (default: all the backend has)")
 	rounds := fs.Int("rounds", 1, "rounds; variants alternate within each")
@@ -178,6 +190,7 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	if err := run.Check(
 		bench.Want(*jobs >= 1, "--jobs must be at least 1"),
 		bench.Want(*batch >= 1 && *batch <= 100000, "--batch must be between 1 and 100000"),
+		bench.Want(*loopBatch >= 0 && *loopBatch <= 100000, "--loop-batch must be between 0 and 100000"),
 		bench.Want(*sessions >= 1 && *sessions <= 64, "--sessions must be between 1 and 64"),
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*chunk >= 1, "--insert-chunk must be at least 1"),
@@ -193,8 +206,11 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	if err := run.StartProfile(); err != nil {
 		return err
 	}
+	if *loopBatch == 0 {
+		*loopBatch = *batch
+	}
 	r := &ceilingRun{run: run, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk}
-	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, Sessions: *sessions, Rounds: *rounds,
+	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, LoopBatch: *loopBatch, Sessions: *sessions, Rounds: *rounds,
 		GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	if *drainFlags != "" && !*compareDrain {
 		return cli.Usagef(run.Name, "--drain-flags needs --compare-drain")
@@ -222,31 +238,39 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 				return err
 			}
 			for _, v := range variants {
-				res.Variants = append(res.Variants, ceilingRow{Name: v.Name, About: v.About})
+				b := *loopBatch
+				if slices.ContainsFunc(backendCeilingVariants, func(s ceilingVariant) bool { return s.Name == v.Name }) {
+					b = *batch
+				}
+				res.Variants = append(res.Variants, ceilingRow{Name: v.Name, About: v.About, Batch: b})
 			}
 		}
 		for i, v := range variants {
-			jps, storeName, err := r.runVariant(ctx, v)
+			jps, cpu, storeName, err := r.runVariant(ctx, v, res.Variants[i].Batch)
 			if err != nil {
 				return bench.WithCause(ctx, fmt.Errorf("lab ceiling: %s: %w", v.Name, err))
 			}
 			res.Stores = append(res.Stores, storeName)
 			res.Variants[i].Runs = append(res.Variants[i].Runs, jps)
+			res.Variants[i].ServerCPURuns = append(res.Variants[i].ServerCPURuns, cpu)
 		}
 		for i := range drains {
-			jps, err := r.runDrain(ctx, dsn, drains[i].Flags)
+			jps, cpu, err := r.runDrain(ctx, dsn, drains[i].Flags)
 			if err != nil {
 				return bench.WithCause(ctx, fmt.Errorf("lab ceiling: %s: %w", drains[i].Name, err))
 			}
 			drains[i].Runs = append(drains[i].Runs, jps)
+			drains[i].ServerCPURuns = append(drains[i].ServerCPURuns, cpu)
 		}
 	}
 	for i := range res.Variants {
 		res.Variants[i].JobsPerS = bench.Median(res.Variants[i].Runs)
+		res.Variants[i].ServerCPUPerJobUS = bench.Median(res.Variants[i].ServerCPURuns)
 	}
 	for i := range drains {
 		d := &drains[i]
 		d.JobsPerS = bench.Median(d.Runs)
+		d.ServerCPUPerJobUS = bench.Median(d.ServerCPURuns)
 		d.FractionOf = map[string]float64{}
 		for _, v := range res.Variants {
 			if v.JobsPerS > 0 {
@@ -280,8 +304,9 @@ func chooseCeilingVariants(backendName string, wanted []string) ([]ceilingVarian
 
 // ceilingRun holds the settings of one lab ceiling invocation.
 type ceilingRun struct {
-	run                          *bench.ScenarioRun
-	jobs, batch, sessions, chunk int
+	run                   *bench.ScenarioRun
+	jobs, sessions, chunk int
+	batch                 int // of the drains' --compare-drain defaults and Spool's variants
 }
 
 // backendName opens and drops a scratch store to learn the backend's name.
@@ -299,11 +324,12 @@ func (r *ceilingRun) backendName(ctx context.Context) (string, error) {
 }
 
 // runVariant fills a fresh store with the jobs and times the variant's
-// sessions until they have claimed and completed all of them.
-func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS float64, storeName string, err error) {
+// sessions, batch jobs a claim, until they have claimed and completed all
+// of them; it returns jobs/s and the servers' CPU µs per job.
+func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int) (jobsPerS, serverCPU float64, storeName string, err error) {
 	store, closeStore, err := r.run.OpenStoreFor(ctx)
 	if err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
 	storeName = store.Scratch.Name
 	defer func() {
@@ -313,14 +339,14 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 	}()
 	client, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.run.Logger()})
 	if err != nil {
-		return 0, storeName, err
+		return 0, 0, storeName, err
 	}
 	var inserted atomic.Int64
 	bar := r.run.Progress("insert", "jobs", int64(r.jobs), inserted.Load)
 	_, err = bench.InsertJobs(ctx, client, spool.DefaultQueue, r.jobs, r.chunk, false, &inserted)
 	bar.Stop()
 	if err != nil {
-		return 0, storeName, err
+		return 0, 0, storeName, err
 	}
 
 	sessions := make([]*ceilingSession, r.sessions)
@@ -332,8 +358,8 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 		}
 	}()
 	for i := range sessions {
-		if sessions[i], err = v.open(ctx, store.Backend, r.batch, i); err != nil {
-			return 0, storeName, err
+		if sessions[i], err = v.open(ctx, store.Backend, batch, i); err != nil {
+			return 0, 0, storeName, err
 		}
 	}
 	var finished atomic.Int64
@@ -359,32 +385,34 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 		}()
 	}
 	bar = r.run.Progress(v.Name, "jobs", int64(r.jobs), finished.Load)
+	cpu := bench.StartServerCPU()
 	start := time.Now()
 	close(startGate)
 	wg.Wait()
 	elapsed := time.Since(start)
+	serverCPU = cpu.PerJob(r.jobs)
 	bar.Stop()
 	for _, err := range errs {
 		if err != nil {
-			return 0, storeName, err
+			return 0, 0, storeName, err
 		}
 	}
 	if got := finished.Load(); got != int64(r.jobs) {
-		return 0, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
+		return 0, 0, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
 	}
 	stats, err := bench.QueueStats(ctx, client, spool.DefaultQueue)
 	if err != nil {
-		return 0, storeName, fmt.Errorf("check results: %w", err)
+		return 0, 0, storeName, fmt.Errorf("check results: %w", err)
 	}
 	if bench.PendingCount(stats) != 0 {
-		return 0, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
+		return 0, 0, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
 	}
-	return cli.Rate(int64(r.jobs), elapsed), storeName, nil
+	return cli.Rate(int64(r.jobs), elapsed), serverCPU, storeName, nil
 }
 
 // runDrain runs bench drain with the same job count on a store of its own
-// and returns its jobs/s.
-func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (float64, error) {
+// and returns its jobs/s and server CPU µs per job.
+func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (float64, float64, error) {
 	args := []string{"--jobs", strconv.Itoa(r.jobs), "--json", "--insert-chunk", strconv.Itoa(r.chunk), "--database-url", dsn}
 	if *r.run.Common.Quiet {
 		args = append(args, "--quiet")
@@ -393,15 +421,16 @@ func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (
 	var out bytes.Buffer
 	sub := &cli.Env{Stdout: &out, Stderr: r.run.Stderr, StderrTerminal: r.run.Env.StderrTerminal}
 	if err := bench.NewDrainCommand(sub).Run(ctx, args); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var res struct {
-		JobsPerS float64 `json:"jobs_per_s"`
+		JobsPerS          float64 `json:"jobs_per_s"`
+		ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return 0, fmt.Errorf("read drain result: %w", err)
+		return 0, 0, fmt.Errorf("read drain result: %w", err)
 	}
-	return res.JobsPerS, nil
+	return res.JobsPerS, res.ServerCPUPerJobUS, nil
 }
 
 // ceilingFigure draws the medians as bars.
@@ -427,9 +456,10 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	fmt.Fprintf(w, "ceiling: %s jobs, batches of %d, %d sessions, %d round(s), %s\n\n",
 		cli.HumanInt(float64(r.Jobs)), r.Batch, r.Sessions, r.Rounds, r.Backend)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIANT\tJOBS/S\tRUNS\tWHAT")
+	fmt.Fprintln(tw, "VARIANT\tBATCH\tJOBS/S\tRUNS\tSERVER µs/JOB\tWHAT")
 	for _, v := range r.Variants {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, cli.HumanInt(v.JobsPerS), bench.FormatRuns(v.Runs), v.About)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", v.Name, v.Batch, cli.HumanInt(v.JobsPerS), bench.FormatRuns(v.Runs),
+			cpuText(v.ServerCPUPerJobUS), v.About)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -439,19 +469,27 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"DRAIN", "JOBS/S", "RUNS"}
+	head := []string{"DRAIN", "JOBS/S", "RUNS", "SERVER µs/JOB"}
 	for _, v := range r.Variants {
 		head = append(head, "OF "+v.Name)
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, d := range r.Drains {
-		row := []string{d.Name, cli.HumanInt(d.JobsPerS), bench.FormatRuns(d.Runs)}
+		row := []string{d.Name, cli.HumanInt(d.JobsPerS), bench.FormatRuns(d.Runs), cpuText(d.ServerCPUPerJobUS)}
 		for _, v := range r.Variants {
 			row = append(row, fmt.Sprintf("%.0f%%", 100*d.FractionOf[v.Name]))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
+}
+
+// cpuText formats a CPU time per job, "-" when it was not measured.
+func cpuText(us float64) string {
+	if us <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", us)
 }
 
 // Usage implements cli.Command.
