@@ -39,6 +39,9 @@ type ceilingSession struct {
 	step func(ctx context.Context) (int, error)
 	// close releases the session.
 	close func()
+	// spent, when not nil, is the wall time the session spent in each of
+	// its statements so far, by name (updated by step).
+	spent map[string]time.Duration
 }
 
 // ceilingVariant is one way to claim and complete jobs in a loop.
@@ -47,6 +50,9 @@ type ceilingVariant struct {
 	About string
 	// open starts session number session, claiming batch jobs at a time.
 	open func(ctx context.Context, be backend.Backend, batch, session int) (*ceilingSession, error)
+	// alter, when not nil, applies --alter (clauses of an ALTER TABLE) to
+	// the variant's table once its sessions are open.
+	alter func(ctx context.Context, be backend.Backend, clauses string) error
 }
 
 // ceilingVariants maps backend names (backend.Backend.Name) to the loops of
@@ -125,6 +131,10 @@ type ceilingRow struct {
 	Runs     []float64 `json:"runs_jobs_per_s"`
 	// Batch is the jobs claimed per statement.
 	Batch int `json:"batch"`
+	// StatementUS is, by statement, the median over rounds of the
+	// sessions' wall time in it per job, in µs (loops that time theirs).
+	StatementUS   map[string]float64   `json:"statement_us_per_job,omitempty"`
+	StatementRuns map[string][]float64 `json:"statement_runs_us,omitempty"`
 	// ServerCPUPerJobUS is the median over rounds of the database servers'
 	// CPU time per job during the loop (all of the machine's server
 	// processes, so other sessions' work too; 0 when not measured).
@@ -152,6 +162,7 @@ type ceilingResult struct {
 	Jobs       int           `json:"jobs"`
 	Batch      int           `json:"batch"`
 	LoopBatch  int           `json:"loop_batch"`
+	Alter      string        `json:"alter,omitempty"`
 	Sessions   int           `json:"sessions"`
 	Rounds     int           `json:"rounds"`
 	Variants   []ceilingRow  `json:"variants"`
@@ -173,6 +184,7 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	compareDrain := fs.Bool("compare-drain", false, "run bench drain (kept and deleted completions) in each round too")
 	drainFlags := fs.String("drain-flags", "", "more flags for the drains of --compare-drain, as one string")
 	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
+	alter := fs.String("alter", "", "ALTER TABLE clauses applied to the raw loops' table before they run")
 	if err := run.Parse(args, c.Usage()); err != nil {
 		return err
 	}
@@ -209,8 +221,8 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	if *loopBatch == 0 {
 		*loopBatch = *batch
 	}
-	r := &ceilingRun{run: run, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk}
-	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, LoopBatch: *loopBatch, Sessions: *sessions, Rounds: *rounds,
+	r := &ceilingRun{run: run, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk, alter: *alter}
+	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, LoopBatch: *loopBatch, Alter: *alter, Sessions: *sessions, Rounds: *rounds,
 		GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	if *drainFlags != "" && !*compareDrain {
 		return cli.Usagef(run.Name, "--drain-flags needs --compare-drain")
@@ -238,6 +250,9 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 				return err
 			}
 			for _, v := range variants {
+				if *alter != "" && v.alter == nil {
+					return cli.Usagef(run.Name, "variant %s does not take --alter", v.Name)
+				}
 				b := *loopBatch
 				if slices.ContainsFunc(backendCeilingVariants, func(s ceilingVariant) bool { return s.Name == v.Name }) {
 					b = *batch
@@ -252,7 +267,13 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 			}
 			res.Stores = append(res.Stores, storeName)
 			res.Variants[i].Runs = append(res.Variants[i].Runs, jps)
-			res.Variants[i].ServerCPURuns = append(res.Variants[i].ServerCPURuns, cpu)
+			res.Variants[i].ServerCPURuns = append(res.Variants[i].ServerCPURuns, cpu.server)
+			for name, us := range cpu.statements {
+				if res.Variants[i].StatementRuns == nil {
+					res.Variants[i].StatementRuns = map[string][]float64{}
+				}
+				res.Variants[i].StatementRuns[name] = append(res.Variants[i].StatementRuns[name], us)
+			}
 		}
 		for i := range drains {
 			jps, cpu, err := r.runDrain(ctx, dsn, drains[i].Flags)
@@ -266,6 +287,12 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	for i := range res.Variants {
 		res.Variants[i].JobsPerS = bench.Median(res.Variants[i].Runs)
 		res.Variants[i].ServerCPUPerJobUS = bench.Median(res.Variants[i].ServerCPURuns)
+		for name, runs := range res.Variants[i].StatementRuns {
+			if res.Variants[i].StatementUS == nil {
+				res.Variants[i].StatementUS = map[string]float64{}
+			}
+			res.Variants[i].StatementUS[name] = bench.Median(runs)
+		}
 	}
 	for i := range drains {
 		d := &drains[i]
@@ -307,6 +334,13 @@ type ceilingRun struct {
 	run                   *bench.ScenarioRun
 	jobs, sessions, chunk int
 	batch                 int // of the drains' --compare-drain defaults and Spool's variants
+	alter                 string
+}
+
+// variantCost is what a variant's loop cost per job besides wall time.
+type variantCost struct {
+	server     float64            // the servers' CPU µs
+	statements map[string]float64 // the sessions' wall µs in each statement
 }
 
 // backendName opens and drops a scratch store to learn the backend's name.
@@ -326,10 +360,10 @@ func (r *ceilingRun) backendName(ctx context.Context) (string, error) {
 // runVariant fills a fresh store with the jobs and times the variant's
 // sessions, batch jobs a claim, until they have claimed and completed all
 // of them; it returns jobs/s and the servers' CPU µs per job.
-func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int) (jobsPerS, serverCPU float64, storeName string, err error) {
+func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int) (jobsPerS float64, cost variantCost, storeName string, err error) {
 	store, closeStore, err := r.run.OpenStoreFor(ctx)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, cost, "", err
 	}
 	storeName = store.Scratch.Name
 	defer func() {
@@ -339,14 +373,14 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int
 	}()
 	client, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.run.Logger()})
 	if err != nil {
-		return 0, 0, storeName, err
+		return 0, cost, storeName, err
 	}
 	var inserted atomic.Int64
 	bar := r.run.Progress("insert", "jobs", int64(r.jobs), inserted.Load)
 	_, err = bench.InsertJobs(ctx, client, spool.DefaultQueue, r.jobs, r.chunk, false, &inserted)
 	bar.Stop()
 	if err != nil {
-		return 0, 0, storeName, err
+		return 0, cost, storeName, err
 	}
 
 	sessions := make([]*ceilingSession, r.sessions)
@@ -359,7 +393,12 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int
 	}()
 	for i := range sessions {
 		if sessions[i], err = v.open(ctx, store.Backend, batch, i); err != nil {
-			return 0, 0, storeName, err
+			return 0, cost, storeName, err
+		}
+	}
+	if r.alter != "" {
+		if err := v.alter(ctx, store.Backend, r.alter); err != nil {
+			return 0, cost, storeName, fmt.Errorf("--alter: %w", err)
 		}
 	}
 	var finished atomic.Int64
@@ -390,24 +429,32 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int
 	close(startGate)
 	wg.Wait()
 	elapsed := time.Since(start)
-	serverCPU = cpu.PerJob(r.jobs)
+	cost.server = cpu.PerJob(r.jobs)
+	for _, s := range sessions {
+		for name, d := range s.spent {
+			if cost.statements == nil {
+				cost.statements = map[string]float64{}
+			}
+			cost.statements[name] += bench.PerJobUS(d, r.jobs)
+		}
+	}
 	bar.Stop()
 	for _, err := range errs {
 		if err != nil {
-			return 0, 0, storeName, err
+			return 0, cost, storeName, err
 		}
 	}
 	if got := finished.Load(); got != int64(r.jobs) {
-		return 0, 0, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
+		return 0, cost, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
 	}
 	stats, err := bench.QueueStats(ctx, client, spool.DefaultQueue)
 	if err != nil {
-		return 0, 0, storeName, fmt.Errorf("check results: %w", err)
+		return 0, cost, storeName, fmt.Errorf("check results: %w", err)
 	}
 	if bench.PendingCount(stats) != 0 {
-		return 0, 0, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
+		return 0, cost, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
 	}
-	return cli.Rate(int64(r.jobs), elapsed), serverCPU, storeName, nil
+	return cli.Rate(int64(r.jobs), elapsed), cost, storeName, nil
 }
 
 // runDrain runs bench drain with the same job count on a store of its own
@@ -464,6 +511,9 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printStatementCosts(w, r.Variants); err != nil {
+		return err
+	}
 	if len(r.Drains) == 0 {
 		return nil
 	}
@@ -478,6 +528,37 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 		row := []string{d.Name, cli.HumanInt(d.JobsPerS), bench.FormatRuns(d.Runs), cpuText(d.ServerCPUPerJobUS)}
 		for _, v := range r.Variants {
 			row = append(row, fmt.Sprintf("%.0f%%", 100*d.FractionOf[v.Name]))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// printStatementCosts prints, for the loops that time their statements, the
+// sessions' wall time per job in each.
+func printStatementCosts(w io.Writer, vs []ceilingRow) error {
+	var names []string
+	for _, v := range vs {
+		for name := range v.StatementUS {
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WALL µs/JOB\t"+strings.Join(names, "\t"))
+	for _, v := range vs {
+		if len(v.StatementUS) == 0 {
+			continue
+		}
+		row := []string{v.Name}
+		for _, name := range names {
+			row = append(row, cpuText(v.StatementUS[name]))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -512,6 +593,19 @@ Variants:
 	              completed by id array: the ceiling of a drain that keeps
 	              completed rows.
 	cte-delete    (PostgreSQL) the same claim, then DELETE by id array.
+	min-keep      (MySQL) the minimal hand-written loop on a minimal table
+	              (id, queue, priority, run_at, state, args; one index
+	              (queue, state, priority, run_at, id)), per session:
+	              BEGIN, SELECT … ORDER BY priority, run_at, id LIMIT n
+	              FOR UPDATE SKIP LOCKED, UPDATE SET state = 'running'
+	              WHERE id IN (…), COMMIT; then UPDATE SET state =
+	              'completed' by ids. The table ends with the wall time
+	              each statement took per job.
+	min-delete    (MySQL) the same, then DELETE by ids.
+	min-spool-keep, min-spool-delete
+	              (MySQL) the same statements on Spool's spool_jobs (the
+	              claim UPDATE also sets the lease end its rules require):
+	              what Spool's table costs apart from its statements.
 	claim-delete  (PostgreSQL) one statement per batch: the CTE feeding a
 	              DELETE.
 	lease-delete  (PostgreSQL) a lease row per batch: the claim moves the
@@ -547,5 +641,14 @@ Flags:
 		(claims of about 1,000 jobs, the loops' batch)
 	--insert-chunk N
 		jobs per InsertMany call (default 10000)
+	--loop-batch N
+		jobs claimed per statement by the backend's own raw loops (the
+		cte-*, min-* variants; default: --batch), so that each side runs
+		at its best batch size
+	--alter CLAUSES
+		(MySQL) clauses of an ALTER TABLE applied to the raw loops' table
+		once it is filled, e.g. "ADD KEY k (run_at)" or "DROP KEY
+		spool_jobs_finalized": what one index costs, paired with a run
+		without it
 `+bench.PlotUsage+bench.CommonUsage, "\n")
 }

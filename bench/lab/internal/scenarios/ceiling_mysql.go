@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -26,23 +27,27 @@ func init() {
 			About: "minimal loop on a minimal table (id, queue, priority, run_at, state, args; one index " +
 				"(queue, state, priority, run_at, id)): SELECT … FOR UPDATE SKIP LOCKED, UPDATE SET state = 'running' " +
 				"by ids, COMMIT, then UPDATE SET state = 'completed' by ids",
-			open: mysqlCeilingSession(mysqlMinTable, false),
+			open:  mysqlCeilingSession(mysqlMinTable, false),
+			alter: mysqlAlter(mysqlMinTable),
 		},
 		{
 			Name:  "min-delete",
 			About: "as min-keep, then DELETE by ids",
 			open:  mysqlCeilingSession(mysqlMinTable, true),
+			alter: mysqlAlter(mysqlMinTable),
 		},
 		{
 			Name: "min-spool-keep",
 			About: "the statements of min-keep on Spool's own spool_jobs (pending = 1 for state = 'available'): " +
 				"what the table costs, without Spool's statements",
-			open: mysqlCeilingSession(mysqlSpoolTable, false),
+			open:  mysqlCeilingSession(mysqlSpoolTable, false),
+			alter: mysqlAlter(mysqlSpoolTable),
 		},
 		{
 			Name:  "min-spool-delete",
 			About: "as min-spool-keep, then DELETE by ids",
 			open:  mysqlCeilingSession(mysqlSpoolTable, true),
+			alter: mysqlAlter(mysqlSpoolTable),
 		},
 	}
 }
@@ -134,18 +139,21 @@ func mysqlCeilingSession(t mysqlLoopTable, deleteDone bool) func(ctx context.Con
 		if deleteDone {
 			finish = "DELETE FROM " + table + " WHERE id IN "
 		}
+		spent := map[string]time.Duration{}
 		step := func(ctx context.Context) (int, error) {
-			ids, err := mysqlLoopClaim(ctx, conn, claim, running)
+			ids, err := mysqlLoopClaim(ctx, conn, claim, running, spent)
 			for tries := 1; err != nil && retryableMySQL(err) && tries < 10; tries++ {
 				// A claim that locks in index order beside deletes that
 				// lock by primary key can deadlock: rolled back, it
 				// starts over, as Spool's claims do.
-				ids, err = mysqlLoopClaim(ctx, conn, claim, running)
+				ids, err = mysqlLoopClaim(ctx, conn, claim, running, spent)
 			}
 			if err != nil || len(ids) == 0 {
 				return 0, err
 			}
+			start := time.Now()
 			res, err := conn.ExecContext(ctx, finish+idList(ids))
+			spent["4 finish"] += time.Since(start)
 			if err != nil {
 				return 0, fmt.Errorf("finish: %w", err)
 			}
@@ -154,12 +162,19 @@ func mysqlCeilingSession(t mysqlLoopTable, deleteDone bool) func(ctx context.Con
 			}
 			return len(ids), nil
 		}
-		return &ceilingSession{step: step, close: closeConn}, nil
+		return &ceilingSession{step: step, close: closeConn, spent: spent}, nil
 	}
 }
 
 // mysqlLoopClaim runs one claim transaction and returns the claimed ids.
-func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string) (ids []int64, err error) {
+// spent gets the wall time of each statement added.
+func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string, spent map[string]time.Duration) (ids []int64, err error) {
+	start := time.Now()
+	lap := func(name string) {
+		now := time.Now()
+		spent[name] += now.Sub(start)
+		start = now
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -169,6 +184,7 @@ func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string) 
 			_ = tx.Rollback()
 		}
 	}()
+	lap("0 begin")
 	rows, err := tx.QueryContext(ctx, claim, spool.DefaultQueue)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -191,8 +207,10 @@ func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string) 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	lap("1 claim select")
 	if len(ids) > 0 {
 		res, err := tx.ExecContext(ctx, running+idList(ids))
+		lap("2 claim update")
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
@@ -203,6 +221,7 @@ func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string) 
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	lap("3 commit")
 	return ids, nil
 }
 
@@ -225,4 +244,19 @@ func idList(ids []int64) string {
 func retryableMySQL(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+// mysqlAlter returns a variant's alter function for table t.
+func mysqlAlter(t mysqlLoopTable) func(ctx context.Context, be backend.Backend, clauses string) error {
+	return func(ctx context.Context, be backend.Backend, clauses string) error {
+		my, err := bench.MySQLBackend(be)
+		if err != nil {
+			return err
+		}
+		db := "`" + strings.ReplaceAll(my.Database(), "`", "``") + "`"
+		// The clauses are the bench operator's own SQL, run on a scratch
+		// database.
+		_, err = my.DB().ExecContext(ctx, "ALTER TABLE "+db+"."+t.table+" "+clauses)
+		return err
+	}
 }
