@@ -38,7 +38,7 @@ func init() {
 		},
 		{
 			Name: "min-spool-keep",
-			About: "the statements of min-keep on Spool's own spool_jobs (pending = 1 for state = 'available'): " +
+			About: "the statements of min-keep on Spool's own spool_jobs (phase = 1 for state = 'available'): " +
 				"what the table costs, without Spool's statements",
 			open:  mysqlCeilingSession(mysqlSpoolTable, false),
 			alter: mysqlAlter(mysqlSpoolTable),
@@ -96,7 +96,7 @@ ORDER BY priority, run_at, id`,
 	// mysqlSpoolTable is Spool's own table, read through its claim index.
 	mysqlSpoolTable = mysqlLoopTable{
 		claim: `SELECT id, queue, priority, run_at, args FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_claim)
-WHERE queue = ? AND pending = 1 AND run_at <= UTC_TIMESTAMP(6)
+WHERE phase = 1 AND queue = ? AND run_at <= UTC_TIMESTAMP(6)
 ORDER BY priority, run_at, id`,
 		table: "spool_jobs",
 		// spool_jobs holds a lease end exactly on running rows.
