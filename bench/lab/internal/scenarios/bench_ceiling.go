@@ -621,6 +621,13 @@ With --compare-drain each round also runs bench drain on the same number of
 jobs (completed rows kept, then deleted), and the table gives each drain as
 a fraction of each variant: the share of the server's ceiling Spool reaches.
 
+One round is one run of each variant: its figure moves with whatever else
+the machine does. For a stable median use --rounds 5 and compare within
+rounds (the JSON keeps each round's runs). On the 2-core test machine one
+MariaDB round of the min-* loops and both drains took about 2 minutes for
+--jobs 100000 at load 12, and 12-20 minutes for --jobs 300000 at load
+30-45, where single rounds differed by up to 2x.
+
 Flags:
 
 	--jobs N
