@@ -22,3 +22,7 @@ var ParseVersion = parseVersion
 
 // SessionSQLMode is the SQL mode the backend's sessions use.
 const SessionSQLMode = sqlMode
+
+// MigrateTo applies the migrations up to version n, as an older release
+// did, for tests of the upgrade path.
+func (b *Backend) MigrateTo(ctx context.Context, n int) error { return b.migrate(ctx, n) }

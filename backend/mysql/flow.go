@@ -312,7 +312,7 @@ func (b *Backend) QueueFlowUse(ctx context.Context, p *backend.QueueFlowUseParam
 		err := rows.Scan(&key, &running, &pending)
 		use.Add(key, running, pending)
 		return err
-	}, b.sql.flowUse, p.Queue, p.Queue)
+	}, b.sql.flowUse, p.Queue, p.Queue, p.Queue, p.Queue)
 	if err == nil {
 		err = sqlfilter.ReadRows(ctx, b.db, func(rows *sql.Rows) error {
 			var (

@@ -68,13 +68,14 @@ func LatestVersion() int { return len(migrations) }
 // part-way; its version is recorded once all its statements ran. It refuses
 // a schema newer than this backend knows.
 func (b *Backend) Migrate(ctx context.Context) error {
-	if err := b.migrate(ctx); err != nil {
+	if err := b.migrate(ctx, len(migrations)); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
 }
 
-func (b *Backend) migrate(ctx context.Context) error {
+// migrate applies the migrations up to version target.
+func (b *Backend) migrate(ctx context.Context, target int) error {
 	conn, err := b.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -112,7 +113,7 @@ func (b *Backend) migrate(ctx context.Context) error {
 	if current > len(migrations) {
 		return fmt.Errorf("%w: database at version %d, this spool knows %d", backend.ErrSchemaTooNew, current, len(migrations))
 	}
-	for _, m := range migrations[current:] {
+	for _, m := range migrations[min(current, target):target] {
 		for i, s := range m.statements {
 			if _, err := conn.ExecContext(ctx, strings.ReplaceAll(s, "{{db}}", db)); err != nil {
 				return fmt.Errorf("apply migration %d (%s), statement %d: %w", m.version, m.name, i+1, err)

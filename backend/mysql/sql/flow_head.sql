@@ -2,5 +2,5 @@
 -- read without locks: jobs without a key are taken from among them.
 -- "LIMIT n" is appended. Params: queue, now.
 SELECT id, flow_key IS NULL FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_claim)
-WHERE queue = ? AND pending = 1 AND run_at <= CAST(? AS DATETIME(6))
+WHERE phase = 1 AND queue = ? AND run_at <= CAST(? AS DATETIME(6))
 ORDER BY priority, run_at, id

@@ -1,5 +1,5 @@
 -- Flow take: due pending jobs of a queue, whatever their key, in claim
 -- order. "LIMIT n FOR UPDATE SKIP LOCKED" is appended. Params: queue, now.
 SELECT {{cols}} FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_claim)
-WHERE queue = ? AND pending = 1 AND run_at <= CAST(? AS DATETIME(6))
+WHERE phase = 1 AND queue = ? AND run_at <= CAST(? AS DATETIME(6))
 ORDER BY priority, run_at, id

@@ -2,4 +2,4 @@
 -- order. The id list, then "ORDER BY … LIMIT n FOR UPDATE SKIP LOCKED", are
 -- appended.
 SELECT {{cols}} FROM {{db}}.spool_jobs
-WHERE pending = 1 AND id IN 
+WHERE phase = 1 AND id IN 

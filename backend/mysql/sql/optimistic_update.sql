@@ -3,4 +3,4 @@
 -- list and "AND (id, fence) IN (…)" are appended.
 UPDATE {{db}}.spool_jobs SET state = 'running', attempt = attempt + 1, fence = fence + 1,
   leased_until = CAST(? AS DATETIME(6)) + INTERVAL ? MICROSECOND, leased_by = ?, attempted_at = CAST(? AS DATETIME(6))
-WHERE pending = 1 AND run_at <= UTC_TIMESTAMP(6) AND id IN 
+WHERE phase = 1 AND run_at <= UTC_TIMESTAMP(6) AND id IN 

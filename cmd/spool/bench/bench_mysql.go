@@ -131,3 +131,7 @@ func mysqlSettle(ctx context.Context, be backend.Backend) error {
 	}
 	return nil
 }
+
+// MySQLBackend returns be as the MySQL backend, for the lab's loops of raw
+// statements.
+func MySQLBackend(be backend.Backend) (*mysql.Backend, error) { return mysqlBackend(be) }

@@ -56,3 +56,27 @@ func (s cpuSpan) perJob(jobs int, backendName string) (client, server, session f
 	}
 	return client, server, session
 }
+
+// ServerCPUSpan is the CPU time of the machine's database server processes
+// when a measured span began (see takeServerCPU: on a shared machine it
+// includes other sessions' work).
+type ServerCPUSpan struct {
+	start serverCPUSnapshot
+	ok    bool
+}
+
+// StartServerCPU begins a ServerCPUSpan.
+func StartServerCPU() ServerCPUSpan {
+	s, ok := takeServerCPU()
+	return ServerCPUSpan{start: s, ok: ok}
+}
+
+// PerJob is the servers' CPU time since the span began per job, in
+// microseconds; 0 when it could not be read.
+func (s ServerCPUSpan) PerJob(jobs int) float64 {
+	now, ok := takeServerCPU()
+	if !ok || !s.ok || jobs <= 0 {
+		return 0
+	}
+	return PerJobUS(s.start.since(now), jobs)
+}

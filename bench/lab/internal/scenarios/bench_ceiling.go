@@ -39,6 +39,9 @@ type ceilingSession struct {
 	step func(ctx context.Context) (int, error)
 	// close releases the session.
 	close func()
+	// spent, when not nil, is the wall time the session spent in each of
+	// its statements so far, by name (updated by step).
+	spent map[string]time.Duration
 }
 
 // ceilingVariant is one way to claim and complete jobs in a loop.
@@ -47,6 +50,9 @@ type ceilingVariant struct {
 	About string
 	// open starts session number session, claiming batch jobs at a time.
 	open func(ctx context.Context, be backend.Backend, batch, session int) (*ceilingSession, error)
+	// alter, when not nil, applies --alter (clauses of an ALTER TABLE) to
+	// the variant's table once its sessions are open.
+	alter func(ctx context.Context, be backend.Backend, clauses string) error
 }
 
 // ceilingVariants maps backend names (backend.Backend.Name) to the loops of
@@ -128,6 +134,17 @@ type ceilingRow struct {
 	// whole cost of the statements; for a server, the client's share.
 	CPUPerJobUS float64   `json:"cpu_per_job_us,omitempty"`
 	CPURuns     []float64 `json:"runs_cpu_per_job_us,omitempty"`
+	// Batch is the jobs claimed per statement.
+	Batch int `json:"batch"`
+	// StatementUS is, by statement, the median over rounds of the
+	// sessions' wall time in it per job, in µs (loops that time theirs).
+	StatementUS   map[string]float64   `json:"statement_us_per_job,omitempty"`
+	StatementRuns map[string][]float64 `json:"statement_runs_us,omitempty"`
+	// ServerCPUPerJobUS is the median over rounds of the database servers'
+	// CPU time per job during the loop (all of the machine's server
+	// processes, so other sessions' work too; 0 when not measured).
+	ServerCPUPerJobUS float64   `json:"server_cpu_per_job_us"`
+	ServerCPURuns     []float64 `json:"server_cpu_runs_us"`
 }
 
 // drainBeside is a drain run in the same rounds as the ceiling loops.
@@ -136,6 +153,9 @@ type drainBeside struct {
 	Flags    []string  `json:"flags"`
 	JobsPerS float64   `json:"jobs_per_s"` // median over rounds
 	Runs     []float64 `json:"runs_jobs_per_s"`
+	// ServerCPUPerJobUS is the median of the drains' server CPU per job.
+	ServerCPUPerJobUS float64   `json:"server_cpu_per_job_us"`
+	ServerCPURuns     []float64 `json:"server_cpu_runs_us"`
 	// FractionOf is the drain's median over each variant's median.
 	FractionOf map[string]float64 `json:"fraction_of"`
 }
@@ -146,6 +166,8 @@ type ceilingResult struct {
 	Backend    string        `json:"backend"`
 	Jobs       int           `json:"jobs"`
 	Batch      int           `json:"batch"`
+	LoopBatch  int           `json:"loop_batch"`
+	Alter      string        `json:"alter,omitempty"`
 	Sessions   int           `json:"sessions"`
 	Rounds     int           `json:"rounds"`
 	Variants   []ceilingRow  `json:"variants"`
@@ -160,12 +182,14 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	fs := run.Flags
 	jobs := fs.Int("jobs", 100000, "jobs per loop")
 	batch := fs.Int("batch", 1000, "jobs claimed and completed per statement")
+	loopBatch := fs.Int("loop-batch", 0, "batch of the backend's own raw loops (default: --batch)")
 	sessions := fs.Int("sessions", 2, "concurrent sessions")
 	variantList := fs.String("variants", "", "comma-separated variants (default: all the backend has)")
 	rounds := fs.Int("rounds", 1, "rounds; variants alternate within each")
 	compareDrain := fs.Bool("compare-drain", false, "run bench drain (kept and deleted completions) in each round too")
 	drainFlags := fs.String("drain-flags", "", "more flags for the drains of --compare-drain, as one string")
 	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
+	alter := fs.String("alter", "", "ALTER TABLE clauses applied to the raw loops' table before they run")
 	if err := run.Parse(args, c.Usage()); err != nil {
 		return err
 	}
@@ -183,6 +207,7 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	if err := run.Check(
 		bench.Want(*jobs >= 1, "--jobs must be at least 1"),
 		bench.Want(*batch >= 1 && *batch <= 100000, "--batch must be between 1 and 100000"),
+		bench.Want(*loopBatch >= 0 && *loopBatch <= 100000, "--loop-batch must be between 0 and 100000"),
 		bench.Want(*sessions >= 1 && *sessions <= 64, "--sessions must be between 1 and 64"),
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*chunk >= 1, "--insert-chunk must be at least 1"),
@@ -198,8 +223,11 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	if err := run.StartProfile(); err != nil {
 		return err
 	}
-	r := &ceilingRun{run: run, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk}
-	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, Sessions: *sessions, Rounds: *rounds,
+	if *loopBatch == 0 {
+		*loopBatch = *batch
+	}
+	r := &ceilingRun{run: run, jobs: *jobs, batch: *batch, sessions: *sessions, chunk: *chunk, alter: *alter}
+	res := ceilingResult{Scenario: "ceiling", Jobs: *jobs, Batch: *batch, LoopBatch: *loopBatch, Alter: *alter, Sessions: *sessions, Rounds: *rounds,
 		GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	if *drainFlags != "" && !*compareDrain {
 		return cli.Usagef(run.Name, "--drain-flags needs --compare-drain")
@@ -227,37 +255,60 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 				return err
 			}
 			for _, v := range variants {
-				res.Variants = append(res.Variants, ceilingRow{Name: v.Name, About: v.About})
+				if *alter != "" && v.alter == nil {
+					return cli.Usagef(run.Name, "variant %s does not take --alter", v.Name)
+				}
+				b := *loopBatch
+				if slices.ContainsFunc(backendCeilingVariants, func(s ceilingVariant) bool { return s.Name == v.Name }) {
+					b = *batch
+				}
+				res.Variants = append(res.Variants, ceilingRow{Name: v.Name, About: v.About, Batch: b})
 			}
 		}
 		for i, v := range variants {
-			jps, cpu, storeName, err := r.runVariant(ctx, v)
+			jps, cpu, storeName, err := r.runVariant(ctx, v, res.Variants[i].Batch)
 			if err != nil {
 				return bench.WithCause(ctx, fmt.Errorf("lab ceiling: %s: %w", v.Name, err))
 			}
 			res.Stores = append(res.Stores, storeName)
 			res.Variants[i].Runs = append(res.Variants[i].Runs, jps)
-			if cpu > 0 {
-				res.Variants[i].CPURuns = append(res.Variants[i].CPURuns, cpu)
+			res.Variants[i].ServerCPURuns = append(res.Variants[i].ServerCPURuns, cpu.server)
+			if cpu.process > 0 {
+				res.Variants[i].CPURuns = append(res.Variants[i].CPURuns, cpu.process)
+			}
+			for name, us := range cpu.statements {
+				if res.Variants[i].StatementRuns == nil {
+					res.Variants[i].StatementRuns = map[string][]float64{}
+				}
+				res.Variants[i].StatementRuns[name] = append(res.Variants[i].StatementRuns[name], us)
 			}
 		}
 		for i := range drains {
-			jps, err := r.runDrain(ctx, dsn, drains[i].Flags)
+			jps, cpu, err := r.runDrain(ctx, dsn, drains[i].Flags)
 			if err != nil {
 				return bench.WithCause(ctx, fmt.Errorf("lab ceiling: %s: %w", drains[i].Name, err))
 			}
 			drains[i].Runs = append(drains[i].Runs, jps)
+			drains[i].ServerCPURuns = append(drains[i].ServerCPURuns, cpu)
 		}
 	}
 	for i := range res.Variants {
 		res.Variants[i].JobsPerS = bench.Median(res.Variants[i].Runs)
+		res.Variants[i].ServerCPUPerJobUS = bench.Median(res.Variants[i].ServerCPURuns)
 		if len(res.Variants[i].CPURuns) > 0 {
 			res.Variants[i].CPUPerJobUS = bench.Median(res.Variants[i].CPURuns)
+		}
+		for name, runs := range res.Variants[i].StatementRuns {
+			if res.Variants[i].StatementUS == nil {
+				res.Variants[i].StatementUS = map[string]float64{}
+			}
+			res.Variants[i].StatementUS[name] = bench.Median(runs)
 		}
 	}
 	for i := range drains {
 		d := &drains[i]
 		d.JobsPerS = bench.Median(d.Runs)
+		d.ServerCPUPerJobUS = bench.Median(d.ServerCPURuns)
 		d.FractionOf = map[string]float64{}
 		for _, v := range res.Variants {
 			if v.JobsPerS > 0 {
@@ -291,8 +342,17 @@ func chooseCeilingVariants(backendName string, wanted []string) ([]ceilingVarian
 
 // ceilingRun holds the settings of one lab ceiling invocation.
 type ceilingRun struct {
-	run                          *bench.ScenarioRun
-	jobs, batch, sessions, chunk int
+	run                   *bench.ScenarioRun
+	jobs, sessions, chunk int
+	batch                 int // of the drains' --compare-drain defaults and Spool's variants
+	alter                 string
+}
+
+// variantCost is what a variant's loop cost per job besides wall time.
+type variantCost struct {
+	server     float64            // the servers' CPU µs
+	process    float64            // this process's CPU µs (0: not measured)
+	statements map[string]float64 // the sessions' wall µs in each statement
 }
 
 // backendName opens and drops a scratch store to learn the backend's name.
@@ -310,12 +370,12 @@ func (r *ceilingRun) backendName(ctx context.Context) (string, error) {
 }
 
 // runVariant fills a fresh store with the jobs and times the variant's
-// sessions until they have claimed and completed all of them; cpuPerJob is
-// this process's CPU per job in µs during the loops (0 where not measured).
-func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS, cpuPerJob float64, storeName string, err error) {
+// sessions, batch jobs a claim, until they have claimed and completed all
+// of them; it returns jobs/s and the servers' CPU µs per job.
+func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int) (jobsPerS float64, cost variantCost, storeName string, err error) {
 	store, closeStore, err := r.run.OpenStoreFor(ctx)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, cost, "", err
 	}
 	storeName = store.Scratch.Name
 	defer func() {
@@ -325,14 +385,14 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 	}()
 	client, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.run.Logger()})
 	if err != nil {
-		return 0, 0, storeName, err
+		return 0, cost, storeName, err
 	}
 	var inserted atomic.Int64
 	bar := r.run.Progress("insert", "jobs", int64(r.jobs), inserted.Load)
 	_, err = bench.InsertJobs(ctx, client, spool.DefaultQueue, r.jobs, r.chunk, false, &inserted)
 	bar.Stop()
 	if err != nil {
-		return 0, 0, storeName, err
+		return 0, cost, storeName, err
 	}
 
 	sessions := make([]*ceilingSession, r.sessions)
@@ -344,8 +404,13 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 		}
 	}()
 	for i := range sessions {
-		if sessions[i], err = v.open(ctx, store.Backend, r.batch, i); err != nil {
-			return 0, 0, storeName, err
+		if sessions[i], err = v.open(ctx, store.Backend, batch, i); err != nil {
+			return 0, cost, storeName, err
+		}
+	}
+	if r.alter != "" {
+		if err := v.alter(ctx, store.Backend, r.alter); err != nil {
+			return 0, cost, storeName, fmt.Errorf("--alter: %w", err)
 		}
 	}
 	var finished atomic.Int64
@@ -372,36 +437,46 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant) (jobsPerS
 	}
 	bar = r.run.Progress(v.Name, "jobs", int64(r.jobs), finished.Load)
 	cpu0, cpuOK := bench.ProcessCPU()
+	cpu := bench.StartServerCPU()
 	start := time.Now()
 	close(startGate)
 	wg.Wait()
 	elapsed := time.Since(start)
 	cpu1, _ := bench.ProcessCPU()
+	cost.server = cpu.PerJob(r.jobs)
+	if cpuOK {
+		cost.process = float64((cpu1 - cpu0).Microseconds()) / float64(r.jobs)
+	}
+	for _, s := range sessions {
+		for name, d := range s.spent {
+			if cost.statements == nil {
+				cost.statements = map[string]float64{}
+			}
+			cost.statements[name] += bench.PerJobUS(d, r.jobs)
+		}
+	}
 	bar.Stop()
 	for _, err := range errs {
 		if err != nil {
-			return 0, 0, storeName, err
+			return 0, cost, storeName, err
 		}
 	}
 	if got := finished.Load(); got != int64(r.jobs) {
-		return 0, 0, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
+		return 0, cost, storeName, fmt.Errorf("the sessions finished %d of %d jobs", got, r.jobs)
 	}
 	stats, err := bench.QueueStats(ctx, client, spool.DefaultQueue)
 	if err != nil {
-		return 0, 0, storeName, fmt.Errorf("check results: %w", err)
+		return 0, cost, storeName, fmt.Errorf("check results: %w", err)
 	}
 	if bench.PendingCount(stats) != 0 {
-		return 0, 0, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
+		return 0, cost, storeName, fmt.Errorf("jobs left after the loop: %s", bench.FormatCounts(stats))
 	}
-	if cpuOK {
-		cpuPerJob = float64((cpu1 - cpu0).Microseconds()) / float64(r.jobs)
-	}
-	return cli.Rate(int64(r.jobs), elapsed), cpuPerJob, storeName, nil
+	return cli.Rate(int64(r.jobs), elapsed), cost, storeName, nil
 }
 
 // runDrain runs bench drain with the same job count on a store of its own
-// and returns its jobs/s.
-func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (float64, error) {
+// and returns its jobs/s and server CPU µs per job.
+func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (float64, float64, error) {
 	args := []string{"--jobs", strconv.Itoa(r.jobs), "--json", "--insert-chunk", strconv.Itoa(r.chunk), "--database-url", dsn}
 	if *r.run.Common.Quiet {
 		args = append(args, "--quiet")
@@ -410,15 +485,16 @@ func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (
 	var out bytes.Buffer
 	sub := &cli.Env{Stdout: &out, Stderr: r.run.Stderr, StderrTerminal: r.run.Env.StderrTerminal}
 	if err := bench.NewDrainCommand(sub).Run(ctx, args); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var res struct {
-		JobsPerS float64 `json:"jobs_per_s"`
+		JobsPerS          float64 `json:"jobs_per_s"`
+		ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return 0, fmt.Errorf("read drain result: %w", err)
+		return 0, 0, fmt.Errorf("read drain result: %w", err)
 	}
-	return res.JobsPerS, nil
+	return res.JobsPerS, res.ServerCPUPerJobUS, nil
 }
 
 // ceilingFigure draws the medians as bars.
@@ -444,15 +520,15 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	fmt.Fprintf(w, "ceiling: %s jobs, batches of %d, %d sessions, %d round(s), %s\n\n",
 		cli.HumanInt(float64(r.Jobs)), r.Batch, r.Sessions, r.Rounds, r.Backend)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIANT\tJOBS/S\tRUNS\tCPU µs/JOB\tWHAT")
+	fmt.Fprintln(tw, "VARIANT\tBATCH\tJOBS/S\tRUNS\tSERVER µs/JOB\tCPU µs/JOB\tWHAT")
 	for _, v := range r.Variants {
-		cpu := "-"
-		if v.CPUPerJobUS > 0 {
-			cpu = fmt.Sprintf("%.1f", v.CPUPerJobUS)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, cli.HumanInt(v.JobsPerS), bench.FormatRuns(v.Runs), cpu, v.About)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Batch, cli.HumanInt(v.JobsPerS), bench.FormatRuns(v.Runs),
+			cpuText(v.ServerCPUPerJobUS), cpuText(v.CPUPerJobUS), v.About)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printStatementCosts(w, r.Variants); err != nil {
 		return err
 	}
 	if len(r.Drains) == 0 {
@@ -460,19 +536,58 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"DRAIN", "JOBS/S", "RUNS"}
+	head := []string{"DRAIN", "JOBS/S", "RUNS", "SERVER µs/JOB"}
 	for _, v := range r.Variants {
 		head = append(head, "OF "+v.Name)
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, d := range r.Drains {
-		row := []string{d.Name, cli.HumanInt(d.JobsPerS), bench.FormatRuns(d.Runs)}
+		row := []string{d.Name, cli.HumanInt(d.JobsPerS), bench.FormatRuns(d.Runs), cpuText(d.ServerCPUPerJobUS)}
 		for _, v := range r.Variants {
 			row = append(row, fmt.Sprintf("%.0f%%", 100*d.FractionOf[v.Name]))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
+}
+
+// printStatementCosts prints, for the loops that time their statements, the
+// sessions' wall time per job in each.
+func printStatementCosts(w io.Writer, vs []ceilingRow) error {
+	var names []string
+	for _, v := range vs {
+		for name := range v.StatementUS {
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WALL µs/JOB\t"+strings.Join(names, "\t"))
+	for _, v := range vs {
+		if len(v.StatementUS) == 0 {
+			continue
+		}
+		row := []string{v.Name}
+		for _, name := range names {
+			row = append(row, cpuText(v.StatementUS[name]))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// cpuText formats a CPU time per job, "-" when it was not measured.
+func cpuText(us float64) string {
+	if us <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", us)
 }
 
 // Usage implements cli.Command.
@@ -499,6 +614,19 @@ Variants:
 	              completed by id array: the ceiling of a drain that keeps
 	              completed rows.
 	cte-delete    (PostgreSQL) the same claim, then DELETE by id array.
+	min-keep      (MySQL) the minimal hand-written loop on a minimal table
+	              (id, queue, priority, run_at, state, args; one index
+	              (queue, state, priority, run_at, id)), per session:
+	              BEGIN, SELECT … ORDER BY priority, run_at, id LIMIT n
+	              FOR UPDATE SKIP LOCKED, UPDATE SET state = 'running'
+	              WHERE id IN (…), COMMIT; then UPDATE SET state =
+	              'completed' by ids. The table ends with the wall time
+	              each statement took per job.
+	min-delete    (MySQL) the same, then DELETE by ids.
+	min-spool-keep, min-spool-delete
+	              (MySQL) the same statements on Spool's spool_jobs (the
+	              claim UPDATE also sets the lease end its rules require):
+	              what Spool's table costs apart from its statements.
 	claim-delete  (PostgreSQL) one statement per batch: the CTE feeding a
 	              DELETE.
 	lease-delete  (PostgreSQL) a lease row per batch: the claim moves the
@@ -527,6 +655,13 @@ With --compare-drain each round also runs bench drain on the same number of
 jobs (completed rows kept, then deleted), and the table gives each drain as
 a fraction of each variant: the share of the server's ceiling Spool reaches.
 
+One round is one run of each variant: its figure moves with whatever else
+the machine does. For a stable median use --rounds 5 and compare within
+rounds (the JSON keeps each round's runs). On the 2-core test machine one
+MariaDB round of the min-* loops and both drains took about 2 minutes for
+--jobs 100000 at load 12, and 12-20 minutes for --jobs 300000 at load
+30-45, where single rounds differed by up to 2x.
+
 Flags:
 
 	--jobs N
@@ -547,5 +682,14 @@ Flags:
 		(claims of about 1,000 jobs, the loops' batch)
 	--insert-chunk N
 		jobs per InsertMany call (default 10000)
+	--loop-batch N
+		jobs claimed per statement by the backend's own raw loops (the
+		cte-*, min-* variants; default: --batch), so that each side runs
+		at its best batch size
+	--alter CLAUSES
+		(MySQL) clauses of an ALTER TABLE applied to the raw loops' table
+		once it is filled, e.g. "ADD KEY k (run_at)" or "DROP KEY
+		spool_jobs_finalized": what one index costs, paired with a run
+		without it
 `+bench.PlotUsage+bench.CommonUsage, "\n")
 }

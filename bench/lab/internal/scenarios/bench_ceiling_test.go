@@ -103,3 +103,44 @@ func TestBenchCeilingSQLite(t *testing.T) {
 		t.Errorf("scratch files left: %v %v", left, err)
 	}
 }
+
+// TestBenchCeilingMySQL runs the MySQL loops: the minimal table's, the same
+// statements on spool_jobs, their statement timings, and --alter.
+func TestBenchCeilingMySQL(t *testing.T) {
+	url := testdb.MySQLURL()
+	r := mustLab(t, "ceiling", "--jobs", "600", "--batch", "150", "--loop-batch", "200", "--quiet", "--json",
+		"--variants", "spool-keep,min-keep,min-delete,min-spool-keep,min-spool-delete", "--database-url", url)
+	var res ceilingResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("lab ceiling --json: %v\n%s", err, r.Stdout)
+	}
+	if res.Backend != "mysql" || len(res.Variants) != 5 {
+		t.Fatalf("backend %s, variants %+v", res.Backend, res.Variants)
+	}
+	for _, v := range res.Variants {
+		if v.JobsPerS <= 0 || len(v.Runs) != 1 {
+			t.Errorf("variant %+v", v)
+		}
+		raw := strings.HasPrefix(v.Name, "min-")
+		if want := map[bool]int{true: 200, false: 150}[raw]; v.Batch != want {
+			t.Errorf("%s ran batches of %d, want %d", v.Name, v.Batch, want)
+		}
+		if raw && (v.StatementUS["1 claim select"] <= 0 || v.StatementUS["4 finish"] <= 0) {
+			t.Errorf("%s has no statement timings: %v", v.Name, v.StatementUS)
+		}
+	}
+	checkStoresDropped(t, res.Stores...)
+
+	// --alter changes the loop's table: an index on a column the table
+	// lacks fails the run, and names the clause.
+	if r := runLab(t, "ceiling", "--jobs", "100", "--variants", "min-keep", "--alter", "ADD KEY k (no_such_column)",
+		"--quiet", "--database-url", url); r.Code == 0 || !strings.Contains(r.Stderr, "--alter") {
+		t.Errorf("--alter with a bad clause: exit %d, %s", r.Code, r.Stderr)
+	}
+	mustLab(t, "ceiling", "--jobs", "100", "--variants", "min-delete", "--alter", "ADD KEY k (run_at)", "--quiet",
+		"--database-url", url)
+	if r := runLab(t, "ceiling", "--jobs", "100", "--variants", "spool-keep", "--alter", "ADD KEY k (run_at)",
+		"--database-url", url); r.Code != 2 || !strings.Contains(r.Stderr, "does not take --alter") {
+		t.Errorf("--alter on a Spool variant: exit %d, %s", r.Code, r.Stderr)
+	}
+}
