@@ -89,7 +89,10 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 	if deleteCompleted {
 		q = b.sql.deleteDone
 	}
-	q += inList(ids) + " AND (id, fence) IN " + leaseList(ids, fences)
+	// A job with dependents is left to the long way, which settles them
+	// in the same transaction (workflow.go): matching fewer rows sends the
+	// batch there.
+	q += inList(ids) + " AND NOT has_dependents AND (id, fence) IN " + leaseList(ids, fences)
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q)
 		if err != nil {

@@ -45,10 +45,10 @@ func TestUpgradeNarrowClaims(t *testing.T) {
 	}
 
 	if err := be.Migrate(ctx); err != nil {
-		t.Fatalf("migrate 11 to 12: %v", err)
+		t.Fatalf("migrate 11 to the latest: %v", err)
 	}
-	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != 12 {
-		t.Fatalf("schema version %+v, %v; want 12", v, err)
+	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != v.Latest || v.Latest < 12 {
+		t.Fatalf("schema version %+v, %v; want the latest", v, err)
 	}
 	var phases string
 	if err := db.QueryRowContext(ctx, `SELECT GROUP_CONCAT(phase ORDER BY id), GROUP_CONCAT(COALESCE(flow_wait, '-') ORDER BY id)
