@@ -572,7 +572,7 @@ func TestStallDeadWorkerRescued(t *testing.T) {
 					t.Fatal(err)
 				}
 			}, nil)
-			rescued := waitFor(t, 10*time.Second, "dead worker's jobs rescued", func() bool {
+			waitFor(t, 10*time.Second, "dead worker's jobs rescued", func() bool {
 				for _, id := range dead {
 					j, err := be.JobGet(ctx, id)
 					if err != nil {
@@ -584,6 +584,19 @@ func TestStallDeadWorkerRescued(t *testing.T) {
 				}
 				return true
 			})
+			// The rescue's time is what it recorded in each job's errors,
+			// not when this poll saw it: the poll's own delays on a loaded
+			// machine are not the rescue's.
+			var rescued time.Time
+			for _, id := range dead {
+				j, err := be.JobGet(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := len(j.Errors); n > 0 && j.Errors[n-1].At.After(rescued) {
+					rescued = j.Errors[n-1].At
+				}
+			}
 			after := rescued.Sub(end)
 			t.Logf("%s: dead worker's jobs rescued %s after a %s stall (lease %s, rescue every %s)",
 				mode, after.Round(time.Millisecond), stallFor, stallLease, stallRescue)
