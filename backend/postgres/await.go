@@ -12,47 +12,6 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// The statements of debounced inserts and of the finished-job feed, with
-// {{s}} the quoted schema.
-const (
-	// debounceLock locks the key's row, making it if needed, and returns
-	// the key's current job (NULL for a new key).
-	debounceLock = `INSERT INTO {{s}}.spool_debounce AS d (key) VALUES ($1)
-ON CONFLICT (key) DO UPDATE SET key = d.key
-RETURNING d.job_id`
-	// debounceMove moves the run time of job $1 if it is still pending:
-	// now + $2 µs, never before its run time, never after its creation +
-	// $3 µs ($3 = 0: no bound); args $4 replace its args when not NULL. A
-	// claim that took the job first (a lease row, or running in place)
-	// leaves nothing to update.
-	debounceMove = `WITH cur AS MATERIALIZED (
-  SELECT id, greatest(run_at, least(now() + $2::bigint * interval '1 microsecond',
-    CASE WHEN $3::bigint > 0 THEN created_at + $3::bigint * interval '1 microsecond' ELSE 'infinity'::timestamptz END)) AS at
-  FROM {{s}}.spool_jobs
-  WHERE id = $1 AND state IN ('available', 'scheduled', 'retryable')
-  FOR UPDATE
-)
-UPDATE {{s}}.spool_jobs j SET run_at = cur.at,
-  state = CASE WHEN j.state = 'available' AND cur.at > now() THEN 'scheduled'::{{s}}.spool_job_state ELSE j.state END,
-  args = coalesce($4::jsonb, j.args)
-FROM cur WHERE j.id = cur.id
-RETURNING j.id`
-	debounceSet = `UPDATE {{s}}.spool_debounce SET job_id = $2, started_at = now() WHERE key = $1`
-	// debounceCleanup deletes the rows of keys whose cycle began over an
-	// hour ago and whose job is no longer pending; a row an insert moved
-	// meanwhile (started_at now) is kept.
-	debounceCleanup = `DELETE FROM {{s}}.spool_debounce d
-WHERE d.started_at < now() - interval '1 hour'
-  AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs j WHERE j.id = d.job_id AND j.state IN ('available', 'scheduled', 'retryable'))`
-	finishedSince = `SELECT id, queue, kind, state, finalized_at FROM {{s}}.spool_jobs
-WHERE finalized_at >= $1 AND (finalized_at > $1 OR id > $2) AND state IN ('completed', 'discarded', 'cancelled')
-ORDER BY finalized_at, id LIMIT $3`
-)
-
-func (b *Backend) awaitSQL(q string) string {
-	return strings.ReplaceAll(q, "{{s}}", pgx.Identifier{b.schema}.Sanitize())
-}
-
 // JobInsertDebounced implements backend.Backend in one transaction (the
 // caller's, or one of its own): the key's row lock orders the inserts of
 // one key, and the job's own row lock orders a move against a claim.
@@ -60,7 +19,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 	var res *backend.JobDebounceResult
 	run := func(tx DBTX) error {
 		var cur *int64
-		if err := tx.QueryRow(ctx, b.awaitSQL(debounceLock), p.Key).Scan(&cur); err != nil {
+		if err := tx.QueryRow(ctx, b.sql.await.debounceLock, p.Key).Scan(&cur); err != nil {
 			return fmt.Errorf("lock key: %w", err)
 		}
 		if cur != nil {
@@ -69,7 +28,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 				args = p.Job.Args
 			}
 			r := &backend.JobDebounceResult{ID: *cur, Debounced: true}
-			err := tx.QueryRow(ctx, b.awaitSQL(debounceMove), *cur, micros(p.Window), micros(p.MaxWait), args).Scan(&r.ID)
+			err := tx.QueryRow(ctx, b.sql.await.debounceMove, *cur, micros(p.Window), micros(p.MaxWait), args).Scan(&r.ID)
 			if err == nil {
 				res = r
 				return nil
@@ -86,7 +45,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 			return err
 		}
 		r := &backend.JobDebounceResult{ID: ins.IDs[0]}
-		if _, err := tx.Exec(ctx, b.awaitSQL(debounceSet), p.Key, r.ID); err != nil {
+		if _, err := tx.Exec(ctx, b.sql.await.debounceSet, p.Key, r.ID); err != nil {
 			return fmt.Errorf("point key at job %d: %w", r.ID, err)
 		}
 		res = r
@@ -123,7 +82,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.pool.Query(ctx, b.awaitSQL(finishedSince), p.Since, p.AfterID, limit)
+	rows, err := b.pool.Query(ctx, b.sql.await.finishedSince, p.Since, p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list finished jobs: %w", err)
 	}
@@ -143,7 +102,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 // cleanupDebounce deletes the rows of debounced keys that stand for
 // nothing pending (see debounceCleanup).
 func (b *Backend) cleanupDebounce(ctx context.Context) error {
-	if _, err := b.pool.Exec(ctx, b.awaitSQL(debounceCleanup)); err != nil {
+	if _, err := b.pool.Exec(ctx, b.sql.await.debounceCleanup); err != nil {
 		return fmt.Errorf("clean up debounced keys: %w", err)
 	}
 	return nil

@@ -17,8 +17,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the stat
 const goldenSchema = `"spool_golden"`
 
 // sentStatements returns every statement of queries as sent, by a file
-// name: the field's name in snake case (flow's prefixed flow_, the insert
-// statements' modes suffixed).
+// name: the field's name in snake case (a nested group's prefixed with the
+// group's name, flow_, wf_ …; the insert statements' modes suffixed).
 func sentStatements(t *testing.T) map[string]string {
 	t.Helper()
 	q, err := buildQueries(goldenSchema)
@@ -39,7 +39,7 @@ func sentStatements(t *testing.T) map[string]string {
 					out[name+"_"+k.String()] = f.MapIndex(k).String()
 				}
 			case reflect.Struct:
-				walk(prefix+"flow_", f)
+				walk(name+"_", f)
 			default:
 				t.Fatalf("queries.%s: a %s, not a statement", name, f.Kind())
 			}
@@ -51,13 +51,16 @@ func sentStatements(t *testing.T) map[string]string {
 
 func snake(s string) string {
 	var b strings.Builder
+	prevUpper := false
 	for i, r := range s {
-		if unicode.IsUpper(r) {
-			if i > 0 {
+		upper := unicode.IsUpper(r)
+		if upper {
+			if i > 0 && !prevUpper { // an initialism (IDs) is one word
 				b.WriteByte('_')
 			}
 			r = unicode.ToLower(r)
 		}
+		prevUpper = upper
 		b.WriteRune(r)
 	}
 	return b.String()

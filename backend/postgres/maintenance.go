@@ -62,7 +62,7 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 	}
 	n := int(tag.RowsAffected())
 	if n < max {
-		if _, err := b.pool.Exec(ctx, b.wfq("prune")); err != nil {
+		if _, err := b.pool.Exec(ctx, b.sql.wf.prune); err != nil {
 			return n, fmt.Errorf("clean up workflows and batches: %w", err)
 		}
 		if _, err := b.pool.Exec(ctx, b.sql.flow.pruneRates); err != nil {

@@ -235,10 +235,6 @@ type Backend struct {
 	probes  sync.WaitGroup     // probes below claim floors in flight
 	ctx     context.Context    // ends at Close
 	cancel  context.CancelFunc // ends ctx
-	// wfStmts are the statements of workflows and batches, built on
-	// first use (workflow.go).
-	wfOnce  sync.Once
-	wfStmts map[string]string
 }
 
 var (

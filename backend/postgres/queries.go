@@ -55,6 +55,32 @@ type queries struct {
 	record                                  string
 	periodicRecord, periodicList            string
 	flow                                    flowQueries
+	// The statements of workflows and batches (sql/workflow/), of durable
+	// steps and signals (sql/steps/), and of debounced inserts and the
+	// finished-job feed (sql/await/).
+	wf    workflowQueries
+	steps stepQueries
+	await awaitQueries
+}
+
+// workflowQueries are the statements of sql/workflow/ (workflow.go).
+type workflowQueries struct {
+	finishDeps, settleParents, settleChildren, batchCount, batchFinish, release    string
+	dropCallback, batchCallbacks, workflowInsert, nextIDs, insertTasks, depsInsert string
+	workflowSummary, workflowGet, workflowJobs, workflowEdges, workflowCancel      string
+	dependencies, batchInsert, batchTotal, batchLock, batchSeal, batchGet          string
+	batchList, batchMemberList, unsettled, prune                                   string
+}
+
+// stepQueries are the statements of sql/steps/ (steps.go).
+type stepQueries struct {
+	stepRecord, held, signalLock, signalSent, jobWait, signal string
+	stepsOf, signalsOf, waitOf                                string
+}
+
+// awaitQueries are the statements of sql/await/ (await.go).
+type awaitQueries struct {
+	debounceLock, debounceMove, debounceSet, debounceCleanup, finishedSince string
 }
 
 // flowQueries are the statements of flow-controlled claims (flow.go).
@@ -66,7 +92,7 @@ type flowQueries struct {
 	quick string
 }
 
-//go:embed sql/*.sql sql/fragments/*.sql
+//go:embed sql/*.sql sql/fragments/*.sql sql/workflow/*.sql sql/steps/*.sql sql/await/*.sql
 var sqlFiles embed.FS
 
 // buildQueries fills in the statements of sql/*.sql for a schema. It fails
@@ -159,6 +185,59 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 	q.insertWake, q.insertUniqueWake = map[string]string{}, map[string]string{}
 	for _, mode := range []string{WakeAfterCommit, WakeOff} {
 		q.insertWake[mode], q.insertUniqueWake[mode] = *wake[mode], *wake["unique_"+mode]
+	}
+	if err == nil {
+		err = sqltext.Load(fsys, "sql/workflow", r, map[string]*string{
+			"finish_deps":       &q.wf.finishDeps,
+			"settle_parents":    &q.wf.settleParents,
+			"settle_children":   &q.wf.settleChildren,
+			"batch_count":       &q.wf.batchCount,
+			"batch_finish":      &q.wf.batchFinish,
+			"release":           &q.wf.release,
+			"drop_callback":     &q.wf.dropCallback,
+			"batch_callbacks":   &q.wf.batchCallbacks,
+			"workflow_insert":   &q.wf.workflowInsert,
+			"next_ids":          &q.wf.nextIDs,
+			"insert_tasks":      &q.wf.insertTasks,
+			"deps_insert":       &q.wf.depsInsert,
+			"workflow_summary":  &q.wf.workflowSummary,
+			"workflow_get":      &q.wf.workflowGet,
+			"workflow_jobs":     &q.wf.workflowJobs,
+			"workflow_edges":    &q.wf.workflowEdges,
+			"workflow_cancel":   &q.wf.workflowCancel,
+			"dependencies":      &q.wf.dependencies,
+			"batch_insert":      &q.wf.batchInsert,
+			"batch_total":       &q.wf.batchTotal,
+			"batch_lock":        &q.wf.batchLock,
+			"batch_seal":        &q.wf.batchSeal,
+			"batch_get":         &q.wf.batchGet,
+			"batch_list":        &q.wf.batchList,
+			"batch_member_list": &q.wf.batchMemberList,
+			"unsettled":         &q.wf.unsettled,
+			"prune":             &q.wf.prune,
+		})
+	}
+	if err == nil {
+		err = sqltext.Load(fsys, "sql/steps", r, map[string]*string{
+			"step_record": &q.steps.stepRecord,
+			"held":        &q.steps.held,
+			"signal_lock": &q.steps.signalLock,
+			"signal_sent": &q.steps.signalSent,
+			"job_wait":    &q.steps.jobWait,
+			"signal":      &q.steps.signal,
+			"steps_of":    &q.steps.stepsOf,
+			"signals_of":  &q.steps.signalsOf,
+			"wait_of":     &q.steps.waitOf,
+		})
+	}
+	if err == nil {
+		err = sqltext.Load(fsys, "sql/await", r, map[string]*string{
+			"debounce_lock":    &q.await.debounceLock,
+			"debounce_move":    &q.await.debounceMove,
+			"debounce_set":     &q.await.debounceSet,
+			"debounce_cleanup": &q.await.debounceCleanup,
+			"finished_since":   &q.await.finishedSince,
+		})
 	}
 	if err == nil {
 		err = filledIn(q)

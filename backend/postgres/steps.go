@@ -3,18 +3,15 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/sqltext"
 )
 
 // Durable steps, waits and signals (backend.StepStore, schema 22). A
@@ -22,43 +19,6 @@ import (
 // fenced writes here act on the row in place, and move a job out of its
 // lease row first (spool_unlease) when they do not find it, as JobRecord
 // does. A wait and a signal on one job take turns on spool_signal_lock.
-
-//go:embed sql/steps/*.sql
-var stepFiles embed.FS
-
-// stepQueries are the statements of sql/steps/ for one schema.
-type stepQueries struct {
-	stepRecord, held, signalLock, signalSent, jobWait, signal string
-	stepsOf, signalsOf, waitOf                                string
-}
-
-var (
-	stepQueriesMu sync.Mutex
-	stepQueriesOf = map[string]*stepQueries{}
-)
-
-// steps returns the step statements of b's schema.
-func (b *Backend) steps() *stepQueries {
-	stepQueriesMu.Lock()
-	defer stepQueriesMu.Unlock()
-	if q := stepQueriesOf[b.schema]; q != nil {
-		return q
-	}
-	r, err := fragments(sqlFiles, b.schema)
-	if err != nil {
-		panic(fmt.Sprintf("postgres backend: %v", err))
-	}
-	q := &stepQueries{}
-	err = sqltext.Load(stepFiles, "sql/steps", r, map[string]*string{
-		"step_record": &q.stepRecord, "held": &q.held, "signal_lock": &q.signalLock, "signal_sent": &q.signalSent,
-		"job_wait": &q.jobWait, "signal": &q.signal, "steps_of": &q.stepsOf, "signals_of": &q.signalsOf, "wait_of": &q.waitOf,
-	})
-	if err != nil {
-		panic(fmt.Sprintf("postgres backend: %v", err))
-	}
-	stepQueriesOf[b.schema] = q
-	return q
-}
 
 // unlease moves the job id out of its lease row, if one holds it, on the
 // connection db; it reports whether it moved it.
@@ -74,7 +34,7 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 	if err != nil {
 		return false, fmt.Errorf("record step %q of job %d: %w", p.Name, p.Lease.ID, err)
 	}
-	q := b.steps()
+	q := &b.sql.steps
 	record := func() (bool, error) {
 		tag, err := db.Exec(ctx, q.stepRecord, p.Lease.ID, p.Lease.Fence, p.Name, string(p.Result))
 		return tag.RowsAffected() == 1, err
@@ -109,7 +69,7 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 	if len(p.Steps) == 0 {
 		return nil, nil
 	}
-	q := b.steps()
+	q := &b.sql.steps
 	order := make([]int, len(p.Steps))
 	for i := range order {
 		order[i] = i
@@ -170,7 +130,7 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 
 // JobWait implements backend.StepStore.
 func (b *Backend) JobWait(ctx context.Context, p *backend.JobWaitParams) (*backend.JobWaitResult, error) {
-	q := b.steps()
+	q := &b.sql.steps
 	res := &backend.JobWaitResult{}
 	var key claimKey
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
@@ -237,7 +197,7 @@ func (b *Backend) JobSignal(ctx context.Context, p *backend.JobSignalParams) (*b
 		return nil, fmt.Errorf("signal job %d: %w", p.JobID, err)
 	}
 	res := &backend.JobSignalResult{}
-	err = db.QueryRow(ctx, b.steps().signal, p.JobID, p.Name, string(p.Payload)).Scan(&res.First, &res.Woke, &res.Queue)
+	err = db.QueryRow(ctx, b.sql.steps.signal, p.JobID, p.Name, string(p.Payload)).Scan(&res.First, &res.Woke, &res.Queue)
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && pe.Code == "P0002":
@@ -250,7 +210,7 @@ func (b *Backend) JobSignal(ctx context.Context, p *backend.JobSignalParams) (*b
 
 // JobDurable implements backend.StepStore.
 func (b *Backend) JobDurable(ctx context.Context, id int64) (*backend.JobDurable, error) {
-	q := b.steps()
+	q := &b.sql.steps
 	out := &backend.JobDurable{Steps: []backend.StepRow{}, Signals: []backend.SignalRow{}}
 	err := func() error {
 		rows, err := b.pool.Query(ctx, q.stepsOf, id)

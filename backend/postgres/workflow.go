@@ -21,166 +21,6 @@ import (
 // then writes them here, in one transaction with the settling of what
 // waits for them.
 
-// wfSQL are the statements of workflows and batches; {{s}} is the schema
-// and {{cols}} the job column list.
-var wfSQL = map[string]string{
-	"finishDeps": `
-UPDATE {{s}}.spool_jobs j SET
-  state = {{s}}.spool_outcome_state(i.outcome, j.attempt, j.max_attempts, i.delay_us),
-  run_at = CASE WHEN i.outcome IN (2, 3) THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
-  attempt = CASE WHEN i.outcome IN (3, 6) THEN j.attempt - 1 ELSE j.attempt END,
-  finalized_at = CASE WHEN i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt >= j.max_attempts) THEN now() END,
-  leased_until = NULL, leased_by = NULL,
-  -- A final job is settled by this transaction (finishDependents): its
-  -- flag goes here, in the same row version.
-  has_dependents = NOT (i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt >= j.max_attempts)),
-  errors = CASE WHEN i.err IS NULL THEN j.errors
-    ELSE coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(i.err || jsonb_build_object('at', now())) END
-FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[]) AS i(id, fence, outcome, delay_us, err)
-WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running' AND j.has_dependents
-RETURNING j.id, j.fence, j.state::text, j.queue, j.priority, j.run_at, coalesce(j.batch_id, 0)`,
-	// Settling: parents lose their flag once, so each is settled once.
-	"settleParents": `
-UPDATE {{s}}.spool_jobs SET has_dependents = false
-WHERE id = ANY($1::bigint[]) AND has_dependents AND state IN ('completed', 'discarded', 'cancelled')
-RETURNING id, state::text, coalesce(batch_id, 0)`,
-	// Dependents are locked in id order first, so that two finishes
-	// settling parents with shared dependents wait for each other instead
-	// of deadlocking. A released dependent is due from now at the latest,
-	// so it lands above every claim floor. Each parent's edges and each
-	// dependent are read by index (the LATERAL with OFFSET 0, the
-	// id arrays): joined to the input as the planner first chose, every
-	// settle read the whole edge table (220 µs of server time a task in a
-	// drain of 100-wide workflows).
-	"settleChildren": `
-WITH p AS (SELECT * FROM unnest($1::bigint[], $2::boolean[]) AS t(id, ok)),
-e AS MATERIALIZED (
-  SELECT d.child_id AS cid, count(*)::integer AS n, bool_or(NOT p.ok AND d.on_fail = 0) AS fail
-  FROM p CROSS JOIN LATERAL (SELECT child_id, on_fail FROM {{s}}.spool_deps WHERE parent_id = p.id OFFSET 0) d
-  GROUP BY d.child_id
-),
-locked AS MATERIALIZED (
-  SELECT c.id FROM {{s}}.spool_jobs c WHERE c.id = ANY (ARRAY(SELECT cid FROM e)) AND c.state = 'waiting'
-  ORDER BY c.id FOR UPDATE
-)
-UPDATE {{s}}.spool_jobs c SET
-  deps_left = c.deps_left - e.n,
-  state = (CASE WHEN e.fail THEN 'cancelled' WHEN c.deps_left - e.n > 0 THEN 'waiting'
-    WHEN c.run_at > now() THEN 'scheduled' ELSE 'available' END)::{{s}}.spool_job_state,
-  run_at = CASE WHEN NOT e.fail AND c.deps_left - e.n <= 0 THEN greatest(c.run_at, now()) ELSE c.run_at END,
-  wait_kind = CASE WHEN e.fail OR c.deps_left - e.n <= 0 THEN NULL ELSE c.wait_kind END,
-  finalized_at = CASE WHEN e.fail THEN now() END,
-  errors = CASE WHEN e.fail THEN coalesce(c.errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-    'attempt', c.attempt, 'at', now(), 'error', 'cancelled: a dependency ended discarded or cancelled'))
-    ELSE c.errors END
-FROM e
-WHERE c.id = ANY (ARRAY(SELECT id FROM locked)) AND c.id = e.cid
-RETURNING c.id, c.state::text, c.queue, c.priority, c.run_at`,
-	"batchCount": `
-UPDATE {{s}}.spool_batches SET completed = completed + $2, discarded = discarded + $3, cancelled = cancelled + $4
-WHERE id = $1`,
-	"batchFinish": `
-UPDATE {{s}}.spool_batches SET finished_at = now()
-WHERE id = $1 AND sealed AND finished_at IS NULL AND completed + discarded + cancelled >= total
-RETURNING discarded + cancelled, coalesce(on_success, 0), coalesce(on_failure, 0), coalesce(on_complete, 0)`,
-	"release": `
-UPDATE {{s}}.spool_jobs SET deps_left = 0, wait_kind = NULL, run_at = greatest(run_at, now()),
-  state = (CASE WHEN run_at > now() THEN 'scheduled' ELSE 'available' END)::{{s}}.spool_job_state
-WHERE id = $1 AND state = 'waiting'
-RETURNING queue, priority, run_at, id`,
-	"dropCallback":   `DELETE FROM {{s}}.spool_jobs WHERE id = $1 AND state = 'waiting'`,
-	"batchCallbacks": `UPDATE {{s}}.spool_batches SET on_success = nullif($2, 0), on_failure = nullif($3, 0), on_complete = nullif($4, 0) WHERE id = $1`,
-	"workflowInsert": `INSERT INTO {{s}}.spool_workflows (name, tasks) VALUES ($1, $2) RETURNING id`,
-	"nextIDs":        `SELECT nextval(pg_get_serial_sequence('{{s}}.spool_jobs', 'id')) FROM generate_series(1, $1)`,
-	// Workflow tasks and batch jobs, with their ids chosen ($1) and their
-	// workflow or batch columns.
-	"insertTasks": `
-INSERT INTO {{s}}.spool_jobs (id, queue, kind, args, priority, run_at, state, max_attempts, tags, metadata,
-  unique_key, unique_states, flow_key, wait_kind, deps_left, has_dependents, workflow_id, workflow_task, batch_id)
-SELECT t.id, t.queue, t.kind, t.args, t.priority, t.at,
-  (CASE WHEN t.waits THEN 'waiting' WHEN t.at > now() THEN 'scheduled' ELSE 'available' END)::{{s}}.spool_job_state,
-  t.max_attempts, string_to_array(t.tags, ','), coalesce(t.metadata, '{}'::jsonb),
-  nullif(t.unique_key, ''), nullif(t.unique_states, 0), nullif(t.flow_key, ''),
-  CASE WHEN t.waits THEN 'deps' END, t.deps, t.has_deps, nullif($17::bigint, 0), nullif(t.task, ''), nullif($18::bigint, 0)
-FROM (
-  SELECT u.*, coalesce(u.run_at, now() + u.delay_us * interval '1 microsecond') AS at
-  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::smallint[], $6::timestamptz[], $7::bigint[],
-              $8::smallint[], $9::text[], $10::jsonb[], $11::text[], $12::smallint[], $13::text[],
-              $14::boolean[], $15::integer[], $16::boolean[], $19::text[])
-    AS u(id, queue, kind, args, priority, run_at, delay_us, max_attempts, tags, metadata, unique_key, unique_states,
-         flow_key, waits, deps, has_deps, task)
-) t
-ON CONFLICT DO NOTHING
-RETURNING id`,
-	"depsInsert": `INSERT INTO {{s}}.spool_deps (parent_id, child_id, on_fail) SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[])`,
-	"workflowSummary": `
-WITH w AS (SELECT id, name, created_at, tasks FROM {{s}}.spool_workflows
-  WHERE $1 = 0 OR id < $1 ORDER BY id DESC LIMIT $2)
-SELECT w.id, w.name, w.created_at, w.tasks, coalesce(j.state::text, ''), count(j.id)
-FROM w LEFT JOIN {{s}}.spool_jobs j ON j.workflow_id = w.id
-GROUP BY w.id, w.name, w.created_at, w.tasks, j.state
-ORDER BY w.id DESC`,
-	"workflowGet":   `SELECT id, name, created_at, tasks FROM {{s}}.spool_workflows WHERE id = $1`,
-	"workflowJobs":  `SELECT {{cols}} FROM {{s}}.spool_jobs WHERE workflow_id = $1 ORDER BY id`,
-	"workflowEdges": `SELECT d.parent_id, d.child_id, d.on_fail FROM {{s}}.spool_deps d JOIN {{s}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = $1`,
-	"workflowCancel": `
-UPDATE {{s}}.spool_jobs SET state = 'cancelled', finalized_at = now(), leased_until = NULL, leased_by = NULL, wait_kind = NULL
-WHERE workflow_id = $1 AND state NOT IN ('completed', 'discarded', 'cancelled')
-RETURNING id, attempted_at IS NOT NULL AND attempt > 0`,
-	"dependencies": `
-SELECT p.id, coalesce(p.workflow_task, ''), p.state::text, p.output
-FROM {{s}}.spool_deps d JOIN {{s}}.spool_jobs p ON p.id = d.parent_id
-WHERE d.child_id = $1 ORDER BY p.id`,
-	"batchInsert": `INSERT INTO {{s}}.spool_batches (name, sealed) VALUES ($1, $2) RETURNING id`,
-	"batchTotal":  `UPDATE {{s}}.spool_batches SET total = total + $2 WHERE id = $1`,
-	"batchLock":   `SELECT sealed FROM {{s}}.spool_batches WHERE id = $1 FOR UPDATE`,
-	"batchSeal":   `UPDATE {{s}}.spool_batches SET sealed = true WHERE id = $1 RETURNING id`,
-	"batchGet":    `SELECT {{batch_cols}} FROM {{s}}.spool_batches WHERE id = $1`,
-	"batchList":   `SELECT {{batch_cols}} FROM {{s}}.spool_batches WHERE $1 = 0 OR id < $1 ORDER BY id DESC LIMIT $2`,
-	"batchMemberList": `
-SELECT {{cols}} FROM {{s}}.spool_jobs j
-WHERE j.batch_id = $1 AND j.id > $2
-  AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_batches b WHERE b.id = $1
-    AND j.id IN (coalesce(b.on_success, 0), coalesce(b.on_failure, 0), coalesce(b.on_complete, 0)))
-ORDER BY j.id LIMIT $3`,
-	// A sweep for jobs whose dependents a write outside JobFinishMany left
-	// unsettled (a cancel that lost its connection after its commit).
-	"unsettled": `SELECT id FROM {{s}}.spool_jobs WHERE has_dependents AND state IN ('completed', 'discarded', 'cancelled') LIMIT 1000`,
-	"prune": `
-WITH e AS (DELETE FROM {{s}}.spool_deps d WHERE NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs j WHERE j.id = d.child_id)),
-w AS (DELETE FROM {{s}}.spool_workflows w WHERE NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs j WHERE j.workflow_id = w.id)
-  AND w.created_at < now() - interval '1 minute')
-DELETE FROM {{s}}.spool_batches b WHERE b.finished_at IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs j WHERE j.batch_id = b.id)`,
-}
-
-// batchCols is the column list scanBatch reads.
-const batchCols = `id, name, created_at, sealed, total, completed, discarded, cancelled, finished_at,
-  coalesce(on_success, 0), coalesce(on_failure, 0), coalesce(on_complete, 0)`
-
-// wfq returns the statement name for b's schema.
-func (b *Backend) wfq(name string) string {
-	b.wfOnce.Do(func() {
-		cols, _ := sqlFiles.ReadFile("sql/fragments/cols.sql")
-		var lines []string
-		for _, l := range strings.Split(string(cols), "\n") {
-			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
-				lines = append(lines, l)
-			}
-		}
-		r := strings.NewReplacer("{{s}}", b.quotedSchema(), "{{cols}}", strings.TrimSpace(strings.Join(lines, "\n")), "{{batch_cols}}", batchCols)
-		b.wfStmts = make(map[string]string, len(wfSQL))
-		for k, v := range wfSQL {
-			b.wfStmts[k] = r.Replace(strings.TrimSpace(v))
-		}
-	})
-	q, ok := b.wfStmts[name]
-	if !ok {
-		panic("spool postgres: no workflow statement " + name)
-	}
-	return q
-}
-
 func (b *Backend) quotedSchema() string { return pgx.Identifier{b.schema}.Sanitize() }
 
 var _ backend.WorkflowStore = (*Backend)(nil)
@@ -247,7 +87,7 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 	)
 	err := b.inTx(ctx, db, func(tx DBTX) error {
 		done, wake = done[:0], nil
-		rows, err := tx.Query(ctx, b.wfq("finishDeps"), ids, fences, outcomes, delays, errs)
+		rows, err := tx.Query(ctx, b.sql.wf.finishDeps, ids, fences, outcomes, delays, errs)
 		if err != nil {
 			return err
 		}
@@ -341,7 +181,7 @@ func (f *finals) add(id int64, s backend.State, batch int64) {
 // it makes available in wake.
 func (b *Backend) settle(ctx context.Context, tx DBTX, ids []int64, wake *queueKeys) error {
 	for len(ids) > 0 {
-		rows, err := tx.Query(ctx, b.wfq("settleParents"), ids)
+		rows, err := tx.Query(ctx, b.sql.wf.settleParents, ids)
 		if err != nil {
 			return fmt.Errorf("settle dependents: %w", err)
 		}
@@ -374,7 +214,7 @@ func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *
 	if len(set.parents) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, b.wfq("settleChildren"), set.parents, set.oks)
+	rows, err := tx.Query(ctx, b.sql.wf.settleChildren, set.parents, set.oks)
 	if err != nil {
 		return nil, fmt.Errorf("settle dependents: %w", err)
 	}
@@ -401,7 +241,7 @@ func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *
 	}
 	for _, id := range set.order {
 		c := set.counts[id]
-		if _, err := tx.Exec(ctx, b.wfq("batchCount"), id, c[0], c[1], c[2]); err != nil {
+		if _, err := tx.Exec(ctx, b.sql.wf.batchCount, id, c[0], c[1], c[2]); err != nil {
 			return nil, fmt.Errorf("count batch %d: %w", id, err)
 		}
 		if err := b.finishBatch(ctx, tx, id, wake); err != nil {
@@ -416,7 +256,7 @@ func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *
 // are deleted.
 func (b *Backend) finishBatch(ctx context.Context, tx DBTX, id int64, wake *queueKeys) error {
 	var failed, onSuccess, onFailure, onComplete int64
-	err := tx.QueryRow(ctx, b.wfq("batchFinish"), id).Scan(&failed, &onSuccess, &onFailure, &onComplete)
+	err := tx.QueryRow(ctx, b.sql.wf.batchFinish, id).Scan(&failed, &onSuccess, &onFailure, &onComplete)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -429,7 +269,7 @@ func (b *Backend) finishBatch(ctx context.Context, tx DBTX, id int64, wake *queu
 			continue
 		}
 		if runs := i == 2 || (i == 0) == (failed == 0); !runs {
-			if _, err := tx.Exec(ctx, b.wfq("dropCallback"), cb); err != nil {
+			if _, err := tx.Exec(ctx, b.sql.wf.dropCallback, cb); err != nil {
 				return fmt.Errorf("finish batch %d: %w", id, err)
 			}
 			keep[i] = 0
@@ -439,14 +279,14 @@ func (b *Backend) finishBatch(ctx context.Context, tx DBTX, id int64, wake *queu
 			k     claimKey
 			queue string
 		)
-		switch err := tx.QueryRow(ctx, b.wfq("release"), cb).Scan(&queue, &k.priority, &k.runAt, &k.id); {
+		switch err := tx.QueryRow(ctx, b.sql.wf.release, cb).Scan(&queue, &k.priority, &k.runAt, &k.id); {
 		case err == nil:
 			wake.note(queue, k)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("finish batch %d: %w", id, err)
 		}
 	}
-	if _, err := tx.Exec(ctx, b.wfq("batchCallbacks"), id, keep[0], keep[1], keep[2]); err != nil {
+	if _, err := tx.Exec(ctx, b.sql.wf.batchCallbacks, id, keep[0], keep[1], keep[2]); err != nil {
 		return fmt.Errorf("finish batch %d: %w", id, err)
 	}
 	return nil
@@ -470,7 +310,7 @@ func (b *Backend) insertTasks(ctx context.Context, tx DBTX, rows []taskRow, work
 		return []int64{}, nil, nil
 	}
 	ids = make([]int64, 0, len(rows))
-	r, err := tx.Query(ctx, b.wfq("nextIDs"), len(rows))
+	r, err := tx.Query(ctx, b.sql.wf.nextIDs, len(rows))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -506,7 +346,7 @@ func (b *Backend) insertTasks(ctx context.Context, tx DBTX, rows []taskRow, work
 		uKeys[i], uStates[i], flowKeys[i] = j.UniqueKey, int16(j.UniqueStates), j.FlowKey
 		waits[i], deps[i], hasDeps[i], tasks[i] = t.waits, int32(t.deps), t.hasDeps, t.task
 	}
-	r, err = tx.Query(ctx, b.wfq("insertTasks"), ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
+	r, err = tx.Query(ctx, b.sql.wf.insertTasks, ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
 		uKeys, uStates, flowKeys, waits, deps, hasDeps, workflow, batch, tasks)
 	if err != nil {
 		return nil, nil, err
@@ -561,7 +401,7 @@ func (b *Backend) WorkflowInsert(ctx context.Context, p *backend.WorkflowInsertP
 	}
 	res := &backend.WorkflowInsertResult{}
 	err = b.inTx(ctx, db, func(tx DBTX) error {
-		if err := tx.QueryRow(ctx, b.wfq("workflowInsert"), p.Name, len(p.Tasks)).Scan(&res.ID); err != nil {
+		if err := tx.QueryRow(ctx, b.sql.wf.workflowInsert, p.Name, len(p.Tasks)).Scan(&res.ID); err != nil {
 			return err
 		}
 		ids, dups, err := b.insertTasks(ctx, tx, rows, res.ID, 0)
@@ -582,7 +422,7 @@ func (b *Backend) WorkflowInsert(ctx context.Context, p *backend.WorkflowInsertP
 			}
 		}
 		if len(parents) > 0 {
-			if _, err := tx.Exec(ctx, b.wfq("depsInsert"), parents, children, onFail); err != nil {
+			if _, err := tx.Exec(ctx, b.sql.wf.depsInsert, parents, children, onFail); err != nil {
 				return err
 			}
 		}
@@ -613,7 +453,7 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.pool.Query(ctx, b.wfq("workflowSummary"), p.BeforeID, limit)
+	rows, err := b.pool.Query(ctx, b.sql.wf.workflowSummary, p.BeforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -645,14 +485,14 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 // WorkflowGet implements backend.WorkflowStore.
 func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowDetail, error) {
 	d := &backend.WorkflowDetail{Jobs: []*backend.JobRow{}, Edges: []backend.WorkflowEdge{}}
-	err := b.pool.QueryRow(ctx, b.wfq("workflowGet"), id).Scan(&d.ID, &d.Name, &d.CreatedAt, &d.Tasks)
+	err := b.pool.QueryRow(ctx, b.sql.wf.workflowGet, id).Scan(&d.ID, &d.Name, &d.CreatedAt, &d.Tasks)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get workflow %d: %w", id, backend.ErrWorkflowNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
-	rows, err := b.pool.Query(ctx, b.wfq("workflowJobs"), id)
+	rows, err := b.pool.Query(ctx, b.sql.wf.workflowJobs, id)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
@@ -664,7 +504,7 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 		d.Counts[j.State]++
 	}
 	d.Tasks = len(d.Jobs)
-	rows, err = b.pool.Query(ctx, b.wfq("workflowEdges"), id)
+	rows, err = b.pool.Query(ctx, b.sql.wf.workflowEdges, id)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
@@ -699,7 +539,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 			}
 			return err
 		}
-		rows, err := tx.Query(ctx, b.wfq("workflowCancel"), id)
+		rows, err := tx.Query(ctx, b.sql.wf.workflowCancel, id)
 		if err != nil {
 			return err
 		}
@@ -738,7 +578,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 
 // JobDependencies implements backend.WorkflowStore.
 func (b *Backend) JobDependencies(ctx context.Context, id int64) ([]backend.DependencyOutput, error) {
-	rows, err := b.pool.Query(ctx, b.wfq("dependencies"), id)
+	rows, err := b.pool.Query(ctx, b.sql.wf.dependencies, id)
 	if err != nil {
 		return nil, fmt.Errorf("read dependencies of job %d: %w", id, err)
 	}
@@ -778,7 +618,7 @@ func (b *Backend) addMembers(ctx context.Context, tx DBTX, id int64, jobs []*bac
 			n--
 		}
 	}
-	if _, err := tx.Exec(ctx, b.wfq("batchTotal"), id, n); err != nil {
+	if _, err := tx.Exec(ctx, b.sql.wf.batchTotal, id, n); err != nil {
 		return nil, nil, 0, err
 	}
 	return ids, dups, n, nil
@@ -794,7 +634,7 @@ func (b *Backend) BatchInsert(ctx context.Context, p *backend.BatchInsertParams)
 	var wake queueKeys
 	err = b.inTx(ctx, db, func(tx DBTX) error {
 		wake = nil
-		if err := tx.QueryRow(ctx, b.wfq("batchInsert"), p.Name, p.Sealed).Scan(&res.ID); err != nil {
+		if err := tx.QueryRow(ctx, b.sql.wf.batchInsert, p.Name, p.Sealed).Scan(&res.ID); err != nil {
 			return err
 		}
 		var cbs [3]int64
@@ -808,7 +648,7 @@ func (b *Backend) BatchInsert(ctx context.Context, p *backend.BatchInsertParams)
 			}
 			cbs[i] = ids[0]
 		}
-		if _, err := tx.Exec(ctx, b.wfq("batchCallbacks"), res.ID, cbs[0], cbs[1], cbs[2]); err != nil {
+		if _, err := tx.Exec(ctx, b.sql.wf.batchCallbacks, res.ID, cbs[0], cbs[1], cbs[2]); err != nil {
 			return err
 		}
 		var err error
@@ -835,7 +675,7 @@ func (b *Backend) BatchAdd(ctx context.Context, p *backend.BatchAddParams) (*bac
 	res := &backend.JobInsertManyResult{}
 	err = b.inTx(ctx, db, func(tx DBTX) error {
 		var sealed bool
-		switch err := tx.QueryRow(ctx, b.wfq("batchLock"), p.ID).Scan(&sealed); {
+		switch err := tx.QueryRow(ctx, b.sql.wf.batchLock, p.ID).Scan(&sealed); {
 		case errors.Is(err, pgx.ErrNoRows):
 			return backend.ErrBatchNotFound
 		case err != nil:
@@ -865,7 +705,7 @@ func (b *Backend) BatchSeal(ctx context.Context, id int64) (*backend.Batch, erro
 	err := b.inTx(ctx, b.pool, func(tx DBTX) error {
 		wake = nil
 		var one int64
-		if err := tx.QueryRow(ctx, b.wfq("batchSeal"), id).Scan(&one); err != nil {
+		if err := tx.QueryRow(ctx, b.sql.wf.batchSeal, id).Scan(&one); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return backend.ErrBatchNotFound
 			}
@@ -875,7 +715,7 @@ func (b *Backend) BatchSeal(ctx context.Context, id int64) (*backend.Batch, erro
 			return err
 		}
 		var err error
-		bt, err = scanBatch(tx.QueryRow(ctx, b.wfq("batchGet"), id))
+		bt, err = scanBatch(tx.QueryRow(ctx, b.sql.wf.batchGet, id))
 		return err
 	})
 	if err != nil {
@@ -896,7 +736,7 @@ func scanBatch(row pgx.Row) (*backend.Batch, error) {
 
 // BatchGet implements backend.WorkflowStore.
 func (b *Backend) BatchGet(ctx context.Context, id int64) (*backend.Batch, error) {
-	bt, err := scanBatch(b.pool.QueryRow(ctx, b.wfq("batchGet"), id))
+	bt, err := scanBatch(b.pool.QueryRow(ctx, b.sql.wf.batchGet, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get batch %d: %w", id, backend.ErrBatchNotFound)
 	}
@@ -912,7 +752,7 @@ func (b *Backend) BatchList(ctx context.Context, p *backend.BatchListParams) ([]
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.pool.Query(ctx, b.wfq("batchList"), p.BeforeID, limit)
+	rows, err := b.pool.Query(ctx, b.sql.wf.batchList, p.BeforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list batches: %w", err)
 	}
@@ -937,7 +777,7 @@ func (b *Backend) BatchMembers(ctx context.Context, p *backend.BatchMembersParam
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.pool.Query(ctx, b.wfq("batchMemberList"), p.ID, p.AfterID, limit)
+	rows, err := b.pool.Query(ctx, b.sql.wf.batchMemberList, p.ID, p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list members of batch %d: %w", p.ID, err)
 	}
@@ -956,7 +796,7 @@ func (b *Backend) settleStray(ctx context.Context) error {
 	var wake queueKeys
 	err := b.inTx(ctx, b.pool, func(tx DBTX) error {
 		wake = nil
-		rows, err := tx.Query(ctx, b.wfq("unsettled"))
+		rows, err := tx.Query(ctx, b.sql.wf.unsettled)
 		if err != nil {
 			return err
 		}

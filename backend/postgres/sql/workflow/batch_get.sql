@@ -1,0 +1,1 @@
+SELECT {{batch_cols}} FROM {{s}}.spool_batches WHERE id = $1

@@ -1,0 +1,1 @@
+UPDATE {{s}}.spool_batches SET sealed = true WHERE id = $1 RETURNING id

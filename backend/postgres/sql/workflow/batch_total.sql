@@ -1,0 +1,1 @@
+UPDATE {{s}}.spool_batches SET total = total + $2 WHERE id = $1

@@ -1,0 +1,1 @@
+DELETE FROM {{s}}.spool_jobs WHERE id = $1 AND state = 'waiting'
