@@ -2,6 +2,7 @@ package backend
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
@@ -86,6 +87,29 @@ type Rows interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
+}
+
+// CollectDependencies reads rows of (job id, task, state, output), output
+// NULL for none, into the dependency outputs a task reads. The caller
+// closes rows.
+func CollectDependencies(rows Rows) ([]DependencyOutput, error) {
+	out := []DependencyOutput{}
+	for rows.Next() {
+		var (
+			d     DependencyOutput
+			state string
+			o     []byte
+		)
+		if err := rows.Scan(&d.JobID, &d.Task, &state, &o); err != nil {
+			return nil, err
+		}
+		d.State = State(state)
+		if o != nil {
+			d.Output = json.RawMessage(o)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 // CollectQueueStats reads rows of (queue, state, count), ordered by queue,

@@ -5,42 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spoolq/spool/backend"
 )
-
-// The statements of debounced inserts and of the finished-job feed, with
-// {{db}} the quoted database. Times are UTC, by the server's clock.
-const (
-	debounceMake = `INSERT INTO {{db}}.spool_debounce (debounce_key, job_id, started_at) VALUES (?, NULL, UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE debounce_key = debounce_key`
-	debounceLock = `SELECT job_id FROM {{db}}.spool_debounce WHERE debounce_key = ? FOR UPDATE`
-	// debounceFind locks job ? if it is still pending; a claim that took it
-	// first leaves nothing to find.
-	debounceFind = `SELECT id FROM {{db}}.spool_jobs WHERE id = ? AND state IN ('available', 'scheduled', 'retryable') FOR UPDATE`
-	// debounceMove sets the run time (assignments run left to right, so
-	// state sees the new run_at): now + window, never before the run time,
-	// never after creation + max wait (0: no bound); args replaced when
-	// not NULL.
-	debounceMove = `UPDATE {{db}}.spool_jobs SET
-  run_at = GREATEST(run_at, LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
-    IF(? > 0, created_at + INTERVAL ? MICROSECOND, TIMESTAMP('9999-12-31 00:00:00')))),
-  state = IF(state = 'available' AND run_at > UTC_TIMESTAMP(6), 'scheduled', state),
-  args = COALESCE(?, args)
-WHERE id = ?`
-	debounceSet     = `UPDATE {{db}}.spool_debounce SET job_id = ?, started_at = UTC_TIMESTAMP(6) WHERE debounce_key = ?`
-	debounceCleanup = `DELETE FROM {{db}}.spool_debounce
-WHERE started_at < UTC_TIMESTAMP(6) - INTERVAL 1 HOUR
-  AND NOT EXISTS (SELECT 1 FROM {{db}}.spool_jobs j WHERE j.id = spool_debounce.job_id AND j.state IN ('available', 'scheduled', 'retryable'))`
-	finishedSince = `SELECT id, queue, kind, state, finalized_at FROM {{db}}.spool_jobs
-WHERE finalized_at >= ? AND (finalized_at > ? OR id > ?) AND state IN ('completed', 'discarded', 'cancelled')
-ORDER BY finalized_at, id LIMIT ?`
-)
-
-func (b *Backend) awaitSQL(q string) string {
-	return strings.ReplaceAll(q, "{{db}}", quoteIdent(b.database))
-}
 
 // JobInsertDebounced implements backend.Backend in one transaction (the
 // caller's, or one of its own, run again on a deadlock): the key's row lock
@@ -64,19 +31,19 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 		// lock); only a new key takes the upsert, whose locks on the index
 		// deadlock against concurrent upserts of neighbouring keys.
 		var cur sql.NullInt64
-		err := db.QueryRowContext(ctx, b.awaitSQL(debounceLock), p.Key).Scan(&cur)
+		err := db.QueryRowContext(ctx, b.sql.await.debounceLock, p.Key).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
-			if _, err := db.ExecContext(ctx, b.awaitSQL(debounceMake), p.Key); err != nil {
+			if _, err := db.ExecContext(ctx, b.sql.await.debounceMake, p.Key); err != nil {
 				return fmt.Errorf("make key: %w", err)
 			}
-			err = db.QueryRowContext(ctx, b.awaitSQL(debounceLock), p.Key).Scan(&cur)
+			err = db.QueryRowContext(ctx, b.sql.await.debounceLock, p.Key).Scan(&cur)
 		}
 		if err != nil {
 			return fmt.Errorf("lock key: %w", err)
 		}
 		if cur.Valid {
 			var id int64
-			err := db.QueryRowContext(ctx, b.awaitSQL(debounceFind), cur.Int64).Scan(&id)
+			err := db.QueryRowContext(ctx, b.sql.await.debounceFind, cur.Int64).Scan(&id)
 			switch {
 			case err == nil:
 				var args any
@@ -84,7 +51,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 					args = string(p.Job.Args)
 				}
 				w, m := micros(p.Window), micros(p.MaxWait)
-				if _, err := db.ExecContext(ctx, b.awaitSQL(debounceMove), w, m, m, args, id); err != nil {
+				if _, err := db.ExecContext(ctx, b.sql.await.debounceMove, w, m, m, args, id); err != nil {
 					return fmt.Errorf("move job %d: %w", id, err)
 				}
 				res = &backend.JobDebounceResult{ID: id, Debounced: true}
@@ -97,7 +64,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 		if err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
-		if _, err := db.ExecContext(ctx, b.awaitSQL(debounceSet), id, p.Key); err != nil {
+		if _, err := db.ExecContext(ctx, b.sql.await.debounceSet, id, p.Key); err != nil {
 			return fmt.Errorf("point key at job %d: %w", id, err)
 		}
 		res = &backend.JobDebounceResult{ID: id}
@@ -135,7 +102,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.db.QueryContext(ctx, b.awaitSQL(finishedSince), sqlTime(p.Since), sqlTime(p.Since), p.AfterID, limit)
+	rows, err := b.db.QueryContext(ctx, b.sql.await.finishedSince, sqlTime(p.Since), sqlTime(p.Since), p.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list finished jobs: %w", err)
 	}
@@ -160,7 +127,7 @@ func (b *Backend) JobFinishedSince(ctx context.Context, p *backend.JobFinishedSi
 // meanwhile has a new started_at, which the locking delete reads.
 func (b *Backend) cleanupDebounce(ctx context.Context) error {
 	err := b.retry(ctx, func() error {
-		_, err := b.db.ExecContext(ctx, b.awaitSQL(debounceCleanup))
+		_, err := b.db.ExecContext(ctx, b.sql.await.debounceCleanup)
 		return err
 	})
 	if err != nil {

@@ -47,6 +47,23 @@ type queries struct {
 	flowTakeAny, flowTakeKey, flowTakeBlock  string
 	flowTakeStep, flowHead, flowTakeIDs      string
 	flowUse, flowUseRates, flowPruneRates    string
+	// The statements of durable steps and signals (sql/steps/) and of
+	// debounced inserts and the finished-job feed (sql/await/).
+	steps stepQueries
+	await awaitQueries
+}
+
+// stepQueries are the statements of sql/steps/ (steps.go).
+type stepQueries struct {
+	held, stepRecord, signalSent, jobWait, jobLock, signalInsert, signalWake string
+	stepsOf, signalsOf, waitOf                                               string
+}
+
+// awaitQueries are the statements of sql/await/ (await.go); times are
+// UTC, by the server's clock.
+type awaitQueries struct {
+	debounceMake, debounceLock, debounceFind, debounceMove string
+	debounceSet, debounceCleanup, finishedSince            string
 }
 
 // jobColumns is the column list every JobRow scan reads, in scanJob's order.
@@ -61,7 +78,7 @@ const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`
 // pendingStates is the SQL list of pending states.
 const pendingStates = `('available', 'scheduled', 'retryable')`
 
-//go:embed sql/*.sql
+//go:embed sql/*.sql sql/steps/*.sql sql/await/*.sql
 var sqlFiles embed.FS
 
 // buildQueries fills in the statements of sql/*.sql for a database. It
@@ -129,6 +146,31 @@ func buildQueries(db string) (queries, error) {
 		"leader_resign":        &q.leaderResign,
 		"schema_version":       &q.schemaVersion,
 	})
+	if err == nil {
+		err = sqltext.Load(sqlFiles, "sql/steps", r, map[string]*string{
+			"held":          &q.steps.held,
+			"step_record":   &q.steps.stepRecord,
+			"signal_sent":   &q.steps.signalSent,
+			"job_wait":      &q.steps.jobWait,
+			"job_lock":      &q.steps.jobLock,
+			"signal_insert": &q.steps.signalInsert,
+			"signal_wake":   &q.steps.signalWake,
+			"steps_of":      &q.steps.stepsOf,
+			"signals_of":    &q.steps.signalsOf,
+			"wait_of":       &q.steps.waitOf,
+		})
+	}
+	if err == nil {
+		err = sqltext.Load(sqlFiles, "sql/await", r, map[string]*string{
+			"debounce_make":    &q.await.debounceMake,
+			"debounce_lock":    &q.await.debounceLock,
+			"debounce_find":    &q.await.debounceFind,
+			"debounce_move":    &q.await.debounceMove,
+			"debounce_set":     &q.await.debounceSet,
+			"debounce_cleanup": &q.await.debounceCleanup,
+			"finished_since":   &q.await.finishedSince,
+		})
+	}
 	return q, err
 }
 

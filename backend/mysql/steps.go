@@ -3,18 +3,14 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/sqltext"
 )
 
 // Durable steps, waits and signals (backend.StepStore). A wait and a
@@ -23,40 +19,6 @@ import (
 // one, and READ COMMITTED reads see what the other committed. A step's
 // record holds a shared lock on the job's row while it checks the lease,
 // so no finish, rescue or claim moves the job in between.
-
-//go:embed sql/steps/*.sql
-var stepFiles embed.FS
-
-// stepQueries are the statements of sql/steps/ for one database.
-type stepQueries struct {
-	held, stepRecord, signalSent, jobWait, jobLock, signalInsert, signalWake string
-	stepsOf, signalsOf, waitOf                                               string
-}
-
-var (
-	stepQueriesMu sync.Mutex
-	stepQueriesOf = map[string]*stepQueries{}
-)
-
-// steps returns the step statements of b's database.
-func (b *Backend) steps() *stepQueries {
-	stepQueriesMu.Lock()
-	defer stepQueriesMu.Unlock()
-	if q := stepQueriesOf[b.database]; q != nil {
-		return q
-	}
-	q := &stepQueries{}
-	err := sqltext.Load(stepFiles, "sql/steps", strings.NewReplacer("{{db}}", quoteIdent(b.database)), map[string]*string{
-		"held": &q.held, "step_record": &q.stepRecord, "signal_sent": &q.signalSent, "job_wait": &q.jobWait,
-		"job_lock": &q.jobLock, "signal_insert": &q.signalInsert, "signal_wake": &q.signalWake,
-		"steps_of": &q.stepsOf, "signals_of": &q.signalsOf, "wait_of": &q.waitOf,
-	})
-	if err != nil {
-		panic(fmt.Sprintf("mysql backend: %v", err))
-	}
-	stepQueriesOf[b.database] = q
-	return q
-}
 
 // write runs fn in the caller's transaction, or in one of the backend's
 // own (retried on a deadlock).
@@ -87,7 +49,7 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 
 // recordStep writes one step's record in db's transaction.
 func (b *Backend) recordStep(ctx context.Context, db DBTX, p *backend.StepRecordParams) (bool, error) {
-	q := b.steps()
+	q := &b.sql.steps
 	var queue string
 	switch err := db.QueryRowContext(ctx, q.held+" LOCK IN SHARE MODE", p.Lease.ID, p.Lease.Fence).Scan(&queue); {
 	case errors.Is(err, sql.ErrNoRows):
@@ -132,7 +94,7 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 
 // JobWait implements backend.StepStore.
 func (b *Backend) JobWait(ctx context.Context, p *backend.JobWaitParams) (*backend.JobWaitResult, error) {
-	q := b.steps()
+	q := &b.sql.steps
 	res := &backend.JobWaitResult{}
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		*res = backend.JobWaitResult{}
@@ -175,7 +137,7 @@ func (b *Backend) JobSignal(ctx context.Context, p *backend.JobSignalParams) (*b
 	if err != nil {
 		return nil, fmt.Errorf("signal job %d: %w", p.JobID, err)
 	}
-	q := b.steps()
+	q := &b.sql.steps
 	res := &backend.JobSignalResult{}
 	err = b.stepWrite(ctx, callerTx, func(db DBTX) error {
 		*res = backend.JobSignalResult{}
@@ -209,7 +171,7 @@ func (b *Backend) JobSignal(ctx context.Context, p *backend.JobSignalParams) (*b
 
 // JobDurable implements backend.StepStore.
 func (b *Backend) JobDurable(ctx context.Context, id int64) (*backend.JobDurable, error) {
-	q := b.steps()
+	q := &b.sql.steps
 	out := &backend.JobDurable{Steps: []backend.StepRow{}, Signals: []backend.SignalRow{}}
 	err := func() error {
 		rows, err := b.db.QueryContext(ctx, q.stepsOf, id)

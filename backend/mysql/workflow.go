@@ -538,23 +538,11 @@ FROM {{db}}.spool_deps d JOIN {{db}}.spool_jobs p ON p.id = d.parent_id WHERE d.
 		return nil, fmt.Errorf("read dependencies of job %d: %w", id, err)
 	}
 	defer rows.Close()
-	out := []backend.DependencyOutput{}
-	for rows.Next() {
-		var (
-			d     backend.DependencyOutput
-			state string
-			o     []byte
-		)
-		if err := rows.Scan(&d.JobID, &d.Task, &state, &o); err != nil {
-			return nil, fmt.Errorf("read dependencies of job %d: %w", id, err)
-		}
-		d.State = backend.State(state)
-		if o != nil {
-			d.Output = json.RawMessage(o)
-		}
-		out = append(out, d)
+	out, err := backend.CollectDependencies(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read dependencies of job %d: %w", id, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // addMembers inserts jobs into batch id (callback: as its waiting

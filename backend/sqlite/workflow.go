@@ -503,23 +503,11 @@ func (b *Backend) JobDependencies(ctx context.Context, id int64) ([]backend.Depe
 		return nil, fmt.Errorf("read dependencies of job %d: %w", id, err)
 	}
 	defer rows.Close()
-	out := []backend.DependencyOutput{}
-	for rows.Next() {
-		var (
-			d     backend.DependencyOutput
-			state string
-			o     sql.NullString
-		)
-		if err := rows.Scan(&d.JobID, &d.Task, &state, &o); err != nil {
-			return nil, fmt.Errorf("read dependencies of job %d: %w", id, err)
-		}
-		d.State = backend.State(state)
-		if o.Valid {
-			d.Output = json.RawMessage(o.String)
-		}
-		out = append(out, d)
+	out, err := backend.CollectDependencies(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read dependencies of job %d: %w", id, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // addMembers inserts jobs as members of batch id (callback: as its waiting

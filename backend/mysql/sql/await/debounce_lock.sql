@@ -1,0 +1,1 @@
+SELECT job_id FROM {{db}}.spool_debounce WHERE debounce_key = ? FOR UPDATE
