@@ -616,6 +616,17 @@ func testBatchCallbacks(t *testing.T, h Harness) {
 	if err != nil || len(list) != 2 {
 		t.Fatalf("batch list: %d %v", len(list), err)
 	}
+	// Newest first, and pages below a cursor (on a sharded store, the
+	// shards' lists merged by global id).
+	if list[0].ID <= list[1].ID {
+		t.Fatalf("batch list not newest first: %d, %d", list[0].ID, list[1].ID)
+	}
+	if page, err := c.Batches(ctx, 0, 1); err != nil || len(page) != 1 || page[0].ID != list[0].ID {
+		t.Fatalf("first page of one: %v %v; want batch %d", page, err, list[0].ID)
+	}
+	if page, err := c.Batches(ctx, list[0].ID, 10); err != nil || len(page) != 1 || page[0].ID != list[1].ID {
+		t.Fatalf("page below batch %d: %v %v; want batch %d", list[0].ID, page, err, list[1].ID)
+	}
 }
 
 // testBatchOpen: an open batch takes members until sealed and runs no

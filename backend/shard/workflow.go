@@ -94,31 +94,19 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 // WorkflowList merges every shard's listing, newest (highest global id)
 // first.
 func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParams) ([]*backend.WorkflowSummary, error) {
-	var out []*backend.WorkflowSummary
-	for s, be := range b.shards {
+	out, err := newestAcross(b, p.BeforeID, p.Limit, func(s int, before int64) ([]*backend.WorkflowSummary, error) {
 		q := *p
-		if p.BeforeID != 0 {
-			l, ok := localBefore(p.BeforeID, s)
-			if !ok {
-				continue
-			}
-			q.BeforeID = l
-		}
-		ws, err := be.WorkflowList(ctx, &q)
-		if err != nil {
-			return nil, fmt.Errorf("list workflows: shard %d: %w", s, err)
-		}
+		q.BeforeID = before
+		ws, err := b.shards[s].WorkflowList(ctx, &q)
 		for _, w := range ws {
 			w.ID = global(w.ID, s)
 		}
-		out = append(out, ws...)
+		return ws, err
+	}, func(w *backend.WorkflowSummary) int64 { return w.ID })
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	slices.SortFunc(out, func(a, c *backend.WorkflowSummary) int { return cmp.Compare(c.ID, a.ID) })
-	limit := p.Limit
-	if limit <= 0 {
-		limit = backend.DefaultListLimit
-	}
-	return out[:min(len(out), limit)], nil
+	return out, nil
 }
 
 // WorkflowCancel cancels the workflow on its shard.
@@ -236,29 +224,50 @@ func (b *Backend) BatchGet(ctx context.Context, id int64) (*backend.Batch, error
 
 // BatchList merges every shard's listing, newest first.
 func (b *Backend) BatchList(ctx context.Context, p *backend.BatchListParams) ([]*backend.Batch, error) {
-	var out []*backend.Batch
-	for s, be := range b.shards {
+	out, err := newestAcross(b, p.BeforeID, p.Limit, func(s int, before int64) ([]*backend.Batch, error) {
 		q := *p
-		if p.BeforeID != 0 {
-			l, ok := localBefore(p.BeforeID, s)
-			if !ok {
-				continue
-			}
-			q.BeforeID = l
+		q.BeforeID = before
+		bs, err := b.shards[s].BatchList(ctx, &q)
+		for i, bt := range bs {
+			bs[i] = globalBatch(bt, s)
 		}
-		bs, err := be.BatchList(ctx, &q)
-		if err != nil {
-			return nil, fmt.Errorf("list batches: shard %d: %w", s, err)
-		}
-		for _, bt := range bs {
-			out = append(out, globalBatch(bt, s))
-		}
+		return bs, err
+	}, func(bt *backend.Batch) int64 { return bt.ID })
+	if err != nil {
+		return nil, fmt.Errorf("list batches: %w", err)
 	}
-	slices.SortFunc(out, func(a, c *backend.Batch) int { return cmp.Compare(c.ID, a.ID) })
-	limit := p.Limit
+	return out, nil
+}
+
+// newestAcross lists, on every shard that can hold an id below before
+// (0: no bound), what fetch returns for the shard and its local bound
+// (with global ids), and merges the lists newest (highest id) first, up
+// to limit (0: the default).
+func newestAcross[T any](b *Backend, before int64, limit int, fetch func(s int, localBefore int64) ([]T, error), id func(T) int64) ([]T, error) {
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
+	lists := make([][]T, len(b.shards))
+	err := b.some(b.all, func(s int) error {
+		l, ok := localBefore(before, s)
+		if !ok {
+			return nil
+		}
+		got, err := fetch(s, l)
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", s, err)
+		}
+		lists[s] = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	slices.SortFunc(out, func(a, c T) int { return cmp.Compare(id(c), id(a)) })
 	return out[:min(len(out), limit)], nil
 }
 
