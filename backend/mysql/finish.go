@@ -51,11 +51,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		rejected, ferr = b.finish(ctx, db, fs, p.DeleteCompleted)
 		return ferr
 	}
-	if callerTx != nil {
-		err = run(callerTx)
-	} else {
-		err = b.writeTx(ctx, func(tx *sql.Tx) error { return run(tx) })
-	}
+	err = b.writeIn(ctx, callerTx, run)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

@@ -20,15 +20,6 @@ import (
 // record holds a shared lock on the job's row while it checks the lease,
 // so no finish, rescue or claim moves the job in between.
 
-// write runs fn in the caller's transaction, or in one of the backend's
-// own (retried on a deadlock).
-func (b *Backend) stepWrite(ctx context.Context, callerTx DBTX, fn func(db DBTX) error) error {
-	if callerTx != nil {
-		return fn(callerTx)
-	}
-	return b.writeTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
-}
-
 // StepRecord implements backend.StepStore.
 func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (bool, error) {
 	callerTx, err := dbtx(p.Tx)
@@ -36,7 +27,7 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 		return false, fmt.Errorf("record step %q of job %d: %w", p.Name, p.Lease.ID, err)
 	}
 	var ok bool
-	err = b.stepWrite(ctx, callerTx, func(db DBTX) error {
+	err = b.writeIn(ctx, callerTx, func(db DBTX) error {
 		var err error
 		ok, err = b.recordStep(ctx, db, p)
 		return err
@@ -139,7 +130,7 @@ func (b *Backend) JobSignal(ctx context.Context, p *backend.JobSignalParams) (*b
 	}
 	q := &b.sql.steps
 	res := &backend.JobSignalResult{}
-	err = b.stepWrite(ctx, callerTx, func(db DBTX) error {
+	err = b.writeIn(ctx, callerTx, func(db DBTX) error {
 		*res = backend.JobSignalResult{}
 		switch err := db.QueryRowContext(ctx, q.jobLock, p.JobID).Scan(&res.Queue); {
 		case errors.Is(err, sql.ErrNoRows):

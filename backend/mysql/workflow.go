@@ -370,11 +370,7 @@ SELECT t.p, t.c, t.f FROM JSON_TABLE(?, '$[*]' COLUMNS (p BIGINT PATH '$[0]', c 
 		}
 		return nil
 	}
-	if callerTx != nil {
-		err = run(callerTx)
-	} else {
-		err = b.writeTx(ctx, func(tx *sql.Tx) error { return run(tx) })
-	}
+	err = b.writeIn(ctx, callerTx, run)
 	if err != nil {
 		if missingObject(err) {
 			return nil, backend.ExplainMissingObject(ctx, b, fmt.Errorf("insert workflow: %w", err))
@@ -612,11 +608,7 @@ func (b *Backend) BatchInsert(ctx context.Context, p *backend.BatchInsertParams)
 		}
 		return b.finishBatch(ctx, tx, res.ID)
 	}
-	if callerTx != nil {
-		err = run(callerTx)
-	} else {
-		err = b.writeTx(ctx, func(tx *sql.Tx) error { return run(tx) })
-	}
+	err = b.writeIn(ctx, callerTx, run)
 	if err != nil {
 		if missingObject(err) {
 			return nil, backend.ExplainMissingObject(ctx, b, fmt.Errorf("insert batch: %w", err))
@@ -647,11 +639,7 @@ func (b *Backend) BatchAdd(ctx context.Context, p *backend.BatchAddParams) (*bac
 		res.IDs, res.Duplicates, res.Count, err = b.addMembers(ctx, tx, p.ID, p.Jobs, false)
 		return err
 	}
-	if callerTx != nil {
-		err = run(callerTx)
-	} else {
-		err = b.writeTx(ctx, func(tx *sql.Tx) error { return run(tx) })
-	}
+	err = b.writeIn(ctx, callerTx, run)
 	if err != nil {
 		return nil, fmt.Errorf("add to batch %d: %w", p.ID, err)
 	}

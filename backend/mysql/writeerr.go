@@ -72,6 +72,15 @@ func (c connectFailures) Connect(ctx context.Context) (driver.Conn, error) {
 	return conn, nil
 }
 
+// writeIn runs fn in the caller's transaction, or else in one of the
+// backend's own (writeTx).
+func (b *Backend) writeIn(ctx context.Context, callerTx DBTX, fn func(db DBTX) error) error {
+	if callerTx != nil {
+		return fn(callerTx)
+	}
+	return b.writeTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
+}
+
 // writeTx runs fn in a transaction of the backend's own (inTx, retried on
 // lock conflicts) and classifies a failure by what it says of the commit
 // (connWriteError): before the COMMIT was sent nothing committed, whatever
