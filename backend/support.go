@@ -112,6 +112,35 @@ func CollectDependencies(rows Rows) ([]DependencyOutput, error) {
 	return out, rows.Err()
 }
 
+// CollectWorkflowSummaries reads rows of (id, name, created, tasks,
+// state, count), ordered by workflow, one a workflow and state of its jobs
+// (state ” for a workflow without jobs), into one summary a workflow.
+// created is scanned into a T, the store's form of a time, which at turns
+// into the time. The caller closes rows.
+func CollectWorkflowSummaries[T any](rows Rows, at func(T) time.Time) ([]*WorkflowSummary, error) {
+	var out []*WorkflowSummary
+	for rows.Next() {
+		var (
+			w       WorkflowSummary
+			created T
+			state   string
+			n       int64
+		)
+		if err := rows.Scan(&w.ID, &w.Name, &created, &w.Tasks, &state, &n); err != nil {
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].ID != w.ID {
+			w.CreatedAt = at(created)
+			w.Counts = map[State]int64{}
+			out = append(out, &w)
+		}
+		if state != "" {
+			out[len(out)-1].Counts[State(state)] = n
+		}
+	}
+	return out, rows.Err()
+}
+
 // CollectQueueStats reads rows of (queue, state, count), ordered by queue,
 // into one QueueStats per queue. The caller closes rows.
 func CollectQueueStats(rows Rows) ([]QueueStats, error) {

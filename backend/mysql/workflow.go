@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -402,25 +403,11 @@ ORDER BY w.id DESC`), p.BeforeID, p.BeforeID, limit)
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
 	defer rows.Close()
-	var out []*backend.WorkflowSummary
-	for rows.Next() {
-		var (
-			w     backend.WorkflowSummary
-			state string
-			n     int64
-		)
-		if err := rows.Scan(&w.ID, &w.Name, &w.CreatedAt, &w.Tasks, &state, &n); err != nil {
-			return nil, fmt.Errorf("list workflows: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].ID != w.ID {
-			w.Counts = map[backend.State]int64{}
-			out = append(out, &w)
-		}
-		if state != "" {
-			out[len(out)-1].Counts[backend.State(state)] = n
-		}
+	out, err := backend.CollectWorkflowSummaries(rows, func(t time.Time) time.Time { return t })
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // WorkflowGet implements backend.WorkflowStore.

@@ -355,27 +355,8 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
 	defer rows.Close()
-	var out []*backend.WorkflowSummary
-	for rows.Next() {
-		var (
-			w       backend.WorkflowSummary
-			created int64
-			state   string
-			n       int64
-		)
-		if err := rows.Scan(&w.ID, &w.Name, &created, &w.Tasks, &state, &n); err != nil {
-			return nil, fmt.Errorf("list workflows: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].ID != w.ID {
-			w.CreatedAt = fromMicros(created)
-			w.Counts = map[backend.State]int64{}
-			out = append(out, &w)
-		}
-		if state != "" {
-			out[len(out)-1].Counts[backend.State(state)] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
+	out, err := backend.CollectWorkflowSummaries(rows, fromMicros)
+	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
 	return out, nil
