@@ -51,7 +51,9 @@ func (c *Client) JobsCancel(ctx context.Context, f JobFilter) (BulkResult, error
 	return c.bulk(ctx, backend.BulkCancel, f)
 }
 
-// JobsDelete deletes the matching jobs that are not running.
+// JobsDelete deletes the matching jobs that are not running, not waiting
+// and not waited on by others (a workflow task or batch member whose
+// dependents have not been settled), as JobDelete refuses them.
 func (c *Client) JobsDelete(ctx context.Context, f JobFilter) (BulkResult, error) {
 	return c.bulk(ctx, backend.BulkDelete, f)
 }

@@ -24,6 +24,7 @@ func workflowTests() []namedTest {
 		{"WorkflowCancelAndRetention", testWorkflowCancelRetention},
 		{"WorkflowTx", testWorkflowTx},
 		{"WorkflowFlowRules", testWorkflowFlowRules},
+		{"WorkflowDeleteKeepsWaitedOn", testWorkflowDeleteKeepsWaitedOn},
 		{"BatchCallbacks", testBatchCallbacks},
 		{"BatchOpenAndSeal", testBatchOpen},
 		{"BatchCallbackExactlyOnce", testBatchExactlyOnce},
@@ -129,6 +130,40 @@ func testWorkflowWaitingNeverClaimed(t *testing.T, h Harness) {
 	wantStates(t, be, res.Tasks, map[string]backend.State{"c": backend.StateAvailable})
 	if j := getJob(t, be, res.Tasks["c"]); j.DepsLeft != 0 || j.WaitKind != "" {
 		t.Fatalf("released task: deps_left %d wait_kind %q", j.DepsLeft, j.WaitKind)
+	}
+}
+
+// testWorkflowDeleteKeepsWaitedOn: neither a bulk delete nor a single one
+// takes a waiting task or a job others wait on (deleted, it would leave its
+// dependents waiting forever); once the parent's finish settled them, both
+// go.
+func testWorkflowDeleteKeepsWaitedOn(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{AllowUnknownKinds: true})
+	ctx := context.Background()
+	w := spool.NewWorkflow("pair")
+	noteTask(w, "a", 1, "")
+	noteTask(w, "b", 2, "", spool.After("a"))
+	res, err := c.InsertWorkflow(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumpOnFailure(t, be, res.Tasks)
+	if r, err := c.JobsDelete(ctx, spool.JobFilter{Queue: spool.DefaultQueue}); err != nil || r.Changed != 0 {
+		t.Fatalf("bulk delete: %+v, %v; want nothing deleted (a is waited on, b waits)", r, err)
+	}
+	if _, err := c.JobDelete(ctx, res.Tasks["a"]); !errors.Is(err, spool.ErrInvalidState) {
+		t.Fatalf("delete of a job others wait on: %v, want ErrInvalidState", err)
+	}
+	wantStates(t, be, res.Tasks, map[string]backend.State{"a": backend.StateAvailable, "b": backend.StateWaiting})
+	rows := claimAll(t, be, spool.DefaultQueue)
+	if len(rows) != 1 || rows[0].ID != res.Tasks["a"] {
+		t.Fatalf("claim took %d jobs, want only task a", len(rows))
+	}
+	finishRow(t, be, rows[0], backend.OutcomeComplete)
+	wantStates(t, be, res.Tasks, map[string]backend.State{"a": backend.StateCompleted, "b": backend.StateAvailable})
+	if r, err := c.JobsDelete(ctx, spool.JobFilter{Queue: spool.DefaultQueue}); err != nil || r.Changed != 2 {
+		t.Fatalf("bulk delete after a settled b: %+v, %v; want both deleted", r, err)
 	}
 }
 

@@ -19,7 +19,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	s.mu.Lock()
 	var taken []*backend.JobRow
 	for _, j := range s.jobs {
-		if p.Selects(j) {
+		if p.Selects(j) && (p.Action != backend.BulkDelete || !j.HasDependents) {
 			taken = append(taken, j)
 		}
 	}

@@ -87,6 +87,11 @@ func Bulk(p *backend.JobBulkParams, timeArg func(time.Time) any) *Conds {
 		states = []backend.State{"none"} // the filter and the action share no state: no row matches
 	}
 	c.States(states)
+	if p.Action == backend.BulkDelete {
+		// A job others wait on stays, as JobDelete refuses it: deleted,
+		// it would leave its dependents waiting forever.
+		c.sql.WriteString(" AND NOT has_dependents")
+	}
 	if !p.CreatedAfter.IsZero() {
 		c.Cmp("created_at", ">", timeArg(p.CreatedAfter))
 	}
