@@ -63,8 +63,8 @@ func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 		j.Priority, j.Attempt, j.MaxAttempts, j.Fence = int16(prio), int16(att), int16(maxAtt), int32(fence)
 		j.RunAt, j.CreatedAt = fromMicros(runAt), fromMicros(created)
 		j.UniqueStates = backend.UniqueStates(uniqueStates)
-		lu, at := leasedUntil, attemptedAt
-		j.LeasedUntil, j.AttemptedAt, j.LeasedBy = &lu, &at, c.claimID
+		r.leasedUntil, r.attemptedAt = leasedUntil, attemptedAt
+		j.LeasedUntil, j.AttemptedAt, j.LeasedBy = &r.leasedUntil, &r.attemptedAt, c.claimID
 		j.FinalizedAt = fromNullMicros(finalized)
 		r.tags, r.meta = constOr(tags, "[]"), constOr(meta, "{}")
 		out = append(out, r)

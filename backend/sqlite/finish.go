@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -16,9 +17,8 @@ import (
 // JobFinishMany implements backend.Backend.
 //
 // Plain completions (no error), most of any batch, are finished by their
-// leases bound as VALUES rows, in statements prepared once per size bucket
-// (finishCompletes): one statement per bucket, a DELETE when completed rows
-// are deleted. Every other outcome goes through finish_update.sql (and
+// ids, one fence at a time, in statements prepared once per size bucket
+// (completes): an UPDATE, or a DELETE when completed rows are deleted. Every other outcome goes through finish_update.sql (and
 // finish_delete.sql for completions with an error), over a JSON array.
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	tx, err := txOf(p.Tx)
@@ -137,63 +137,105 @@ func leftPlain(plain []backend.JobFinish, applied []backend.LeaseRef) []backend.
 	return out
 }
 
-// completeBuckets are the sizes, in leases, of the plain-completion
-// statements: a batch is cut into chunks of the largest and the last chunk
-// is padded up to the smallest bucket that holds it (with its first lease:
-// a lease twice in an IN list is applied once), so a writer compiles at
-// most len(completeBuckets) statements per mode, whatever the batch sizes.
+// completeBuckets are the sizes, in ids, of the plain-completion
+// statements: a fence's leases are cut into chunks of the largest and the
+// last chunk is padded up to the smallest bucket that holds it (with its
+// first id: an id twice in an IN list is applied once), so a writer compiles
+// at most len(completeBuckets) statements per mode, whatever the batch sizes.
 var completeBuckets = []int{1, 4, 16, 64, 256, 1024}
+
+// completeSQLs holds the plain-completion statements by mode (0 keep,
+// 1 delete) and bucket, built once: the text is also the key of the
+// writer's prepared statement.
+var completeSQLs = sync.OnceValue(func() [2][]string {
+	var out [2][]string
+	for m, q := range []string{stmt.finishCompleteKeep, stmt.finishCompleteDelete} {
+		for _, n := range completeBuckets {
+			var ids strings.Builder
+			for i := range n {
+				if i > 0 {
+					ids.WriteString(", ")
+				}
+				ids.WriteByte('?')
+				ids.WriteString(strconv.Itoa(3 + i))
+			}
+			out[m] = append(out[m], strings.Replace(q, "{{ids}}", ids.String(), 1))
+		}
+	}
+	return out
+})
+
+// completeChunk is the ids of one plain-completion statement: leases of
+// one fence, at most the largest bucket of them.
+type completeChunk struct {
+	fence  int32
+	ids    []int64
+	bucket int // index in completeBuckets
+}
 
 // completes is the plain completions of one JobFinishMany, in chunks.
 type completes struct {
 	del    bool
-	chunks [][]backend.JobFinish
-	sizes  []int       // bucket of each chunk
+	chunks []completeChunk
 	stmts  []*sql.Stmt // prepared on the store's writer; nil for a caller's tx
 }
 
-// newCompletes cuts fs into chunks of at most the largest bucket.
+// newCompletes groups fs by fence (a claim's leases mostly share one: the
+// fence counts claims of a job) and cuts each group into chunks of at most
+// the largest bucket, in the order of their first lease.
 func newCompletes(fs []backend.JobFinish, del bool) *completes {
 	c := &completes{del: del}
-	top := completeBuckets[len(completeBuckets)-1]
-	for len(fs) > 0 {
-		n := min(len(fs), top)
-		c.chunks = append(c.chunks, fs[:n])
-		fs = fs[n:]
-		size := top
-		for _, b := range completeBuckets {
-			if b >= n {
-				size = b
-				break
-			}
+	if len(fs) == 0 {
+		return c
+	}
+	var groups [][]int64
+	var fences []int32
+	first := fs[0].Lease.Fence
+	if !slices.ContainsFunc(fs, func(f backend.JobFinish) bool { return f.Lease.Fence != first }) {
+		ids := make([]int64, len(fs))
+		for i, f := range fs {
+			ids[i] = f.Lease.ID
 		}
-		c.sizes = append(c.sizes, size)
+		groups, fences = [][]int64{ids}, []int32{first}
+	} else {
+		at := map[int32]int{}
+		for _, f := range fs {
+			g, ok := at[f.Lease.Fence]
+			if !ok {
+				g = len(groups)
+				at[f.Lease.Fence] = g
+				groups = append(groups, nil)
+				fences = append(fences, f.Lease.Fence)
+			}
+			groups[g] = append(groups[g], f.Lease.ID)
+		}
+	}
+	top := completeBuckets[len(completeBuckets)-1]
+	for g, ids := range groups {
+		for len(ids) > 0 {
+			n := min(len(ids), top)
+			b := slices.IndexFunc(completeBuckets, func(size int) bool { return size >= n })
+			c.chunks = append(c.chunks, completeChunk{fence: fences[g], ids: ids[:n], bucket: b})
+			ids = ids[n:]
+		}
 	}
 	return c
 }
 
-// completeSQL returns the statement for a bucket of n leases.
-func completeSQL(n int, del bool) string {
-	var pairs strings.Builder
-	pairs.Grow(n * 16)
-	for i := range n {
-		if i > 0 {
-			pairs.WriteString(", ")
-		}
-		fmt.Fprintf(&pairs, "(?%d, ?%d)", 2+2*i, 3+2*i)
+// sql returns chunk i's statement text.
+func (c *completes) sql(i int) string {
+	m := 0
+	if c.del {
+		m = 1
 	}
-	q := stmt.finishCompleteKeep
-	if del {
-		q = stmt.finishCompleteDelete
-	}
-	return strings.Replace(q, "{{pairs}}", pairs.String(), 1)
+	return completeSQLs()[m][c.chunks[i].bucket]
 }
 
 // prepare prepares each chunk's statement on the store's writer pool
 // (compiled once per bucket and mode for the connection's life).
 func (c *completes) prepare(ctx context.Context, st *store) error {
-	for _, n := range c.sizes {
-		s, err := st.prepared(ctx, completeSQL(n, c.del))
+	for i := range c.chunks {
+		s, err := st.prepared(ctx, c.sql(i))
 		if err != nil {
 			return err
 		}
@@ -204,15 +246,15 @@ func (c *completes) prepare(ctx context.Context, st *store) error {
 
 // run applies every chunk in tx and appends the applied leases to out.
 func (c *completes) run(ctx context.Context, tx *sql.Tx, now int64, out []backend.LeaseRef) ([]backend.LeaseRef, error) {
-	for i, chunk := range c.chunks {
-		n := c.sizes[i]
-		args := make([]any, 1, 1+2*n)
-		args[0] = now
-		for _, f := range chunk {
-			args = append(args, f.Lease.ID, int64(f.Lease.Fence))
+	var args []any
+	for i, ch := range c.chunks {
+		size := completeBuckets[ch.bucket]
+		args = append(args[:0], now, int64(ch.fence))
+		for _, id := range ch.ids {
+			args = append(args, id)
 		}
-		for len(args) < cap(args) {
-			args = append(args, chunk[0].Lease.ID, int64(chunk[0].Lease.Fence))
+		for range size - len(ch.ids) {
+			args = append(args, ch.ids[0])
 		}
 		var (
 			rows *sql.Rows
@@ -221,16 +263,29 @@ func (c *completes) run(ctx context.Context, tx *sql.Tx, now int64, out []backen
 		if c.stmts != nil {
 			rows, err = tx.StmtContext(ctx, c.stmts[i]).QueryContext(ctx, args...)
 		} else {
-			rows, err = tx.QueryContext(ctx, completeSQL(n, c.del), args...)
+			rows, err = tx.QueryContext(ctx, c.sql(i), args...)
 		}
 		if err != nil {
 			return out, err
 		}
-		if out, err = appendLeases(out, rows); err != nil {
+		if out, err = appendIDs(out, rows, ch.fence); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// appendIDs reads id rows, the leases of fence, onto out and closes rows.
+func appendIDs(out []backend.LeaseRef, rows *sql.Rows, fence int32) ([]backend.LeaseRef, error) {
+	defer rows.Close()
+	var id int64 // one scan target for every row: a new one would escape each time
+	for rows.Next() {
+		if err := rows.Scan(&id); err != nil {
+			return out, err
+		}
+		out = append(out, backend.LeaseRef{ID: id, Fence: fence})
+	}
+	return out, rows.Err()
 }
 
 // encodeFinishes renders finishes as finishInput's JSON array. Error entries
@@ -271,8 +326,8 @@ func encodeFinishes(fs []backend.JobFinish, now time.Time) (string, error) {
 // appendLeases reads (id, fence) rows onto out and closes rows.
 func appendLeases(out []backend.LeaseRef, rows *sql.Rows) ([]backend.LeaseRef, error) {
 	defer rows.Close()
+	var l backend.LeaseRef // one scan target for every row: a new one would escape each time
 	for rows.Next() {
-		var l backend.LeaseRef
 		if err := rows.Scan(&l.ID, &l.Fence); err != nil {
 			return out, err
 		}

@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,22 +14,20 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// TestUpgradeFrom8WithJobs: a file at schema 8 holding pending jobs, with
-// and without flow keys, upgrades to the latest schema; the flow indexes
-// and the finished rows' index then test their NULL column first, and every job is still claimed once, in order,
-// with what the claim returns matching what JobGet reads.
-func TestUpgradeFrom8WithJobs(t *testing.T) {
+// openAtVersion opens a backend on a new file migrated up to version only.
+func openAtVersion(t *testing.T, version int) *Backend {
+	t.Helper()
 	ctx := context.Background()
 	be, err := OpenPath(ctx, filepath.Join(t.TempDir(), "u.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer be.Close()
+	t.Cleanup(func() { _ = be.Close() })
 	err = be.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, stmt.createMigrationsTable); err != nil {
 			return err
 		}
-		for _, m := range migrations[:8] {
+		for _, m := range migrations[:version] {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return err
 			}
@@ -40,9 +40,19 @@ func TestUpgradeFrom8WithJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != 8 {
-		t.Fatalf("schema version %+v, %v; want 8", v, err)
+	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != version {
+		t.Fatalf("schema version %+v, %v; want %d", v, err, version)
 	}
+	return be
+}
+
+// TestUpgradeFrom8WithJobs: a file at schema 8 holding pending jobs, with
+// and without flow keys, upgrades to the latest schema; the flow indexes
+// and the finished rows' index then test their NULL column first, and every job is still claimed once, in order,
+// with what the claim returns matching what JobGet reads.
+func TestUpgradeFrom8WithJobs(t *testing.T) {
+	ctx := context.Background()
+	be := openAtVersion(t, 8)
 	var jobs []*backend.JobInsertParams
 	for i := range 30 {
 		j := &backend.JobInsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{"i":` + string(rune('0'+i%10)) + `}`),
@@ -106,5 +116,89 @@ func TestUpgradeFrom8WithJobs(t *testing.T) {
 		if string(a) != string(b) {
 			t.Errorf("claimed row differs from the stored one:\n claimed %s\n stored  %s", a, b)
 		}
+	}
+}
+
+// TestUpgradeFrom12WithJobs: a file at schema 12 holding jobs in every
+// pending state, running and completed ones, upgrades to schema 13: the
+// state's CHECK and the pending index test the state by comparisons, the
+// CHECK still refuses an unknown state, the pending index holds exactly the
+// pending jobs, and a claim takes the due ones in order.
+func TestUpgradeFrom12WithJobs(t *testing.T) {
+	ctx := context.Background()
+	be := openAtVersion(t, 12)
+	var jobs []*backend.JobInsertParams
+	for i := range 12 {
+		jobs = append(jobs, &backend.JobInsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5, Priority: int16(i % 3)})
+	}
+	ins, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := ins.IDs
+	// Two running, two completed, two scheduled in an hour, two retryable
+	// now: four stay available.
+	err = be.WriteTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`UPDATE spool_jobs SET state = 'running', leased_until = 1, fence = 1, attempt = 1 WHERE id IN (?1, ?2)`,
+			`UPDATE spool_jobs SET state = 'completed', finalized_at = 1, attempt = 1 WHERE id IN (?3, ?4)`,
+			`UPDATE spool_jobs SET state = 'scheduled', run_at = run_at + 3600000000 WHERE id IN (?5, ?6)`,
+			`UPDATE spool_jobs SET state = 'retryable', attempt = 1 WHERE id IN (?7, ?8)`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6], ids[7]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := be.SchemaVersion(ctx); err != nil || v.Current < 13 {
+		t.Fatalf("schema version %+v, %v; want at least 13", v, err)
+	}
+	for name, want := range map[string]string{
+		"spool_jobs":         "CHECK (state = 'available' OR state = 'scheduled' OR state = 'retryable' OR state = 'running'",
+		"spool_jobs_pending": "WHERE state = 'available' OR state = 'scheduled' OR state = 'retryable'",
+	} {
+		var ddl string
+		if err := be.st.readers.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = ?`, name).Scan(&ddl); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(ddl, want) || strings.Contains(ddl, "state IN") {
+			t.Errorf("%s after the upgrade: %s", name, ddl)
+		}
+	}
+	var pending int
+	if err := be.st.readers.QueryRowContext(ctx, `SELECT count(*) FROM spool_jobs INDEXED BY spool_jobs_pending
+WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND queue = 'q'`).Scan(&pending); err != nil || pending != 8 {
+		t.Fatalf("pending index: %d rows, %v; want 8", pending, err)
+	}
+	err = be.WriteTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE spool_jobs SET state = 'paused' WHERE id = ?`, ids[11])
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "CHECK") {
+		t.Fatalf("unknown state written: %v", err)
+	}
+	got, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]int64{ids[6], ids[7]}, ids[8:]...)
+	prio := map[int64]int16{}
+	for i, id := range ids {
+		prio[id] = jobs[i].Priority
+	}
+	slices.SortFunc(want, func(a, b int64) int { return cmp.Or(cmp.Compare(prio[a], prio[b]), cmp.Compare(a, b)) })
+	var gotIDs []int64
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+	}
+	if !slices.Equal(gotIDs, want) {
+		t.Fatalf("claimed %v, want %v", gotIDs, want)
 	}
 }

@@ -24,6 +24,9 @@ type rawJob struct {
 	j          backend.JobRow
 	tags, meta string
 	errs, out  sql.NullString
+	// leasedUntil and attemptedAt back a claimed row's pointers, so that
+	// they are allocated with the row (claims allocate rows in blocks).
+	leasedUntil, attemptedAt time.Time
 }
 
 // scanRawJob reads one row of jobColumns without decoding JSON.

@@ -9,7 +9,7 @@ SET state = 'running', attempt = attempt + 1, fence = fence + 1,
     leased_until = ?1 + ?2, leased_by = ?3, attempted_at = ?1
 WHERE id IN (
   SELECT id FROM spool_jobs INDEXED BY spool_jobs_pending
-  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = ?4 AND run_at <= ?1
+  WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND queue = ?4 AND run_at <= ?1
     AND NOT EXISTS (SELECT 1 FROM spool_queues WHERE name = ?4 AND paused_at IS NOT NULL)
   ORDER BY priority, run_at, id
   LIMIT ?5

@@ -1,9 +1,10 @@
--- Finish plain completions, deleting (DeleteCompleted): the leases are the
--- VALUES rows (id, fence) bound from ?2 on, {{pairs}} being as many as the
--- batch's size bucket (finish.go pads a batch with its first lease); ?1,
--- the time, is not needed. Each row is guarded by (id, fence, running).
-DELETE FROM spool_jobs WHERE id IN (
-  SELECT j.id FROM (VALUES {{pairs}}) AS v JOIN spool_jobs AS j ON j.id = v.column1
-  WHERE j.fence = v.column2 AND j.state = 'running' AND NOT j.has_dependents
-)
-RETURNING id, fence
+-- Finish plain completions, deleting (DeleteCompleted): the leases of one
+-- fence ?2, their ids bound from ?3 on, {{ids}} being as many as the batch's
+-- size bucket (finish.go pads a chunk with its first id); ?1, the time, is
+-- not needed. A rowid IN list keeps the plan on the primary key whatever the
+-- statistics say (a join against VALUES rows was planned the other way
+-- round once ANALYZE had run, ten times the cost). Each row is guarded by
+-- (id, fence, running).
+DELETE FROM spool_jobs
+WHERE id IN ({{ids}}) AND fence = ?2 AND state = 'running' AND NOT has_dependents
+RETURNING id

@@ -2,8 +2,5 @@
 -- cleared. The leases as in finish_complete_delete.sql. What it writes is
 -- what finish_update.sql writes for a completion without an error.
 UPDATE spool_jobs SET state = 'completed', finalized_at = ?1, leased_until = NULL, leased_by = NULL
-WHERE id IN (
-  SELECT j.id FROM (VALUES {{pairs}}) AS v JOIN spool_jobs AS j ON j.id = v.column1
-  WHERE j.fence = v.column2 AND j.state = 'running' AND NOT j.has_dependents
-)
-RETURNING id, fence
+WHERE id IN ({{ids}}) AND fence = ?2 AND state = 'running' AND NOT has_dependents
+RETURNING id

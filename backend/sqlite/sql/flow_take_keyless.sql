@@ -7,7 +7,7 @@ SET state = 'running', attempt = attempt + 1, fence = fence + 1,
 WHERE id IN (
   SELECT id FROM (
     SELECT id, flow_key, priority, run_at FROM spool_jobs INDEXED BY spool_jobs_pending
-    WHERE state IN ('available', 'scheduled', 'retryable') AND queue = ?4 AND run_at <= ?1
+    WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND queue = ?4 AND run_at <= ?1
     ORDER BY priority, run_at, id
     LIMIT ?6
   )

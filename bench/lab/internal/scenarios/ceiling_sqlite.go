@@ -73,7 +73,7 @@ RETURNING id`
   leased_until = ?3 + 60000000, leased_by = 'ceiling', attempted_at = ?3
 WHERE id IN (
   SELECT id FROM spool_jobs INDEXED BY spool_jobs_pending
-  WHERE state IN ('available', 'scheduled', 'retryable') AND queue = ?1 AND run_at <= ?3
+  WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND queue = ?1 AND run_at <= ?3
   ORDER BY priority, run_at, id LIMIT ?2)
 RETURNING id`
 	sqliteRawKeep = `UPDATE spool_jobs SET state = 'completed', finalized_at = ?1, leased_until = NULL, leased_by = NULL
