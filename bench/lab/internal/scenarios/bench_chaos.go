@@ -67,7 +67,11 @@ type chaosOptions struct {
 	// the primary's whole node: failovers of them, evenly spaced.
 	failover  *dbserver.FailoverTimeouts
 	failovers int
-	progress  io.Writer
+	// compose sizes the composed workloads run beside the plain jobs;
+	// debounceUntil is when the workers stop their debounced inserts.
+	compose       composeOptions
+	debounceUntil time.Time
+	progress      io.Writer
 	terminal  bool
 	logs      io.Writer
 }
@@ -99,6 +103,8 @@ type chaosRound struct {
 	// insert is tried every 100 ms).
 	WriteOutagesS []float64 `json:"write_outages_s,omitempty"`
 	chaosCheck
+	// Compose is the verdict on the composed workloads, if any ran.
+	Compose *composeCheck `json:"compose,omitempty"`
 	OK bool `json:"ok"`
 }
 
@@ -123,6 +129,13 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	claimCommit := fs.String("claim-commit", "", "PostgreSQL: the workers' spool_claim_commit, sync or async (default: the backend's, sync)")
 	load := addChaosLoadFlags(fs, chaosLoadDefaults{jobs: 50000, workers: 4, concurrency: 4,
 		work: 40 * time.Millisecond, lease: 3 * time.Second, drain: 2 * time.Minute})
+	var co composeOptions
+	fs.IntVar(&co.workflowTasks, "workflow-tasks", 0, "tasks of a workflow run beside the jobs (0: none)")
+	fs.IntVar(&co.batches, "batches", 0, "batches with callbacks run beside the jobs")
+	fs.IntVar(&co.batchSize, "batch-size", 20, "members per batch")
+	fs.IntVar(&co.many, "many-jobs", 0, "jobs of a many-worker (spool.AddManyWorker)")
+	fs.IntVar(&co.steps, "step-jobs", 0, "jobs of 5 durable steps with random sleeps and signal waits")
+	fs.IntVar(&co.debounceKeys, "debounce-keys", 0, "keys each worker process inserts debounced jobs of (0: none)")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
@@ -145,6 +158,14 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usagef(name, "--claim-commit must be sync or async")
 	case *markdown && *load.asJSON:
 		return cli.Usagef(name, "--markdown and --json exclude each other")
+	case co.workflowTasks < 0 || co.workflowTasks > spool.MaxWorkflowTasks:
+		return cli.Usagef(name, "--workflow-tasks must be between 0 and %d", spool.MaxWorkflowTasks)
+	case co.batches < 0 || co.batches > 10_000 || co.batchSize < 2 || co.batchSize > 10_000:
+		return cli.Usagef(name, "--batches must be between 0 and 10000, --batch-size between 2 and 10000")
+	case co.many < 0 || co.many > 1_000_000 || co.steps < 0 || co.steps > 1_000_000:
+		return cli.Usagef(name, "--many-jobs and --step-jobs must be between 0 and 1000000")
+	case co.debounceKeys < 0 || co.debounceKeys > 1000:
+		return cli.Usagef(name, "--debounce-keys must be between 0 and 1000")
 	}
 	if err := load.check(name); err != nil {
 		return err
@@ -153,6 +174,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	defer cancel()
 	o := load.options(c.m, *duration, *seed)
 	o.claimCommit = *claimCommit
+	o.compose = co
 	res := chaosResult{Scenario: "chaos", OK: true}
 	var failed []string
 	for _, be := range backends {
@@ -482,6 +504,10 @@ func (p *chaosPool) spawnLocked(slot int) error {
 	cmd := exec.Command(p.self, "chaos", "--worker", "--database-url", p.url, "--proc", name,
 		"--audit", filepath.Join(p.dir, "audit-"+name+".log"),
 		"--concurrency", strconv.Itoa(p.o.concurrency), "--lease", p.o.lease.String(), "--stop-timeout", p.o.stopTimeout.String())
+	if p.o.compose.enabled() {
+		cmd.Args = append(cmd.Args, "--compose", "--debounce-keys", strconv.Itoa(p.o.compose.debounceKeys),
+			"--debounce-until", strconv.FormatInt(p.o.debounceUntil.UnixNano(), 10))
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -741,6 +767,17 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	defer store.be.Close()
+	prod := newChaosProducer(store.client)
+	var plan *composePlan
+	if o.compose.enabled() {
+		fmt.Fprintf(o.progress, "lab chaos: %s: inserting the composed workloads\n", beName)
+		if plan, err = insertCompose(ctx, store.client, prod, o.compose, o.seed); err != nil {
+			return nil, err
+		}
+		ro := *o
+		ro.debounceUntil = time.Now().Add(o.duration * 8 / 10)
+		o = &ro
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -765,7 +802,22 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	round = &chaosRound{Backend: beName, Seed: o.seed, JobsTarget: o.jobs, Workers: o.workers, Concurrency: o.concurrency,
 		LeaseMS: bench.MS(o.lease), WorkMS: bench.MS(o.work), Faults: map[string]int{}}
 	start := time.Now()
-	prod := startChaosProducer(ctx, store.client, o, start)
+	startChaosProducer(ctx, prod, o, start)
+	var signals *signaller
+	var sampler *debounceSampler
+	stopSampler := func() {}
+	if plan != nil {
+		signals = startSignaller(ctx, store.client, plan.awaiting, o.duration*6/10, o.seed)
+		if o.compose.debounceKeys > 0 {
+			sctx, cancel := context.WithCancel(ctx)
+			sampler = startDebounceSampler(sctx, store.client, 100*time.Millisecond)
+			stopSampler = func() {
+				cancel()
+				<-sampler.done
+			}
+			defer stopSampler()
+		}
+	}
 	var probe *writeProbe
 	stopProbe := func() {}
 	if o.failover != nil {
@@ -798,6 +850,9 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	}
 
 	drainStart := time.Now()
+	if signals != nil {
+		<-signals.done // all sent, within the fault period
+	}
 	if err := waitChaosDrain(ctx, store.client, o.drain); err != nil {
 		fmt.Fprintf(o.logs, "lab chaos: %s: %v\n", beName, err)
 	}
@@ -826,6 +881,20 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		}
 	}
 	round.chaosCheck = *checkChaos(audit)
+	if plan != nil {
+		stopSampler()
+		in, err := readComposeInputs(ctx, store.client, plan)
+		if err != nil {
+			return nil, fmt.Errorf("read composed workloads: %w", err)
+		}
+		in.debounce = sampler
+		signals.mu.Lock()
+		in.signals = signals.sent
+		signals.mu.Unlock()
+		round.Compose = checkCompose(audit, in)
+		round.Compose.SignalRetries = signals.failed
+		round.Violations = append(round.Violations, round.Compose.Violations...)
+	}
 	if round.SlowStops > 0 {
 		round.Violations = append(round.Violations, fmt.Sprintf("slow_stops=%d", round.SlowStops))
 	}
@@ -846,11 +915,21 @@ func readChaosStore(ctx context.Context, s *chaosStore, a *chaosAudit) error {
 			return err
 		}
 		for _, r := range rows {
-			var args chaosArgs
+			// Plain jobs' args (chaosArgs) always carry a seq; composed
+			// jobs' (composeArgs) carry one when an insert acknowledged it.
+			var args struct {
+				Seq    *int64 `json:"seq"`
+				Effect bool   `json:"effect"`
+				Role   string `json:"role"`
+			}
 			if err := json.Unmarshal(r.Args, &args); err != nil {
 				return fmt.Errorf("job %d: args: %w", r.ID, err)
 			}
-			j := chaosJob{ID: r.ID, Seq: args.Seq, State: r.State, Fence: r.Fence, FinalizedAt: r.FinalizedAt, Effect: args.Effect}
+			j := chaosJob{ID: r.ID, State: r.State, Fence: r.Fence, FinalizedAt: r.FinalizedAt, Effect: args.Effect,
+				Kind: r.Kind, BatchID: r.BatchID, Role: args.Role, Untracked: args.Seq == nil}
+			if args.Seq != nil {
+				j.Seq = *args.Seq
+			}
 			for _, e := range r.Errors {
 				if strings.HasPrefix(e.Error, rescueErrorPrefix) {
 					j.Rescues = append(j.Rescues, e.At)
@@ -891,11 +970,16 @@ func (p *chaosProducer) wait() (acked, unacked []int64) {
 	return p.acked, p.unacked
 }
 
-// startChaosProducer inserts o.jobs jobs, in a burst every second, spread
+// newChaosProducer returns a producer inserting with client.
+func newChaosProducer(client *spool.Client) *chaosProducer {
+	return &chaosProducer{client: client, done: make(chan struct{}), nextNeg: -1}
+}
+
+// startChaosProducer makes p insert o.jobs jobs, in a burst every second, spread
 // over 90% of the fault period. A batch whose insert fails is not retried
 // (it may have committed): its jobs are recorded as unacknowledged.
-func startChaosProducer(ctx context.Context, client *spool.Client, o *chaosOptions, start time.Time) *chaosProducer {
-	p := &chaosProducer{client: client, done: make(chan struct{}), nextNeg: -1}
+func startChaosProducer(ctx context.Context, p *chaosProducer, o *chaosOptions, start time.Time) {
+	client := p.client
 	go func() {
 		defer close(p.done)
 		rng := rand.New(rand.NewPCG(o.seed, 0x6a6f6273))
@@ -934,7 +1018,6 @@ func startChaosProducer(ctx context.Context, client *spool.Client, o *chaosOptio
 			}
 		}
 	}()
-	return p
 }
 
 // stubbornSleep is how long a context-ignoring handler sleeps: past the
@@ -1171,18 +1254,22 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// waitChaosDrain waits until no job is pending or running, for at most
-// limit.
+// waitChaosDrain waits until no job of any queue is waiting, pending or
+// running, for at most limit.
 func waitChaosDrain(ctx context.Context, client *spool.Client, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	var last backend.QueueStats
+	var last []backend.QueueStats
 	for time.Now().Before(deadline) {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := bench.QueueStats(qctx, client, spool.DefaultQueue)
+		all, err := client.QueueStats(qctx)
 		cancel()
 		if err == nil {
-			last = st
-			if bench.PendingCount(st) == 0 {
+			last = all
+			left := int64(0)
+			for _, st := range all {
+				left += bench.PendingCount(st) + st.Counts[backend.StateWaiting]
+			}
+			if left == 0 {
 				return nil
 			}
 		}
@@ -1190,7 +1277,11 @@ func waitChaosDrain(ctx context.Context, client *spool.Client, limit time.Durati
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("queue not drained after %s: %s", limit, bench.FormatCounts(last))
+	counts := make([]string, len(last))
+	for i, st := range last {
+		counts[i] = st.Queue + ": " + bench.FormatCounts(st)
+	}
+	return fmt.Errorf("queues not drained after %s: %s", limit, strings.Join(counts, "; "))
 }
 
 // printChaos prints each round's counts, invariants and recovery times.
@@ -1244,6 +1335,11 @@ func printChaos(w io.Writer, r *chaosResult) error {
 			fmt.Fprintf(w, "  %d worker processes exited by themselves (see stderr)\n", rd.UnexpectedExits)
 		}
 		fmt.Fprintln(w)
+		if rd.Compose != nil {
+			if err := printCompose(w, rd.Compose); err != nil {
+				return err
+			}
+		}
 	}
 	if r.OK {
 		fmt.Fprintln(w, "all invariants held")
@@ -1362,6 +1458,33 @@ func printChaosMarkdown(w io.Writer, r *chaosResult) error {
 		return "**violated: " + strings.Join(rd.Violations, ", ") + "**"
 	})
 
+	if rd0.Compose != nil {
+		fmt.Fprint(w, "\n| composed workloads |")
+		for _, rd := range r.Rounds {
+			fmt.Fprintf(w, " %s |", rd.Backend)
+		}
+		fmt.Fprint(w, "\n|---|")
+		for range r.Rounds {
+			fmt.Fprint(w, "---:|")
+		}
+		fmt.Fprintln(w)
+		for i, cr := range rd0.Compose.rows() {
+			row(cr.name, func(rd *chaosRound) string {
+				if rd.Compose == nil {
+					return "—"
+				}
+				return rd.Compose.rows()[i].value
+			})
+		}
+		for i, v := range rd0.Compose.invariants() {
+			row(strings.ReplaceAll(v.name, "_", " "), func(rd *chaosRound) string {
+				if rd.Compose == nil {
+					return "—"
+				}
+				return thousands(float64(rd.Compose.invariants()[i].n))
+			})
+		}
+	}
 	fmt.Fprintf(w, "\nRecovery of the jobs each fault interrupted (held by the process it hit, claimed or running), ms: p50 / p99 / max (jobs). "+
 		"Fault → rescue and rescue → claim count the jobs whose lease ran out and rescue returned; claim → start and fault → running again count them all. "+
 		"Target: p99 of fault → running again ≤ 2 × (lease + rescue interval) = %s ms.\n\n", thousands(recoveryTargetMS(rd0.LeaseMS)))
