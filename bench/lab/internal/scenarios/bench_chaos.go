@@ -72,8 +72,8 @@ type chaosOptions struct {
 	compose       composeOptions
 	debounceUntil time.Time
 	progress      io.Writer
-	terminal  bool
-	logs      io.Writer
+	terminal      bool
+	logs          io.Writer
 }
 
 // chaosRound is one backend's result, as printed with --json.
@@ -105,7 +105,7 @@ type chaosRound struct {
 	chaosCheck
 	// Compose is the verdict on the composed workloads, if any ran.
 	Compose *composeCheck `json:"compose,omitempty"`
-	OK bool `json:"ok"`
+	OK      bool          `json:"ok"`
 }
 
 // chaosResult is the output of lab chaos.
@@ -1560,6 +1560,42 @@ Flags:
 		checker then counts as overlapping live leases (promise 3)
 	--drain-timeout DURATION
 		how long the queue may take to drain after the faults (default 2m)
+	--workflow-tasks N, --batches N, --batch-size N, --many-jobs N,
+	--step-jobs N, --debounce-keys N
+		composed workloads, inserted before the faults and run beside
+		the plain jobs on the same processes, in a queue of their own
+		(default none): a workflow of N tasks (a root, 20 layers, each
+		task after 1 to 3 of the layer before, a fan-in; a few tasks
+		discarded, their dependents cancelled or run by their policy);
+		N batches of --batch-size members (default 20) with success,
+		failure and completion callbacks; N jobs of a many-worker
+		(spool.AddManyWorker, up to 12 a call, completing with
+		CompleteManyTx and an effect row each); N jobs of five durable
+		steps, half with a Sleep, half with an AwaitSignal the driver
+		answers at random moments (some before the wait); and debounced
+		inserts of N keys from every worker process. The checker then
+		also counts:
+
+	starts_before_dependencies  a task or callback start not after the committed final
+	                            state of every job it waits for (or after one that did
+	                            not complete, for a task after it by the default policy)
+	wrong_final_states          a job not ended as planned (a task's end follows from
+	                            its dependencies' and its policy)
+	left_waiting                a composed job not final after the drain
+	batches_not_finished        a batch not final, or its counts wrong
+	callbacks_missing           a callback whose condition held, not completed
+	callbacks_unexpected        a callback whose condition did not hold, still there
+	callbacks_twice             two callbacks of one batch and condition
+	callbacks_saw_unfinished_batch  a callback that read its batch unfinished
+	step_reruns_after_record    a step function run in an attempt after the one whose
+	                            record committed
+	steps_without_record        a step of a completed job with no record
+	signal_timeouts             a signal wait that timed out (the timeout is 30 min)
+	signal_payloads_wrong       a signal wait that returned another job's payload
+	debounce_two_pending_from_inserts
+	                            a sample (every 100 ms, one statement) in which a key
+	                            had two pending jobs that never ran
+
 	--json
 		print only a JSON object with the results on stdout
 	--markdown

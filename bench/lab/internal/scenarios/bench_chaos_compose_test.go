@@ -77,9 +77,9 @@ func TestComposeCheckClean(t *testing.T) {
 // TestComposeCheckViolations: each breach is counted under its invariant.
 func TestComposeCheckViolations(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(a *chaosAudit, in *composeInputs)
-		count func(c *composeCheck) int64
+		count  func(c *composeCheck) int64
 	}{
 		{"task started before its dependency committed", func(a *chaosAudit, in *composeInputs) {
 			a.Starts = append(a.Starts, chaosStart{ID: 2, Fence: 2, At: a.Jobs[0].FinalizedAt.Add(-time.Millisecond)})
