@@ -70,7 +70,7 @@ type composePlan struct {
 // composePendingStates are the states in which a debounced job is pending.
 var composePendingStates = []backend.State{backend.StateAvailable, backend.StateScheduled, backend.StateRetryable}
 
-// composeOpts are the insert options of every composed job.
+// composeOpts are the insert options of the tasks, batches and many-jobs.
 var composeOpts = &spool.InsertOpts{Queue: composeQueue}
 
 // reserve returns n sequence numbers of the producer's own (negative),
@@ -114,14 +114,14 @@ func insertCompose(ctx context.Context, client *spool.Client, prod *chaosProduce
 		}
 	}
 	var err error
-	plan.many, err = insertChunks(ctx, client, prod, co.many, func(seq *int64) spool.JobArgs {
+	plan.many, err = insertChunks(ctx, client, prod, co.many, composeOpts, func(seq *int64) spool.JobArgs {
 		return chaosManyArgs{composeArgs{Seq: seq, Effect: true, SleepMS: rng.IntN(8), Fail: rng.IntN(15) == 0, Snooze: rng.IntN(15) == 0}}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert many-jobs: %w", err)
 	}
 	var awaits []bool
-	plan.steps, err = insertChunks(ctx, client, prod, co.steps, func(seq *int64) spool.JobArgs {
+	plan.steps, err = insertChunks(ctx, client, prod, co.steps, &spool.InsertOpts{Queue: composeStepsQueue}, func(seq *int64) spool.JobArgs {
 		a := composeArgs{Seq: seq}
 		if rng.IntN(2) == 0 {
 			a.SleepAfter, a.WaitMS = 1+rng.IntN(4), 100+rng.IntN(1500)
@@ -150,13 +150,13 @@ func insertCompose(ctx context.Context, client *spool.Client, prod *chaosProduce
 
 // insertChunks inserts n jobs made by mk, 2,000 per InsertMany, each with
 // a sequence number of the producer's, and returns their ids.
-func insertChunks(ctx context.Context, client *spool.Client, prod *chaosProducer, n int, mk func(seq *int64) spool.JobArgs) ([]int64, error) {
+func insertChunks(ctx context.Context, client *spool.Client, prod *chaosProducer, n int, opts *spool.InsertOpts, mk func(seq *int64) spool.JobArgs) ([]int64, error) {
 	var ids []int64
 	for done := 0; done < n; {
 		seqs := prod.reserve(min(2000, n-done))
 		params := make([]spool.InsertManyParams, len(seqs))
 		for i := range seqs {
-			params[i] = spool.InsertManyParams{Args: mk(&seqs[i]), InsertOpts: composeOpts}
+			params[i] = spool.InsertManyParams{Args: mk(&seqs[i]), InsertOpts: opts}
 		}
 		res, err := client.InsertMany(ctx, params)
 		prod.ack(seqs, err)

@@ -18,12 +18,18 @@ import (
 // starts and returns in the audit log as the plain chaos jobs do, and a
 // loop inserting debounced jobs from the process.
 
-// composeQueue is the queue of the composed workloads; composeConcurrency
-// its workers per process (a many-call holds one slot per job, so it
-// needs more than the default queue's).
+// The composed workloads' queues and their workers per process: tasks,
+// batches and many-calls in one (a many-call holds one slot per job, so it
+// needs more than the default queue's); steps jobs in one of their own, so
+// that a job resuming from a wait queues behind other steps jobs only;
+// debounced jobs in a third, so that their cycles turn over beside the
+// others' backlog.
 const (
-	composeQueue       = "compose"
-	composeConcurrency = 16
+	composeQueue         = "compose"
+	composeStepsQueue    = "compose_steps"
+	composeDebounceQueue = "compose_debounce"
+	composeConcurrency   = 16
+	composeDebounceSlots = 4
 )
 
 // composeArgs are the fields every composed job's args share. Seq is the
@@ -260,7 +266,7 @@ func insertDebounced(ctx context.Context, client *spool.Client, proc string, key
 		key := debounceKey(rng.IntN(keys))
 		args := chaosDebounceArgs{composeArgs{Key: key, SleepMS: rng.IntN(40)}}
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, _ = client.Insert(ictx, args, &spool.InsertOpts{Queue: composeQueue, Unique: &spool.UniqueOpts{
+		_, _ = client.Insert(ictx, args, &spool.InsertOpts{Queue: composeDebounceQueue, Unique: &spool.UniqueOpts{
 			Key: key, Debounce: &spool.DebounceOpts{Window: debounceWindow, MaxWait: debounceMaxWait}}})
 		cancel()
 		if pause(ctx, time.Duration(5+rng.IntN(40))*time.Millisecond) != nil {

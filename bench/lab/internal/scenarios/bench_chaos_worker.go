@@ -274,6 +274,8 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 			return err
 		}
 		queues[composeQueue] = spool.QueueConfig{MaxWorkers: composeConcurrency}
+		queues[composeStepsQueue] = spool.QueueConfig{MaxWorkers: composeConcurrency}
+		queues[composeDebounceQueue] = spool.QueueConfig{MaxWorkers: composeDebounceSlots}
 	}
 	stderr := &bench.LockedWriter{W: m.Stderr}
 	client, err := spool.NewClient(bench.KeepNotifier(&beatRecorder{Backend: be, audit: audit, proc: *proc}, be), &spool.Config{
