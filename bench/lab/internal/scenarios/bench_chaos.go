@@ -1041,27 +1041,17 @@ func (p *chaosProducer) addStubborn(ctx context.Context, n int, d time.Duration)
 // (negative), acknowledged like the producer's, and returns the insert's
 // error.
 func (p *chaosProducer) insertOwn(ctx context.Context, n int, args chaosArgs) error {
-	p.mu.Lock()
-	seqs := make([]int64, n)
+	seqs := p.reserve(n)
 	params := make([]spool.InsertManyParams, n)
 	for i := range params {
-		seqs[i] = p.nextNeg
-		p.nextNeg--
 		a := args
 		a.Seq = seqs[i]
 		params[i] = spool.InsertManyParams{Args: a}
 	}
-	p.mu.Unlock()
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err := p.client.InsertMany(ictx, params)
 	cancel()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err != nil {
-		p.unacked = append(p.unacked, seqs...)
-	} else {
-		p.acked = append(p.acked, seqs...)
-	}
+	p.ack(seqs, err)
 	return err
 }
 
@@ -1299,25 +1289,7 @@ func printChaos(w io.Writer, r *chaosResult) error {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "invariant\tcount\t\n")
-		for _, v := range []struct {
-			name string
-			n    int64
-		}{
-			{"lost", rd.Lost},
-			{"runs_after_committed_completion", rd.RunsAfterCommittedCompletion},
-			{"stale_completions_accepted", rd.StaleCompletionsAccepted},
-			{"overlapping_live_leases", rd.OverlappingLiveLeases},
-			{"late_starts", rd.LateStarts},
-			{"duplicate_effects", rd.DuplicateEffects},
-			{"missing_effects", rd.MissingEffects},
-			{"slow_stops", int64(rd.SlowStops)},
-		} {
-			mark := "ok"
-			if v.n != 0 {
-				mark = "FAIL"
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\n", v.name, v.n, mark)
-		}
+		printInvariants(tw, append(rd.invariants(), namedCount{"slow_stops", int64(rd.SlowStops)}))
 		if err := tw.Flush(); err != nil {
 			return err
 		}
@@ -1412,15 +1384,18 @@ func printChaosMarkdown(w io.Writer, r *chaosResult) error {
 	rd0 := r.Rounds[0]
 	fmt.Fprintf(w, "%d worker processes × %d workers, lease %s, handlers of %s mean, %.0f s of faults per backend, seed %d.\n\n",
 		rd0.Workers, rd0.Concurrency, time.Duration(rd0.LeaseMS*float64(time.Millisecond)), time.Duration(rd0.WorkMS*float64(time.Millisecond)), rd0.FaultSeconds, rd0.Seed)
-	fmt.Fprint(w, "| |")
-	for _, rd := range r.Rounds {
-		fmt.Fprintf(w, " %s |", rd.Backend)
+	header := func(title string) {
+		fmt.Fprintf(w, "| %s |", title)
+		for _, rd := range r.Rounds {
+			fmt.Fprintf(w, " %s |", rd.Backend)
+		}
+		fmt.Fprint(w, "\n|---|")
+		for range r.Rounds {
+			fmt.Fprint(w, "---:|")
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprint(w, "\n|---|")
-	for range r.Rounds {
-		fmt.Fprint(w, "---:|")
-	}
-	fmt.Fprintln(w)
+	header("")
 	row := func(name string, cell func(rd *chaosRound) string) {
 		fmt.Fprintf(w, "| %s |", name)
 		for i := range r.Rounds {
@@ -1459,15 +1434,8 @@ func printChaosMarkdown(w io.Writer, r *chaosResult) error {
 	})
 
 	if rd0.Compose != nil {
-		fmt.Fprint(w, "\n| composed workloads |")
-		for _, rd := range r.Rounds {
-			fmt.Fprintf(w, " %s |", rd.Backend)
-		}
-		fmt.Fprint(w, "\n|---|")
-		for range r.Rounds {
-			fmt.Fprint(w, "---:|")
-		}
 		fmt.Fprintln(w)
+		header("composed workloads")
 		for i, cr := range rd0.Compose.rows() {
 			row(cr.name, func(rd *chaosRound) string {
 				if rd.Compose == nil {

@@ -393,10 +393,22 @@ func checkChaos(a *chaosAudit) *chaosCheck {
 		c.LongestStartGapMS = max(c.LongestStartGapMS, bench.MS(sorted[i].At.Sub(sorted[i-1].At)))
 	}
 
-	for _, v := range []struct {
-		name string
-		n    int64
-	}{
+	c.Violations = violated(c.invariants())
+	if c.Pending != 0 {
+		c.Violations = append(c.Violations, fmt.Sprintf("pending_after_drain=%d", c.Pending))
+	}
+	return c
+}
+
+// namedCount is an invariant's counter: a breach when not zero.
+type namedCount struct {
+	name string
+	n    int64
+}
+
+// invariants lists the invariant counters of c, by name.
+func (c *chaosCheck) invariants() []namedCount {
+	return []namedCount{
 		{"lost", c.Lost},
 		{"runs_after_committed_completion", c.RunsAfterCommittedCompletion},
 		{"stale_completions_accepted", c.StaleCompletionsAccepted},
@@ -404,15 +416,30 @@ func checkChaos(a *chaosAudit) *chaosCheck {
 		{"late_starts", c.LateStarts},
 		{"duplicate_effects", c.DuplicateEffects},
 		{"missing_effects", c.MissingEffects},
-	} {
+	}
+}
+
+// violated names each counter of vs that is not zero, with its count.
+func violated(vs []namedCount) []string {
+	out := []string{}
+	for _, v := range vs {
 		if v.n != 0 {
-			c.Violations = append(c.Violations, fmt.Sprintf("%s=%d", v.name, v.n))
+			out = append(out, fmt.Sprintf("%s=%d", v.name, v.n))
 		}
 	}
-	if c.Pending != 0 {
-		c.Violations = append(c.Violations, fmt.Sprintf("pending_after_drain=%d", c.Pending))
+	return out
+}
+
+// printInvariants writes one line per counter of vs to tw, marked ok or
+// FAIL.
+func printInvariants(tw io.Writer, vs []namedCount) {
+	for _, v := range vs {
+		mark := "ok"
+		if v.n != 0 {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", v.name, v.n, mark)
 	}
-	return c
 }
 
 // sortedStarts returns the starts in time order.

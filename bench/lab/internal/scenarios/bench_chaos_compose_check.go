@@ -105,15 +105,9 @@ type composeCheck struct {
 	Examples   []string `json:"examples,omitempty"`
 }
 
-// composeInvariants lists the invariant counters of c, by name.
-func (c *composeCheck) invariants() []struct {
-	name string
-	n    int64
-} {
-	return []struct {
-		name string
-		n    int64
-	}{
+// invariants lists the invariant counters of c, by name.
+func (c *composeCheck) invariants() []namedCount {
+	return []namedCount{
 		{"starts_before_dependencies", c.StartsBeforeDependencies},
 		{"wrong_final_states", c.WrongFinalStates},
 		{"left_waiting", c.LeftWaiting},
@@ -361,11 +355,7 @@ func checkCompose(a *chaosAudit, in *composeInputs) *composeCheck {
 		s.mu.Unlock()
 	}
 
-	for _, v := range c.invariants() {
-		if v.n != 0 {
-			c.Violations = append(c.Violations, fmt.Sprintf("%s=%d", v.name, v.n))
-		}
-	}
+	c.Violations = violated(c.invariants())
 	return c
 }
 
@@ -409,13 +399,7 @@ func printCompose(w io.Writer, c *composeCheck) error {
 	for _, r := range c.rows() {
 		fmt.Fprintf(tw, "%s\t%s\t\n", r.name, r.value)
 	}
-	for _, v := range c.invariants() {
-		mark := "ok"
-		if v.n != 0 {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", v.name, v.n, mark)
-	}
+	printInvariants(tw, c.invariants())
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -99,14 +99,10 @@ const (
 
 // pause sleeps d or until ctx ends, returning ctx's cause then.
 func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !sleepUntil(ctx, time.Now().Add(d)) {
 		return context.Cause(ctx)
 	}
+	return nil
 }
 
 // addComposeWorkers registers the composed workloads' handlers.

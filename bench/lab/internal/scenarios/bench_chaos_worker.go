@@ -251,12 +251,8 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 			time.Sleep(time.Duration(j.Args.SleepMS) * time.Millisecond)
 			return nil
 		}
-		t := time.NewTimer(time.Duration(j.Args.SleepMS) * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx)
+		if err := pause(ctx, time.Duration(j.Args.SleepMS)*time.Millisecond); err != nil {
+			return err
 		}
 		if j.Args.Fail && j.Attempt == 1 {
 			return errPlannedFailure
