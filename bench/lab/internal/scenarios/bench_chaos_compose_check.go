@@ -76,8 +76,9 @@ type composeCheck struct {
 	// SignalsBeforeWait counts signals that came before their job waited.
 	SignalsBeforeWait int `json:"signals_before_wait"`
 	SignalRetries     int `json:"signal_sends_retried"`
-	// SleepResume and SignalResume: from a sleep's end (or a signal's
-	// arrival, or the wait's start if later) to the handler past it.
+	// SleepResume and SignalResume: from a sleep's end (or, for a job that
+	// parked to await its signal, the signal's arrival or the park if
+	// later) to the handler past the wait.
 	SleepResume     phaseStats `json:"sleep_resume"`
 	SignalResume    phaseStats `json:"signal_resume"`
 	DebounceJobs    int        `json:"debounced_jobs"`
@@ -318,11 +319,14 @@ func checkCompose(a *chaosAudit, in *composeInputs) *composeCheck {
 			continue
 		}
 		wait, waited := recorded["spool:await:"+composeSignal]
-		due := sig.At
 		if !waited || sig.At.Before(wait.At) {
 			c.SignalsBeforeWait++
 		}
-		if waited && wait.At.After(due) {
+		if !waited {
+			continue // the signal was there when the job came to wait: no park, no resume
+		}
+		due := sig.At
+		if wait.At.After(due) {
 			due = wait.At
 		}
 		if at, ok := passes[fmt.Sprintf("%d/signal", id)]; ok {
