@@ -544,17 +544,22 @@ func (p *chaosPool) supervise(ctx context.Context) {
 				continue
 			}
 			p.unexpected++
-			tail, _ := os.ReadFile(filepath.Join(p.dir, "worker-"+proc.name+".err"))
-			if len(tail) > 2000 {
-				tail = tail[len(tail)-2000:]
-			}
-			fmt.Fprintf(p.o.logs, "lab chaos: worker %s exited by itself (%v); restarting it. Its last output:\n%s\n", proc.name, proc.cmd.ProcessState, tail)
+			fmt.Fprintf(p.o.logs, "lab chaos: worker %s exited by itself (%v); restarting it. Its last output:\n%s\n", proc.name, proc.cmd.ProcessState, p.lastOutput(proc))
 			if err := p.spawnLocked(slot); err != nil {
 				fmt.Fprintf(p.o.logs, "lab chaos: %v\n", err)
 			}
 		}
 		p.mu.Unlock()
 	}
+}
+
+// lastOutput returns the last 2,000 bytes a worker wrote to its log.
+func (p *chaosPool) lastOutput(proc *chaosProc) string {
+	tail, _ := os.ReadFile(filepath.Join(p.dir, "worker-"+proc.name+".err"))
+	if len(tail) > 2000 {
+		tail = tail[len(tail)-2000:]
+	}
+	return string(tail)
 }
 
 // kill sends SIGKILL to the worker in slot, waits for it and starts a new
@@ -585,10 +590,10 @@ func (p *chaosPool) terminateLocked(proc *chaosProc) {
 	case <-proc.exited:
 	case <-time.After(p.o.stopTimeout + slowStopSlack):
 		p.slowStops++
-		fmt.Fprintf(p.o.logs, "lab chaos: worker %s had not stopped %s after SIGTERM (Stop deadline %s); killing it\n",
-			proc.name, time.Since(began).Round(time.Millisecond), p.o.stopTimeout)
 		_ = proc.cmd.Process.Kill()
 		<-proc.exited
+		fmt.Fprintf(p.o.logs, "lab chaos: worker %s had not stopped %s after SIGTERM (Stop deadline %s); killed it. Its last output:\n%s\n",
+			proc.name, time.Since(began).Round(time.Millisecond), p.o.stopTimeout, p.lastOutput(proc))
 	}
 	p.maxStop = max(p.maxStop, time.Since(began))
 }
@@ -692,7 +697,7 @@ func (p *chaosPool) stopAll() {
 			continue
 		}
 		wg.Go(func() {
-			q := &chaosPool{o: p.o}
+			q := &chaosPool{o: p.o, dir: p.dir}
 			q.terminateLocked(proc)
 			mu.Lock()
 			p.slowStops += q.slowStops

@@ -233,7 +233,17 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("lab chaos worker: %w", err)
 	}
-	defer be.Close()
+	// The exit's steps are timed on stderr, which the parent shows when a
+	// worker is slow to stop: Stop, then the backend's Close.
+	var termAt time.Time
+	defer func() {
+		closeAt := time.Now()
+		_ = be.Close()
+		if !termAt.IsZero() {
+			fmt.Fprintf(m.Stderr, "lab chaos worker %s: SIGTERM → Stop returned %s, Close took %s\n",
+				*proc, closeAt.Sub(termAt).Round(time.Millisecond), time.Since(closeAt).Round(time.Millisecond))
+		}
+	}()
 	writeEffect, err := newEffectWriter(be)
 	if err != nil {
 		return err
@@ -303,6 +313,7 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	<-ctx.Done()
 	// Stop must return by its deadline even if a handler ignores its
 	// context; the parent counts a worker that takes longer as a slow stop.
+	termAt = time.Now()
 	stopCtx, cancel := context.WithTimeout(context.Background(), *stopTimeout)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
