@@ -1390,7 +1390,7 @@ func printChaosMarkdown(w io.Writer, r *chaosResult) error {
 	fmt.Fprintf(w, "%d worker processes × %d workers, lease %s, handlers of %s mean, %.0f s of faults per backend, seed %d.\n\n",
 		rd0.Workers, rd0.Concurrency, time.Duration(rd0.LeaseMS*float64(time.Millisecond)), time.Duration(rd0.WorkMS*float64(time.Millisecond)), rd0.FaultSeconds, rd0.Seed)
 	header := func(title string) {
-		fmt.Fprintf(w, "| %s |", title)
+		fmt.Fprintf(w, "|%s|", strings.TrimRight(" "+title, " ")+" ")
 		for _, rd := range r.Rounds {
 			fmt.Fprintf(w, " %s |", rd.Backend)
 		}
