@@ -2,7 +2,11 @@
 # Short chaos suite for CI: builds the lab (bench/lab) and runs `lab chaos` on
 # PostgreSQL, MariaDB and SQLite (servers of its own, on free loopback ports;
 # never the shared ones), 35 s of faults each, failing on any invariant
-# violation. docs/guarantees.md describes the faults and the invariants;
+# violation. Beside the plain jobs run the composed workloads: a workflow of
+# 1,000 tasks, 20 batches with callbacks, many-worker jobs, jobs of durable
+# steps with sleeps and signal waits, and debounced inserts from every worker
+# (fewer steps jobs on MariaDB, whose step records are slower).
+# docs/guarantees.md describes the faults and the invariants;
 # .ci/chaos-long.sh is its long run (3 minutes of faults per backend).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +29,11 @@ go build -o "$bin/lab" ./bench/lab
 status=0
 for backend in postgres mysql sqlite; do
   echo "ci/chaos: $backend"
+  steps=300
+  [ "$backend" = mysql ] && steps=150
   if ! "$bin/lab" chaos --backend "$backend" --duration 35s --jobs 6000 \
-      --drain-timeout 30s --seed "${CHAOS_SEED:-1}" --quiet --timeout 110s; then
+      --workflow-tasks 1000 --batches 20 --many-jobs 500 --step-jobs "$steps" --debounce-keys 5 \
+      --drain-timeout 45s --seed "${CHAOS_SEED:-1}" --quiet --timeout 150s; then
     echo "ci/chaos: $backend: FAILED" >&2
     status=1
   fi

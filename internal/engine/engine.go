@@ -178,11 +178,16 @@ func (e *Engine) goService(f func()) {
 	}()
 }
 
-// stopGrace is how long a stop whose context has ended still waits for
-// cancelled handlers to return and for outcomes to be written. Handlers that
-// heed their context return within it; outcomes not written by then are
+// stopGrace is how long a stop whose context has ended still takes, at
+// most, counted from the context's deadline: for cancelled handlers to
+// return (the first half, handlerGrace), then for the retries of those that
+// did not and the outcomes still to write (the rest). Handlers that heed
+// their context return within it; outcomes not written by then are
 // abandoned (their jobs are rescued when their leases end).
-const stopGrace = 500 * time.Millisecond
+const (
+	stopGrace    = 500 * time.Millisecond
+	handlerGrace = stopGrace / 2
+)
 
 // Stop stops the engine: no more claims, buffered jobs go back to the queue
 // at once, running jobs finish (hard: their contexts are cancelled at once,
@@ -227,7 +232,8 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	defer stopWatch()
 	var (
 		ctxErr   error
-		giveUpAt <-chan time.Time // stopGrace after the context ended
+		giveUpAt <-chan time.Time // handlerGrace after the context ended
+		graceEnd time.Time        // stopGrace after it: the stop's last moment
 		timer    *time.Timer
 	)
 	outOfTime := func() {
@@ -239,7 +245,14 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 			ctxErr = context.Canceled // hurried by a later stop's context
 		}
 		e.running.stopAll(ErrClientStopping)
-		timer = time.NewTimer(stopGrace)
+		// The grace counts from the deadline, not from when this goroutine
+		// saw it pass: a stop promises its deadline plus stopGrace.
+		from := time.Now()
+		if dl, ok := ctx.Deadline(); ok && dl.Before(from) {
+			from = dl
+		}
+		graceEnd = from.Add(stopGrace)
+		timer = time.NewTimer(time.Until(from.Add(handlerGrace)))
 		giveUpAt = timer.C
 	}
 	defer func() {
@@ -291,7 +304,7 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	var stopErr error
 	for _, p := range e.producers {
 		if !wait(p.exited) {
-			stopErr = e.giveUpOnHandlers(ctxErr)
+			stopErr = e.giveUpOnHandlers(ctxErr, graceEnd)
 			break
 		}
 	}
@@ -329,18 +342,19 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 // ignore their context still run: it records a retry for each of their jobs
 // (delayed by one lease, as rescue would have returned them, so the new
 // attempt is unlikely to overlap the stuck handler), lets the producers exit
-// without waiting for them, and returns the error that names them.
-func (e *Engine) giveUpOnHandlers(ctxErr error) error {
+// without waiting for them, and returns the error that names them; the
+// write and the producers' exit are bounded by graceEnd, the stop's end.
+func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) error {
 	close(e.gaveUp)
 	all, toWrite := e.running.stuck()
 	if len(toWrite) > 0 {
 		finishes := make([]backend.JobFinish, len(toWrite))
 		for i, j := range toWrite {
-			msg := fmt.Sprintf("interrupted by client stop: the handler had not returned %s after the stop's context ended (it ignores its context); retried after one lease", stopGrace)
+			msg := fmt.Sprintf("interrupted by client stop: the handler had not returned %s after the stop's context ended (it ignores its context); retried after one lease", handlerGrace)
 			finishes[i] = backend.JobFinish{Lease: j.lease, Outcome: backend.OutcomeRetry, Delay: e.cfg.LeaseDuration,
 				Error: &backend.AttemptError{Attempt: j.attempt, Error: msg}}
 		}
-		wctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+		wctx, cancel := context.WithDeadline(context.Background(), graceEnd)
 		if _, err := e.be.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes}); err != nil {
 			e.logger.Warn("spool: could not record the retry of jobs whose handler ignored the stop; rescue returns them when their leases end",
 				"jobs", len(finishes), "error", err)
@@ -348,7 +362,7 @@ func (e *Engine) giveUpOnHandlers(ctxErr error) error {
 		cancel()
 	}
 	// The producers no longer wait for those handlers; they exit at once.
-	exitBy := time.NewTimer(stopGrace)
+	exitBy := time.NewTimer(time.Until(graceEnd))
 	defer exitBy.Stop()
 	for _, p := range e.producers {
 		select {

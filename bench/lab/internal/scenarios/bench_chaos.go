@@ -67,9 +67,13 @@ type chaosOptions struct {
 	// the primary's whole node: failovers of them, evenly spaced.
 	failover  *dbserver.FailoverTimeouts
 	failovers int
-	progress  io.Writer
-	terminal  bool
-	logs      io.Writer
+	// compose sizes the composed workloads run beside the plain jobs;
+	// debounceUntil is when the workers stop their debounced inserts.
+	compose       composeOptions
+	debounceUntil time.Time
+	progress      io.Writer
+	terminal      bool
+	logs          io.Writer
 }
 
 // chaosRound is one backend's result, as printed with --json.
@@ -99,7 +103,9 @@ type chaosRound struct {
 	// insert is tried every 100 ms).
 	WriteOutagesS []float64 `json:"write_outages_s,omitempty"`
 	chaosCheck
-	OK bool `json:"ok"`
+	// Compose is the verdict on the composed workloads, if any ran.
+	Compose *composeCheck `json:"compose,omitempty"`
+	OK      bool          `json:"ok"`
 }
 
 // chaosResult is the output of lab chaos.
@@ -123,6 +129,13 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	claimCommit := fs.String("claim-commit", "", "PostgreSQL: the workers' spool_claim_commit, sync or async (default: the backend's, sync)")
 	load := addChaosLoadFlags(fs, chaosLoadDefaults{jobs: 50000, workers: 4, concurrency: 4,
 		work: 40 * time.Millisecond, lease: 3 * time.Second, drain: 2 * time.Minute})
+	var co composeOptions
+	fs.IntVar(&co.workflowTasks, "workflow-tasks", 0, "tasks of a workflow run beside the jobs (0: none)")
+	fs.IntVar(&co.batches, "batches", 0, "batches with callbacks run beside the jobs")
+	fs.IntVar(&co.batchSize, "batch-size", 20, "members per batch")
+	fs.IntVar(&co.many, "many-jobs", 0, "jobs of a many-worker (spool.AddManyWorker)")
+	fs.IntVar(&co.steps, "step-jobs", 0, "jobs of 5 durable steps with random sleeps and signal waits")
+	fs.IntVar(&co.debounceKeys, "debounce-keys", 0, "keys each worker process inserts debounced jobs of (0: none)")
 	pos, err := cli.ParseFlags(fs, args, c.Usage())
 	if err != nil {
 		return err
@@ -145,6 +158,14 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usagef(name, "--claim-commit must be sync or async")
 	case *markdown && *load.asJSON:
 		return cli.Usagef(name, "--markdown and --json exclude each other")
+	case co.workflowTasks < 0 || co.workflowTasks > spool.MaxWorkflowTasks:
+		return cli.Usagef(name, "--workflow-tasks must be between 0 and %d", spool.MaxWorkflowTasks)
+	case co.batches < 0 || co.batches > 10_000 || co.batchSize < 2 || co.batchSize > 10_000:
+		return cli.Usagef(name, "--batches must be between 0 and 10000, --batch-size between 2 and 10000")
+	case co.many < 0 || co.many > 1_000_000 || co.steps < 0 || co.steps > 1_000_000:
+		return cli.Usagef(name, "--many-jobs and --step-jobs must be between 0 and 1000000")
+	case co.debounceKeys < 0 || co.debounceKeys > 1000:
+		return cli.Usagef(name, "--debounce-keys must be between 0 and 1000")
 	}
 	if err := load.check(name); err != nil {
 		return err
@@ -153,6 +174,7 @@ func (c *BenchChaosCommand) Run(ctx context.Context, args []string) error {
 	defer cancel()
 	o := load.options(c.m, *duration, *seed)
 	o.claimCommit = *claimCommit
+	o.compose = co
 	res := chaosResult{Scenario: "chaos", OK: true}
 	var failed []string
 	for _, be := range backends {
@@ -482,6 +504,10 @@ func (p *chaosPool) spawnLocked(slot int) error {
 	cmd := exec.Command(p.self, "chaos", "--worker", "--database-url", p.url, "--proc", name,
 		"--audit", filepath.Join(p.dir, "audit-"+name+".log"),
 		"--concurrency", strconv.Itoa(p.o.concurrency), "--lease", p.o.lease.String(), "--stop-timeout", p.o.stopTimeout.String())
+	if p.o.compose.enabled() {
+		cmd.Args = append(cmd.Args, "--compose", "--debounce-keys", strconv.Itoa(p.o.compose.debounceKeys),
+			"--debounce-until", strconv.FormatInt(p.o.debounceUntil.UnixNano(), 10))
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -518,17 +544,22 @@ func (p *chaosPool) supervise(ctx context.Context) {
 				continue
 			}
 			p.unexpected++
-			tail, _ := os.ReadFile(filepath.Join(p.dir, "worker-"+proc.name+".err"))
-			if len(tail) > 2000 {
-				tail = tail[len(tail)-2000:]
-			}
-			fmt.Fprintf(p.o.logs, "lab chaos: worker %s exited by itself (%v); restarting it. Its last output:\n%s\n", proc.name, proc.cmd.ProcessState, tail)
+			fmt.Fprintf(p.o.logs, "lab chaos: worker %s exited by itself (%v); restarting it. Its last output:\n%s\n", proc.name, proc.cmd.ProcessState, p.lastOutput(proc))
 			if err := p.spawnLocked(slot); err != nil {
 				fmt.Fprintf(p.o.logs, "lab chaos: %v\n", err)
 			}
 		}
 		p.mu.Unlock()
 	}
+}
+
+// lastOutput returns the last 2,000 bytes a worker wrote to its log.
+func (p *chaosPool) lastOutput(proc *chaosProc) string {
+	tail, _ := os.ReadFile(filepath.Join(p.dir, "worker-"+proc.name+".err"))
+	if len(tail) > 2000 {
+		tail = tail[len(tail)-2000:]
+	}
+	return string(tail)
 }
 
 // kill sends SIGKILL to the worker in slot, waits for it and starts a new
@@ -559,10 +590,10 @@ func (p *chaosPool) terminateLocked(proc *chaosProc) {
 	case <-proc.exited:
 	case <-time.After(p.o.stopTimeout + slowStopSlack):
 		p.slowStops++
-		fmt.Fprintf(p.o.logs, "lab chaos: worker %s had not stopped %s after SIGTERM (Stop deadline %s); killing it\n",
-			proc.name, time.Since(began).Round(time.Millisecond), p.o.stopTimeout)
 		_ = proc.cmd.Process.Kill()
 		<-proc.exited
+		fmt.Fprintf(p.o.logs, "lab chaos: worker %s had not stopped %s after SIGTERM (Stop deadline %s); killed it. Its last output:\n%s\n",
+			proc.name, time.Since(began).Round(time.Millisecond), p.o.stopTimeout, p.lastOutput(proc))
 	}
 	p.maxStop = max(p.maxStop, time.Since(began))
 }
@@ -666,7 +697,7 @@ func (p *chaosPool) stopAll() {
 			continue
 		}
 		wg.Go(func() {
-			q := &chaosPool{o: p.o}
+			q := &chaosPool{o: p.o, dir: p.dir}
 			q.terminateLocked(proc)
 			mu.Lock()
 			p.slowStops += q.slowStops
@@ -741,6 +772,17 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	defer store.be.Close()
+	prod := newChaosProducer(store.client)
+	var plan *composePlan
+	if o.compose.enabled() {
+		fmt.Fprintf(o.progress, "lab chaos: %s: inserting the composed workloads\n", beName)
+		if plan, err = insertCompose(ctx, store.client, prod, o.compose, o.seed); err != nil {
+			return nil, err
+		}
+		ro := *o
+		ro.debounceUntil = time.Now().Add(o.duration * 8 / 10)
+		o = &ro
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -765,7 +807,22 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	round = &chaosRound{Backend: beName, Seed: o.seed, JobsTarget: o.jobs, Workers: o.workers, Concurrency: o.concurrency,
 		LeaseMS: bench.MS(o.lease), WorkMS: bench.MS(o.work), Faults: map[string]int{}}
 	start := time.Now()
-	prod := startChaosProducer(ctx, store.client, o, start)
+	startChaosProducer(ctx, prod, o, start)
+	var signals *signaller
+	var sampler *debounceSampler
+	stopSampler := func() {}
+	if plan != nil {
+		signals = startSignaller(ctx, store.client, plan.awaiting, o.duration*6/10, o.seed)
+		if o.compose.debounceKeys > 0 {
+			sctx, cancel := context.WithCancel(ctx)
+			sampler = startDebounceSampler(sctx, store.client, 100*time.Millisecond)
+			stopSampler = func() {
+				cancel()
+				<-sampler.done
+			}
+			defer stopSampler()
+		}
+	}
 	var probe *writeProbe
 	stopProbe := func() {}
 	if o.failover != nil {
@@ -798,6 +855,9 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 	}
 
 	drainStart := time.Now()
+	if signals != nil {
+		<-signals.done // all sent, within the fault period
+	}
 	if err := waitChaosDrain(ctx, store.client, o.drain); err != nil {
 		fmt.Fprintf(o.logs, "lab chaos: %s: %v\n", beName, err)
 	}
@@ -826,6 +886,20 @@ func runChaosRound(ctx context.Context, o *chaosOptions, beName string) (round *
 		}
 	}
 	round.chaosCheck = *checkChaos(audit)
+	if plan != nil {
+		stopSampler()
+		in, err := readComposeInputs(ctx, store.client, plan)
+		if err != nil {
+			return nil, fmt.Errorf("read composed workloads: %w", err)
+		}
+		in.debounce = sampler
+		signals.mu.Lock()
+		in.signals = signals.sent
+		signals.mu.Unlock()
+		round.Compose = checkCompose(audit, in)
+		round.Compose.SignalRetries = signals.failed
+		round.Violations = append(round.Violations, round.Compose.Violations...)
+	}
 	if round.SlowStops > 0 {
 		round.Violations = append(round.Violations, fmt.Sprintf("slow_stops=%d", round.SlowStops))
 	}
@@ -846,11 +920,21 @@ func readChaosStore(ctx context.Context, s *chaosStore, a *chaosAudit) error {
 			return err
 		}
 		for _, r := range rows {
-			var args chaosArgs
+			// Plain jobs' args (chaosArgs) always carry a seq; composed
+			// jobs' (composeArgs) carry one when an insert acknowledged it.
+			var args struct {
+				Seq    *int64 `json:"seq"`
+				Effect bool   `json:"effect"`
+				Role   string `json:"role"`
+			}
 			if err := json.Unmarshal(r.Args, &args); err != nil {
 				return fmt.Errorf("job %d: args: %w", r.ID, err)
 			}
-			j := chaosJob{ID: r.ID, Seq: args.Seq, State: r.State, Fence: r.Fence, FinalizedAt: r.FinalizedAt, Effect: args.Effect}
+			j := chaosJob{ID: r.ID, State: r.State, Fence: r.Fence, FinalizedAt: r.FinalizedAt, Effect: args.Effect,
+				Kind: r.Kind, BatchID: r.BatchID, Role: args.Role, Untracked: args.Seq == nil}
+			if args.Seq != nil {
+				j.Seq = *args.Seq
+			}
 			for _, e := range r.Errors {
 				if strings.HasPrefix(e.Error, rescueErrorPrefix) {
 					j.Rescues = append(j.Rescues, e.At)
@@ -891,11 +975,16 @@ func (p *chaosProducer) wait() (acked, unacked []int64) {
 	return p.acked, p.unacked
 }
 
-// startChaosProducer inserts o.jobs jobs, in a burst every second, spread
+// newChaosProducer returns a producer inserting with client.
+func newChaosProducer(client *spool.Client) *chaosProducer {
+	return &chaosProducer{client: client, done: make(chan struct{}), nextNeg: -1}
+}
+
+// startChaosProducer makes p insert o.jobs jobs, in a burst every second, spread
 // over 90% of the fault period. A batch whose insert fails is not retried
 // (it may have committed): its jobs are recorded as unacknowledged.
-func startChaosProducer(ctx context.Context, client *spool.Client, o *chaosOptions, start time.Time) *chaosProducer {
-	p := &chaosProducer{client: client, done: make(chan struct{}), nextNeg: -1}
+func startChaosProducer(ctx context.Context, p *chaosProducer, o *chaosOptions, start time.Time) {
+	client := p.client
 	go func() {
 		defer close(p.done)
 		rng := rand.New(rand.NewPCG(o.seed, 0x6a6f6273))
@@ -934,7 +1023,6 @@ func startChaosProducer(ctx context.Context, client *spool.Client, o *chaosOptio
 			}
 		}
 	}()
-	return p
 }
 
 // stubbornSleep is how long a context-ignoring handler sleeps: past the
@@ -958,27 +1046,17 @@ func (p *chaosProducer) addStubborn(ctx context.Context, n int, d time.Duration)
 // (negative), acknowledged like the producer's, and returns the insert's
 // error.
 func (p *chaosProducer) insertOwn(ctx context.Context, n int, args chaosArgs) error {
-	p.mu.Lock()
-	seqs := make([]int64, n)
+	seqs := p.reserve(n)
 	params := make([]spool.InsertManyParams, n)
 	for i := range params {
-		seqs[i] = p.nextNeg
-		p.nextNeg--
 		a := args
 		a.Seq = seqs[i]
 		params[i] = spool.InsertManyParams{Args: a}
 	}
-	p.mu.Unlock()
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err := p.client.InsertMany(ictx, params)
 	cancel()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err != nil {
-		p.unacked = append(p.unacked, seqs...)
-	} else {
-		p.acked = append(p.acked, seqs...)
-	}
+	p.ack(seqs, err)
 	return err
 }
 
@@ -1171,18 +1249,22 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// waitChaosDrain waits until no job is pending or running, for at most
-// limit.
+// waitChaosDrain waits until no job of any queue is waiting, pending or
+// running, for at most limit.
 func waitChaosDrain(ctx context.Context, client *spool.Client, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	var last backend.QueueStats
+	var last []backend.QueueStats
 	for time.Now().Before(deadline) {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := bench.QueueStats(qctx, client, spool.DefaultQueue)
+		all, err := client.QueueStats(qctx)
 		cancel()
 		if err == nil {
-			last = st
-			if bench.PendingCount(st) == 0 {
+			last = all
+			left := int64(0)
+			for _, st := range all {
+				left += bench.PendingCount(st) + st.Counts[backend.StateWaiting]
+			}
+			if left == 0 {
 				return nil
 			}
 		}
@@ -1190,7 +1272,11 @@ func waitChaosDrain(ctx context.Context, client *spool.Client, limit time.Durati
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("queue not drained after %s: %s", limit, bench.FormatCounts(last))
+	counts := make([]string, len(last))
+	for i, st := range last {
+		counts[i] = st.Queue + ": " + bench.FormatCounts(st)
+	}
+	return fmt.Errorf("queues not drained after %s: %s", limit, strings.Join(counts, "; "))
 }
 
 // printChaos prints each round's counts, invariants and recovery times.
@@ -1208,25 +1294,7 @@ func printChaos(w io.Writer, r *chaosResult) error {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "invariant\tcount\t\n")
-		for _, v := range []struct {
-			name string
-			n    int64
-		}{
-			{"lost", rd.Lost},
-			{"runs_after_committed_completion", rd.RunsAfterCommittedCompletion},
-			{"stale_completions_accepted", rd.StaleCompletionsAccepted},
-			{"overlapping_live_leases", rd.OverlappingLiveLeases},
-			{"late_starts", rd.LateStarts},
-			{"duplicate_effects", rd.DuplicateEffects},
-			{"missing_effects", rd.MissingEffects},
-			{"slow_stops", int64(rd.SlowStops)},
-		} {
-			mark := "ok"
-			if v.n != 0 {
-				mark = "FAIL"
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\n", v.name, v.n, mark)
-		}
+		printInvariants(tw, append(rd.invariants(), namedCount{"slow_stops", int64(rd.SlowStops)}))
 		if err := tw.Flush(); err != nil {
 			return err
 		}
@@ -1244,6 +1312,11 @@ func printChaos(w io.Writer, r *chaosResult) error {
 			fmt.Fprintf(w, "  %d worker processes exited by themselves (see stderr)\n", rd.UnexpectedExits)
 		}
 		fmt.Fprintln(w)
+		if rd.Compose != nil {
+			if err := printCompose(w, rd.Compose); err != nil {
+				return err
+			}
+		}
 	}
 	if r.OK {
 		fmt.Fprintln(w, "all invariants held")
@@ -1316,15 +1389,18 @@ func printChaosMarkdown(w io.Writer, r *chaosResult) error {
 	rd0 := r.Rounds[0]
 	fmt.Fprintf(w, "%d worker processes × %d workers, lease %s, handlers of %s mean, %.0f s of faults per backend, seed %d.\n\n",
 		rd0.Workers, rd0.Concurrency, time.Duration(rd0.LeaseMS*float64(time.Millisecond)), time.Duration(rd0.WorkMS*float64(time.Millisecond)), rd0.FaultSeconds, rd0.Seed)
-	fmt.Fprint(w, "| |")
-	for _, rd := range r.Rounds {
-		fmt.Fprintf(w, " %s |", rd.Backend)
+	header := func(title string) {
+		fmt.Fprintf(w, "|%s|", strings.TrimRight(" "+title, " ")+" ")
+		for _, rd := range r.Rounds {
+			fmt.Fprintf(w, " %s |", rd.Backend)
+		}
+		fmt.Fprint(w, "\n|---|")
+		for range r.Rounds {
+			fmt.Fprint(w, "---:|")
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprint(w, "\n|---|")
-	for range r.Rounds {
-		fmt.Fprint(w, "---:|")
-	}
-	fmt.Fprintln(w)
+	header("")
 	row := func(name string, cell func(rd *chaosRound) string) {
 		fmt.Fprintf(w, "| %s |", name)
 		for i := range r.Rounds {
@@ -1362,6 +1438,26 @@ func printChaosMarkdown(w io.Writer, r *chaosResult) error {
 		return "**violated: " + strings.Join(rd.Violations, ", ") + "**"
 	})
 
+	if rd0.Compose != nil {
+		fmt.Fprintln(w)
+		header("composed workloads")
+		for i, cr := range rd0.Compose.rows() {
+			row(cr.name, func(rd *chaosRound) string {
+				if rd.Compose == nil {
+					return "—"
+				}
+				return rd.Compose.rows()[i].value
+			})
+		}
+		for i, v := range rd0.Compose.invariants() {
+			row(strings.ReplaceAll(v.name, "_", " "), func(rd *chaosRound) string {
+				if rd.Compose == nil {
+					return "—"
+				}
+				return thousands(float64(rd.Compose.invariants()[i].n))
+			})
+		}
+	}
 	fmt.Fprintf(w, "\nRecovery of the jobs each fault interrupted (held by the process it hit, claimed or running), ms: p50 / p99 / max (jobs). "+
 		"Fault → rescue and rescue → claim count the jobs whose lease ran out and rescue returned; claim → start and fault → running again count them all. "+
 		"Target: p99 of fault → running again ≤ 2 × (lease + rescue interval) = %s ms.\n\n", thousands(recoveryTargetMS(rd0.LeaseMS)))
@@ -1437,6 +1533,42 @@ Flags:
 		checker then counts as overlapping live leases (promise 3)
 	--drain-timeout DURATION
 		how long the queue may take to drain after the faults (default 2m)
+	--workflow-tasks N, --batches N, --batch-size N, --many-jobs N,
+	--step-jobs N, --debounce-keys N
+		composed workloads, inserted before the faults and run beside
+		the plain jobs on the same processes, in a queue of their own
+		(default none): a workflow of N tasks (a root, 20 layers, each
+		task after 1 to 3 of the layer before, a fan-in; a few tasks
+		discarded, their dependents cancelled or run by their policy);
+		N batches of --batch-size members (default 20) with success,
+		failure and completion callbacks; N jobs of a many-worker
+		(spool.AddManyWorker, up to 12 a call, completing with
+		CompleteManyTx and an effect row each); N jobs of five durable
+		steps, half with a Sleep, half with an AwaitSignal the driver
+		answers at random moments (some before the wait); and debounced
+		inserts of N keys from every worker process. The checker then
+		also counts:
+
+	starts_before_dependencies  a task or callback start not after the committed final
+	                            state of every job it waits for (or after one that did
+	                            not complete, for a task after it by the default policy)
+	wrong_final_states          a job not ended as planned (a task's end follows from
+	                            its dependencies' and its policy)
+	left_waiting                a composed job not final after the drain
+	batches_not_finished        a batch not final, or its counts wrong
+	callbacks_missing           a callback whose condition held, not completed
+	callbacks_unexpected        a callback whose condition did not hold, still there
+	callbacks_twice             two callbacks of one batch and condition
+	callbacks_saw_unfinished_batch  a callback that read its batch unfinished
+	step_reruns_after_record    a step function run in an attempt after the one whose
+	                            record committed
+	steps_without_record        a step of a completed job with no record
+	signal_timeouts             a signal wait that timed out (the timeout is 30 min)
+	signal_payloads_wrong       a signal wait that returned another job's payload
+	debounce_two_pending_from_inserts
+	                            a sample (every 100 ms, one statement) in which a key
+	                            had two pending jobs that never ran
+
 	--json
 		print only a JSON object with the results on stdout
 	--markdown

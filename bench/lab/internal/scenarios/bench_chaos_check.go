@@ -62,6 +62,14 @@ type chaosJob struct {
 	FinalizedAt *time.Time
 	// Effect: the handler completes it only with CompleteTx and an effect row.
 	Effect bool
+	// Kind, BatchID and Role (a batch callback's condition) serve the
+	// composed workloads' checks; Untracked marks a job no insert
+	// acknowledged one by one (a callback, a debounced job), left out of
+	// the accounting.
+	Kind      string
+	BatchID   int64
+	Role      string
+	Untracked bool
 	// Rescues are when rescue returned the job to the queue after its lease
 	// ended (the time of each "lease expired" entry of its error history,
 	// on the store's clock: one machine's clock here).
@@ -106,6 +114,14 @@ type chaosAudit struct {
 	Acked   []int64
 	Unacked []int64
 	Faults  []chaosFault
+	// StepRuns, Passes and Timeouts are the steps jobs' step function
+	// runs, passes of waits and signal timeouts; WorkerViolations what a
+	// handler found wrong (a callback that saw its batch unfinished, a
+	// wrong signal payload).
+	StepRuns         []stepRun
+	Passes           []waitPass
+	Timeouts         []int64
+	WorkerViolations []string
 	// Malformed counts audit lines that did not parse.
 	Malformed int
 	// BusyUntil is when the producer inserted its last job: the longest
@@ -154,9 +170,12 @@ type chaosCheck struct {
 	Enqueued  int64 `json:"enqueued"`
 	Completed int64 `json:"completed"`
 	Discarded int64 `json:"discarded"`
+	// Cancelled: workflow tasks a failed dependency cancelled (a plain job
+	// cancelled counts as lost: nothing cancels one).
+	Cancelled int64 `json:"cancelled"`
 	Pending   int64 `json:"pending"`
-	// Lost = Enqueued − Completed − Discarded − Pending: acknowledged jobs
-	// with no row, or in another state (cancelled).
+	// Lost = Enqueued − Completed − Discarded − Cancelled − Pending:
+	// acknowledged jobs with no row.
 	Lost int64 `json:"lost"`
 	// CommittedUnacked counts jobs whose insert failed for the producer but
 	// committed (a connection cut after the commit): not a breach.
@@ -207,13 +226,19 @@ func checkChaos(a *chaosAudit) *chaosCheck {
 
 	// Accounting, by sequence number: each acknowledged job counts once, in
 	// the best state any of its rows reached.
-	rank := func(s backend.State) int {
-		switch s {
+	rank := func(j *chaosJob) int {
+		switch j.State {
 		case backend.StateCompleted:
-			return 3
+			return 4
 		case backend.StateDiscarded:
-			return 2
-		case backend.StateAvailable, backend.StateScheduled, backend.StateRetryable, backend.StateRunning:
+			return 3
+		case backend.StateCancelled:
+			// Only a workflow's failure policy cancels (composed jobs,
+			// whose end checkCompose checks); a plain job cancelled is lost.
+			if composeKinds[j.Kind] {
+				return 2
+			}
+		case backend.StateWaiting, backend.StateAvailable, backend.StateScheduled, backend.StateRetryable, backend.StateRunning:
 			return 1
 		}
 		return 0
@@ -223,8 +248,11 @@ func checkChaos(a *chaosAudit) *chaosCheck {
 	for i := range a.Jobs {
 		j := &a.Jobs[i]
 		jobs[j.ID] = j
-		if r, ok := best[j.Seq]; !ok || rank(j.State) > r {
-			best[j.Seq] = rank(j.State)
+		if j.Untracked {
+			continue
+		}
+		if r, ok := best[j.Seq]; !ok || rank(j) > r {
+			best[j.Seq] = rank(j)
 		}
 	}
 	acked := make(map[int64]bool, len(a.Acked))
@@ -235,15 +263,17 @@ func checkChaos(a *chaosAudit) *chaosCheck {
 		acked[seq] = true
 		c.Enqueued++
 		switch best[seq] {
-		case 3:
+		case 4:
 			c.Completed++
-		case 2:
+		case 3:
 			c.Discarded++
+		case 2:
+			c.Cancelled++
 		case 1:
 			c.Pending++
 		default:
 			c.Lost++
-			example("lost", "job seq %d acknowledged but not found completed, discarded or pending", seq)
+			example("lost", "job seq %d acknowledged but not found completed, discarded, cancelled or pending", seq)
 		}
 	}
 	for seq := range best {
@@ -363,10 +393,22 @@ func checkChaos(a *chaosAudit) *chaosCheck {
 		c.LongestStartGapMS = max(c.LongestStartGapMS, bench.MS(sorted[i].At.Sub(sorted[i-1].At)))
 	}
 
-	for _, v := range []struct {
-		name string
-		n    int64
-	}{
+	c.Violations = violated(c.invariants())
+	if c.Pending != 0 {
+		c.Violations = append(c.Violations, fmt.Sprintf("pending_after_drain=%d", c.Pending))
+	}
+	return c
+}
+
+// namedCount is an invariant's counter: a breach when not zero.
+type namedCount struct {
+	name string
+	n    int64
+}
+
+// invariants lists the invariant counters of c, by name.
+func (c *chaosCheck) invariants() []namedCount {
+	return []namedCount{
 		{"lost", c.Lost},
 		{"runs_after_committed_completion", c.RunsAfterCommittedCompletion},
 		{"stale_completions_accepted", c.StaleCompletionsAccepted},
@@ -374,15 +416,30 @@ func checkChaos(a *chaosAudit) *chaosCheck {
 		{"late_starts", c.LateStarts},
 		{"duplicate_effects", c.DuplicateEffects},
 		{"missing_effects", c.MissingEffects},
-	} {
+	}
+}
+
+// violated names each counter of vs that is not zero, with its count.
+func violated(vs []namedCount) []string {
+	out := []string{}
+	for _, v := range vs {
 		if v.n != 0 {
-			c.Violations = append(c.Violations, fmt.Sprintf("%s=%d", v.name, v.n))
+			out = append(out, fmt.Sprintf("%s=%d", v.name, v.n))
 		}
 	}
-	if c.Pending != 0 {
-		c.Violations = append(c.Violations, fmt.Sprintf("pending_after_drain=%d", c.Pending))
+	return out
+}
+
+// printInvariants writes one line per counter of vs to tw, marked ok or
+// FAIL.
+func printInvariants(tw io.Writer, vs []namedCount) {
+	for _, v := range vs {
+		mark := "ok"
+		if v.n != 0 {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", v.name, v.n, mark)
 	}
-	return c
 }
 
 // sortedStarts returns the starts in time order.
@@ -511,6 +568,10 @@ func claimedAgainBy(claims []chaosClaim, fence int32, t time.Time) bool {
 //	H <live-until ns> <id>:<fence> ...
 //	C <claim ns> <proc> <id>:<fence> ...
 //	X <id> <proc>   (a handler that ignores its context started)
+//	R <id> <fence> <step>   (a steps job's step function ran)
+//	G <id> <fence> sleep|signal <ns>   (a steps job's handler got past a wait)
+//	T <id>   (a signal wait timed out)
+//	V <id> <what ...>   (a handler found something wrong)
 
 // formatStart formats a start record.
 func formatStart(s chaosStart) string {
@@ -630,6 +691,41 @@ func parseAuditLine(f []string, a *chaosAudit) bool {
 		}
 	case "X":
 		return len(f) == 3
+	case "R":
+		if len(f) != 4 {
+			return false
+		}
+		id, ok1 := num(f[1])
+		fence, ok2 := num(f[2])
+		if !(ok1 && ok2) {
+			return false
+		}
+		a.StepRuns = append(a.StepRuns, stepRun{ID: id, Fence: int32(fence), Name: f[3]})
+	case "G":
+		if len(f) != 5 {
+			return false
+		}
+		id, ok1 := num(f[1])
+		fence, ok2 := num(f[2])
+		at, ok3 := num(f[4])
+		if !(ok1 && ok2 && ok3) {
+			return false
+		}
+		a.Passes = append(a.Passes, waitPass{ID: id, Fence: int32(fence), What: f[3], At: time.Unix(0, at)})
+	case "T":
+		if len(f) != 2 {
+			return false
+		}
+		id, ok := num(f[1])
+		if !ok {
+			return false
+		}
+		a.Timeouts = append(a.Timeouts, id)
+	case "V":
+		if len(f) < 3 {
+			return false
+		}
+		a.WorkerViolations = append(a.WorkerViolations, strings.Join(f[2:], " ")+" (job "+f[1]+")")
 	case "C":
 		if len(f) < 3 {
 			return false

@@ -319,7 +319,7 @@ func runChaosRoundTest(t *testing.T, be string, args ...string) chaosRound {
 	if r.Code != 0 || !res.OK || !round.OK {
 		t.Errorf("invariants violated (exit %d): %v\n%s", r.Code, round.Violations, strings.Join(round.Examples, "\n"))
 	}
-	if round.Enqueued == 0 || round.Completed != round.Enqueued || round.Starts < round.Completed || round.MalformedAudit != 0 {
+	if round.Enqueued == 0 || round.Completed+round.Discarded+round.Cancelled != round.Enqueued || round.Starts < round.Completed || round.MalformedAudit != 0 {
 		t.Errorf("counts: enqueued %d completed %d starts %d malformed %d", round.Enqueued, round.Completed, round.Starts, round.MalformedAudit)
 	}
 	if round.Faults["kill_worker"]+round.Faults["kill_leader"] == 0 || round.Faults["sigstop"] == 0 || round.WorkerRestarts == 0 {
@@ -335,6 +335,21 @@ func runChaosRoundTest(t *testing.T, be string, args ...string) chaosRound {
 
 func TestBenchChaosSQLite(t *testing.T) {
 	runChaosRoundTest(t, "sqlite", "--duration", "8s", "--jobs", "600")
+}
+
+// TestBenchChaosComposeSQLite: the composed workloads, small, under the
+// same faults; every invariant holds and each workload ran.
+func TestBenchChaosComposeSQLite(t *testing.T) {
+	round := runChaosRoundTest(t, "sqlite", "--duration", "8s", "--jobs", "300", "--workflow-tasks", "200",
+		"--batches", "4", "--many-jobs", "100", "--step-jobs", "60", "--debounce-keys", "3")
+	c := round.Compose
+	if c == nil {
+		t.Fatal("no verdict on the composed workloads")
+	}
+	if c.WorkflowTasks != 200 || c.DependencyStarts == 0 || c.CallbacksRun != 8 || c.ManyJobs != 100 ||
+		c.RecordedSteps != 300 || c.AwaitingSignal == 0 || c.DebounceSamples == 0 || c.DebounceJobs == 0 {
+		t.Errorf("composed workloads: %+v", c)
+	}
 }
 
 func TestBenchChaosPostgres(t *testing.T) {

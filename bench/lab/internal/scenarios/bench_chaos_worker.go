@@ -108,41 +108,42 @@ func (b *beatRecorder) JobHeartbeatMany(ctx context.Context, p *backend.JobHeart
 	return res, nil
 }
 
-// effectWriter writes a job's effect row and its completion in one
-// transaction of the store's own kind.
-type effectWriter func(ctx context.Context, j *spool.Job[chaosArgs], proc string) error
+// effectWriter writes the effect rows of jobs (one per lease, under its
+// fence) and, with complete, their completion, in one transaction of the
+// store's own kind.
+type effectWriter func(ctx context.Context, leases []backend.LeaseRef, proc string, complete func(tx any) error) error
 
 // newEffectWriter returns the effect writer for be.
 func newEffectWriter(be backend.Backend) (effectWriter, error) {
 	insert := "INSERT INTO " + chaosEffectsTable + " (job_id, fence, proc) VALUES (?, ?, ?)"
+	sqlWrite := func(ctx context.Context, tx *sql.Tx, leases []backend.LeaseRef, proc string, complete func(tx any) error) error {
+		for _, l := range leases {
+			if _, err := tx.ExecContext(ctx, insert, l.ID, l.Fence, proc); err != nil {
+				return fmt.Errorf("write effect: %w", err)
+			}
+		}
+		return complete(tx)
+	}
 	switch b := be.(type) {
 	case *postgres.Backend:
 		stmt := "INSERT INTO " + pgx.Identifier{b.Schema(), chaosEffectsTable}.Sanitize() + " (job_id, fence, proc) VALUES ($1, $2, $3)"
-		return func(ctx context.Context, j *spool.Job[chaosArgs], proc string) error {
+		return func(ctx context.Context, leases []backend.LeaseRef, proc string, complete func(tx any) error) error {
 			return pgx.BeginFunc(ctx, b.Pool(), func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, stmt, j.ID, j.Fence, proc); err != nil {
-					return fmt.Errorf("write effect: %w", err)
+				for _, l := range leases {
+					if _, err := tx.Exec(ctx, stmt, l.ID, l.Fence, proc); err != nil {
+						return fmt.Errorf("write effect: %w", err)
+					}
 				}
-				return spool.CompleteTx(ctx, tx, j)
+				return complete(tx)
 			})
 		}, nil
 	case *mysql.Backend:
-		return func(ctx context.Context, j *spool.Job[chaosArgs], proc string) error {
-			return sqlTx(ctx, b.DB(), func(tx *sql.Tx) error {
-				if _, err := tx.ExecContext(ctx, insert, j.ID, j.Fence, proc); err != nil {
-					return fmt.Errorf("write effect: %w", err)
-				}
-				return spool.CompleteTx(ctx, tx, j)
-			})
+		return func(ctx context.Context, leases []backend.LeaseRef, proc string, complete func(tx any) error) error {
+			return sqlTx(ctx, b.DB(), func(tx *sql.Tx) error { return sqlWrite(ctx, tx, leases, proc, complete) })
 		}, nil
 	case *sqlite.Backend:
-		return func(ctx context.Context, j *spool.Job[chaosArgs], proc string) error {
-			return b.WriteTx(ctx, func(tx *sql.Tx) error {
-				if _, err := tx.ExecContext(ctx, insert, j.ID, j.Fence, proc); err != nil {
-					return fmt.Errorf("write effect: %w", err)
-				}
-				return spool.CompleteTx(ctx, tx, j)
-			})
+		return func(ctx context.Context, leases []backend.LeaseRef, proc string, complete func(tx any) error) error {
+			return b.WriteTx(ctx, func(tx *sql.Tx) error { return sqlWrite(ctx, tx, leases, proc, complete) })
 		}, nil
 	}
 	return nil, fmt.Errorf("lab chaos: no effect writer for the %s backend", be.Name())
@@ -167,6 +168,36 @@ func sqlTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // errPlannedFailure is the first attempt's error of a Fail job.
 var errPlannedFailure = errors.New("lab chaos: planned failure of the first attempt")
 
+// chaosWorkerEnv is what a worker process's handlers share: the store and
+// the audit log they record every start and return in.
+type chaosWorkerEnv struct {
+	be    backend.Backend
+	audit *auditLog
+	proc  string
+}
+
+// start records the start of job j's handler and returns the function that
+// records its return. The start is the engine's (its last lease check), not
+// the handler's first line: a process paused between the two would
+// otherwise show a start no code could have prevented.
+func (w *chaosWorkerEnv) start(ctx context.Context, j *backend.JobRow) (done func(), err error) {
+	at, ok := spool.JobStartedAt(ctx)
+	if !ok {
+		return nil, errors.New("lab chaos worker: no start time in the job's context")
+	}
+	start := chaosStart{ID: j.ID, Fence: j.Fence, Attempt: j.Attempt, Proc: w.proc, At: at}
+	if j.LeasedUntil != nil {
+		start.LeasedUntil = *j.LeasedUntil
+	}
+	// The lease the database holds now: a heartbeat or a stall credit
+	// (SQLite) may have extended the claim's.
+	if row, err := w.be.JobGet(ctx, j.ID); err == nil && row.Fence == j.Fence && row.State == backend.StateRunning && row.LeasedUntil != nil {
+		start.DBLeasedUntil = *row.LeasedUntil
+	}
+	w.audit.write(formatStart(start))
+	return func() { w.audit.write(formatEnd(chaosEnd{ID: j.ID, Fence: j.Fence, Proc: w.proc, At: time.Now()})) }, nil
+}
+
 // runChaosWorker is the worker process: it works the store's default queue
 // until SIGTERM or SIGINT, then stops softly.
 func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
@@ -179,6 +210,9 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	concurrency := fs.Int("concurrency", 8, "")
 	lease := fs.Duration("lease", 3*time.Second, "")
 	stopTimeout := fs.Duration("stop-timeout", 2*time.Second, "")
+	compose := fs.Bool("compose", false, "")
+	debounceKeys := fs.Int("debounce-keys", 0, "")
+	debounceUntil := fs.Int64("debounce-until", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("lab chaos worker: %w", err)
 	}
@@ -199,58 +233,61 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("lab chaos worker: %w", err)
 	}
-	defer be.Close()
+	// The exit's steps are timed on stderr, which the parent shows when a
+	// worker is slow to stop: Stop, then the backend's Close.
+	var termAt time.Time
+	defer func() {
+		closeAt := time.Now()
+		_ = be.Close()
+		if !termAt.IsZero() {
+			fmt.Fprintf(m.Stderr, "lab chaos worker %s: SIGTERM → Stop returned %s, Close took %s\n",
+				*proc, closeAt.Sub(termAt).Round(time.Millisecond), time.Since(closeAt).Round(time.Millisecond))
+		}
+	}()
 	writeEffect, err := newEffectWriter(be)
 	if err != nil {
 		return err
 	}
 	ws := spool.NewWorkers()
+	env := &chaosWorkerEnv{be: be, audit: audit, proc: *proc}
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[chaosArgs]) error {
-		// The start is the engine's (its last lease check), not this
-		// line's: a process paused between the two would otherwise show a
-		// start no code could have prevented.
-		at, ok := spool.JobStartedAt(ctx)
-		if !ok {
-			return errors.New("lab chaos worker: no start time in the job's context")
+		done, err := env.start(ctx, j.JobRow)
+		if err != nil {
+			return err
 		}
-		start := chaosStart{ID: j.ID, Fence: j.Fence, Attempt: j.Attempt, Proc: *proc, At: at}
-		if j.LeasedUntil != nil {
-			start.LeasedUntil = *j.LeasedUntil
-		}
-		// The lease the database holds now: a heartbeat or a stall credit
-		// (SQLite) may have extended the claim's.
-		if row, err := be.JobGet(ctx, j.ID); err == nil && row.Fence == j.Fence && row.State == backend.StateRunning && row.LeasedUntil != nil {
-			start.DBLeasedUntil = *row.LeasedUntil
-		}
-		audit.write(formatStart(start))
-		defer func() { audit.write(formatEnd(chaosEnd{ID: j.ID, Fence: j.Fence, Proc: *proc, At: time.Now()})) }()
+		defer done()
 		if j.Args.Stubborn {
 			audit.write(formatStubborn(j.ID, *proc))
 			time.Sleep(time.Duration(j.Args.SleepMS) * time.Millisecond)
 			return nil
 		}
-		t := time.NewTimer(time.Duration(j.Args.SleepMS) * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx)
+		if err := pause(ctx, time.Duration(j.Args.SleepMS)*time.Millisecond); err != nil {
+			return err
 		}
 		if j.Args.Fail && j.Attempt == 1 {
 			return errPlannedFailure
 		}
 		if j.Args.Effect {
-			return writeEffect(ctx, j, *proc)
+			return writeEffect(ctx, []backend.LeaseRef{j.Lease()}, *proc, func(tx any) error { return spool.CompleteTx(ctx, tx, j) })
 		}
 		return nil
 	})); err != nil {
 		return err
 	}
+	queues := map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *concurrency}}
+	if *compose {
+		if err := addComposeWorkers(ws, env, writeEffect); err != nil {
+			return err
+		}
+		queues[composeQueue] = spool.QueueConfig{MaxWorkers: composeConcurrency}
+		queues[composeStepsQueue] = spool.QueueConfig{MaxWorkers: composeConcurrency}
+		queues[composeDebounceQueue] = spool.QueueConfig{MaxWorkers: composeDebounceSlots}
+	}
 	stderr := &bench.LockedWriter{W: m.Stderr}
 	client, err := spool.NewClient(bench.KeepNotifier(&beatRecorder{Backend: be, audit: audit, proc: *proc}, be), &spool.Config{
 		ClientID:           *proc,
 		Workers:            ws,
-		Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *concurrency}},
+		Queues:             queues,
 		LeaseDuration:      *lease,
 		CompletedRetention: 24 * time.Hour, // the checker reads every completed row
 		RetryPolicy:        spool.ConstantRetryPolicy{Delay: 200 * time.Millisecond},
@@ -270,9 +307,13 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 	if startErr != nil {
 		return fmt.Errorf("lab chaos worker: %w", startErr)
 	}
+	if *debounceKeys > 0 {
+		go insertDebounced(ctx, client, *proc, *debounceKeys, time.Unix(0, *debounceUntil))
+	}
 	<-ctx.Done()
 	// Stop must return by its deadline even if a handler ignores its
 	// context; the parent counts a worker that takes longer as a slow stop.
+	termAt = time.Now()
 	stopCtx, cancel := context.WithTimeout(context.Background(), *stopTimeout)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
