@@ -1,7 +1,16 @@
 -- Heartbeat: extend the leases ($1 ids, $2 fences) of running jobs by $3
 -- microseconds on the DB clock, never moving a lease back (a client's beats
 -- may land out of order). Rows not returned lost their lease.
+-- Rows are found by primary key, never through spool_jobs_running, whose
+-- entries for every version of a row that ran in place since the last
+-- vacuum a scan would read (a workflow's tasks run in place: 100,000
+-- entries late in a drain of 102,000 tasks); the state is compared with
+-- the input's column run, which the planner cannot match to that index's
+-- predicate.
+WITH i AS MATERIALIZED (
+  SELECT *, 'running'::{{s}}.spool_job_state AS run FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
+)
 UPDATE {{s}}.spool_jobs j SET leased_until = greatest(j.leased_until, now() + $3::bigint * interval '1 microsecond')
-FROM unnest($1::bigint[], $2::integer[]) AS i(id, fence)
-WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
+FROM i
+WHERE j.id = ANY (ARRAY(SELECT id FROM i)) AND j.id = i.id AND j.fence = i.fence AND j.state = i.run
 RETURNING j.id, j.fence

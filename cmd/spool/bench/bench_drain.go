@@ -54,6 +54,9 @@ type drainResult struct {
 	DeleteCompleted   bool    `json:"delete_completed"`
 	InsertChunk       int     `json:"insert_chunk"`
 	InsertFast        bool    `json:"insert_fast"`
+	// Waiting is how many workflow tasks waited beside the jobs, never
+	// claimable during the drain (--waiting).
+	Waiting int `json:"waiting,omitempty"`
 	// Many is the many-worker's MaxJobs (0: a worker of one job per run),
 	// ManyWait its MaxWait.
 	Many     int    `json:"many"`
@@ -94,12 +97,14 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 	manyWait := r.Flags.Duration("many-wait", 0, "the many-worker's MaxWait")
 	request := r.Flags.Duration("request", 0, "each handler run makes one request to a service taking this long: per job, or per call with --many")
 	conns := r.Flags.Int("request-conns", 4, "connections of the service --request calls")
+	waiting := r.Flags.Int("waiting", 0, "workflow tasks left waiting in the queue during the drain")
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
 	}
 	if err := r.Check(append([]Check{Want(*jobs >= 1, "--jobs N is required and must be at least 1"),
 		Want(*many >= 0 && *many <= 10000, "--many N must be 0 to 10000"),
-		Want(*manyWait >= 0, "--many-wait must not be negative"), Want(*request >= 0, "--request must not be negative"), Want(*conns >= 1, "--request-conns must be at least 1")}, q.Checks()...)...); err != nil {
+		Want(*manyWait >= 0, "--many-wait must not be negative"), Want(*request >= 0, "--request must not be negative"), Want(*conns >= 1, "--request-conns must be at least 1"),
+		Want(*waiting >= 0, "--waiting must not be negative")}, q.Checks()...)...); err != nil {
 		return err
 	}
 	ctx = r.Begin(ctx)
@@ -127,6 +132,15 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
+	if *waiting > 0 {
+		var inserted atomic.Int64
+		bar := r.Progress("insert waiting", "tasks", int64(*waiting), inserted.Load)
+		err := insertWorkflows(ctx, client, waitingWorkflows(*waiting), 4, &inserted, new([]int64))
+		bar.Stop()
+		if err != nil {
+			return WithCause(ctx, err)
+		}
+	}
 	var inserted atomic.Int64
 	bar := r.Progress("insert", "jobs", int64(*jobs), inserted.Load)
 	insertTime, err := InsertJobs(ctx, client, spool.DefaultQueue, *jobs, *q.Chunk, *fast, &inserted)
@@ -187,6 +201,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		DeleteCompleted:   *q.DeleteCompleted,
 		InsertChunk:       *q.Chunk,
 		InsertFast:        *fast,
+		Waiting:           *waiting,
 		Many:              *many,
 		ManyWait:          manyWait.String(),
 		Request:           request.String(),
@@ -313,6 +328,11 @@ Flags:
 		long and has --request-conns connections (a request holds one):
 		once per job, or once per call with --many, as a handler sends a
 		call's jobs in one request (default 0s: no-op jobs)
+	--waiting N
+		first insert workflows holding N tasks that wait in the drained
+		queue throughout (each workflow's root is in a queue no client
+		works), to compare a drain with waiting rows beside it against one
+		without (default 0)
 	--request-conns N
 		connections of that service (default 4)
 	--strategy pessimistic|optimistic

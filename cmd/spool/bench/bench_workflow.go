@@ -215,6 +215,26 @@ func insertWorkflows(ctx context.Context, client *spool.Client, wfs []*spool.Wor
 	return first
 }
 
+// heldQueue is the queue of the roots of waitingWorkflows, which no bench
+// client works.
+const heldQueue = "bench-held"
+
+// waitingWorkflows returns workflows holding n tasks of the default queue
+// that wait for a root in heldQueue: up to 100 tasks each.
+func waitingWorkflows(n int) []*spool.Workflow {
+	var wfs []*spool.Workflow
+	for i := 0; n > 0; i++ {
+		w := spool.NewWorkflow("bench-waiting-" + strconv.Itoa(i))
+		w.Add("root", Noop{}, &spool.InsertOpts{Queue: heldQueue})
+		for k := range min(n, 100) {
+			w.Add("t"+strconv.Itoa(k), Noop{}, nil, spool.After("root"))
+		}
+		n -= min(n, 100)
+		wfs = append(wfs, w)
+	}
+	return wfs
+}
+
 // chainSteps returns, for each task of a chain after the first, the time
 // from its dependency's completion to its own start, sorted.
 func chainSteps(d *spool.WorkflowDetail) []time.Duration {

@@ -1,3 +1,14 @@
+-- Jobs are found by primary key, in id order (so rows lock in the order
+-- every batch statement takes), never through spool_jobs_running: a
+-- workflow's tasks run in place, and that index keeps an entry for every
+-- version of a running row until a vacuum, so a scan of it read every
+-- task that ran since (100,000 entries late in a drain of 102,000 tasks)
+-- for each batch. The state is compared with the input's column run,
+-- which the planner cannot match to that index's predicate.
+WITH i AS MATERIALIZED (
+  SELECT *, 'running'::{{s}}.spool_job_state AS run
+  FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[]) AS i(id, fence, outcome, delay_us, err)
+)
 UPDATE {{s}}.spool_jobs j SET
   state = {{s}}.spool_outcome_state(i.outcome, j.attempt, j.max_attempts, i.delay_us),
   run_at = CASE WHEN i.outcome IN (2, 3) THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
@@ -9,6 +20,6 @@ UPDATE {{s}}.spool_jobs j SET
   has_dependents = NOT (i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt >= j.max_attempts)),
   errors = CASE WHEN i.err IS NULL THEN j.errors
     ELSE coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(i.err || jsonb_build_object('at', now())) END
-FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[]) AS i(id, fence, outcome, delay_us, err)
-WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running' AND j.has_dependents
+FROM i
+WHERE j.id = ANY (ARRAY(SELECT id FROM i)) AND j.id = i.id AND j.fence = i.fence AND j.state = i.run AND j.has_dependents
 RETURNING j.id, j.fence, j.state::text, j.queue, j.priority, j.run_at, coalesce(j.batch_id, 0)

@@ -1,1 +1,6 @@
-SELECT d.parent_id, d.child_id, d.on_fail FROM {{s}}.spool_deps d JOIN {{s}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = $1
+-- Each task's edges by the index of children: joined as a whole, the
+-- planner read every edge of the store for one workflow.
+SELECT d.parent_id, d.child_id, d.on_fail
+FROM {{s}}.spool_jobs j
+  CROSS JOIN LATERAL (SELECT parent_id, child_id, on_fail FROM {{s}}.spool_deps WHERE child_id = j.id OFFSET 0) d
+WHERE j.workflow_id = $1
