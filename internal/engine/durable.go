@@ -10,8 +10,27 @@ import (
 // package's record of the run's durable steps), made by mk on the first
 // call. Every call of one run returns the same value.
 func (r *Run) Durable(mk func() any) any {
-	r.durableOnce.Do(func() { r.durable = mk() })
+	r.durableOnce.Do(func() {
+		r.durable = mk()
+		r.hasDurable.Store(true)
+	})
 	return r.durable
+}
+
+// Settler is implemented by a run's durable state (the value Durable
+// keeps) whose writes may still be in flight when the handler returns:
+// the executor calls Settle before it hands in the run's outcome, so the
+// outcome is never written before them.
+type Settler interface{ Settle() }
+
+// settle waits for the run's durable writes, if it made any.
+func (r *Run) settle() {
+	if !r.hasDurable.Load() {
+		return
+	}
+	if s, ok := r.durable.(Settler); ok {
+		s.Settle()
+	}
 }
 
 // Lease is the running job's lease.

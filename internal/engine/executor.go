@@ -150,6 +150,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	}
 	x.running.add(&runCtx.running)
 	err := safeRun(runCtx, h.Run, row)
+	runCtx.run.settle()
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
