@@ -48,29 +48,35 @@ type JobDurable = backend.JobDurable
 const internalPrefix = "spool:"
 
 // Step runs fn once per job, durably: its result is recorded as the step
-// name of the job (as JSON) under the job's lease as soon as fn returns, in
-// a write of its own. A later attempt of the job (after a retry, a crash,
-// a wait) gets the recorded result back without calling fn. An error from
-// fn records nothing, so the step runs again at the next attempt.
+// name of the job (as JSON) under the job's lease. The record is written
+// behind: Step returns once it is queued, the client writes its runs'
+// records in batches, in the order queued, and the run's outcome, its
+// waits and its StepTx wait for them (docs/durable.md, "Records written
+// behind"). A later attempt of the job (after a retry, a crash, a wait)
+// gets the recorded result back without calling fn. An error from fn
+// records nothing, so the step runs again at the next attempt.
 //
 // Steps are matched by name, not by position: code that adds, removes or
 // reorders steps between attempts does not strand a job; a name used twice
 // in one run fails with ErrStepReused. The result must survive a JSON round
-// trip (a later attempt gets the decoded form). Step fails with
-// ErrLeaseLost, having run fn, when the lease no longer held the job at the
-// record: a newer attempt owns the job and fn's result is not kept (fn runs
-// at least once; make its effect idempotent, or use StepTx for database
-// effects). ctx must be the job's context.
+// trip (a later attempt gets the decoded form). When a record of the run
+// failed, or the lease no longer held the job when it was written (a newer
+// attempt owns the job), the run's next Step fails with that error
+// (ErrLeaseLost) without calling its fn. fn runs at least once: a process
+// killed before its record committed runs it again, and the steps after
+// it whose records were still queued; make its effect idempotent, or use
+// StepTx for database effects. ctx must be the job's context.
 func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	return step(ctx, nil, name, fn)
 }
 
 // StepTx is Step whose record is written in the caller's transaction tx
-// (of the type CompleteTx takes): fn does its database work in tx, and
-// the step's effects and its record commit or roll back together, so they
-// happen exactly once per job. The caller commits; a transaction rolled
-// back leaves no step, and the name stays used for the rest of this run
-// (return an error to retry the job).
+// (of the type CompleteTx takes), after the run's earlier records were
+// written: fn does its database work in tx, and the step's effects and its
+// record commit or roll back together, so they happen exactly once per
+// job. The caller commits; a transaction rolled back leaves no step, and
+// the name stays used for the rest of this run (return an error to retry
+// the job).
 func StepTx[T any](ctx context.Context, tx any, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if tx == nil {
