@@ -368,12 +368,21 @@ func (s *runSteps) settle(ctx context.Context) error {
 	}
 }
 
-// Settle implements engine.Settler: the engine hands in the run's outcome
-// only after its step records were written, so that an outcome never
-// commits before them (a retry's next attempt finds every step the run
-// recorded). A record that failed does not change the outcome: its step
-// runs again at the next attempt, if any.
-func (s *runSteps) Settle() { _ = s.settle(context.Background()) }
+// Settled implements engine.Settler: the engine hands in the run's
+// outcome only after its step records were written, so that an outcome
+// never commits before them (a retry's next attempt finds every step the
+// run recorded). Batches are written one after the other, in the order
+// queued, so the run's last record written means all were. A record that
+// failed does not change the outcome: its step runs again at the next
+// attempt, if any.
+func (s *runSteps) Settled() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return nil
+	}
+	return s.pending[len(s.pending)-1].done
+}
 
 // stepBatcher group-commits the step records its client's runs queue: one
 // batch at a time, each in one transaction (StepRecordMany) with every

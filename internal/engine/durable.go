@@ -19,18 +19,20 @@ func (r *Run) Durable(mk func() any) any {
 
 // Settler is implemented by a run's durable state (the value Durable
 // keeps) whose writes may still be in flight when the handler returns:
-// the executor calls Settle before it hands in the run's outcome, so the
-// outcome is never written before them.
-type Settler interface{ Settle() }
+// Settled returns a channel closed once they are all written (nil: none
+// in flight). The executor hands the run's outcome in only then, so the
+// outcome is never written before them; the run's slot is free meanwhile.
+type Settler interface{ Settled() <-chan struct{} }
 
-// settle waits for the run's durable writes, if it made any.
-func (r *Run) settle() {
+// settled is the run's Settled, nil if it has no durable writes.
+func (r *Run) settled() <-chan struct{} {
 	if !r.hasDurable.Load() {
-		return
+		return nil
 	}
 	if s, ok := r.durable.(Settler); ok {
-		s.Settle()
+		return s.Settled()
 	}
+	return nil
 }
 
 // Lease is the running job's lease.
