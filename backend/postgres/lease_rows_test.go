@@ -39,6 +39,24 @@ func plainJob() *backend.JobInsertParams {
 	return &backend.JobInsertParams{Queue: "lr", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
 }
 
+// claimThreeLeasedOneInPlace inserts three plain jobs and a unique one in
+// the queue "lr" and claims them: the plain ones into lease rows, the
+// unique one in place.
+func claimThreeLeasedOneInPlace(t *testing.T, be *postgres.Backend) ([]int64, []*backend.JobRow) {
+	t.Helper()
+	unique := plainJob()
+	unique.UniqueKey, unique.UniqueStates = "k1", backend.UniqueStatesRequired
+	ids := insertJobs(t, be, plainJob(), plainJob(), plainJob(), unique)
+	rows, err := be.JobClaim(context.Background(), &backend.JobClaimParams{Queue: "lr", Max: 10, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 3 || inPlace != 1 {
+		t.Fatalf("after the claim: %d jobs in lease rows and %d running in place, want 3 and 1", leased, inPlace)
+	}
+	return ids, rows
+}
+
 // TestLeaseRows follows jobs through lease rows: a claim moves plain jobs
 // there and keeps a unique job in place; reads see them running; a record
 // moves one back in place; one heartbeat and one finish cover both kinds;
@@ -47,17 +65,7 @@ func TestLeaseRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	be := newBackend(t)
-	unique := plainJob()
-	unique.UniqueKey, unique.UniqueStates = "k1", backend.UniqueStatesRequired
-	ids := insertJobs(t, be, plainJob(), plainJob(), plainJob(), unique)
-
-	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 10, Lease: time.Minute, ClaimID: "c#1"})
-	if err != nil || len(rows) != 4 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
-	}
-	if leased, inPlace := leaseRowsState(t, be); leased != 3 || inPlace != 1 {
-		t.Fatalf("after the claim: %d jobs in lease rows and %d running in place, want 3 and 1", leased, inPlace)
-	}
+	ids, rows := claimThreeLeasedOneInPlace(t, be)
 	for _, r := range rows {
 		got, err := be.JobGet(ctx, r.ID)
 		if err != nil {
@@ -573,16 +581,7 @@ func TestStepRecordManyLeaseRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	be := newBackend(t)
-	unique := plainJob()
-	unique.UniqueKey, unique.UniqueStates = "k1", backend.UniqueStatesRequired
-	insertJobs(t, be, plainJob(), plainJob(), plainJob(), unique)
-	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 10, Lease: time.Minute, ClaimID: "c#1"})
-	if err != nil || len(rows) != 4 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
-	}
-	if leased, inPlace := leaseRowsState(t, be); leased != 3 || inPlace != 1 {
-		t.Fatalf("after the claim: %d jobs in lease rows and %d running in place, want 3 and 1", leased, inPlace)
-	}
+	_, rows := claimThreeLeasedOneInPlace(t, be)
 	step := func(l backend.LeaseRef, name string) backend.StepRecordParams {
 		return backend.StepRecordParams{Lease: l, Name: name, Result: json.RawMessage(fmt.Sprintf("%q", name))}
 	}

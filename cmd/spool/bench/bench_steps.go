@@ -68,25 +68,37 @@ func parkAll(ctx context.Context, r *ScenarioRun, be backend.Backend, inserter *
 	if byInsert {
 		return nil
 	}
+	_, stop, err := startUntilParked(ctx, r, be, inserter, cfg, n)
+	if err == nil {
+		stop()
+	}
+	return err
+}
+
+// startUntilParked starts a client of cfg on be and waits until n jobs of
+// the default queue are scheduled (parked by its handlers); stop stops it.
+func startUntilParked(ctx context.Context, r *ScenarioRun, be backend.Backend, inserter *spool.Client, cfg *spool.Config, n int) (*spool.Client, func(), error) {
 	client, err := spool.NewClient(be, cfg)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := client.Start(ctx); err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer stopClient(r.Env.Stderr, r.Name, client)
+	stop := func() { stopClient(r.Env.Stderr, r.Name, client) }
 	for {
 		stats, err := QueueStats(ctx, inserter, spool.DefaultQueue)
+		if err == nil && stats.Counts[backend.StateScheduled] < int64(n) {
+			err = sleepCtx(ctx, 20*time.Millisecond)
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
-			return err
+			stop()
+			return nil, nil, err
 		}
-		if stats.Counts[backend.StateScheduled] >= int64(n) {
-			return nil
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
+		return client, stop, nil
 	}
 }
 
@@ -312,26 +324,11 @@ func benchSignals(ctx context.Context, r *ScenarioRun, be backend.Backend, inser
 	if err != nil {
 		return err
 	}
-	client, err := spool.NewClient(be, cfg)
+	_, stop, err := startUntilParked(ctx, r, be, inserter, cfg, n)
 	if err != nil {
 		return err
 	}
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
-	defer stopClient(r.Env.Stderr, r.Name, client)
-	for {
-		stats, err := QueueStats(ctx, inserter, spool.DefaultQueue)
-		if err != nil {
-			return err
-		}
-		if stats.Counts[backend.StateScheduled] >= int64(n) {
-			break
-		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	defer stop()
 	ids := make(chan int64)
 	var wg sync.WaitGroup
 	var sendErr atomic.Value
