@@ -297,12 +297,7 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	}
 	// Outcomes held for their runs' step records follow them (a batch's
 	// write is bounded by its own timeout).
-	settled := make(chan struct{})
-	go func() {
-		e.exec.settling.Wait()
-		close(settled)
-	}()
-	wait(settled)
+	wait(e.exec.settling.zero())
 	// Every job has returned and handed its outcome to the writer (or the
 	// stop gave up on it); write them all unless the stop runs out of time,
 	// then end the services.

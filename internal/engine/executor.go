@@ -37,7 +37,47 @@ type executor struct {
 	gaveUp, stopped <-chan struct{}
 	// settling counts outcomes held until their runs' durable writes are
 	// written (Settler); a stop waits for them before it closes the writer.
-	settling sync.WaitGroup
+	settling settleCount
+}
+
+// settleCount counts outcomes held for their runs' durable writes. Unlike
+// a WaitGroup it may be waited on while a late handler (one a stop gave
+// up on) still adds to it.
+type settleCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0, made by a waiter
+}
+
+func (c *settleCount) add() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *settleCount) done() {
+	c.mu.Lock()
+	c.n--
+	if c.n == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+	c.mu.Unlock()
+}
+
+// zero returns a channel closed once no outcome is held.
+func (c *settleCount) zero() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	return c.idle
 }
 
 // jobSource is where a job goroutine takes its next job from once it has
@@ -90,9 +130,9 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 	if settled != nil {
 		// The run's step records are still being written: its outcome
 		// follows them, and its goroutine goes on to the next job.
-		x.settling.Add(1)
+		x.settling.add()
 		go func() {
-			defer x.settling.Done()
+			defer x.settling.done()
 			<-settled
 			x.handIn(row, finish, run, rejectExpected)
 		}()

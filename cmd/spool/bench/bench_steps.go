@@ -275,6 +275,9 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 			}
 		}
 	}
+	if err := r.StartProfile(); err != nil {
+		return err
+	}
 	for round := range *rounds {
 		order := []int{0, *steps}
 		if round%2 == 1 {
