@@ -179,6 +179,11 @@ func (s *runSteps) recordWait(ctx context.Context, name string, d time.Duration)
 // park ends the run's attempt by a wait of d for signal (empty: none).
 func (s *runSteps) park(ctx context.Context, d time.Duration, signal, msg string) error {
 	lease := s.run.Lease()
+	// The park ends the attempt, after which no record of it is written:
+	// the run's records written behind go first.
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
 	res, err := s.run.Backend().JobWait(ctx, &backend.JobWaitParams{Lease: lease, Delay: d, Signal: signal})
 	if err != nil {
 		return fmt.Errorf("park job %d: %w", lease.ID, err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -47,29 +48,35 @@ type JobDurable = backend.JobDurable
 const internalPrefix = "spool:"
 
 // Step runs fn once per job, durably: its result is recorded as the step
-// name of the job (as JSON) under the job's lease as soon as fn returns, in
-// a write of its own. A later attempt of the job (after a retry, a crash,
-// a wait) gets the recorded result back without calling fn. An error from
-// fn records nothing, so the step runs again at the next attempt.
+// name of the job (as JSON) under the job's lease. The record is written
+// behind: Step returns once it is queued, the client writes its runs'
+// records in batches, in the order queued, and the run's outcome, its
+// waits and its StepTx wait for them (docs/durable.md, "Records written
+// behind"). A later attempt of the job (after a retry, a crash, a wait)
+// gets the recorded result back without calling fn. An error from fn
+// records nothing, so the step runs again at the next attempt.
 //
 // Steps are matched by name, not by position: code that adds, removes or
 // reorders steps between attempts does not strand a job; a name used twice
 // in one run fails with ErrStepReused. The result must survive a JSON round
-// trip (a later attempt gets the decoded form). Step fails with
-// ErrLeaseLost, having run fn, when the lease no longer held the job at the
-// record: a newer attempt owns the job and fn's result is not kept (fn runs
-// at least once; make its effect idempotent, or use StepTx for database
-// effects). ctx must be the job's context.
+// trip (a later attempt gets the decoded form). When a record of the run
+// failed, or the lease no longer held the job when it was written (a newer
+// attempt owns the job), the run's next Step fails with that error
+// (ErrLeaseLost) without calling its fn. fn runs at least once: a process
+// killed before its record committed runs it again, and the steps after
+// it whose records were still queued; make its effect idempotent, or use
+// StepTx for database effects. ctx must be the job's context.
 func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	return step(ctx, nil, name, fn)
 }
 
 // StepTx is Step whose record is written in the caller's transaction tx
-// (of the type CompleteTx takes): fn does its database work in tx, and
-// the step's effects and its record commit or roll back together, so they
-// happen exactly once per job. The caller commits; a transaction rolled
-// back leaves no step, and the name stays used for the rest of this run
-// (return an error to retry the job).
+// (of the type CompleteTx takes), after the run's earlier records were
+// written: fn does its database work in tx, and the step's effects and its
+// record commit or roll back together, so they happen exactly once per
+// job. The caller commits; a transaction rolled back leaves no step, and
+// the name stays used for the rest of this run (return an error to retry
+// the job).
 func StepTx[T any](ctx context.Context, tx any, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	if tx == nil {
@@ -101,9 +108,13 @@ func step[T any](ctx context.Context, tx any, name string, fn func(ctx context.C
 		}
 		return v, nil
 	}
-	// A run whose lease ended (a cancel, a rescue after a stall) may
-	// have been replaced by a newer attempt that records this step: do
-	// not start the function then.
+	// A run whose earlier record failed (its lease lost, the store
+	// unreachable), or whose lease ended (a cancel, a rescue after a
+	// stall), may have been replaced by a newer attempt that records this
+	// step: do not start the function then.
+	if err := st.settled(); err != nil {
+		return zero, err
+	}
 	if err := context.Cause(ctx); err != nil {
 		return zero, fmt.Errorf("step %q of job %d: %w", name, st.run.ID(), err)
 	}
@@ -142,19 +153,29 @@ func checkStepName(name, what string) error {
 	return nil
 }
 
-// runSteps is one run's view of its job's durable records: read once, at
-// the first step (a run that calls none reads nothing), and the names the
-// run used.
+// runSteps is one run's view of its job's durable records, read once, at
+// the first step, and the names the run used. A run that calls no step
+// reads nothing, and neither does the job's first claim (its lease's fence
+// is backend.FirstFence) before it needs its signals: no attempt before it
+// can have recorded a step.
 type runSteps struct {
 	run *engine.Run
 	c   *Client
 
-	mu      sync.Mutex
-	loaded  bool
-	steps   map[string]backend.StepRow
-	signals map[string]backend.SignalRow
-	used    map[string]bool
-	sleeps  int
+	mu         sync.Mutex
+	loaded     bool // steps and signals read from the store
+	stepsKnown bool // steps known: loaded, or none (the first claim)
+	steps      map[string]backend.StepRow
+	signals    map[string]backend.SignalRow
+	used       map[string]bool
+	sleeps     int
+	// pending are the run's records written behind, in the order queued,
+	// until settled finds them written; failed is the first one's error.
+	pending []*stepRequest
+	failed  error
+	// broken is set by the batcher when one of the run's records failed:
+	// its later records are not written.
+	broken atomic.Bool
 }
 
 // durableRun returns the durable record of the run whose context ctx is.
@@ -196,25 +217,58 @@ func (s *runSteps) load(ctx context.Context, fresh bool) error {
 	if s.loaded && !fresh {
 		return nil
 	}
+	s.mu.Unlock()
+	// What the store holds of this run's steps must include those it
+	// wrote behind.
+	err := s.settle(ctx)
+	s.mu.Lock()
+	if err != nil {
+		return err
+	}
+	return s.readLocked(ctx)
+}
+
+// loadSteps makes the job's steps known: none at its first claim, else
+// read with the rest of its records unless read.
+func (s *runSteps) loadSteps(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stepsKnown {
+		return nil
+	}
+	if s.run.Lease().Fence == backend.FirstFence {
+		s.steps, s.stepsKnown = map[string]backend.StepRow{}, true
+		return nil
+	}
+	return s.readLocked(ctx)
+}
+
+// readLocked reads the job's steps and signals; s.mu is held. The steps
+// this run recorded are kept beside them.
+func (s *runSteps) readLocked(ctx context.Context) error {
 	d, err := s.run.Backend().JobDurable(ctx, s.run.ID())
 	if err != nil {
 		return fmt.Errorf("read steps of job %d: %w", s.run.ID(), err)
 	}
-	s.steps = make(map[string]backend.StepRow, len(d.Steps))
-	for _, r := range d.Steps {
-		s.steps[r.Name] = r
+	steps := make(map[string]backend.StepRow, len(d.Steps)+len(s.steps))
+	for name, r := range s.steps {
+		steps[name] = r // this run's, maybe still being written
 	}
+	for _, r := range d.Steps {
+		steps[r.Name] = r
+	}
+	s.steps = steps
 	s.signals = make(map[string]backend.SignalRow, len(d.Signals))
 	for _, r := range d.Signals {
 		s.signals[r.Name] = r
 	}
-	s.loaded = true
+	s.loaded, s.stepsKnown = true, true
 	return nil
 }
 
 // lookup returns the recorded step name, if any.
 func (s *runSteps) lookup(ctx context.Context, name string) (backend.StepRow, bool, error) {
-	if err := s.load(ctx, false); err != nil {
+	if err := s.loadSteps(ctx); err != nil {
 		return backend.StepRow{}, false, err
 	}
 	s.mu.Lock()
@@ -235,38 +289,107 @@ func (s *runSteps) signal(ctx context.Context, name string, fresh bool) (backend
 	return r, ok, nil
 }
 
-// record writes a step under the run's lease, in tx when not nil.
+// record writes a step under the run's lease. In tx (not nil) it writes
+// at once, after the run's earlier records committed. Otherwise the
+// record is written behind: queued for the client's next batch, and
+// record returns; the run's next record in a transaction, its next wait,
+// a fresh read of its records and its outcome wait for it (settle), and
+// its next step fails if it failed.
 func (s *runSteps) record(ctx context.Context, tx any, name string, result json.RawMessage) error {
+	if err := s.settled(); err != nil {
+		return err
+	}
 	p := backend.StepRecordParams{Tx: tx, Lease: s.run.Lease(), Name: name, Result: result}
-	var (
-		ok  bool
-		err error
-	)
 	if tx != nil {
-		ok, err = s.run.Backend().StepRecord(ctx, &p)
-	} else {
-		ok, err = s.c.steps.record(ctx, s.run.Backend(), p)
+		if err := s.settle(ctx); err != nil {
+			return err
+		}
+		ok, err := s.run.Backend().StepRecord(ctx, &p)
+		return recordError(name, s.run.ID(), ok, err)
 	}
-	if err != nil {
-		return fmt.Errorf("record step %q of job %d: %w", name, s.run.ID(), err)
-	}
-	if !ok {
-		return fmt.Errorf("record step %q of job %d: %w", name, s.run.ID(), ErrLeaseLost)
-	}
-	if tx == nil {
-		s.mu.Lock()
-		s.steps[name] = backend.StepRow{JobID: s.run.ID(), Name: name, Result: result, Fence: s.run.Lease().Fence}
-		s.mu.Unlock()
+	req := s.c.steps.enqueue(s.run.Backend(), p, s)
+	s.mu.Lock()
+	s.pending = append(s.pending, req)
+	s.steps[name] = backend.StepRow{JobID: s.run.ID(), Name: name, Result: result, Fence: s.run.Lease().Fence}
+	s.mu.Unlock()
+	return nil
+}
+
+// recordError is the error of a step's record that returned ok, err.
+func recordError(name string, id int64, ok bool, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("record step %q of job %d: %w", name, id, err)
+	case !ok:
+		return fmt.Errorf("record step %q of job %d: %w", name, id, ErrLeaseLost)
 	}
 	return nil
 }
 
-// stepBatcher group-commits step records: a record made while another
-// batch is being written waits for it and goes, with every other record
-// made meanwhile, in the next batch, one transaction for all
-// (StepRecordMany). A record made while none is being written goes at
-// once, alone: batching adds no wait, and under load a transaction's cost
-// is shared by the records of many jobs.
+// settled returns the error of the run's first record that failed, among
+// those whose batch has been written; it does not wait.
+func (s *runSteps) settled() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.pending) > 0 && s.failed == nil {
+		select {
+		case <-s.pending[0].done:
+		default:
+			return nil
+		}
+		s.failed = s.pending[0].err()
+		s.pending = s.pending[1:]
+	}
+	return s.failed
+}
+
+// settle waits until every record the run queued has been written, and
+// returns the first one's error; the run's end (ctx) stops the wait, not
+// the writes.
+func (s *runSteps) settle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.failed != nil || len(s.pending) == 0 {
+			err := s.failed
+			s.mu.Unlock()
+			return err
+		}
+		req := s.pending[0]
+		s.mu.Unlock()
+		select {
+		case <-req.done:
+		case <-ctx.Done():
+			// The batch may still write it: a later attempt finds it.
+			return fmt.Errorf("%w: the run ended while its step's record waited for its batch (%w)", backend.ErrOutcomeUnknown, context.Cause(ctx))
+		}
+		if err := s.settled(); err != nil {
+			return err
+		}
+	}
+}
+
+// Settled implements engine.Settler: the engine hands in the run's
+// outcome only after its step records were written, so that an outcome
+// never commits before them (a retry's next attempt finds every step the
+// run recorded). Batches are written one after the other, in the order
+// queued, so the run's last record written means all were. A record that
+// failed does not change the outcome: its step runs again at the next
+// attempt, if any.
+func (s *runSteps) Settled() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return nil
+	}
+	return s.pending[len(s.pending)-1].done
+}
+
+// stepBatcher group-commits the step records its client's runs queue: one
+// batch at a time, each in one transaction (StepRecordMany) with every
+// record queued while the previous one was written, in the order queued.
+// A run's records are therefore written in its order, and once one of
+// them fails, the run's later ones are not written: the records a run
+// leaves are always the first of its steps, in order.
 type stepBatcher struct {
 	mu       sync.Mutex
 	pending  []*stepRequest
@@ -275,10 +398,17 @@ type stepBatcher struct {
 
 type stepRequest struct {
 	p    backend.StepRecordParams
-	res  backend.StepRecordResult
-	err  error
+	run  *runSteps
+	ok   bool
+	fail error
 	done chan struct{}
 }
+
+// err is the request's outcome as an error, once done.
+func (r *stepRequest) err() error { return recordError(r.p.Name, r.p.Lease.ID, r.ok, r.fail) }
+
+// errEarlierRecord fails a record whose run's earlier record failed.
+var errEarlierRecord = errors.New("an earlier step's record of this run failed")
 
 // stepBatchMax bounds the records of one transaction.
 const stepBatchMax = 500
@@ -287,53 +417,69 @@ const stepBatchMax = 500
 // no one job's context ends it.
 const stepBatchTimeout = 30 * time.Second
 
-// record writes p in a batch and returns what StepRecord would.
-func (b *stepBatcher) record(ctx context.Context, be backend.Backend, p backend.StepRecordParams) (bool, error) {
-	req := &stepRequest{p: p, done: make(chan struct{})}
+// enqueue queues p, a record of run, for the next batch written to be,
+// starting a writer unless one is running, and returns it at once.
+func (b *stepBatcher) enqueue(be backend.Backend, p backend.StepRecordParams, run *runSteps) *stepRequest {
+	req := &stepRequest{p: p, run: run, done: make(chan struct{})}
 	b.mu.Lock()
 	b.pending = append(b.pending, req)
-	if b.flushing {
-		b.mu.Unlock()
-		select {
-		case <-req.done:
-			return req.res.Recorded, req.resErr()
-		case <-ctx.Done():
-			// The batch may still write it: a later attempt finds it.
-			return false, fmt.Errorf("%w: the run ended while its step's record waited for its batch (%w)", backend.ErrOutcomeUnknown, context.Cause(ctx))
-		}
-	}
+	start := !b.flushing
 	b.flushing = true
+	b.mu.Unlock()
+	if start {
+		go b.flush(be)
+	}
+	return req
+}
+
+// flush writes batches until none is pending.
+func (b *stepBatcher) flush(be backend.Backend) {
+	b.mu.Lock()
 	for len(b.pending) > 0 {
 		n := min(len(b.pending), stepBatchMax)
 		batch := slices.Clone(b.pending[:n])
 		b.pending = slices.Delete(b.pending, 0, n)
 		b.mu.Unlock()
-		params := &backend.StepRecordManyParams{Steps: make([]backend.StepRecordParams, len(batch))}
-		for i, r := range batch {
-			params.Steps[i] = r.p
-		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stepBatchTimeout)
-		res, err := be.StepRecordMany(wctx, params)
-		cancel()
-		for i, r := range batch {
-			if err != nil {
-				r.err = err
-			} else {
-				r.res = res[i]
-			}
-			close(r.done)
-		}
+		b.write(be, batch)
 		b.mu.Lock()
 	}
 	b.flushing = false
 	b.mu.Unlock()
-	<-req.done
-	return req.res.Recorded, req.resErr()
 }
 
-func (r *stepRequest) resErr() error {
-	if r.err != nil {
-		return r.err
+// write writes one batch and completes its requests. The batches are
+// written one after the other, so a run whose record failed in one is
+// known broken before the next is built.
+func (b *stepBatcher) write(be backend.Backend, batch []*stepRequest) {
+	live := make([]*stepRequest, 0, len(batch))
+	params := &backend.StepRecordManyParams{Steps: make([]backend.StepRecordParams, 0, len(batch))}
+	for _, r := range batch {
+		if r.run.broken.Load() {
+			r.fail = errEarlierRecord
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+		params.Steps = append(params.Steps, r.p)
 	}
-	return r.res.Err
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stepBatchTimeout)
+	res, err := be.StepRecordMany(ctx, params)
+	cancel()
+	if err == nil && len(res) != len(live) {
+		err = fmt.Errorf("record steps: %d results for %d records", len(res), len(live))
+	}
+	for i, r := range live {
+		if err != nil {
+			r.fail = err
+		} else {
+			r.ok, r.fail = res[i].Recorded, res[i].Err
+		}
+		if r.fail != nil || !r.ok {
+			r.run.broken.Store(true)
+		}
+		close(r.done)
+	}
 }

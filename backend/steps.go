@@ -11,6 +11,12 @@ import (
 // the record was not written, and the recorded result stands.
 var ErrStepRecorded = errors.New("a step of this name is already recorded for the job")
 
+// FirstFence is the fence of a job's first claim on every store: a job is
+// inserted with fence 0 and every claim raises it (conformance checks
+// both), so a lease of fence FirstFence is the only claim the job ever
+// had, and no step of the job can have been recorded before it.
+const FirstFence int32 = 1
+
 // StepNameMaxLen and SignalNameMaxLen bound the names a store keeps.
 const (
 	StepNameMaxLen   = 200

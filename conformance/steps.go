@@ -18,6 +18,7 @@ import (
 func stepTests() []namedTest {
 	return []namedTest{
 		{"StepRecordedNotRerunAfterRetry", testStepNotRerun},
+		{"StepsWrittenBehindBeforeOutcomeAndWait", testStepsBehind},
 		{"StepStaleFenceCannotRecord", testStepFencing},
 		{"StepNotRerunAfterCrashRescue", testStepAfterRescue},
 		{"StepTxRollbackLeavesNoStep", testStepTx},
@@ -125,6 +126,58 @@ func testStepNotRerun(t *testing.T, h Harness) {
 	}
 	if d.Steps[1].Fence == d.Steps[0].Fence || d.Steps[0].At.IsZero() {
 		t.Fatalf("steps recorded under fences %d and %d at %v: want two attempts' fences and a time", d.Steps[0].Fence, d.Steps[1].Fence, d.Steps[0].At)
+	}
+}
+
+// testStepsBehind: a run's step records, written behind its steps, are
+// written before its outcome and before its wait: a run of many steps that
+// fails right after them, and one that sleeps right after them, leave
+// every step recorded, so none runs twice.
+func testStepsBehind(t *testing.T, h Harness) {
+	const n = 30
+	be := h.NewBackend(t)
+	var calls counter
+	done := make(chan int, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[StepArgs]) error {
+		for i := range n {
+			name := fmt.Sprintf("s%d", i)
+			if _, err := spool.Step(ctx, name, func(ctx context.Context) (int, error) { return calls.add(name), nil }); err != nil {
+				return err
+			}
+		}
+		switch j.Attempt {
+		case 1:
+			return errors.New("fails after its steps")
+		}
+		for i := range n {
+			name := fmt.Sprintf("t%d", i)
+			if _, err := spool.Step(ctx, name, func(ctx context.Context) (int, error) { return calls.add(name), nil }); err != nil {
+				return err
+			}
+		}
+		if err := spool.Sleep(ctx, time.Millisecond); err != nil {
+			return err
+		}
+		done <- int(j.Attempt)
+		return nil
+	}))
+	c := newClient(t, be, fastConfig(ws, 2))
+	start(t, c)
+	id := insert(t, c, StepArgs{}, nil)
+	if got := recv(t, done, "the run after the sleep"); got != 2 {
+		t.Fatalf("finished at attempt %d, want 2 (the sleep gives its attempt back)", got)
+	}
+	waitState(t, be, id, backend.StateCompleted)
+	for _, p := range []string{"s", "t"} {
+		for i := range n {
+			if got := calls.get(fmt.Sprintf("%s%d", p, i)); got != 1 {
+				t.Fatalf("step %s%d ran %d times, want 1", p, i, got)
+			}
+		}
+	}
+	if d := durableOf(t, be, id); len(d.Steps) != 2*n+1 {
+		t.Fatalf("%d records, want %d steps and the sleep", len(d.Steps), 2*n)
 	}
 }
 

@@ -39,6 +39,24 @@ func plainJob() *backend.JobInsertParams {
 	return &backend.JobInsertParams{Queue: "lr", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
 }
 
+// claimThreeLeasedOneInPlace inserts three plain jobs and a unique one in
+// the queue "lr" and claims them: the plain ones into lease rows, the
+// unique one in place.
+func claimThreeLeasedOneInPlace(t *testing.T, be *postgres.Backend) ([]int64, []*backend.JobRow) {
+	t.Helper()
+	unique := plainJob()
+	unique.UniqueKey, unique.UniqueStates = "k1", backend.UniqueStatesRequired
+	ids := insertJobs(t, be, plainJob(), plainJob(), plainJob(), unique)
+	rows, err := be.JobClaim(context.Background(), &backend.JobClaimParams{Queue: "lr", Max: 10, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 3 || inPlace != 1 {
+		t.Fatalf("after the claim: %d jobs in lease rows and %d running in place, want 3 and 1", leased, inPlace)
+	}
+	return ids, rows
+}
+
 // TestLeaseRows follows jobs through lease rows: a claim moves plain jobs
 // there and keeps a unique job in place; reads see them running; a record
 // moves one back in place; one heartbeat and one finish cover both kinds;
@@ -47,17 +65,7 @@ func TestLeaseRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	be := newBackend(t)
-	unique := plainJob()
-	unique.UniqueKey, unique.UniqueStates = "k1", backend.UniqueStatesRequired
-	ids := insertJobs(t, be, plainJob(), plainJob(), plainJob(), unique)
-
-	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 10, Lease: time.Minute, ClaimID: "c#1"})
-	if err != nil || len(rows) != 4 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
-	}
-	if leased, inPlace := leaseRowsState(t, be); leased != 3 || inPlace != 1 {
-		t.Fatalf("after the claim: %d jobs in lease rows and %d running in place, want 3 and 1", leased, inPlace)
-	}
+	ids, rows := claimThreeLeasedOneInPlace(t, be)
 	for _, r := range rows {
 		got, err := be.JobGet(ctx, r.ID)
 		if err != nil {
@@ -563,5 +571,50 @@ func testLeasedCompletions(t *testing.T, del bool) {
 	}
 	if res := complete(rows, nil); len(res.Rejected) != len(rows) {
 		t.Fatalf("completing again: %d rejected, want all %d", len(res.Rejected), len(rows))
+	}
+}
+
+// TestStepRecordManyLeaseRows records one batch of steps for jobs in lease
+// rows and in place, with a stale lease among them: one statement per
+// pass, the leased jobs moved in place, each record as it would be alone.
+func TestStepRecordManyLeaseRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := newBackend(t)
+	_, rows := claimThreeLeasedOneInPlace(t, be)
+	step := func(l backend.LeaseRef, name string) backend.StepRecordParams {
+		return backend.StepRecordParams{Lease: l, Name: name, Result: json.RawMessage(fmt.Sprintf("%q", name))}
+	}
+	stale := rows[1].Lease()
+	stale.Fence--
+	batch := []backend.StepRecordParams{
+		step(rows[3].Lease(), "a"), step(rows[0].Lease(), "a"), step(stale, "x"),
+		step(rows[0].Lease(), "b"), step(rows[1].Lease(), "a"), step(rows[2].Lease(), "a"),
+	}
+	res, err := be.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: batch})
+	if err != nil || len(res) != len(batch) {
+		t.Fatalf("batch: %+v %v", res, err)
+	}
+	for i, r := range res {
+		if want := i != 2; r.Recorded != want || r.Err != nil {
+			t.Fatalf("record %d (%+v): %+v, want recorded %v", i, batch[i], r, want)
+		}
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != 0 || inPlace != 4 {
+		t.Fatalf("after the steps: %d jobs in lease rows and %d running in place, want 0 and 4", leased, inPlace)
+	}
+	res, err = be.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: []backend.StepRecordParams{
+		step(rows[0].Lease(), "a"), step(rows[0].Lease(), "c"), step(stale, "a"),
+	}})
+	if err != nil || len(res) != 3 || res[0].Recorded || !errors.Is(res[0].Err, backend.ErrStepRecorded) ||
+		!res[1].Recorded || res[1].Err != nil || res[2].Recorded || res[2].Err != nil {
+		t.Fatalf("a repeated, a new and a stale record: %+v %v", res, err)
+	}
+	d, err := be.JobDurable(ctx, rows[0].ID)
+	if err != nil || len(d.Steps) != 3 {
+		t.Fatalf("steps of job %d: %+v %v", rows[0].ID, d, err)
+	}
+	if d, err := be.JobDurable(ctx, rows[1].ID); err != nil || len(d.Steps) != 1 || string(d.Steps[0].Result) != `"a"` {
+		t.Fatalf("steps of job %d: %+v %v", rows[1].ID, d, err)
 	}
 }

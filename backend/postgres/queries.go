@@ -74,8 +74,8 @@ type workflowQueries struct {
 
 // stepQueries are the statements of sql/steps/ (steps.go).
 type stepQueries struct {
-	stepRecord, held, signalLock, signalSent, jobWait, signal string
-	stepsOf, signalsOf, waitOf                                string
+	stepRecord, stepRecordMany, held, signalLock, signalSent, jobWait, signal string
+	stepsOf, signalsOf, waitOf                                                string
 }
 
 // awaitQueries are the statements of sql/await/ (await.go).
@@ -219,15 +219,16 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 	}
 	if err == nil {
 		err = sqltext.Load(fsys, "sql/steps", r, map[string]*string{
-			"step_record": &q.steps.stepRecord,
-			"held":        &q.steps.held,
-			"signal_lock": &q.steps.signalLock,
-			"signal_sent": &q.steps.signalSent,
-			"job_wait":    &q.steps.jobWait,
-			"signal":      &q.steps.signal,
-			"steps_of":    &q.steps.stepsOf,
-			"signals_of":  &q.steps.signalsOf,
-			"wait_of":     &q.steps.waitOf,
+			"step_record":      &q.steps.stepRecord,
+			"step_record_many": &q.steps.stepRecordMany,
+			"held":             &q.steps.held,
+			"signal_lock":      &q.steps.signalLock,
+			"signal_sent":      &q.steps.signalSent,
+			"job_wait":         &q.steps.jobWait,
+			"signal":           &q.steps.signal,
+			"steps_of":         &q.steps.stepsOf,
+			"signals_of":       &q.steps.signalsOf,
+			"wait_of":          &q.steps.waitOf,
 		})
 	}
 	if err == nil {

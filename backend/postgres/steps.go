@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,55 +60,28 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 	return ok, nil
 }
 
-// StepRecordMany implements backend.StepStore: one transaction that
-// records each step in place, in id order, then moves the jobs it did not
-// find in place out of their lease rows in one statement (one lock per
-// lease row, not one per job) and records theirs.
+// StepRecordMany implements backend.StepStore: one transaction whose one
+// statement records every step whose job is in place; the jobs it did not
+// find in place are moved out of their lease rows in one statement (one
+// lock per lease row, not one per job) and their steps recorded by the
+// same statement again. Three round trips at most, whatever the batch's
+// size.
 func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
 	if len(p.Steps) == 0 {
 		return nil, nil
 	}
-	q := &b.sql.steps
-	order := make([]int, len(p.Steps))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(p.Steps[x].Lease.ID, p.Steps[y].Lease.ID) })
 	out := make([]backend.StepRecordResult, len(p.Steps))
+	all := make([]int, len(p.Steps))
+	for i := range all {
+		all[i] = i
+	}
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		// record tries the steps at idx in place and returns those whose
-		// lease holds no job in place (their job may be in a lease row).
-		record := func(idx []int) ([]int, error) {
-			var absent []int
-			for _, i := range idx {
-				st := &p.Steps[i]
-				tag, err := tx.Exec(ctx, q.stepRecord, st.Lease.ID, st.Lease.Fence, st.Name, string(st.Result))
-				if err != nil {
-					return nil, err
-				}
-				if tag.RowsAffected() == 1 {
-					out[i] = backend.StepRecordResult{Recorded: true}
-					continue
-				}
-				var held bool
-				if err := tx.QueryRow(ctx, q.held, st.Lease.ID, st.Lease.Fence).Scan(&held); err != nil {
-					return nil, err
-				}
-				out[i] = backend.StepRecordResult{}
-				if held {
-					out[i].Err = backend.ErrStepRecorded
-				} else {
-					absent = append(absent, i)
-				}
-			}
-			return absent, nil
-		}
-		absent, err := record(order)
+		absent, err := b.recordSteps(ctx, tx, p.Steps, all, out)
 		if err != nil || len(absent) == 0 {
 			return err
 		}
 		// A job's first step finds it in a lease row: move the batch's
-		// such jobs out in one statement, then try them again.
+		// such jobs out, then try them again.
 		moving := make([]int64, 0, len(absent))
 		for _, i := range absent {
 			moving = append(moving, p.Steps[i].Lease.ID)
@@ -119,13 +91,66 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 		if err := tx.QueryRow(ctx, b.sql.unleaseJobs, slices.Compact(moving)).Scan(&moved); err != nil || moved == 0 {
 			return err
 		}
-		_, err = record(absent)
+		_, err = b.recordSteps(ctx, tx, p.Steps, absent, out)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record steps: %w", ownWriteError(true, err))
 	}
 	return out, nil
+}
+
+// recordSteps records the steps at idx in tx by one statement, setting
+// their results in out, and returns those whose lease holds no job in
+// place (their job may be in a lease row).
+func (b *Backend) recordSteps(ctx context.Context, tx pgx.Tx, steps []backend.StepRecordParams, idx []int, out []backend.StepRecordResult) ([]int, error) {
+	ids := make([]int64, len(idx))
+	fences := make([]int32, len(idx))
+	names := make([]string, len(idx))
+	results := make([]string, len(idx))
+	for k, i := range idx {
+		st := &steps[i]
+		ids[k], fences[k], names[k], results[k] = st.Lease.ID, st.Lease.Fence, st.Name, string(st.Result)
+	}
+	rows, err := tx.Query(ctx, b.sql.steps.stepRecordMany, ids, fences, names, results)
+	if err != nil {
+		return nil, err
+	}
+	var absent []int
+	seen := 0
+	for rows.Next() {
+		var (
+			ord            int64
+			recorded, held bool
+		)
+		if err := rows.Scan(&ord, &recorded, &held); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if ord < 1 || int(ord) > len(idx) {
+			rows.Close()
+			return nil, fmt.Errorf("step record returned position %d of %d", ord, len(idx))
+		}
+		i := idx[ord-1]
+		seen++
+		switch {
+		case recorded:
+			out[i] = backend.StepRecordResult{Recorded: true}
+		case held:
+			out[i] = backend.StepRecordResult{Err: backend.ErrStepRecorded}
+		default:
+			out[i] = backend.StepRecordResult{}
+			absent = append(absent, i)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if seen != len(idx) {
+		return nil, fmt.Errorf("step record returned %d rows for %d steps", seen, len(idx))
+	}
+	return absent, nil
 }
 
 // JobWait implements backend.StepStore.

@@ -10,8 +10,29 @@ import (
 // package's record of the run's durable steps), made by mk on the first
 // call. Every call of one run returns the same value.
 func (r *Run) Durable(mk func() any) any {
-	r.durableOnce.Do(func() { r.durable = mk() })
+	r.durableOnce.Do(func() {
+		r.durable = mk()
+		r.hasDurable.Store(true)
+	})
 	return r.durable
+}
+
+// Settler is implemented by a run's durable state (the value Durable
+// keeps) whose writes may still be in flight when the handler returns:
+// Settled returns a channel closed once they are all written (nil: none
+// in flight). The executor hands the run's outcome in only then, so the
+// outcome is never written before them; the run's slot is free meanwhile.
+type Settler interface{ Settled() <-chan struct{} }
+
+// settled is the run's Settled, nil if it has no durable writes.
+func (r *Run) settled() <-chan struct{} {
+	if !r.hasDurable.Load() {
+		return nil
+	}
+	if s, ok := r.durable.(Settler); ok {
+		return s.Settled()
+	}
+	return nil
 }
 
 // Lease is the running job's lease.

@@ -308,6 +308,9 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 			break
 		}
 	}
+	// Outcomes held for their runs' step records follow them (a batch's
+	// write is bounded by its own timeout).
+	wait(e.exec.settling.zero())
 	// Every job has returned and handed its outcome to the writer (or the
 	// stop gave up on it); write them all unless the stop runs out of time,
 	// then end the services.
@@ -470,7 +473,10 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 	}
 	row := rows[0]
 	began := time.Now()
-	f, rejectExpected := e.exec.executeIn(ctx, row, sentAt, time.Now())
+	f, rejectExpected, settled := e.exec.executeIn(ctx, row, sentAt, time.Now())
+	if settled != nil {
+		<-settled
+	}
 	took := time.Since(began)
 	defer e.running.remove([]backend.LeaseRef{row.Lease()})
 	if !rejectExpected {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -34,6 +35,49 @@ type executor struct {
 	// gaveUp is closed when a stop gives up on handlers that ignore their
 	// context; stopped when the stop has finished.
 	gaveUp, stopped <-chan struct{}
+	// settling counts outcomes held until their runs' durable writes are
+	// written (Settler); a stop waits for them before it closes the writer.
+	settling settleCount
+}
+
+// settleCount counts outcomes held for their runs' durable writes. Unlike
+// a WaitGroup it may be waited on while a late handler (one a stop gave
+// up on) still adds to it.
+type settleCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0, made by a waiter
+}
+
+func (c *settleCount) add() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *settleCount) done() {
+	c.mu.Lock()
+	c.n--
+	if c.n == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+	c.mu.Unlock()
+}
+
+// zero returns a channel closed once no outcome is held.
+func (c *settleCount) zero() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	return c.idle
 }
 
 // jobSource is where a job goroutine takes its next job from once it has
@@ -77,12 +121,28 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 		x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, nil, true)
 		return
 	}
-	finish, rejectExpected := x.executeIn(x.jobsBase, row, j.claimedAt, began)
+	finish, rejectExpected, settled := x.executeIn(x.jobsBase, row, j.claimedAt, began)
 	took := time.Since(began)
 	if !rejectExpected {
 		x.failures.record(row, &finish, took)
 	}
 	run := &runInfo{kind: row.Kind, queue: row.Queue, attempt: row.Attempt, maxAttempts: row.MaxAttempts, duration: took}
+	if settled != nil {
+		// The run's step records are still being written: its outcome
+		// follows them, and its goroutine goes on to the next job.
+		x.settling.add()
+		go func() {
+			defer x.settling.done()
+			<-settled
+			x.handIn(row, finish, run, rejectExpected)
+		}()
+		return
+	}
+	x.handIn(row, finish, run, rejectExpected)
+}
+
+// handIn hands a run's outcome to the writer.
+func (x *executor) handIn(row *backend.JobRow, finish backend.JobFinish, run *runInfo, rejectExpected bool) {
 	if !x.out.addRun(finish, row.Queue, run, rejectExpected) {
 		x.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",
 			"job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "outcome", finish.Outcome)
@@ -130,11 +190,11 @@ func (x *executor) runnerLoop(task func()) {
 // expected to reject it: the handler called CompleteTx (if that transaction
 // committed, the write is a fenced no-op; if it rolled back, the outcome is
 // what happened), or the job's lease was found lost.
-func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool) {
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool, settled <-chan struct{}) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
-		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false
+		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false, nil
 	}
 	timeout := h.Timeout(row)
 	if timeout == 0 {
@@ -150,10 +210,11 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	}
 	x.running.add(&runCtx.running)
 	err := safeRun(runCtx, h.Run, row)
+	settled = runCtx.run.settled()
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
-	return x.outcomeOf(row, &h, err, runCtx, timeout), rejectExpected
+	return x.outcomeOf(row, &h, err, runCtx, timeout), rejectExpected, settled
 }
 
 // outcomeOf is the outcome to write for row, whose run in runCtx (with

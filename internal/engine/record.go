@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -27,6 +28,7 @@ type Run struct {
 	// (durable.go), made on first use.
 	durableOnce sync.Once
 	durable     any
+	hasDurable  atomic.Bool // durable is set
 }
 
 type runKey struct{}

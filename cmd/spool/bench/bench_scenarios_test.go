@@ -457,3 +457,15 @@ func TestBenchFairness(t *testing.T) {
 	checkStoresDropped(t, res.Store)
 	checkPlot(t, plotFile)
 }
+
+func TestBenchStepsParked(t *testing.T) {
+	var res stepsResult
+	benchJSON(t, &res, "steps", "--jobs", "50", "--rounds", "2", "--signals", "20", "--signal-rate", "200", "--parked", "40")
+	if len(res.Ratios) != 2 || res.MedianRatio <= 0 || res.Resume.Count != 20 {
+		t.Fatalf("want 2 paired rounds, a ratio and 20 resumptions, got %+v", res)
+	}
+	if res.Parked != 40 || len(res.ParkedRatios) != 2 || res.ParkedMedianRat <= 0 {
+		t.Fatalf("want 40 jobs parked by their handlers and 2 paired rounds beside them, got %+v", res)
+	}
+	checkStoresDropped(t, res.Store)
+}

@@ -29,6 +29,7 @@ type BenchStepsCommand struct{ m *cli.Env }
 type stepsJob struct {
 	Steps int  `json:"steps,omitempty"`
 	Await bool `json:"await,omitempty"`
+	Park  int  `json:"park,omitempty"` // 1: Sleep an hour, 2: AwaitSignal "never" for an hour
 }
 
 // Kind implements spool.JobArgs.
@@ -51,6 +52,126 @@ type stepsResult struct {
 	SignalRate    int          `json:"signal_rate"`
 	SentPerS      float64      `json:"signals_sent_per_s"`
 	Resume        LatencyStats `json:"signal_to_resume"`
+	// Parked jobs beside plain drains (--parked): the plain drain's rate
+	// in a store without them and in one with them, by round.
+	Parked          int       `json:"parked,omitempty"`
+	ParkSeconds     float64   `json:"park_seconds,omitempty"`
+	BareJobsPerS    []float64 `json:"bare_jobs_per_s,omitempty"`
+	BesideJobsPerS  []float64 `json:"beside_parked_jobs_per_s,omitempty"`
+	ParkedRatios    []float64 `json:"parked_ratios,omitempty"`
+	ParkedMedianRat float64   `json:"parked_median_ratio,omitempty"`
+}
+
+// parkAll runs a client until the n inserted jobs are parked (scheduled);
+// byInsert: they were inserted so.
+func parkAll(ctx context.Context, r *ScenarioRun, be backend.Backend, inserter *spool.Client, cfg *spool.Config, n int, byInsert bool) error {
+	if byInsert {
+		return nil
+	}
+	_, stop, err := startUntilParked(ctx, r, be, inserter, cfg, n)
+	if err == nil {
+		stop()
+	}
+	return err
+}
+
+// startUntilParked starts a client of cfg on be and waits until n jobs of
+// the default queue are scheduled (parked by its handlers); stop stops it.
+func startUntilParked(ctx context.Context, r *ScenarioRun, be backend.Backend, inserter *spool.Client, cfg *spool.Config, n int) (*spool.Client, func(), error) {
+	client, err := spool.NewClient(be, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := client.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { stopClient(r.Env.Stderr, r.Name, client) }
+	for {
+		stats, err := QueueStats(ctx, inserter, spool.DefaultQueue)
+		if err == nil && stats.Counts[backend.StateScheduled] < int64(n) {
+			err = sleepCtx(ctx, 20*time.Millisecond)
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		return client, stop, nil
+	}
+}
+
+// drainTarget is a store the bench drains jobs in: its backend, a client
+// that inserts, and the jobs completed in it so far.
+type drainTarget struct {
+	be        backend.Backend
+	inserter  *spool.Client
+	completed int64
+}
+
+// benchParked opens a second scratch store, parks n jobs in it (half in
+// Sleep, half in AwaitSignal, an hour each, through the handler as any
+// job parks), then drains jobs plain no-op jobs in the first store (no
+// parked job) and in the second (beside the parked ones), alternating by
+// round, in the queue the parked jobs wait in. byInsert inserts the
+// parked jobs scheduled an hour ahead, the state Sleep leaves a job in
+// (without its step record), which is faster than parking them.
+func benchParked(ctx context.Context, r *ScenarioRun, cfg *spool.Config, bare *drainTarget, n int, byInsert bool, rounds, jobs int,
+	drainIn func(*drainTarget, int, int) (float64, error), res *stepsResult) error {
+	store, err := r.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	inserter, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.Logger()})
+	if err != nil {
+		return err
+	}
+	beside := &drainTarget{be: store.Backend, inserter: inserter}
+	began := time.Now()
+	for done := 0; done < n; {
+		k := min(n-done, 5000)
+		params := make([]spool.InsertManyParams, k)
+		for i := range params {
+			params[i] = spool.InsertManyParams{Args: stepsJob{Park: 1 + (done+i)%2}}
+			if byInsert {
+				params[i].InsertOpts = &spool.InsertOpts{Delay: time.Hour}
+			}
+		}
+		if _, err := inserter.InsertMany(ctx, params); err != nil {
+			return err
+		}
+		done += k
+	}
+	if err := parkAll(ctx, r, store.Backend, inserter, cfg, n, byInsert); err != nil {
+		return err
+	}
+	res.Parked, res.ParkSeconds = n, time.Since(began).Seconds()
+	fmt.Fprintf(r.Stderr, "parked %d jobs in %.1f s\n", n, res.ParkSeconds)
+	for round := range rounds {
+		order := []*drainTarget{bare, beside}
+		if round%2 == 1 {
+			order = []*drainTarget{beside, bare}
+		}
+		var without, with float64
+		for _, t := range order {
+			rate, err := drainIn(t, jobs, 0)
+			if err != nil {
+				return err
+			}
+			if t == bare {
+				without = rate
+			} else {
+				with = rate
+			}
+		}
+		res.BareJobsPerS = append(res.BareJobsPerS, without)
+		res.BesideJobsPerS = append(res.BesideJobsPerS, with)
+		res.ParkedRatios = append(res.ParkedRatios, with/without)
+		fmt.Fprintf(r.Stderr, "parked round %d: plain %.0f jobs/s alone, %.0f beside %d parked, ratio %.2f\n", round+1, without, with, n, with/without)
+	}
+	res.ParkedMedianRat = Median(res.ParkedRatios)
+	return nil
 }
 
 // Run implements cli.Command.
@@ -62,12 +183,14 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 	signals := r.Flags.Int("signals", 2000, "parked jobs to signal (0: skip)")
 	rate := r.Flags.Int("signal-rate", 1000, "signals per second")
 	workers := r.Flags.Int("workers", 100, "MaxWorkers of the queue")
+	parked := r.Flags.Int("parked", 0, "jobs parked in Sleep and AwaitSignal beside paired plain drains (0: skip)")
+	parkInsert := r.Flags.Bool("park-by-insert", false, "with --parked: insert the parked jobs scheduled an hour ahead instead of parking them through their handlers")
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
 	}
 	if err := r.Check(Want(*jobs >= 1, "--jobs must be at least 1"), Want(*steps >= 1 && *steps <= 100, "--steps must be 1 to 100"),
 		Want(*rounds >= 1, "--rounds must be at least 1"), Want(*signals >= 0, "--signals must not be negative"),
-		Want(*rate >= 1, "--signal-rate must be at least 1"), Want(*workers >= 1, "--workers must be at least 1")); err != nil {
+		Want(*rate >= 1, "--signal-rate must be at least 1"), Want(*parked >= 0, "--parked must not be negative"), Want(*workers >= 1, "--workers must be at least 1")); err != nil {
 		return err
 	}
 	ctx = r.Begin(ctx)
@@ -84,6 +207,13 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 	resumed := make(chan time.Duration, max(*signals, 1))
 	ws := spool.NewWorkers()
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[stepsJob]) error {
+		switch j.Args.Park {
+		case 1:
+			return spool.Sleep(ctx, time.Hour)
+		case 2:
+			_, err := spool.AwaitSignal(ctx, "never", time.Hour)
+			return err
+		}
 		if j.Args.Await {
 			if _, err := spool.AwaitSignal(ctx, "go", time.Hour); err != nil {
 				return err
@@ -112,16 +242,16 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 	}
 	res := stepsResult{Scenario: "steps", Backend: store.Backend.Name(), Store: store.Scratch.Name, Jobs: *jobs,
 		Steps: *steps, Rounds: *rounds, Workers: *workers, Signals: *signals, SignalRate: *rate}
-	completed := int64(0)
-	drain := func(n, steps int) (float64, error) {
+	main := &drainTarget{be: store.Backend, inserter: inserter}
+	drainIn := func(t *drainTarget, n, steps int) (float64, error) {
 		params := make([]spool.InsertManyParams, n)
 		for i := range params {
 			params[i] = spool.InsertManyParams{Args: stepsJob{Steps: steps}}
 		}
-		if _, err := inserter.InsertMany(ctx, params); err != nil {
+		if _, err := t.inserter.InsertMany(ctx, params); err != nil {
 			return 0, err
 		}
-		client, err := spool.NewClient(store.Backend, &cfg)
+		client, err := spool.NewClient(t.be, &cfg)
 		if err != nil {
 			return 0, err
 		}
@@ -130,20 +260,23 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 			return 0, err
 		}
 		defer stopClient(r.Env.Stderr, r.Name, client)
-		want := completed + int64(n)
+		want := t.completed + int64(n)
 		for {
-			stats, err := QueueStats(ctx, inserter, spool.DefaultQueue)
+			stats, err := QueueStats(ctx, t.inserter, spool.DefaultQueue)
 			if err != nil {
 				return 0, err
 			}
 			if stats.Counts[backend.StateCompleted] >= want {
-				completed = want
+				t.completed = want
 				return cli.Rate(int64(n), time.Since(start)), nil
 			}
 			if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
 				return 0, err
 			}
 		}
+	}
+	if err := r.StartProfile(); err != nil {
+		return err
 	}
 	for round := range *rounds {
 		order := []int{0, *steps}
@@ -152,7 +285,7 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 		}
 		var plain, stepped float64
 		for _, s := range order {
-			rate, err := drain(*jobs, s)
+			rate, err := drainIn(main, *jobs, s)
 			if err != nil {
 				return WithCause(ctx, fmt.Errorf("bench steps: drain: %w", err))
 			}
@@ -168,6 +301,11 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(r.Stderr, "round %d: plain %.0f jobs/s, %d steps %.0f jobs/s, ratio %.2f\n", round+1, plain, *steps, stepped, stepped/plain)
 	}
 	res.MedianRatio = Median(res.Ratios)
+	if *parked > 0 {
+		if err := benchParked(ctx, r, &cfg, main, *parked, *parkInsert, *rounds, *jobs, drainIn, &res); err != nil {
+			return WithCause(ctx, fmt.Errorf("bench steps: parked: %w", err))
+		}
+	}
 	if *signals > 0 {
 		if err := benchSignals(ctx, r, store.Backend, inserter, &cfg, *signals, *rate, &sentAt, resumed, &res); err != nil {
 			return WithCause(ctx, fmt.Errorf("bench steps: signals: %w", err))
@@ -189,26 +327,11 @@ func benchSignals(ctx context.Context, r *ScenarioRun, be backend.Backend, inser
 	if err != nil {
 		return err
 	}
-	client, err := spool.NewClient(be, cfg)
+	_, stop, err := startUntilParked(ctx, r, be, inserter, cfg, n)
 	if err != nil {
 		return err
 	}
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
-	defer stopClient(r.Env.Stderr, r.Name, client)
-	for {
-		stats, err := QueueStats(ctx, inserter, spool.DefaultQueue)
-		if err != nil {
-			return err
-		}
-		if stats.Counts[backend.StateScheduled] >= int64(n) {
-			break
-		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	defer stop()
 	ids := make(chan int64)
 	var wg sync.WaitGroup
 	var sendErr atomic.Value
@@ -285,6 +408,15 @@ func printStepsResult(w io.Writer, r *stepsResult) error {
 			{"signal→resume max", fmt.Sprintf("%.1f ms", r.Resume.Max)},
 		}...)
 	}
+	if r.Parked > 0 {
+		rows = append(rows, [][2]string{
+			{"parked jobs", fmt.Sprintf("%d (parked in %.1f s)", r.Parked, r.ParkSeconds)},
+			{"plain jobs/s, no parked", FormatRuns(r.BareJobsPerS)},
+			{"plain jobs/s, beside parked", FormatRuns(r.BesideJobsPerS)},
+			{"parked ratios", FormatRuns(r.ParkedRatios)},
+			{"parked median ratio", fmt.Sprintf("%.2f", r.ParkedMedianRat)},
+		}...)
+	}
 	rows = append(rows, [2]string{"store", r.Store})
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -307,6 +439,11 @@ Creates a scratch schema and measures durable steps (docs/durable.md):
   2. Signal to resume: --signals jobs park in AwaitSignal; once all are
      parked, a second client signals them at --signal-rate per second, and
      each handler's resumption is timed from its signal's send.
+  3. With --parked N: a second scratch store gets N jobs parked by their
+     handlers (half in Sleep, half in AwaitSignal, an hour each), then
+     each round drains --jobs plain jobs in the first store and in the
+     second (beside the parked jobs, in their queue), the order
+     alternating; it prints both rates and the median ratio.
 
 Flags:
 
@@ -322,5 +459,10 @@ Flags:
 		signals per second (default 1000)
 	--workers N
 		MaxWorkers of the queue (default 100)
+	--parked N
+		jobs parked beside paired plain drains; 0 skips (default 0)
+	--park-by-insert
+		insert the parked jobs scheduled an hour ahead (the state a
+		Sleep leaves) instead of parking them through their handlers
 `+CommonUsage, "\n")
 }
