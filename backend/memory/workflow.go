@@ -193,6 +193,63 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	return n, nil
 }
 
+// WorkflowRetry implements backend.WorkflowStore.
+func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	if err := b.check(); err != nil {
+		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
+	}
+	t := now()
+	s := b.s
+	s.mu.Lock()
+	w, ok := s.workflows[id]
+	if !ok {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("retry workflow %d: %w", id, backend.ErrWorkflowNotFound)
+	}
+	states := make(map[int64]backend.State, len(w.tasks))
+	var edges []backend.WorkflowEdge
+	for _, jid := range w.tasks {
+		if j, ok := s.jobs[jid]; ok {
+			states[jid] = j.State
+			edges = append(edges, s.parents[jid]...)
+		}
+	}
+	plan, err := backend.PlanWorkflowRetry(states, edges)
+	if err != nil {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
+	}
+	// A task that takes back a unique key held by another job refuses the
+	// whole retry, before anything changes.
+	for _, rt := range plan {
+		j := s.jobs[rt.ID]
+		if j.UniqueKey != "" && !j.UniqueStates.Has(j.State) {
+			if h, held := s.holder(j.UniqueKey); held && h != j {
+				s.mu.Unlock()
+				return 0, fmt.Errorf("retry workflow %d: task %q: %w", id, j.WorkflowTask, backend.ErrUniqueConflict)
+			}
+		}
+	}
+	var made []*backend.JobRow
+	for _, rt := range plan {
+		j := s.jobs[rt.ID]
+		if j.UniqueKey != "" && !j.UniqueStates.Has(j.State) {
+			s.unique[j.UniqueKey] = j
+		}
+		j.Attempt, j.FinalizedAt, j.LeasedUntil, j.LeasedBy = 0, nil, nil, ""
+		j.HasDependents, j.DepsLeft = rt.HasDependents, rt.DepsLeft
+		if rt.DepsLeft > 0 {
+			j.State, j.WaitKind = backend.StateWaiting, backend.WaitDeps
+			continue
+		}
+		j.State, j.WaitKind, j.RunAt = backend.StateAvailable, "", t
+		made = append(made, j)
+	}
+	s.mu.Unlock()
+	s.hub.Publish(runnable(made, t)...)
+	return len(plan), nil
+}
+
 // JobDependencies implements backend.WorkflowStore.
 func (b *Backend) JobDependencies(ctx context.Context, id int64) ([]backend.DependencyOutput, error) {
 	if err := b.check(); err != nil {

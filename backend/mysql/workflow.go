@@ -513,6 +513,101 @@ WHERE workflow_id = ? AND state NOT IN ('completed', 'discarded', 'cancelled') O
 	return n, nil
 }
 
+// WorkflowRetry implements backend.WorkflowStore. The tasks are locked in
+// id order; those that wait for as many retried dependencies (and are
+// depended on alike) change in one statement.
+func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	n := 0
+	err := b.writeTx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		var one int64
+		if err := tx.QueryRowContext(ctx, b.wf(`SELECT id FROM {{db}}.spool_workflows WHERE id = ? FOR UPDATE`), id).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return backend.ErrWorkflowNotFound
+			}
+			return err
+		}
+		states := map[int64]backend.State{}
+		rows, err := tx.QueryContext(ctx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE workflow_id = ? ORDER BY id FOR UPDATE`), id)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var (
+				j     int64
+				state string
+			)
+			if err := rows.Scan(&j, &state); err != nil {
+				rows.Close()
+				return err
+			}
+			states[j] = backend.State(state)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_deps d
+JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
+		if err != nil {
+			return err
+		}
+		var edges []backend.WorkflowEdge
+		for rows.Next() {
+			var e backend.WorkflowEdge
+			if err := rows.Scan(&e.Parent, &e.Child, &e.OnFail); err != nil {
+				rows.Close()
+				return err
+			}
+			edges = append(edges, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		plan, err := backend.PlanWorkflowRetry(states, edges)
+		if err != nil {
+			return err
+		}
+		type shape struct {
+			deps int
+			has  bool
+		}
+		groups := map[shape][]int64{}
+		var order []shape
+		for _, t := range plan {
+			k := shape{t.DepsLeft, t.HasDependents}
+			if groups[k] == nil {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], t.ID)
+		}
+		for _, k := range order {
+			set := `state = 'available', wait_kind = NULL, run_at = UTC_TIMESTAMP(6)`
+			if k.deps > 0 {
+				set = `state = 'waiting', wait_kind = 'deps'`
+			}
+			for c := range slices.Chunk(groups[k], updateChunk) {
+				res, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET `+set+`, attempt = 0, finalized_at = NULL,
+  leased_until = NULL, leased_by = NULL, deps_left = ?, has_dependents = ? WHERE state IN ('discarded', 'cancelled') AND id IN `)+inList(c), k.deps, k.has)
+				if err != nil {
+					return err
+				}
+				m, _ := res.RowsAffected()
+				n += int(m)
+			}
+		}
+		return nil
+	})
+	if isUniqueViolation(err) {
+		err = backend.ErrUniqueConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
+	}
+	return n, nil
+}
+
 // JobDependencies implements backend.WorkflowStore.
 func (b *Backend) JobDependencies(ctx context.Context, id int64) ([]backend.DependencyOutput, error) {
 	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT p.id, coalesce(p.workflow_task, ''), p.state, p.output
