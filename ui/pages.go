@@ -898,16 +898,25 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "workflows", p)
 }
 
-// workflowAction cancels a workflow.
+// workflowAction cancels a workflow, or retries a finished one's
+// discarded and cancelled tasks (Client.WorkflowRetry).
 func (h *Handler) workflowAction(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		return &statusError{http.StatusNotFound, fmt.Sprintf("%q is not a workflow id", r.PathValue("id"))}
 	}
-	if r.PathValue("action") != "cancel" {
-		return &statusError{http.StatusNotFound, fmt.Sprintf("no workflow action %q (cancel)", r.PathValue("action"))}
+	switch r.PathValue("action") {
+	case "cancel":
+		_, err = h.client.WorkflowCancel(r.Context(), id)
+	case "retry":
+		_, err = h.client.WorkflowRetry(r.Context(), id)
+	default:
+		return &statusError{http.StatusNotFound, fmt.Sprintf("no workflow action %q (cancel, retry)", r.PathValue("action"))}
 	}
-	if _, err := h.client.WorkflowCancel(r.Context(), id); err != nil {
+	if errors.Is(err, spool.ErrWorkflowNotFound) {
+		return &statusError{http.StatusNotFound, err.Error()}
+	}
+	if err != nil {
 		return err
 	}
 	h.back(w, r, "")

@@ -32,7 +32,8 @@ func graphNodes(body string) map[string]string {
 // draws its graph (a box per task with its state, an arrow per
 // dependency, a task after those it waits for) and lists its tasks by
 // level; a task's job page links to its workflow; the cancel button
-// cancels every unfinished task.
+// cancels every unfinished task, and the retry button runs them again in
+// order (409 while the workflow runs).
 func TestWorkflowPages(t *testing.T) {
 	for _, name := range everyStore {
 		t.Run(name, func(t *testing.T) {
@@ -101,8 +102,22 @@ func TestWorkflowPages(t *testing.T) {
 					t.Errorf("after cancel the graph shows %s %s", task, state)
 				}
 			}
-			if strings.Contains(body, `data-action="cancel"`) {
-				t.Error("a final workflow still offers cancel")
+			if strings.Contains(body, `data-action="cancel"`) || !strings.Contains(body, `data-action="retry"`) {
+				t.Error("a final workflow with cancelled tasks offers cancel, or not retry")
+			}
+			// Retry: each task again, after its retried dependencies.
+			if code, _ := s.post("/workflows/"+id+"/retry", url.Values{"csrf": {s.token("/workflows/" + id)}}); code >= 400 {
+				t.Fatalf("retry: %d", code)
+			}
+			_, _, body = s.get("/workflows/" + id)
+			if nodes := graphNodes(body); fmt.Sprint(nodes) != fmt.Sprint(want) {
+				t.Errorf("after retry the graph shows %v, want %v", nodes, want)
+			}
+			if code, _ := s.post("/workflows/"+id+"/retry", url.Values{"csrf": {s.token("/workflows/" + id)}}); code != 409 {
+				t.Errorf("retry of a running workflow: %d, want 409", code)
+			}
+			if code, _ := s.post("/workflows/999999/retry", url.Values{"csrf": {s.token("/workflows/" + id)}}); code != 404 {
+				t.Errorf("retry of no workflow: %d, want 404", code)
 			}
 			if code, _, _ := s.get("/workflows/999999"); code != 404 {
 				t.Errorf("GET of no workflow: %d, want 404", code)
