@@ -2,7 +2,6 @@ package spool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spoolq/spool/backend"
@@ -218,15 +217,7 @@ func (c *Client) BatchRetry(ctx context.Context, id int64) (BulkResult, error) {
 			if m.State != JobStateDiscarded {
 				continue
 			}
-			_, err := c.JobRetry(ctx, m.ID)
-			switch {
-			case err == nil:
-				res.Changed++
-			case errors.Is(err, ErrUniqueConflict):
-				res.UniqueConflicts++
-			case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidState):
-				// Changed by someone else since it was read.
-			default:
+			if _, err := c.JobRetry(ctx, m.ID); res.countRetry(err) != nil {
 				return res, fmt.Errorf("retry batch %d: %d retried, then: %w", id, res.Changed, err)
 			}
 		}

@@ -159,18 +159,28 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 	return out, nil
 }
 
+// lockWorkflow takes the store's lock and returns workflow id; on an error
+// the lock is not held.
+func (b *Backend) lockWorkflow(op string, id int64) (*workflowRec, error) {
+	if err := b.check(); err != nil {
+		return nil, fmt.Errorf("%s workflow %d: %w", op, id, err)
+	}
+	b.s.mu.Lock()
+	w, ok := b.s.workflows[id]
+	if !ok {
+		b.s.mu.Unlock()
+		return nil, fmt.Errorf("%s workflow %d: %w", op, id, backend.ErrWorkflowNotFound)
+	}
+	return w, nil
+}
+
 // WorkflowCancel implements backend.WorkflowStore.
 func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
-	if err := b.check(); err != nil {
-		return 0, fmt.Errorf("cancel workflow %d: %w", id, err)
-	}
 	t := now()
 	s := b.s
-	s.mu.Lock()
-	w, ok := s.workflows[id]
-	if !ok {
-		s.mu.Unlock()
-		return 0, fmt.Errorf("cancel workflow %d: %w", id, backend.ErrWorkflowNotFound)
+	w, err := b.lockWorkflow("cancel", id)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	var wakes, settled []backend.Wake
@@ -195,16 +205,11 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 
 // WorkflowRetry implements backend.WorkflowStore.
 func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
-	if err := b.check(); err != nil {
-		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
-	}
 	t := now()
 	s := b.s
-	s.mu.Lock()
-	w, ok := s.workflows[id]
-	if !ok {
-		s.mu.Unlock()
-		return 0, fmt.Errorf("retry workflow %d: %w", id, backend.ErrWorkflowNotFound)
+	w, err := b.lockWorkflow("retry", id)
+	if err != nil {
+		return 0, err
 	}
 	states := make(map[int64]backend.State, len(w.tasks))
 	var edges []backend.WorkflowEdge

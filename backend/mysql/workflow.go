@@ -460,40 +460,59 @@ JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
 	return d, rows.Err()
 }
 
+// lockWorkflow locks workflow id's row in tx, or returns
+// ErrWorkflowNotFound: its cancel and its retry run one at a time.
+func (b *Backend) lockWorkflow(ctx context.Context, tx *sql.Tx, id int64) error {
+	var one int64
+	err := tx.QueryRowContext(ctx, b.wf(`SELECT id FROM {{db}}.spool_workflows WHERE id = ? FOR UPDATE`), id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return backend.ErrWorkflowNotFound
+	}
+	return err
+}
+
+// taskStates runs query (of id and state rows, with workflow id as its
+// argument) in tx.
+func taskStates(ctx context.Context, tx *sql.Tx, query string, id int64) ([]int64, []backend.State, error) {
+	rows, err := tx.QueryContext(ctx, query, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var (
+		ids    []int64
+		states []backend.State
+	)
+	for rows.Next() {
+		var (
+			j     int64
+			state string
+		)
+		if err := rows.Scan(&j, &state); err != nil {
+			return nil, nil, err
+		}
+		ids, states = append(ids, j), append(states, backend.State(state))
+	}
+	return ids, states, rows.Err()
+}
+
 // WorkflowCancel implements backend.WorkflowStore.
 func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	n := 0
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
-		var one int64
-		if err := tx.QueryRowContext(ctx, b.wf(`SELECT id FROM {{db}}.spool_workflows WHERE id = ? FOR UPDATE`), id).Scan(&one); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return backend.ErrWorkflowNotFound
-			}
+		if err := b.lockWorkflow(ctx, tx, id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs
+		ids, states, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs
 WHERE workflow_id = ? AND state NOT IN ('completed', 'discarded', 'cancelled') ORDER BY id FOR UPDATE`), id)
-		if err != nil {
+		if err != nil || len(ids) == 0 {
 			return err
 		}
-		var ids, running []int64
-		for rows.Next() {
-			var (
-				j     int64
-				state string
-			)
-			if err := rows.Scan(&j, &state); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, j)
-			if backend.State(state) == backend.StateRunning {
+		var running []int64
+		for i, j := range ids {
+			if states[i] == backend.StateRunning {
 				running = append(running, j)
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
-			return err
 		}
 		for _, j := range running {
 			if err := b.recordCancel(ctx, tx, j); err != nil {
@@ -520,34 +539,18 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 	n := 0
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		var one int64
-		if err := tx.QueryRowContext(ctx, b.wf(`SELECT id FROM {{db}}.spool_workflows WHERE id = ? FOR UPDATE`), id).Scan(&one); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return backend.ErrWorkflowNotFound
-			}
+		if err := b.lockWorkflow(ctx, tx, id); err != nil {
 			return err
 		}
-		states := map[int64]backend.State{}
-		rows, err := tx.QueryContext(ctx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE workflow_id = ? ORDER BY id FOR UPDATE`), id)
+		ids, list, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE workflow_id = ? ORDER BY id FOR UPDATE`), id)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var (
-				j     int64
-				state string
-			)
-			if err := rows.Scan(&j, &state); err != nil {
-				rows.Close()
-				return err
-			}
-			states[j] = backend.State(state)
+		states := make(map[int64]backend.State, len(ids))
+		for i, j := range ids {
+			states[j] = list[i]
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows, err = tx.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_deps d
+		rows, err := tx.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_deps d
 JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
 		if err != nil {
 			return err

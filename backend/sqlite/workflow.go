@@ -408,6 +408,17 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 	return d, rows.Err()
 }
 
+// workflowExists returns ErrWorkflowNotFound when tx finds no workflow
+// id (a write transaction: nothing changes it until the commit).
+func workflowExists(ctx context.Context, tx *sql.Tx, id int64) error {
+	var one int
+	err := tx.QueryRowContext(ctx, wfStmt.workflowGet, id).Scan(&one, new(string), new(int64), new(int))
+	if errors.Is(err, sql.ErrNoRows) {
+		return backend.ErrWorkflowNotFound
+	}
+	return err
+}
+
 // WorkflowCancel implements backend.WorkflowStore.
 func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	var (
@@ -418,11 +429,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		n, running = 0, nil
 		clear(wake)
-		var one int
-		if err := tx.QueryRowContext(ctx, wfStmt.workflowGet, id).Scan(&one, new(string), new(int64), new(int)); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return backend.ErrWorkflowNotFound
-			}
+		if err := workflowExists(ctx, tx, id); err != nil {
 			return err
 		}
 		// Running tasks are told (cancel events) before they change.
@@ -485,11 +492,7 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		n = 0
 		clear(wake)
-		var one int
-		if err := tx.QueryRowContext(ctx, wfStmt.workflowGet, id).Scan(&one, new(string), new(int64), new(int)); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return backend.ErrWorkflowNotFound
-			}
+		if err := workflowExists(ctx, tx, id); err != nil {
 			return err
 		}
 		states := map[int64]backend.State{}
