@@ -191,3 +191,40 @@ func results(rows []*backend.JobInsertParams, ids []int64, dups []bool) []Insert
 	}
 	return out
 }
+
+// BatchRetry retries a batch's discarded members, as JobRetry does each:
+// available now with a fresh set of attempts. It reads the members a page
+// at a time and changes each in its own write; a member another caller
+// changed meanwhile is left alone, one whose unique key a newer job holds
+// is counted in UniqueConflicts. The batch's counts and callbacks are not
+// reopened: a batch is settled once (its callbacks ran, or will run,
+// exactly once), and a retried member's new outcome is not counted in it.
+// It fails with an error matching ErrBatchNotFound when there is no such
+// batch; on another error, the result counts what was retried before it.
+func (c *Client) BatchRetry(ctx context.Context, id int64) (BulkResult, error) {
+	var res BulkResult
+	if _, err := c.backend.BatchGet(ctx, id); err != nil {
+		return res, fmt.Errorf("retry batch %d: %w", id, err)
+	}
+	const page = 500
+	var after int64
+	for {
+		members, err := c.backend.BatchMembers(ctx, &backend.BatchMembersParams{ID: id, AfterID: after, Limit: page})
+		if err != nil {
+			return res, fmt.Errorf("retry batch %d: %d retried, then: %w", id, res.Changed, err)
+		}
+		for _, m := range members {
+			if m.State != JobStateDiscarded {
+				continue
+			}
+			if _, err := c.JobRetry(ctx, m.ID); res.countRetry(err) != nil {
+				return res, fmt.Errorf("retry batch %d: %d retried, then: %w", id, res.Changed, err)
+			}
+		}
+		if len(members) < page {
+			break
+		}
+		after = members[len(members)-1].ID
+	}
+	return res, nil
+}

@@ -87,14 +87,7 @@ func (c *Client) bulk(ctx context.Context, action backend.BulkAction, f JobFilte
 		res.Changed += batch.Changed
 		for _, id := range batch.UniqueRetries {
 			_, err := c.backend.JobRetry(ctx, &backend.JobRetryParams{ID: id})
-			switch {
-			case err == nil:
-				res.Changed++
-			case errors.Is(err, ErrUniqueConflict):
-				res.UniqueConflicts++
-			case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidState):
-				// Changed by someone else since the batch took it.
-			default:
+			if err := res.countRetry(err); err != nil {
 				return fail(err)
 			}
 		}
@@ -111,6 +104,23 @@ func (c *Client) bulk(ctx context.Context, action backend.BulkAction, f JobFilte
 		}
 	}
 	return res, nil
+}
+
+// countRetry counts the outcome of one job's retry: retried, or left
+// because a newer job holds its key; a job changed by someone else since
+// it was read (gone, or in a state that takes no retry) is left alone.
+// Any other error is returned.
+func (r *BulkResult) countRetry(err error) error {
+	switch {
+	case err == nil:
+		r.Changed++
+	case errors.Is(err, ErrUniqueConflict):
+		r.UniqueConflicts++
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidState):
+	default:
+		return err
+	}
+	return nil
 }
 
 // checkFilter validates a filter and sets the batch size's default.

@@ -314,6 +314,35 @@ func (c *Client) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	return c.backend.WorkflowCancel(ctx, id)
 }
 
+// ErrWorkflowNotFinal: WorkflowRetry on a workflow with a task not final
+// (waiting, pending or running). It matches ErrInvalidState too.
+var ErrWorkflowNotFinal = backend.ErrWorkflowNotFinal
+
+// WorkflowRetry reruns a finished workflow's failures: every discarded
+// and cancelled task runs again with a fresh set of attempts, after those
+// of its dependencies that run again (a task whose dependencies all
+// completed is available at once; the others wait, as at insert), in one
+// transaction. Completed tasks are not rerun, and their outputs stay for
+// their dependents to read. It returns how many tasks it retried (0 when
+// none failed). Every task must be final: otherwise it fails with an error
+// matching ErrWorkflowNotFinal (cancel the workflow first, or wait), and
+// nothing is written; so it does when a retried task would take back a
+// unique key another job holds (ErrUniqueConflict). ErrWorkflowNotFound
+// when there is no such workflow.
+//
+// JobRetry of one task reruns that task alone: its dependents, cancelled
+// when it failed, stay cancelled.
+func (c *Client) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	n, err := c.backend.WorkflowRetry(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		c.engine.WakeAll()
+	}
+	return n, nil
+}
+
 // DependencyOutput decodes the output recorded by the dependency named task
 // of the running workflow task whose context ctx is. It fails with
 // ErrNotInJob outside a job and ErrNoDependency when the job has no such

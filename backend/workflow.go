@@ -1,9 +1,12 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -34,6 +37,11 @@ var ErrBatchNotFound = errors.New("batch not found")
 
 // ErrWorkflowNotFound means no workflow has the given id.
 var ErrWorkflowNotFound = errors.New("workflow not found")
+
+// ErrWorkflowNotFinal means a workflow retry found a task that is not
+// final: a workflow is retried once every task has ended. It matches
+// ErrInvalidState too.
+var ErrWorkflowNotFinal = fmt.Errorf("workflow has unfinished tasks: %w", ErrInvalidState)
 
 // WorkflowDep is one dependency of a workflow task: the index (in
 // WorkflowInsertParams.Tasks) of the task it waits for, and what that
@@ -231,6 +239,13 @@ type WorkflowStore interface {
 	// (waiting, pending or running: a running task's holder learns of it
 	// as from JobCancel) and returns how many it cancelled.
 	WorkflowCancel(ctx context.Context, id int64) (int, error)
+	// WorkflowRetry retries, in one transaction, every discarded and
+	// cancelled task of a workflow whose tasks are all final, as
+	// PlanWorkflowRetry says, and returns how many it retried. It fails
+	// with ErrWorkflowNotFound, ErrWorkflowNotFinal (nothing written), or
+	// ErrUniqueConflict when a retried task would take back a unique key
+	// another job holds (nothing written).
+	WorkflowRetry(ctx context.Context, id int64) (int, error)
 	// JobDependencies lists the dependencies of a job with their outputs.
 	JobDependencies(ctx context.Context, id int64) ([]DependencyOutput, error)
 
@@ -253,4 +268,54 @@ type WorkflowStore interface {
 // IsFinal reports whether s is a final state.
 func (s State) IsFinal() bool {
 	return s == StateCompleted || s == StateDiscarded || s == StateCancelled
+}
+
+// RetryTask is one task a workflow retry changes: it waits for DepsLeft
+// retried dependencies (0: available now), and HasDependents flags it when
+// a retried task depends on it.
+type RetryTask struct {
+	ID            int64
+	DepsLeft      int
+	HasDependents bool
+}
+
+// PlanWorkflowRetry says what retrying a workflow changes, given its tasks'
+// states by job id and its edges: every discarded or cancelled task runs
+// again with a fresh set of attempts, after those of its dependencies that
+// run again (whatever their edges' failure policy: a retried dependency is
+// waited for anew); one with none to wait for is available at once. The
+// dependencies that completed stay done and are not settled again (their
+// flag stays clear). A retried task's finish settles its retried
+// dependents only: settling reads only waiting dependents, and a
+// dependent that is not retried is final. An edge whose parent is gone
+// (deleted) counts as done. The tasks come in id order (the order rows are
+// locked in). It fails with ErrWorkflowNotFinal when a task is not final.
+func PlanWorkflowRetry(states map[int64]State, edges []WorkflowEdge) ([]RetryTask, error) {
+	retried := func(id int64) bool {
+		s, ok := states[id]
+		return ok && (s == StateDiscarded || s == StateCancelled)
+	}
+	for id, s := range states {
+		if !s.IsFinal() {
+			return nil, fmt.Errorf("task %d is %s: %w", id, s, ErrWorkflowNotFinal)
+		}
+	}
+	plan := map[int64]*RetryTask{}
+	for id := range states {
+		if retried(id) {
+			plan[id] = &RetryTask{ID: id}
+		}
+	}
+	for _, e := range edges {
+		if retried(e.Parent) && retried(e.Child) {
+			plan[e.Child].DepsLeft++
+			plan[e.Parent].HasDependents = true
+		}
+	}
+	out := make([]RetryTask, 0, len(plan))
+	for _, t := range plan {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b RetryTask) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }

@@ -22,6 +22,7 @@ func workflowTests() []namedTest {
 		{"WorkflowRefusedWritesNothing", testWorkflowRefused},
 		{"WorkflowFailurePolicy", testWorkflowFailurePolicy},
 		{"WorkflowCancelAndRetention", testWorkflowCancelRetention},
+		{"WorkflowRetry", testWorkflowRetry},
 		{"WorkflowTx", testWorkflowTx},
 		{"WorkflowFlowRules", testWorkflowFlowRules},
 		{"WorkflowDeleteKeepsWaitedOn", testWorkflowDeleteKeepsWaitedOn},
@@ -437,6 +438,94 @@ func testWorkflowCancelRetention(t *testing.T, h Harness) {
 	if n := cleanup(); n != 4 {
 		t.Fatalf("cleanup of the final workflow deleted %d, want 4", n)
 	}
+}
+
+// testWorkflowRetry: a finished workflow's discarded and cancelled tasks
+// run again, each after its retried dependencies (a dependent does not
+// start before its dependency's new completion), completed tasks stay as
+// they are; a workflow with a task not final, or one whose retried task
+// would take back a unique key another job holds, is refused with nothing
+// written.
+func testWorkflowRetry(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	c := newClient(t, be, &spool.Config{AllowUnknownKinds: true})
+	ctx := context.Background()
+	w := spool.NewWorkflow("again")
+	noteTask(w, "a", 1, "")
+	noteTask(w, "b", 2, "", spool.After("a"))
+	noteTask(w, "c", 3, "", spool.After("b"))
+	noteTask(w, "d", 4, "", spool.AfterAny("a"))
+	noteTask(w, "e", 5, "")
+	noteTask(w, "f", 6, "", spool.After("e"), spool.AfterAny("b"))
+	res, err := c.InsertWorkflow(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumpOnFailure(t, be, res.Tasks)
+	for _, r := range claimAll(t, be, spool.DefaultQueue) {
+		o := backend.OutcomeComplete
+		if r.ID == res.Tasks["a"] {
+			o = backend.OutcomeDiscard
+		}
+		finishRow(t, be, r, o)
+	}
+	wantStates(t, be, res.Tasks, map[string]backend.State{"a": backend.StateDiscarded, "b": backend.StateCancelled, "c": backend.StateCancelled,
+		"d": backend.StateAvailable, "e": backend.StateCompleted, "f": backend.StateAvailable})
+	if _, err := c.WorkflowRetry(ctx, res.ID); !errors.Is(err, spool.ErrWorkflowNotFinal) || !errors.Is(err, spool.ErrInvalidState) {
+		t.Fatalf("retry of a workflow with available tasks: %v, want ErrWorkflowNotFinal", err)
+	}
+	wantStates(t, be, res.Tasks, map[string]backend.State{"a": backend.StateDiscarded, "b": backend.StateCancelled, "d": backend.StateAvailable})
+	for _, r := range claimAll(t, be, spool.DefaultQueue) {
+		finishRow(t, be, r, backend.OutcomeComplete)
+	}
+	n, err := c.WorkflowRetry(ctx, res.ID)
+	if err != nil || n != 3 {
+		t.Fatalf("retry: %d, %v; want a, b and c", n, err)
+	}
+	wantStates(t, be, res.Tasks, map[string]backend.State{"a": backend.StateAvailable, "b": backend.StateWaiting, "c": backend.StateWaiting,
+		"d": backend.StateCompleted, "e": backend.StateCompleted, "f": backend.StateCompleted})
+	if j := getJob(t, be, res.Tasks["a"]); j.Attempt != 0 || j.FinalizedAt != nil || !j.HasDependents {
+		t.Fatalf("retried root: attempt %d finalized %v has_dependents %v; want 0, nil, true", j.Attempt, j.FinalizedAt, j.HasDependents)
+	}
+	// Each retried task starts only after its retried dependency's new
+	// completion; the completed dependents of a (d) are not touched.
+	for _, step := range []string{"a", "b", "c"} {
+		rows := claimAll(t, be, spool.DefaultQueue)
+		if len(rows) != 1 || rows[0].ID != res.Tasks[step] {
+			t.Fatalf("claimed %v, want task %s alone", rows, step)
+		}
+		finishRow(t, be, rows[0], backend.OutcomeComplete)
+	}
+	for name, s := range states(t, be, res.Tasks) {
+		if s != backend.StateCompleted {
+			t.Fatalf("task %s ended %s, want every task completed", name, s)
+		}
+	}
+	if n, err := c.WorkflowRetry(ctx, res.ID); err != nil || n != 0 {
+		t.Fatalf("retry of a completed workflow: %d, %v; want 0, nil", n, err)
+	}
+	if _, err := c.WorkflowRetry(ctx, res.ID+1000); !errors.Is(err, spool.ErrWorkflowNotFound) {
+		t.Fatalf("retry of no workflow: %v", err)
+	}
+	// A retried root task whose unique key another job took meanwhile
+	// refuses the retry whole.
+	w2 := spool.NewWorkflow("unique")
+	w2.Add("u", NoteArgs{N: 7}, &spool.InsertOpts{Queue: "wfu", Unique: &spool.UniqueOpts{Key: "wf-retry-u"}})
+	w2.Add("v", NoteArgs{N: 8}, &spool.InsertOpts{Queue: "wfu"}, spool.After("u"))
+	res2, err := c.InsertWorkflow(ctx, w2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := claimAll(t, be, "wfu")
+	if len(rows) != 1 {
+		t.Fatalf("claimed %d, want task u", len(rows))
+	}
+	finishRow(t, be, rows[0], backend.OutcomeDiscard)
+	insert(t, c, NoteArgs{N: 9}, &spool.InsertOpts{Queue: "other", Unique: &spool.UniqueOpts{Key: "wf-retry-u"}})
+	if _, err := c.WorkflowRetry(ctx, res2.ID); !errors.Is(err, spool.ErrUniqueConflict) {
+		t.Fatalf("retry of a task whose key is held: %v, want ErrUniqueConflict", err)
+	}
+	wantStates(t, be, res2.Tasks, map[string]backend.State{"u": backend.StateDiscarded, "v": backend.StateCancelled})
 }
 
 // testWorkflowTx: a workflow inserted in a transaction that rolls back

@@ -38,6 +38,9 @@ type page struct {
 	// Status is the page's HTTP status (0: 200). A page that answers an
 	// error does not refresh: the same request would fail again.
 	Status int
+	// refreshEvery stretches the refresh interval of a page costly to
+	// read (0 or 1: Options.Refresh).
+	refreshEvery int
 }
 
 // parsePages parses each page template with the layout.
@@ -53,9 +56,10 @@ func parsePages() (map[string]*template.Template, error) {
 		},
 		"json": prettyJSON,
 		"dict": dict,
+		"add":  func(a, b int) int { return a + b },
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"queues", "jobs", "job", "periodic", "limits", "workflows"} {
+	for _, name := range []string{"queues", "jobs", "job", "periodic", "limits", "workflows", "batches"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("spool ui: parse %s: %w", name, err)
@@ -87,7 +91,7 @@ func dict(kv ...any) (map[string]any, error) {
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p *page) {
 	p.Prefix, p.ReadOnly, p.CSRF = h.opts.Prefix, h.opts.ReadOnly, h.csrfToken(w, r)
 	if h.opts.Refresh > 0 && p.Status < 400 {
-		p.Refresh = int(h.opts.Refresh / time.Millisecond)
+		p.Refresh = int(h.opts.Refresh/time.Millisecond) * max(1, p.refreshEvery)
 	}
 	p.Self = r.URL.RequestURI()
 	var buf bytes.Buffer
@@ -770,7 +774,15 @@ type workflowsData struct {
 	Workflows []*spool.WorkflowSummary
 	Batches   []*spool.Batch
 	Workflow  *spool.WorkflowDetail
-	Levels    [][]workflowTask
+	Graph     *graph
+	// Levels are the tasks by level as text, for a graph drawn a box
+	// per task.
+	Levels [][]workflowTask
+	// Failed counts the workflow's discarded and cancelled tasks.
+	Failed int
+	// MaxTasks and MaxEdges are the bounds of a graph drawn a box per
+	// task.
+	MaxTasks, MaxEdges int
 }
 
 // workflowTask is a task of the workflow shown, with the names of the
@@ -834,8 +846,8 @@ func (h *Handler) workflowsPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "workflows", &page{Title: "Workflows and batches", Nav: "workflows", Data: &workflowsData{Workflows: ws, Batches: bs}})
 }
 
-// workflowPage shows one workflow as a graph by level: a task's level is
-// one more than its deepest dependency's.
+// workflowPage shows one workflow as a graph (graph.go) and, when it is
+// drawn a box per task, its tasks by level as text.
 func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -850,57 +862,61 @@ func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	byID := map[int64]*spool.JobRow{}
+	g := h.buildGraph(d)
+	data := &workflowsData{Workflow: d, Graph: g, MaxTasks: GraphMaxTasks, MaxEdges: GraphMaxEdges}
 	for _, j := range d.Jobs {
-		byID[j.ID] = j
-	}
-	parents := map[int64][]int64{}
-	for _, e := range d.Edges {
-		parents[e.Child] = append(parents[e.Child], e.Parent)
-	}
-	level := map[int64]int{}
-	var depth func(id int64, seen int) int
-	depth = func(id int64, seen int) int {
-		if l, ok := level[id]; ok {
-			return l
+		if j.State == spool.JobStateDiscarded || j.State == spool.JobStateCancelled {
+			data.Failed++
 		}
-		l := 0
-		if seen < len(d.Jobs) { // a workflow has no cycle; the bound keeps a bad store from looping
-			for _, p := range parents[id] {
-				l = max(l, depth(p, seen+1)+1)
+	}
+	if !g.Collapsed {
+		byID := map[int64]*spool.JobRow{}
+		for _, j := range d.Jobs {
+			byID[j.ID] = j
+		}
+		after := map[int64][]string{}
+		for _, e := range d.Edges {
+			if pj := byID[e.Parent]; pj != nil {
+				after[e.Child] = append(after[e.Child], pj.WorkflowTask)
 			}
 		}
-		level[id] = l
-		return l
-	}
-	var levels [][]workflowTask
-	for _, j := range d.Jobs {
-		l := depth(j.ID, 0)
-		for len(levels) <= l {
-			levels = append(levels, nil)
-		}
-		var after []string
-		for _, p := range parents[j.ID] {
-			if pj := byID[p]; pj != nil {
-				after = append(after, pj.WorkflowTask)
+		// The graph's boxes are in level order, each level's in its
+		// drawn order.
+		for _, n := range g.Nodes {
+			for len(data.Levels) <= n.line {
+				data.Levels = append(data.Levels, nil)
 			}
+			data.Levels[n.line] = append(data.Levels[n.line], workflowTask{Job: n.Job, After: strings.Join(after[n.Job.ID], ", ")})
 		}
-		levels[l] = append(levels[l], workflowTask{Job: j, After: strings.Join(after, ", ")})
 	}
-	h.render(w, r, "workflows", &page{Title: "Workflow " + strconv.FormatInt(id, 10), Nav: "workflows",
-		Data: &workflowsData{Workflow: d, Levels: levels}})
+	p := &page{Title: "Workflow " + strconv.FormatInt(id, 10), Nav: "workflows", Data: data}
+	if g.Collapsed {
+		// Reading a big workflow whole costs the store more than any
+		// other page: refresh it less often.
+		p.refreshEvery = 5
+	}
+	h.render(w, r, "workflows", p)
 }
 
-// workflowAction cancels a workflow.
+// workflowAction cancels a workflow, or retries a finished one's
+// discarded and cancelled tasks (Client.WorkflowRetry).
 func (h *Handler) workflowAction(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		return &statusError{http.StatusNotFound, fmt.Sprintf("%q is not a workflow id", r.PathValue("id"))}
 	}
-	if r.PathValue("action") != "cancel" {
-		return &statusError{http.StatusNotFound, fmt.Sprintf("no workflow action %q (cancel)", r.PathValue("action"))}
+	switch r.PathValue("action") {
+	case "cancel":
+		_, err = h.client.WorkflowCancel(r.Context(), id)
+	case "retry":
+		_, err = h.client.WorkflowRetry(r.Context(), id)
+	default:
+		return &statusError{http.StatusNotFound, fmt.Sprintf("no workflow action %q (cancel, retry)", r.PathValue("action"))}
 	}
-	if _, err := h.client.WorkflowCancel(r.Context(), id); err != nil {
+	if errors.Is(err, spool.ErrWorkflowNotFound) {
+		return &statusError{http.StatusNotFound, err.Error()}
+	}
+	if err != nil {
 		return err
 	}
 	h.back(w, r, "")

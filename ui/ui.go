@@ -1,6 +1,7 @@
 // Package ui is Spool's web dashboard: an http.Handler that shows queues,
-// jobs, periodic jobs and flow limits, and retries, cancels and deletes jobs
-// and pauses and resumes queues. Mount it in an application's server under
+// jobs, periodic jobs, workflows (drawn as graphs), batches and flow
+// limits, retries, cancels and deletes jobs, cancels workflows, retries a
+// batch's discarded members, and pauses and resumes queues. Mount it in an application's server under
 // any prefix, or run it with `spool ui`.
 //
 // It is safe by default: every state-changing request needs a CSRF token
@@ -189,6 +190,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET "+p+"/workflows", h.workflowsPage)
 	m.HandleFunc("GET "+p+"/workflows/{id}", h.workflowPage)
 	m.HandleFunc("POST "+p+"/workflows/{id}/{action}", h.action(h.workflowAction))
+	m.HandleFunc("GET "+p+"/batches", h.batchesPage)
+	m.HandleFunc("GET "+p+"/batches/{id}", h.batchPage)
+	m.HandleFunc("POST "+p+"/batches/{id}/{action}", h.action(h.batchAction))
 	m.HandleFunc("GET "+p+"/limits", h.limitsPage)
 	m.HandleFunc("GET "+p+"/api/throughput", h.throughputAPI)
 	m.HandleFunc("POST "+p+"/jobs/{id}/{action}", h.action(h.jobAction))

@@ -159,18 +159,28 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 	return out, nil
 }
 
+// lockWorkflow takes the store's lock and returns workflow id; on an error
+// the lock is not held.
+func (b *Backend) lockWorkflow(op string, id int64) (*workflowRec, error) {
+	if err := b.check(); err != nil {
+		return nil, fmt.Errorf("%s workflow %d: %w", op, id, err)
+	}
+	b.s.mu.Lock()
+	w, ok := b.s.workflows[id]
+	if !ok {
+		b.s.mu.Unlock()
+		return nil, fmt.Errorf("%s workflow %d: %w", op, id, backend.ErrWorkflowNotFound)
+	}
+	return w, nil
+}
+
 // WorkflowCancel implements backend.WorkflowStore.
 func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
-	if err := b.check(); err != nil {
-		return 0, fmt.Errorf("cancel workflow %d: %w", id, err)
-	}
 	t := now()
 	s := b.s
-	s.mu.Lock()
-	w, ok := s.workflows[id]
-	if !ok {
-		s.mu.Unlock()
-		return 0, fmt.Errorf("cancel workflow %d: %w", id, backend.ErrWorkflowNotFound)
+	w, err := b.lockWorkflow("cancel", id)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	var wakes, settled []backend.Wake
@@ -191,6 +201,58 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	s.mu.Unlock()
 	s.hub.Publish(append(wakes, settled...)...)
 	return n, nil
+}
+
+// WorkflowRetry implements backend.WorkflowStore.
+func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	t := now()
+	s := b.s
+	w, err := b.lockWorkflow("retry", id)
+	if err != nil {
+		return 0, err
+	}
+	states := make(map[int64]backend.State, len(w.tasks))
+	var edges []backend.WorkflowEdge
+	for _, jid := range w.tasks {
+		if j, ok := s.jobs[jid]; ok {
+			states[jid] = j.State
+			edges = append(edges, s.parents[jid]...)
+		}
+	}
+	plan, err := backend.PlanWorkflowRetry(states, edges)
+	if err != nil {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
+	}
+	// A task that takes back a unique key held by another job refuses the
+	// whole retry, before anything changes.
+	for _, rt := range plan {
+		j := s.jobs[rt.ID]
+		if j.UniqueKey != "" && !j.UniqueStates.Has(j.State) {
+			if h, held := s.holder(j.UniqueKey); held && h != j {
+				s.mu.Unlock()
+				return 0, fmt.Errorf("retry workflow %d: task %q: %w", id, j.WorkflowTask, backend.ErrUniqueConflict)
+			}
+		}
+	}
+	var made []*backend.JobRow
+	for _, rt := range plan {
+		j := s.jobs[rt.ID]
+		if j.UniqueKey != "" && !j.UniqueStates.Has(j.State) {
+			s.unique[j.UniqueKey] = j
+		}
+		j.Attempt, j.FinalizedAt, j.LeasedUntil, j.LeasedBy = 0, nil, nil, ""
+		j.HasDependents, j.DepsLeft = rt.HasDependents, rt.DepsLeft
+		if rt.DepsLeft > 0 {
+			j.State, j.WaitKind = backend.StateWaiting, backend.WaitDeps
+			continue
+		}
+		j.State, j.WaitKind, j.RunAt = backend.StateAvailable, "", t
+		made = append(made, j)
+	}
+	s.mu.Unlock()
+	s.hub.Publish(runnable(made, t)...)
+	return len(plan), nil
 }
 
 // JobDependencies implements backend.WorkflowStore.

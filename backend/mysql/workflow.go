@@ -460,40 +460,59 @@ JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
 	return d, rows.Err()
 }
 
+// lockWorkflow locks workflow id's row in tx, or returns
+// ErrWorkflowNotFound: its cancel and its retry run one at a time.
+func (b *Backend) lockWorkflow(ctx context.Context, tx *sql.Tx, id int64) error {
+	var one int64
+	err := tx.QueryRowContext(ctx, b.wf(`SELECT id FROM {{db}}.spool_workflows WHERE id = ? FOR UPDATE`), id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return backend.ErrWorkflowNotFound
+	}
+	return err
+}
+
+// taskStates runs query (of id and state rows, with workflow id as its
+// argument) in tx.
+func taskStates(ctx context.Context, tx *sql.Tx, query string, id int64) ([]int64, []backend.State, error) {
+	rows, err := tx.QueryContext(ctx, query, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var (
+		ids    []int64
+		states []backend.State
+	)
+	for rows.Next() {
+		var (
+			j     int64
+			state string
+		)
+		if err := rows.Scan(&j, &state); err != nil {
+			return nil, nil, err
+		}
+		ids, states = append(ids, j), append(states, backend.State(state))
+	}
+	return ids, states, rows.Err()
+}
+
 // WorkflowCancel implements backend.WorkflowStore.
 func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	n := 0
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
-		var one int64
-		if err := tx.QueryRowContext(ctx, b.wf(`SELECT id FROM {{db}}.spool_workflows WHERE id = ? FOR UPDATE`), id).Scan(&one); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return backend.ErrWorkflowNotFound
-			}
+		if err := b.lockWorkflow(ctx, tx, id); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs
+		ids, states, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs
 WHERE workflow_id = ? AND state NOT IN ('completed', 'discarded', 'cancelled') ORDER BY id FOR UPDATE`), id)
-		if err != nil {
+		if err != nil || len(ids) == 0 {
 			return err
 		}
-		var ids, running []int64
-		for rows.Next() {
-			var (
-				j     int64
-				state string
-			)
-			if err := rows.Scan(&j, &state); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, j)
-			if backend.State(state) == backend.StateRunning {
+		var running []int64
+		for i, j := range ids {
+			if states[i] == backend.StateRunning {
 				running = append(running, j)
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
-			return err
 		}
 		for _, j := range running {
 			if err := b.recordCancel(ctx, tx, j); err != nil {
@@ -509,6 +528,85 @@ WHERE workflow_id = ? AND state NOT IN ('completed', 'discarded', 'cancelled') O
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel workflow %d: %w", id, err)
+	}
+	return n, nil
+}
+
+// WorkflowRetry implements backend.WorkflowStore. The tasks are locked in
+// id order; those that wait for as many retried dependencies (and are
+// depended on alike) change in one statement.
+func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	n := 0
+	err := b.writeTx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		if err := b.lockWorkflow(ctx, tx, id); err != nil {
+			return err
+		}
+		ids, list, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE workflow_id = ? ORDER BY id FOR UPDATE`), id)
+		if err != nil {
+			return err
+		}
+		states := make(map[int64]backend.State, len(ids))
+		for i, j := range ids {
+			states[j] = list[i]
+		}
+		rows, err := tx.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_deps d
+JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
+		if err != nil {
+			return err
+		}
+		var edges []backend.WorkflowEdge
+		for rows.Next() {
+			var e backend.WorkflowEdge
+			if err := rows.Scan(&e.Parent, &e.Child, &e.OnFail); err != nil {
+				rows.Close()
+				return err
+			}
+			edges = append(edges, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		plan, err := backend.PlanWorkflowRetry(states, edges)
+		if err != nil {
+			return err
+		}
+		type shape struct {
+			deps int
+			has  bool
+		}
+		groups := map[shape][]int64{}
+		var order []shape
+		for _, t := range plan {
+			k := shape{t.DepsLeft, t.HasDependents}
+			if groups[k] == nil {
+				order = append(order, k)
+			}
+			groups[k] = append(groups[k], t.ID)
+		}
+		for _, k := range order {
+			set := `state = 'available', wait_kind = NULL, run_at = UTC_TIMESTAMP(6)`
+			if k.deps > 0 {
+				set = `state = 'waiting', wait_kind = 'deps'`
+			}
+			for c := range slices.Chunk(groups[k], updateChunk) {
+				res, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET `+set+`, attempt = 0, finalized_at = NULL,
+  leased_until = NULL, leased_by = NULL, deps_left = ?, has_dependents = ? WHERE state IN ('discarded', 'cancelled') AND id IN `)+inList(c), k.deps, k.has)
+				if err != nil {
+					return err
+				}
+				m, _ := res.RowsAffected()
+				n += int(m)
+			}
+		}
+		return nil
+	})
+	if isUniqueViolation(err) {
+		err = backend.ErrUniqueConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
 	}
 	return n, nil
 }

@@ -70,6 +70,7 @@ type workflowQueries struct {
 	workflowSummary, workflowGet, workflowJobs, workflowEdges, workflowCancel      string
 	dependencies, batchInsert, batchTotal, batchLock, batchSeal, batchGet          string
 	batchList, batchMemberList, unsettled, prune                                   string
+	workflowLock, workflowStates, workflowRetry                                    string
 }
 
 // stepQueries are the statements of sql/steps/ (steps.go).
@@ -205,6 +206,9 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 			"workflow_jobs":     &q.wf.workflowJobs,
 			"workflow_edges":    &q.wf.workflowEdges,
 			"workflow_cancel":   &q.wf.workflowCancel,
+			"workflow_lock":     &q.wf.workflowLock,
+			"workflow_states":   &q.wf.workflowStates,
+			"workflow_retry":    &q.wf.workflowRetry,
 			"dependencies":      &q.wf.dependencies,
 			"batch_insert":      &q.wf.batchInsert,
 			"batch_total":       &q.wf.batchTotal,

@@ -516,7 +516,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	err := b.inTx(ctx, b.pool, func(tx DBTX) error {
 		n, running, wake = 0, nil, nil
 		var one int64
-		if err := tx.QueryRow(ctx, `SELECT id FROM `+b.quotedSchema()+`.spool_workflows WHERE id = $1 FOR UPDATE`, id).Scan(&one); err != nil {
+		if err := tx.QueryRow(ctx, b.sql.wf.workflowLock, id).Scan(&one); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return backend.ErrWorkflowNotFound
 			}
@@ -556,6 +556,79 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 		// A hint: the holder finds the cancel at its next heartbeat anyway.
 		_, _ = b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, cancelPrefix+fmt.Sprint(r))
 	}
+	return n, nil
+}
+
+// WorkflowRetry implements backend.WorkflowStore.
+func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	var (
+		n    int
+		wake queueKeys
+	)
+	err := b.inTx(ctx, b.pool, func(tx DBTX) error {
+		n, wake = 0, nil
+		var one int64
+		if err := tx.QueryRow(ctx, b.sql.wf.workflowLock, id).Scan(&one); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return backend.ErrWorkflowNotFound
+			}
+			return err
+		}
+		states := map[int64]backend.State{}
+		var (
+			tid   int64
+			state string
+		)
+		rows, err := tx.Query(ctx, b.sql.wf.workflowStates, id)
+		if err != nil {
+			return err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&tid, &state}, func() error { states[tid] = backend.State(state); return nil }); err != nil {
+			return err
+		}
+		var edges []backend.WorkflowEdge
+		var e backend.WorkflowEdge
+		var on int16
+		rows, err = tx.Query(ctx, b.sql.wf.workflowEdges, id)
+		if err != nil {
+			return err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&e.Parent, &e.Child, &on}, func() error { edges = append(edges, e); return nil }); err != nil {
+			return err
+		}
+		plan, err := backend.PlanWorkflowRetry(states, edges)
+		if err != nil || len(plan) == 0 {
+			return err
+		}
+		ids, deps, has := make([]int64, len(plan)), make([]int32, len(plan)), make([]bool, len(plan))
+		for i, t := range plan {
+			ids[i], deps[i], has[i] = t.ID, int32(t.DepsLeft), t.HasDependents
+		}
+		var (
+			queue string
+			k     claimKey
+			now   bool
+		)
+		rows, err = tx.Query(ctx, b.sql.wf.workflowRetry, ids, deps, has)
+		if err != nil {
+			return err
+		}
+		_, err = pgx.ForEachRow(rows, []any{&k.id, &queue, &k.priority, &k.runAt, &now}, func() error {
+			n++
+			if now {
+				wake.note(queue, k)
+			}
+			return nil
+		})
+		return err
+	})
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "spool_jobs_unique" {
+		err = backend.ErrUniqueConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
+	}
+	_ = b.announce(ctx, b.pool, wake)
 	return n, nil
 }
 

@@ -111,11 +111,22 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 
 // WorkflowCancel cancels the workflow on its shard.
 func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
+	return b.onWorkflowShard("cancel", id, func(be backend.Backend, local int64) (int, error) { return be.WorkflowCancel(ctx, local) })
+}
+
+// WorkflowRetry retries the workflow on its shard.
+func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	return b.onWorkflowShard("retry", id, func(be backend.Backend, local int64) (int, error) { return be.WorkflowRetry(ctx, local) })
+}
+
+// onWorkflowShard runs a change of workflow id on its shard, with the id
+// the shard knows it by.
+func (b *Backend) onWorkflowShard(op string, id int64, fn func(be backend.Backend, local int64) (int, error)) (int, error) {
 	s, local, ok := b.split(id)
 	if !ok {
-		return 0, fmt.Errorf("cancel workflow %d: %w", id, backend.ErrWorkflowNotFound)
+		return 0, fmt.Errorf("%s workflow %d: %w", op, id, backend.ErrWorkflowNotFound)
 	}
-	n, err := b.shards[s].WorkflowCancel(ctx, local)
+	n, err := fn(b.shards[s], local)
 	if err != nil {
 		return 0, fmt.Errorf("workflow %d: %w", id, err)
 	}

@@ -23,6 +23,7 @@ type wfStatements struct {
 	workflowJobs, workflowEdges, workflowCancel, dependencies                     string
 	batchInsert, batchCallbacks, batchMembers, batchTotal, batchLock, batchSeal   string
 	batchGet, batchList, batchMemberList, prune                                   string
+	workflowStates, workflowRetry                                                 string
 }
 
 // batchColumns is the column list scanBatch reads.
@@ -44,7 +45,7 @@ var wfStmt = func() wfStatements {
 		"batch_insert": &s.batchInsert, "batch_callbacks": &s.batchCallbacks, "batch_members": &s.batchMembers,
 		"batch_total": &s.batchTotal, "batch_lock": &s.batchLock, "batch_seal": &s.batchSeal,
 		"batch_get": &s.batchGet, "batch_list": &s.batchList, "batch_member_list": &s.batchMemberList,
-		"prune": &s.prune,
+		"prune": &s.prune, "workflow_states": &s.workflowStates, "workflow_retry": &s.workflowRetry,
 	})
 	if err != nil {
 		panic("spool sqlite: " + err.Error())
@@ -407,6 +408,17 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 	return d, rows.Err()
 }
 
+// workflowExists returns ErrWorkflowNotFound when tx finds no workflow
+// id (a write transaction: nothing changes it until the commit).
+func workflowExists(ctx context.Context, tx *sql.Tx, id int64) error {
+	var one int
+	err := tx.QueryRowContext(ctx, wfStmt.workflowGet, id).Scan(&one, new(string), new(int64), new(int))
+	if errors.Is(err, sql.ErrNoRows) {
+		return backend.ErrWorkflowNotFound
+	}
+	return err
+}
+
 // WorkflowCancel implements backend.WorkflowStore.
 func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	var (
@@ -417,11 +429,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		n, running = 0, nil
 		clear(wake)
-		var one int
-		if err := tx.QueryRowContext(ctx, wfStmt.workflowGet, id).Scan(&one, new(string), new(int64), new(int)); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return backend.ErrWorkflowNotFound
-			}
+		if err := workflowExists(ctx, tx, id); err != nil {
 			return err
 		}
 		// Running tasks are told (cancel events) before they change.
@@ -475,6 +483,88 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 	}
 	b.st.hub.PublishQueues(wake)
 	return n, nil
+}
+
+// WorkflowRetry implements backend.WorkflowStore.
+func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
+	var n int
+	wake := map[string]struct{}{}
+	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		clear(wake)
+		if err := workflowExists(ctx, tx, id); err != nil {
+			return err
+		}
+		states := map[int64]backend.State{}
+		if err := eachRow(ctx, tx, wfStmt.workflowStates, []any{id}, func(rows *sql.Rows) error {
+			var (
+				tid   int64
+				state string
+			)
+			err := rows.Scan(&tid, &state)
+			states[tid] = backend.State(state)
+			return err
+		}); err != nil {
+			return err
+		}
+		var edges []backend.WorkflowEdge
+		if err := eachRow(ctx, tx, wfStmt.workflowEdges, []any{id}, func(rows *sql.Rows) error {
+			var e backend.WorkflowEdge
+			err := rows.Scan(&e.Parent, &e.Child, &e.OnFail)
+			edges = append(edges, e)
+			return err
+		}); err != nil {
+			return err
+		}
+		plan, err := backend.PlanWorkflowRetry(states, edges)
+		if err != nil || len(plan) == 0 {
+			return err
+		}
+		var tasks strings.Builder
+		tasks.WriteByte('[')
+		for i, t := range plan {
+			if i > 0 {
+				tasks.WriteByte(',')
+			}
+			fmt.Fprintf(&tasks, "[%d,%d,%d]", t.ID, t.DepsLeft, b2i(t.HasDependents))
+		}
+		tasks.WriteByte(']')
+		return eachRow(ctx, tx, wfStmt.workflowRetry, []any{nowMicros(), tasks.String()}, func(rows *sql.Rows) error {
+			var (
+				queue string
+				now   bool
+			)
+			err := rows.Scan(&queue, &now)
+			n++
+			if now {
+				wake[queue] = struct{}{}
+			}
+			return err
+		})
+	})
+	if isUniqueViolation(err) {
+		err = backend.ErrUniqueConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("retry workflow %d: %w", id, err)
+	}
+	b.st.hub.PublishQueues(wake)
+	return n, nil
+}
+
+// eachRow runs query in tx and calls fn on each row.
+func eachRow(ctx context.Context, tx *sql.Tx, query string, args []any, fn func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // JobDependencies implements backend.WorkflowStore.

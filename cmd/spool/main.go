@@ -118,8 +118,10 @@ Commands:
 	workflows list       list workflows with their tasks' counts by state
 	workflows show       show a workflow's tasks and dependencies
 	workflows cancel     cancel every unfinished task of a workflow
+	workflows retry      rerun a finished workflow's failed tasks in order
 	batches list         list batches with their progress
 	batches show         show a batch's progress, callbacks and members
+	batches retry        retry a batch's discarded members
 	signal               send a signal to a job (AwaitSignal)
 	ui                   serve the web dashboard
 	bench                measure throughput on a scratch schema

@@ -17,7 +17,7 @@ import (
 	"github.com/spoolq/spool/cmd/spool/cli"
 )
 
-// WorkflowsCommand dispatches spool workflows list, show and cancel.
+// WorkflowsCommand dispatches spool workflows list, show, cancel and retry.
 type WorkflowsCommand struct{ m *Main }
 
 func (c *WorkflowsCommand) subcommands() map[string]cli.Command {
@@ -25,6 +25,7 @@ func (c *WorkflowsCommand) subcommands() map[string]cli.Command {
 		"list":   &groupCommand{m: c.m, name: "workflows list", run: c.list},
 		"show":   &groupCommand{m: c.m, name: "workflows show", id: true, run: c.show},
 		"cancel": &groupCommand{m: c.m, name: "workflows cancel", id: true, run: c.cancel},
+		"retry":  &groupCommand{m: c.m, name: "workflows retry", id: true, run: c.retry},
 	}
 }
 
@@ -48,6 +49,8 @@ Subcommands:
 	list          list workflows, newest first, with their tasks' counts by state
 	show ID       show a workflow's tasks (state, dependencies) and its edges
 	cancel ID     cancel every task of a workflow that is not finished
+	retry ID      run a finished workflow's discarded and cancelled tasks
+	              again, each after its retried dependencies
 
 Flags: --database-url URL, --json (list and show), --limit N (list).
 Workflows are inserted by the application (spool.NewWorkflow,
@@ -143,13 +146,23 @@ func (c *WorkflowsCommand) cancel(ctx context.Context, client *spool.Client, id 
 	return err
 }
 
-// BatchesCommand dispatches spool batches list and show.
+func (c *WorkflowsCommand) retry(ctx context.Context, client *spool.Client, id int64, _ *groupCommand) error {
+	n, err := client.WorkflowRetry(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.m.Stdout, "retried %d tasks of workflow %d\n", n, id)
+	return err
+}
+
+// BatchesCommand dispatches spool batches list, show and retry.
 type BatchesCommand struct{ m *Main }
 
 func (c *BatchesCommand) subcommands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"list": &groupCommand{m: c.m, name: "batches list", run: c.list},
-		"show": &groupCommand{m: c.m, name: "batches show", id: true, run: c.show},
+		"list":  &groupCommand{m: c.m, name: "batches list", run: c.list},
+		"show":  &groupCommand{m: c.m, name: "batches show", id: true, run: c.show},
+		"retry": &groupCommand{m: c.m, name: "batches retry", id: true, run: c.retry},
 	}
 }
 
@@ -170,11 +183,22 @@ Subcommands:
 
 	list          list batches, newest first, with their progress
 	show ID       show a batch's progress, callbacks and members
+	retry ID      retry a batch's discarded members (its counts and
+	              callbacks, settled once, stay as they are)
 
 Flags: --database-url URL, --json, --limit N (list; show: members shown).
 Batches are inserted by the application (Client.InsertBatch);
 docs/workflows.md.
 `, "\n")
+}
+
+func (c *BatchesCommand) retry(ctx context.Context, client *spool.Client, id int64, _ *groupCommand) error {
+	res, err := client.BatchRetry(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.m.Stdout, "retried %d discarded members of batch %d (%d left: their unique key is held)\n", res.Changed, id, res.UniqueConflicts)
+	return err
 }
 
 // batchStatus says where a batch is: open, running, or finished.

@@ -53,6 +53,13 @@ func TestWorkflowsAndBatches(t *testing.T) {
 	if !strings.Contains(r.Stdout, "cancelled 2 tasks") {
 		t.Errorf("workflows cancel: %q", r.Stdout)
 	}
+	r = mustSpool(t, "workflows", "retry", id, "--database-url", db)
+	if !strings.Contains(r.Stdout, "retried 2 tasks") {
+		t.Errorf("workflows retry: %q", r.Stdout)
+	}
+	if r := runSpool(t, "workflows", "retry", id, "--database-url", db); r.Code != 1 || !strings.Contains(r.Stderr, "unfinished tasks") {
+		t.Errorf("retry of a running workflow: exit %d, %q", r.Code, r.Stderr)
+	}
 	if r := runSpool(t, "workflows", "show", "999", "--database-url", db); r.Code != 1 || !strings.Contains(r.Stderr, "not found") {
 		t.Errorf("show of no workflow: exit %d, %q", r.Code, r.Stderr)
 	}
@@ -76,5 +83,9 @@ func TestWorkflowsAndBatches(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.Stdout), &shown); err != nil || shown.Total != 2 || len(shown.Members) != 2 {
 		t.Errorf("batches show --json: %v %s", err, r.Stdout)
+	}
+	r = mustSpool(t, "batches", "retry", strconv.FormatInt(b.ID, 10), "--database-url", db)
+	if !strings.Contains(r.Stdout, "retried 0 discarded members") {
+		t.Errorf("batches retry: %q", r.Stdout)
 	}
 }

@@ -431,3 +431,105 @@ func TestBrowserSecurity(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserWorkflow drives a workflow's and a batch's pages in headless
+// Chromium: the graph draws a box per task (each with its state and a size
+// on screen) and an arrow per dependency, the cancel button cancels every
+// task after its confirmation and the boxes show it, the retry button runs
+// them again; a workflow over the bound is drawn collapsed; the batch page
+// shows its progress. No CSP violation or script error on the way.
+func TestBrowserWorkflow(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	w := spool.NewWorkflow("nightly")
+	w.Add("extract", rawArgs{kind: "extract"}, nil)
+	w.Add("by-region", rawArgs{kind: "region"}, nil, spool.After("extract"))
+	w.Add("by-product", rawArgs{kind: "product"}, nil, spool.After("extract"))
+	w.Add("publish", rawArgs{kind: "publish"}, nil, spool.After("by-region"), spool.AfterAny("by-product"))
+	res, err := f.client.InsertWorkflow(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(f.handler)
+	t.Cleanup(srv.Close)
+	dir := artifactDir(t)
+	b := newBrowser(t)
+	page := fmt.Sprintf("%s/workflows/%d", srv.URL, res.ID)
+
+	b.do(t, "workflow page", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`svg#graph a.node[data-task="publish"] rect`)))
+	b.screenshot(t, dir, "workflow")
+	boxes := get(t, b, "boxes", chromedp.Evaluate[[]string](`[...document.querySelectorAll("svg#graph a.node")].map(n => n.getAttribute("data-task") + ":" + n.getAttribute("data-state")).sort()`))
+	if want := []string{"by-product:waiting", "by-region:waiting", "extract:available", "publish:waiting"}; fmt.Sprint(boxes) != fmt.Sprint(want) {
+		t.Errorf("graph boxes %v, want %v", boxes, want)
+	}
+	if n := get(t, b, "arrows", chromedp.Evaluate[int](`document.querySelectorAll("svg#graph path.edge").length`)); n != 4 {
+		t.Errorf("%d arrows, want 4", n)
+	}
+	// Drawn, not just present: every box has a size, each level below the
+	// one before.
+	sizes := get(t, b, "box sizes", chromedp.Evaluate[[]float64](`["extract", "by-region", "publish"].map(t => document.querySelector('svg#graph a.node[data-task="' + t + '"] rect').getBoundingClientRect()).flatMap(r => [r.width, r.top])`))
+	if sizes[0] <= 0 || sizes[2] <= 0 || sizes[4] <= 0 || !(sizes[1] < sizes[3] && sizes[3] < sizes[5]) {
+		t.Errorf("boxes not drawn by level (width, top of extract, by-region, publish): %v", sizes)
+	}
+	fill := get(t, b, "fill", chromedp.Evaluate[string](`getComputedStyle(document.querySelector('svg#graph a.node[data-task="extract"] rect')).fill`))
+	waitingFill := get(t, b, "fill", chromedp.Evaluate[string](`getComputedStyle(document.querySelector('svg#graph a.node[data-task="publish"] rect')).fill`))
+	if fill == waitingFill {
+		t.Errorf("an available and a waiting task have one colour (%s)", fill)
+	}
+
+	b.do(t, "cancel workflow", chromedp.Click(chromedp.CSS(`button[data-action="cancel"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg#graph a.node[data-task="publish"][data-state="cancelled"]`)))
+	b.screenshot(t, dir, "workflow-cancelled")
+	for name, id := range res.Tasks {
+		if j, err := f.client.JobGet(ctx, id); err != nil || j.State != spool.JobStateCancelled {
+			t.Errorf("task %s after cancel in the browser: %+v %v", name, j, err)
+		}
+	}
+	if n := get(t, b, "cancelled boxes", chromedp.Evaluate[int](`document.querySelectorAll('svg#graph a.node[data-state="cancelled"]').length`)); n != 4 {
+		t.Errorf("%d boxes show cancelled, want 4", n)
+	}
+	b.do(t, "retry workflow", chromedp.Click(chromedp.CSS(`button[data-action="retry"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg#graph a.node[data-task="extract"][data-state="available"]`)))
+	if j, err := f.client.JobGet(ctx, res.Tasks["publish"]); err != nil || j.State != spool.JobStateWaiting {
+		t.Errorf("publish after retry in the browser: %+v %v", j, err)
+	}
+	// A box opens its task's job.
+	b.do(t, "open a task", chromedp.Click(chromedp.CSS(`svg#graph a.node[data-task="extract"] rect`)), chromedp.WaitVisible(chromedp.CSS(`#job-workflow`)))
+
+	// Over the bound: collapsed, and says so.
+	big := spool.NewWorkflow("wide")
+	big.Add("root", rawArgs{kind: "split"}, nil)
+	for i := range ui.GraphMaxTasks {
+		big.Add(fmt.Sprintf("part-%d", i), rawArgs{kind: "part"}, nil, spool.After("root"))
+	}
+	bigRes, err := f.client.InsertWorkflow(ctx, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "collapsed workflow", chromedp.Navigate(fmt.Sprintf("%s/workflows/%d", srv.URL, bigRes.ID)), chromedp.WaitVisible(chromedp.CSS(`#graph-collapsed`)))
+	b.screenshot(t, dir, "workflow-collapsed")
+	groups := get(t, b, "groups", chromedp.Evaluate[[]string](`[...document.querySelectorAll("svg#graph g.node.group")].map(n => n.getAttribute("data-kind") + ":" + n.getAttribute("data-total"))`))
+	if want := []string{"split:1", fmt.Sprintf("part:%d", ui.GraphMaxTasks)}; fmt.Sprint(groups) != fmt.Sprint(want) {
+		t.Errorf("collapsed groups %v, want %v", groups, want)
+	}
+
+	// A batch's page.
+	bt, err := f.client.InsertBatch(ctx, spool.BatchOpts{Name: "import", OnComplete: &spool.BatchCallback{Args: rawArgs{kind: "cleanup"}}},
+		[]spool.InsertManyParams{{Args: rawArgs{kind: "row"}}, {Args: rawArgs{kind: "row"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "batch page", chromedp.Navigate(fmt.Sprintf("%s/batches/%d", srv.URL, bt.ID)), chromedp.WaitVisible(chromedp.CSS(`#batch-progress`)))
+	b.screenshot(t, dir, "batch")
+	if txt := get(t, b, "batch text", chromedp.Text(chromedp.CSS(`main`))); !strings.Contains(txt, "0/2 final") || !strings.Contains(txt, "on completion") {
+		t.Errorf("batch page:\n%s", txt)
+	}
+
+	dialogs, errs := b.seen()
+	if len(dialogs) != 2 {
+		t.Errorf("dialogs %v, want the two confirmations (cancel, retry)", dialogs)
+	}
+	for _, e := range errs {
+		t.Errorf("browser error (a CSP violation or a script error): %s", e)
+	}
+}

@@ -9,8 +9,10 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/memory"
 	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/backend/postgres"
+	"github.com/spoolq/spool/backend/shard"
 	"github.com/spoolq/spool/backend/sqlite"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 	"github.com/spoolq/spool/ui"
@@ -20,6 +22,10 @@ import (
 // review that found them saw PostgreSQL answer a kind of invalid UTF-8
 // with a 500, where SQLite took it.
 var testBackends = []string{"sqlite", "postgres", "mysql"}
+
+// everyStore is every kind of store: the SQL ones, memory, and a sharded
+// store of two SQLite shards.
+var everyStore = append(append([]string(nil), testBackends...), "memory", "shard")
 
 // fixtureBackend is the store newFixture uses: $SPOOL_TEST_UI_BACKEND
 // (sqlite, postgres or mysql), else SQLite.
@@ -67,8 +73,17 @@ func openBackend(t testing.TB, name string) backend.Backend {
 		t.Cleanup(func() { _ = be.Close() })
 		migrate(t, be)
 		return be
+	case "memory":
+		return memory.New()
+	case "shard":
+		shards := []backend.Backend{openBackend(t, "sqlite"), openBackend(t, "sqlite")}
+		be, err := shard.New(shards, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
 	}
-	t.Fatalf("no test backend %q (sqlite, postgres, mysql)", name)
+	t.Fatalf("no test backend %q (sqlite, postgres, mysql, memory, shard)", name)
 	return nil
 }
 
