@@ -17,7 +17,6 @@ import (
 	// Backends the CLI can open, registered by URL scheme. Adding a backend
 	// is one import line here; backend-specific extras (schema versions,
 	// scratch stores for bench) are optional and live in store_<name>.go.
-	_ "github.com/spoolq/spool/backend/mongo"
 	_ "github.com/spoolq/spool/backend/mysql"
 	_ "github.com/spoolq/spool/backend/postgres"
 	_ "github.com/spoolq/spool/backend/shard"

@@ -1,3 +1,5 @@
+//go:build spool_mongo
+
 package stores
 
 import (
