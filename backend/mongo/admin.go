@@ -1,10 +1,8 @@
 package mongo
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -228,30 +226,11 @@ func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputPar
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
-	width := p.BucketSeconds()
-	buckets := map[int64]*backend.ThroughputBucket{}
+	buckets := backend.Throughput{}
 	for _, d := range docs {
-		start := fromMicros(d.FinalizedAt).Unix() / width * width
-		bk := buckets[start]
-		if bk == nil {
-			bk = &backend.ThroughputBucket{Start: time.Unix(start, 0).UTC()}
-			buckets[start] = bk
-		}
-		switch backend.State(d.State) {
-		case backend.StateCompleted:
-			bk.Completed++
-		case backend.StateDiscarded:
-			bk.Discarded++
-		case backend.StateCancelled:
-			bk.Cancelled++
-		}
+		buckets.Add(fromMicros(d.FinalizedAt), backend.State(d.State), p.BucketSeconds())
 	}
-	out := make([]backend.ThroughputBucket, 0, len(buckets))
-	for _, bk := range buckets {
-		out = append(out, *bk)
-	}
-	slices.SortFunc(out, func(a, b backend.ThroughputBucket) int { return a.Start.Compare(b.Start) })
-	return out, nil
+	return buckets.Sorted(), nil
 }
 
 // QueueStatsAll implements backend.Backend: counts by queue and state, in
@@ -269,19 +248,11 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
-	byQueue := map[string]map[backend.State]int64{}
+	counts := backend.QueueCounts{}
 	for _, d := range docs {
-		if byQueue[d.Queue] == nil {
-			byQueue[d.Queue] = map[backend.State]int64{}
-		}
-		byQueue[d.Queue][backend.State(d.State)]++
+		counts.Add(d.Queue, backend.State(d.State), 1)
 	}
-	out := make([]backend.QueueStats, 0, len(byQueue))
-	for q, counts := range byQueue {
-		out = append(out, backend.QueueStats{Queue: q, Counts: counts})
-	}
-	slices.SortFunc(out, func(a, b backend.QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
-	return out, nil
+	return counts.Sorted(), nil
 }
 
 // QueuePause implements backend.Backend: a paused queue is a document in
