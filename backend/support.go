@@ -308,3 +308,58 @@ func (u FlowUses) Sorted(limit int) []FlowKeyUse {
 func ClaimOrder(a, b *JobRow) int {
 	return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 }
+
+// Throughput counts finished jobs by bucket (its start, in Unix seconds),
+// for stores that count them in Go rather than in a query.
+type Throughput map[int64]*ThroughputBucket
+
+// Add counts a job that finished in state s at t, in the bucket of width
+// seconds that holds t.
+func (b Throughput) Add(t time.Time, s State, width int64) {
+	start := t.Unix() / width * width
+	bk := b[start]
+	if bk == nil {
+		bk = &ThroughputBucket{Start: time.Unix(start, 0).UTC()}
+		b[start] = bk
+	}
+	switch s {
+	case StateCompleted:
+		bk.Completed++
+	case StateDiscarded:
+		bk.Discarded++
+	case StateCancelled:
+		bk.Cancelled++
+	}
+}
+
+// Sorted returns the buckets in time order.
+func (b Throughput) Sorted() []ThroughputBucket {
+	out := make([]ThroughputBucket, 0, len(b))
+	for _, bk := range b {
+		out = append(out, *bk)
+	}
+	slices.SortFunc(out, func(x, y ThroughputBucket) int { return x.Start.Compare(y.Start) })
+	return out
+}
+
+// QueueCounts counts jobs by queue and state, for stores that count them
+// in Go rather than in a query.
+type QueueCounts map[string]map[State]int64
+
+// Add counts n jobs of queue in state s.
+func (c QueueCounts) Add(queue string, s State, n int64) {
+	if c[queue] == nil {
+		c[queue] = map[State]int64{}
+	}
+	c[queue][s] += n
+}
+
+// Sorted returns the counts in queue order.
+func (c QueueCounts) Sorted() []QueueStats {
+	out := make([]QueueStats, 0, len(c))
+	for q, counts := range c {
+		out = append(out, QueueStats{Queue: q, Counts: counts})
+	}
+	slices.SortFunc(out, func(x, y QueueStats) int { return cmp.Compare(x.Queue, y.Queue) })
+	return out
+}

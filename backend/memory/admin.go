@@ -148,34 +148,16 @@ func (b *Backend) JobThroughput(ctx context.Context, p *backend.JobThroughputPar
 		return nil, fmt.Errorf("job throughput: %w", err)
 	}
 	since := now().Add(-p.Window)
-	buckets := map[int64]*backend.ThroughputBucket{}
+	buckets := backend.Throughput{}
 	b.s.mu.Lock()
 	for _, j := range b.s.jobs {
 		if j.FinalizedAt == nil || j.FinalizedAt.Before(since) || !finished(j.State) || (p.Queue != "" && j.Queue != p.Queue) {
 			continue
 		}
-		start := j.FinalizedAt.Unix() / p.BucketSeconds() * p.BucketSeconds()
-		bk := buckets[start]
-		if bk == nil {
-			bk = &backend.ThroughputBucket{Start: time.Unix(start, 0).UTC()}
-			buckets[start] = bk
-		}
-		switch j.State {
-		case backend.StateCompleted:
-			bk.Completed++
-		case backend.StateDiscarded:
-			bk.Discarded++
-		case backend.StateCancelled:
-			bk.Cancelled++
-		}
+		buckets.Add(*j.FinalizedAt, j.State, p.BucketSeconds())
 	}
 	b.s.mu.Unlock()
-	out := make([]backend.ThroughputBucket, 0, len(buckets))
-	for _, bk := range buckets {
-		out = append(out, *bk)
-	}
-	slices.SortFunc(out, func(a, b backend.ThroughputBucket) int { return a.Start.Compare(b.Start) })
-	return out, nil
+	return buckets.Sorted(), nil
 }
 
 // change applies fn to job id; fn reports whether the change applies to the
@@ -203,20 +185,12 @@ func (b *Backend) QueueStatsAll(ctx context.Context) ([]backend.QueueStats, erro
 		return nil, fmt.Errorf("queue stats: %w", err)
 	}
 	b.s.mu.Lock()
-	byQueue := map[string]map[backend.State]int64{}
+	counts := backend.QueueCounts{}
 	for _, j := range b.s.jobs {
-		if byQueue[j.Queue] == nil {
-			byQueue[j.Queue] = map[backend.State]int64{}
-		}
-		byQueue[j.Queue][j.State]++
+		counts.Add(j.Queue, j.State, 1)
 	}
 	b.s.mu.Unlock()
-	out := make([]backend.QueueStats, 0, len(byQueue))
-	for q, counts := range byQueue {
-		out = append(out, backend.QueueStats{Queue: q, Counts: counts})
-	}
-	slices.SortFunc(out, func(a, b backend.QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
-	return out, nil
+	return counts.Sorted(), nil
 }
 
 // QueuePause implements backend.Backend.
