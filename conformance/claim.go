@@ -110,7 +110,7 @@ func rowIDs(rows []*backend.JobRow) []int64 {
 // many workers each over one store and audits every run.
 func testNoJobRunsTwice(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
-	const jobs = 4000
+	jobs := h.loadJobs(4000)
 	const clients = 4
 	var (
 		mu   sync.Mutex
@@ -123,7 +123,7 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 		mu.Lock()
 		runs[j.Args.N]++
 		mu.Unlock()
-		if done.Add(1) == jobs {
+		if done.Add(1) == int64(jobs) {
 			close(all)
 		}
 		return nil
@@ -165,7 +165,7 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 	// finishing jobs is a failure.
 	awaitProgress(t, all, done.Load, "all jobs to run")
 	deadline := time.Now().Add(15 * time.Second)
-	for countStates(t, be)[backend.StateCompleted] != jobs {
+	for countStates(t, be)[backend.StateCompleted] != int64(jobs) {
 		if time.Now().After(deadline) {
 			t.Fatalf("states = %v, want %d completed", countStates(t, be), jobs)
 		}
@@ -182,7 +182,7 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 			t.Fatalf("job %d ran %d times; the clients warned:\n%s", n, runs[n], warned)
 		}
 	}
-	if got := done.Load(); got != jobs {
+	if got := done.Load(); got != int64(jobs) {
 		t.Fatalf("%d runs for %d jobs", got, jobs)
 	}
 }

@@ -73,6 +73,11 @@ type Harness struct {
 	// backend placing jobs by key). The tests it names run their per-store
 	// variant.
 	Spread *Spread
+	// Slow, for a store that is slow by design (an embedded engine that
+	// sorts its collection for every claim), runs the load tests
+	// (NoJobRunsTwice, StartStopStress) with a tenth of their jobs; what
+	// they assert is unchanged.
+	Slow bool
 
 	// perStore is set, for one test, when it runs its per-store variant.
 	perStore bool
@@ -98,6 +103,14 @@ type Spread struct {
 var perStoreVariants = map[string]bool{
 	"ClaimOrder": true, "FlowGlobalLimit": true, "FlowWideLimits": true, "FlowQuickClaim": true,
 	"FlowKilledWorkerSlotsReturn": true, "FlowFairShare": true, "FlowFairSmallNotStarved": true,
+}
+
+// loadJobs is n, or a tenth of it for a Slow store.
+func (h Harness) loadJobs(n int) int {
+	if h.Slow {
+		return max(n/10, 1)
+	}
+	return n
 }
 
 // spread returns h.Spread when the running test is to assert its per-store

@@ -249,7 +249,7 @@ func testStopHurried(t *testing.T, h Harness) {
 func testStartStopStress(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	const rounds = 12
-	const perRound = 40
+	perRound := h.loadJobs(40)
 	var ran atomic.Int64
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {

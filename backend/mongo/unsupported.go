@@ -110,6 +110,11 @@ func (b *Backend) WorkflowCancel(_ context.Context, id int64) (int, error) {
 	return 0, fmt.Errorf("cancel workflow %d: %w", id, backend.ErrWorkflowNotFound)
 }
 
+// WorkflowRetry implements backend.WorkflowStore: there are none.
+func (b *Backend) WorkflowRetry(_ context.Context, id int64) (int, error) {
+	return 0, fmt.Errorf("retry workflow %d: %w", id, backend.ErrWorkflowNotFound)
+}
+
 // JobDependencies implements backend.WorkflowStore: no job has any.
 func (b *Backend) JobDependencies(context.Context, int64) ([]backend.DependencyOutput, error) {
 	return nil, nil
