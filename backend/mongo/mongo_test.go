@@ -92,12 +92,12 @@ func exceptions() map[string]string {
 	}
 	for _, n := range []string{"WorkflowWaitingNeverClaimed", "WorkflowDiamondOutputs", "WorkflowRefusedWritesNothing",
 		"WorkflowFailurePolicy", "WorkflowCancelAndRetention", "WorkflowTx", "WorkflowFlowRules",
-		"BatchCallbacks", "BatchOpenAndSeal", "BatchCallbackExactlyOnce"} {
+		"BatchCallbacks", "BatchOpenAndSeal", "BatchCallbackExactlyOnce", "WorkflowDeleteKeepsWaitedOn", "WorkflowRetry"} {
 		ex[n] = workflow
 	}
 	for _, n := range []string{"StepRecordedNotRerunAfterRetry", "StepStaleFenceCannotRecord", "StepNotRerunAfterCrashRescue",
 		"StepTxRollbackLeavesNoStep", "StepNamesChecked", "SleepFreesWorkerAndWaitsItsTime", "SignalBeforeWaitKept",
-		"SignalFirstWins", "SignalWakesWaiterNoneLost", "SignalTimeoutError"} {
+		"SignalFirstWins", "SignalWakesWaiterNoneLost", "SignalTimeoutError", "StepsWrittenBehindBeforeOutcomeAndWait"} {
 		ex[n] = steps
 	}
 	for _, n := range []string{"DebounceMoves", "DebounceNewCycle", "DebounceConcurrentInserts", "DebounceTx", "DebounceEarlierCycleRetry"} {
