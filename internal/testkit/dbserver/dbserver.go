@@ -336,8 +336,15 @@ func StartMariaDBWith(ctx context.Context, dir string, o Options) (*MariaDB, err
 		return nil, err
 	}
 	s.port = port
+	// A temporary directory of its own: with the shared /tmp, a concurrent
+	// server's install removed this one's temporary table files ("Could
+	// not remove temporary table … error: 2", then "Unknown table
+	// 'mysql.tmp_user_sys'") and the install failed.
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		return nil, fmt.Errorf("start MariaDB: %w", err)
+	}
 	if err := runLogged(ctx, 2*time.Minute, "mariadb-install-db", "--no-defaults", "--datadir="+s.data, "--user=root",
-		"--auth-root-authentication-method=normal", "--skip-test-db"); err != nil {
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--tmpdir="+filepath.Join(dir, "tmp")); err != nil {
 		return nil, fmt.Errorf("start MariaDB: %w", err)
 	}
 	if err := s.start(ctx); err != nil {
@@ -360,7 +367,8 @@ func (s *MariaDB) start(ctx context.Context) error {
 	cmd := exec.Command(bin, "--no-defaults", "--datadir="+s.data, "--user=root",
 		"--port="+strconv.Itoa(s.port), "--bind-address="+bind,
 		"--socket="+filepath.Join(s.dir, "mariadb.sock"), "--pid-file="+filepath.Join(s.dir, "mariadb.pid"),
-		"--log-error="+filepath.Join(s.dir, "mariadb.err"), "--skip-grant-tables", "--skip-log-bin",
+		"--log-error="+filepath.Join(s.dir, "mariadb.err"), "--tmpdir="+filepath.Join(s.dir, "tmp"),
+		"--skip-grant-tables", "--skip-log-bin",
 		"--innodb-buffer-pool-size=128M", "--innodb-flush-log-at-trx-commit="+flush, "--max-connections=300")
 	p, err := startProcess(cmd)
 	if err != nil {
