@@ -230,10 +230,13 @@ func overrunOnce(t *testing.T, be, inner backend.Backend) {
 		}
 		return nil
 	})})
+	// fastConfig's lease of 3 s: the first attempt must reach its handler,
+	// so the claim's reply must come within half the lease (a later reply
+	// releases the job unstarted) and within the whole lease (else rescue
+	// takes it first, recording a lease expiry). A CI machine running every
+	// module's tests under -race on two cores delayed a claim's reply by
+	// 1.5 s, past the 1-s lease this test had.
 	cfg := fastConfig(ws, 2)
-	// Long enough that a loaded machine's slow heartbeats do not lose the
-	// lease to rescue (HeartbeatKeepsLongJob).
-	cfg.LeaseDuration = time.Second
 	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)
@@ -271,9 +274,9 @@ func testTimeoutOverrunWriteFails(t *testing.T, h Harness) {
 	inner := h.NewBackend(t)
 	be := &failingRetries{Backend: inner}
 	be.fail.Store(2)
-	// Without the extension the lease ends a second after the claim, while
-	// the third try comes about 1.33 s after it (a beat every 333 ms), and
-	// rescue runs every 50 ms.
+	// Without the extension the lease ends 3 s after the claim, while the
+	// third try comes about 4 s after it (a beat every second), and rescue
+	// runs every 50 ms.
 	overrunOnce(t, be, inner)
 	if n := be.fail.Load(); n > 0 {
 		t.Fatalf("the retry's writes did not fail as arranged (%d failures left)", n)

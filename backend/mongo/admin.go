@@ -126,12 +126,16 @@ func (b *Backend) transition(ctx context.Context, id int64, fn func(d *jobDoc, t
 			}
 			continue
 		}
-		ok, err := b.apply(ctx, filter, c)
-		if err != nil {
-			return nil, err
+		// The document as this update left it, not as a later read finds
+		// it: a claim may take a job made available before the read.
+		var after jobDoc
+		err = b.jobs.FindOneAndUpdate(ctx, filter, c.update(),
+			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
+		if err == nil {
+			return &after, nil
 		}
-		if ok {
-			return b.getDoc(ctx, id)
+		if !notFound(err) {
+			return nil, err
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
