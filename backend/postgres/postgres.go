@@ -486,7 +486,10 @@ func extractParams(dsn string, names ...string) (map[string]string, string, erro
 		out[name] = q.Get(name)
 		q.Del(name)
 	}
-	u.RawQuery = q.Encode()
+	// url.Values writes a space as '+', which PostgreSQL's URL form
+	// (libpq's, pgx's) takes literally: options=-c%20a%3Db must reach the
+	// server as "-c a=b". A '+' of the value itself is encoded as %2B.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return out, u.String(), nil
 }
 

@@ -184,7 +184,9 @@ func TestOpenDSN(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	schema := testdb.NewSchemaName()
-	dsn := testdb.PostgresURL() + "&" + postgres.SchemaParam + "=" + schema
+	// A server setting in the URL's options, with a space (%20) that the
+	// parameters Open takes out must not turn into a '+'.
+	dsn := testdb.PostgresURL() + "&" + postgres.SchemaParam + "=" + schema + "&options=-c%20lock_timeout%3D1234"
 	be, err := backend.Open(ctx, dsn)
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -200,9 +202,12 @@ func TestOpenDSN(t *testing.T) {
 	if err := be.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var idle string
+	var idle, stmt string
 	if err := pg.Pool().QueryRow(ctx, "SHOW idle_in_transaction_session_timeout").Scan(&idle); err != nil || idle != "1min" {
 		t.Fatalf("idle_in_transaction_session_timeout = %q (%v)", idle, err)
+	}
+	if err := pg.Pool().QueryRow(ctx, "SHOW lock_timeout").Scan(&stmt); err != nil || stmt != "1234ms" {
+		t.Fatalf("lock_timeout from the URL's options = %q (%v), want 1234ms", stmt, err)
 	}
 	if _, err := backend.Open(ctx, strings.Replace(dsn, "spool_schema="+schema, "spool_schema=Bad-Name", 1)); !errors.Is(err, postgres.ErrInvalidSchema) {
 		t.Fatalf("bad schema in DSN: %v", err)

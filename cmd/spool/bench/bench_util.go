@@ -547,6 +547,7 @@ func SetURLParam(dsn, name, value string) (string, error) {
 	}
 	q := u.Query()
 	q.Set(name, value)
-	u.RawQuery = q.Encode()
+	// Spaces as %20, not '+', which PostgreSQL's URL form takes literally.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return u.String(), nil
 }

@@ -55,11 +55,12 @@ func newPostgresScratch(dsn string) (*Scratch, error) {
 			pq.Del(k)
 		}
 	}
-	plainURL.RawQuery = pq.Encode()
+	// Spaces as %20, not '+', which PostgreSQL's URL form takes literally.
+	plainURL.RawQuery = strings.ReplaceAll(pq.Encode(), "+", "%20")
 	plain := plainURL.String()
 	q := u.Query()
 	q.Set(postgres.SchemaParam, schema)
-	u.RawQuery = q.Encode()
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return &Scratch{
 		URL:  u.String(),
 		Name: schema,
