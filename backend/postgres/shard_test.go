@@ -90,12 +90,17 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 }
 
 // TestSharded runs, over three PostgreSQL clusters of the test's own, the
-// conformance suite with queues placed by queue and by key, and a drain in
-// which every job writes its effect in its completing transaction on its
-// own shard.
+// conformance suite with queues spread by key, and a drain in which every
+// job writes its effect in its completing transaction on its own shard.
+//
+// Placement by queue is not run here: it puts each queue, and so each
+// conformance test's jobs, on one shard, which backend/shard's
+// TestConformanceByQueue covers over memory stores; what PostgreSQL adds
+// under the sharded store (a transaction per shard, each shard's clock and
+// notifications, a queue's jobs on several servers) placement by key runs,
+// and each conformance run here migrates three schemas per test.
 func TestSharded(t *testing.T) {
 	urls := startClusters(t, 3)
-	t.Run("ConformanceByQueue", func(t *testing.T) { conformance.Run(t, shardHarness(urls, nil)) })
 	t.Run("ConformanceByKey", func(t *testing.T) {
 		h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})
 		h.Spread = &conformance.Spread{

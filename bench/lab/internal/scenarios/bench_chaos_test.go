@@ -333,12 +333,9 @@ func runChaosRoundTest(t *testing.T, be string, args ...string) chaosRound {
 	return round
 }
 
-func TestBenchChaosSQLite(t *testing.T) {
-	runChaosRoundTest(t, "sqlite", "--duration", "8s", "--jobs", "600")
-}
-
-// TestBenchChaosComposeSQLite: the composed workloads, small, under the
-// same faults; every invariant holds and each workload ran.
+// TestBenchChaosComposeSQLite: a short SQLite round (runChaosRoundTest's
+// checks: faults, restarts, planned reruns, every invariant) with the
+// composed workloads, small, beside its plain jobs; each workload ran.
 func TestBenchChaosComposeSQLite(t *testing.T) {
 	round := runChaosRoundTest(t, "sqlite", "--duration", "8s", "--jobs", "300", "--workflow-tasks", "200",
 		"--batches", "4", "--many-jobs", "100", "--step-jobs", "60", "--debounce-keys", "3")
