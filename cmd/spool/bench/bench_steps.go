@@ -110,24 +110,31 @@ type drainTarget struct {
 	completed int64
 }
 
-// benchParked opens a second scratch store, parks n jobs in it (half in
-// Sleep, half in AwaitSignal, an hour each, through the handler as any
-// job parks), then drains jobs plain no-op jobs in the first store (no
+// benchParked opens two fresh scratch stores, parks n jobs in the second
+// (half in Sleep, half in AwaitSignal, an hour each, through the handler
+// as any job parks), then drains jobs plain no-op jobs in the first (no
 // parked job) and in the second (beside the parked ones), alternating by
-// round, in the queue the parked jobs wait in. byInsert inserts the
-// parked jobs scheduled an hour ahead, the state Sleep leaves a job in
+// round, in the queue the parked jobs wait in: the two stores differ only
+// by the parked jobs (the steps drains' store holds their completed jobs
+// and step records, which a drain beside them pays for). byInsert inserts
+// the parked jobs scheduled an hour ahead, the state Sleep leaves a job in
 // (without its step record), which is faster than parking them.
-func benchParked(ctx context.Context, r *ScenarioRun, cfg *spool.Config, bare *drainTarget, n int, byInsert bool, rounds, jobs int,
+func benchParked(ctx context.Context, r *ScenarioRun, cfg *spool.Config, n int, byInsert bool, rounds, jobs int,
 	drainIn func(*drainTarget, int, int) (float64, error), res *stepsResult) error {
-	store, err := r.openStore(ctx)
-	if err != nil {
-		return err
+	var targets [2]*drainTarget
+	for i := range targets {
+		store, err := r.openStore(ctx)
+		if err != nil {
+			return err
+		}
+		inserter, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.Logger()})
+		if err != nil {
+			return err
+		}
+		targets[i] = &drainTarget{be: store.Backend, inserter: inserter}
 	}
-	inserter, err := spool.NewClient(store.Backend, &spool.Config{Logger: r.Logger()})
-	if err != nil {
-		return err
-	}
-	beside := &drainTarget{be: store.Backend, inserter: inserter}
+	bare, beside := targets[0], targets[1]
+	store, inserter := beside.be, beside.inserter
 	began := time.Now()
 	for done := 0; done < n; {
 		k := min(n-done, 5000)
@@ -143,7 +150,7 @@ func benchParked(ctx context.Context, r *ScenarioRun, cfg *spool.Config, bare *d
 		}
 		done += k
 	}
-	if err := parkAll(ctx, r, store.Backend, inserter, cfg, n, byInsert); err != nil {
+	if err := parkAll(ctx, r, store, inserter, cfg, n, byInsert); err != nil {
 		return err
 	}
 	res.Parked, res.ParkSeconds = n, time.Since(began).Seconds()
@@ -302,7 +309,7 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 	}
 	res.MedianRatio = Median(res.Ratios)
 	if *parked > 0 {
-		if err := benchParked(ctx, r, &cfg, main, *parked, *parkInsert, *rounds, *jobs, drainIn, &res); err != nil {
+		if err := benchParked(ctx, r, &cfg, *parked, *parkInsert, *rounds, *jobs, drainIn, &res); err != nil {
 			return WithCause(ctx, fmt.Errorf("bench steps: parked: %w", err))
 		}
 	}
@@ -439,10 +446,10 @@ Creates a scratch schema and measures durable steps (docs/durable.md):
   2. Signal to resume: --signals jobs park in AwaitSignal; once all are
      parked, a second client signals them at --signal-rate per second, and
      each handler's resumption is timed from its signal's send.
-  3. With --parked N: a second scratch store gets N jobs parked by their
-     handlers (half in Sleep, half in AwaitSignal, an hour each), then
-     each round drains --jobs plain jobs in the first store and in the
-     second (beside the parked jobs, in their queue), the order
+  3. With --parked N: two fresh scratch stores, the second with N jobs
+     parked by their handlers (half in Sleep, half in AwaitSignal, an
+     hour each); each round drains --jobs plain jobs in the first and in
+     the second (beside the parked jobs, in their queue), the order
      alternating; it prints both rates and the median ratio.
 
 Flags:
