@@ -28,10 +28,10 @@ func TestMain(m *testing.M) {
 // testPostgresURL is the server the test uses: $SPOOL_TEST_POSTGRES_URL, or
 // the local server, as the main module's tests. Its sessions, every
 // system's included (pgx and node-postgres both send the options
-// parameter), commit without waiting for the WAL flush, as the main
-// module's tests do on the shared server (testdb): this test checks that
-// each system runs and reports, and its time then does not hang on the
-// machine's disk.
+// parameter), commit without waiting for the WAL flush: this test checks
+// that each system runs and reports, which a commit's flush does not
+// change, and its time then does not hang on the machine's disk (a
+// fresh-clone CI run took 284 s here against 79 s locally).
 func testPostgresURL() string {
 	u := os.Getenv("SPOOL_TEST_POSTGRES_URL")
 	if u == "" {

@@ -71,15 +71,6 @@ func PostgresPoolAt(t testing.TB, url string, mode pgx.QueryExecMode) *pgxpool.P
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = mode
 	cfg.MaxConns = PoolMaxConns
-	if url == PostgresURL() {
-		// On the shared server a commit returns without waiting for its WAL
-		// to reach the disk: no test crashes that server (a test that does
-		// starts its own, whose commits stay synchronous), and what other
-		// sessions see of a commit is unchanged. The tests' time then does
-		// not hang on the machine's disk flush latency, which a CI machine
-		// does not promise.
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("connect to PostgreSQL at %s: %v", url, err)
