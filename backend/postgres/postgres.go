@@ -486,11 +486,16 @@ func extractParams(dsn string, names ...string) (map[string]string, string, erro
 		out[name] = q.Get(name)
 		q.Del(name)
 	}
-	// url.Values writes a space as '+', which PostgreSQL's URL form
-	// (libpq's, pgx's) takes literally: options=-c%20a%3Db must reach the
-	// server as "-c a=b". A '+' of the value itself is encoded as %2B.
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	u.RawQuery = EncodeQuery(q)
 	return out, u.String(), nil
+}
+
+// EncodeQuery encodes q for a PostgreSQL URL: as url.Values.Encode, but a
+// space as %20, since PostgreSQL's URL form (libpq's, pgx's) takes '+'
+// literally: options=-c%20a%3Db must reach the server as "-c a=b". A '+'
+// of a value itself is encoded as %2B either way.
+func EncodeQuery(q url.Values) string {
+	return strings.ReplaceAll(q.Encode(), "+", "%20")
 }
 
 // Pool returns the pool the backend uses.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/cmd/spool/cli"
 	"github.com/spoolq/spool/cmd/spool/plot"
 )
@@ -547,7 +548,8 @@ func SetURLParam(dsn, name, value string) (string, error) {
 	}
 	q := u.Query()
 	q.Set(name, value)
-	// Spaces as %20, not '+', which PostgreSQL's URL form takes literally.
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	// A space as %20, which PostgreSQL's URL form needs and every other
+	// store's parser reads as a space too.
+	u.RawQuery = postgres.EncodeQuery(q)
 	return u.String(), nil
 }

@@ -55,12 +55,11 @@ func newPostgresScratch(dsn string) (*Scratch, error) {
 			pq.Del(k)
 		}
 	}
-	// Spaces as %20, not '+', which PostgreSQL's URL form takes literally.
-	plainURL.RawQuery = strings.ReplaceAll(pq.Encode(), "+", "%20")
+	plainURL.RawQuery = postgres.EncodeQuery(pq)
 	plain := plainURL.String()
 	q := u.Query()
 	q.Set(postgres.SchemaParam, schema)
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	u.RawQuery = postgres.EncodeQuery(q)
 	return &Scratch{
 		URL:  u.String(),
 		Name: schema,
