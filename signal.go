@@ -14,10 +14,11 @@ import (
 // Errors of durable waits (docs/durable.md).
 var (
 	// ErrWaiting is matched by the error Sleep and AwaitSignal return when
-	// they parked the job: its attempt has ended (given back, as a snooze
-	// gives it back) and the job runs again when its wait is over. The
-	// handler returns the error as it is; what it returns after a park is
-	// ignored.
+	// they park the job: once the handler returns, its attempt ends (given
+	// back, as a snooze gives it back) and the job runs again when its wait
+	// is over. The handler returns the error as it is; what it returns
+	// after a park is ignored, and a step or wait it calls after one fails
+	// with an error matching ErrWaiting.
 	ErrWaiting = errors.New("job is waiting")
 	// ErrUntimedWait is returned by AwaitSignal given a timeout that is not
 	// positive: a wait without a timeout is not supported yet.
@@ -48,10 +49,11 @@ func (e *SignalTimeoutError) Error() string {
 // Unwrap lets errors.Is match ErrSignalTimeout.
 func (e *SignalTimeoutError) Unwrap() error { return ErrSignalTimeout }
 
-// waitError is what Sleep and AwaitSignal return once they parked the job.
-// It unwraps to ErrWaiting and to a snooze outcome, so the worker's result
-// is a snooze whatever middleware wraps it; the store has already applied
-// the park, so that outcome is a fenced no-op.
+// waitError is what Sleep and AwaitSignal return once they asked for a
+// park. It unwraps to ErrWaiting and to a snooze outcome, so the worker's
+// result is a snooze whatever middleware wraps it; the park is written
+// when the handler returns (Finish), which makes that outcome a fenced
+// no-op.
 type waitError struct {
 	msg string
 	oe  *engine.OutcomeError
@@ -71,7 +73,8 @@ type waitRecord struct {
 // the store's clock, and its next run replays its recorded steps (Step
 // returns their results without running them) to this Sleep, which then
 // returns nil. The handler must return the error Sleep returns (matching
-// ErrWaiting) at once. A sleep is recorded among the job's steps as
+// ErrWaiting) at once: the park is written when the handler returns, so
+// the job's next attempt never starts beside this one. A sleep is recorded among the job's steps as
 // "spool:sleep:N", N its ordinal among the run's calls of Sleep, so sleeps
 // are matched by their order (steps are matched by name); d ≤ 0 returns
 // nil.
@@ -81,6 +84,9 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 	st, err := durableRun(ctx, "sleep")
 	if err != nil {
+		return err
+	}
+	if err := st.waiting("sleep"); err != nil {
 		return err
 	}
 	name := st.nextSleep()
@@ -97,12 +103,12 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		if left <= 0 {
 			return nil
 		}
-		return st.park(ctx, left, "", fmt.Sprintf("job %d sleeps %s more", st.run.ID(), left.Round(time.Millisecond)))
+		return st.park(left, "", fmt.Sprintf("job %d sleeps %s more", st.run.ID(), left.Round(time.Millisecond)))
 	}
 	if err := st.recordWait(ctx, name, d); err != nil {
 		return err
 	}
-	return st.park(ctx, d, "", fmt.Sprintf("job %d sleeps %s", st.run.ID(), d))
+	return st.park(d, "", fmt.Sprintf("job %d sleeps %s", st.run.ID(), d))
 }
 
 // AwaitSignal returns the payload of the signal name sent to the job (by
@@ -110,7 +116,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 // without holding a worker: when no signal is there yet, it parks the job
 // (the attempt given back) until the signal arrives or the timeout passes,
 // and returns an error matching ErrWaiting, which the handler returns at
-// once. The job's next run replays its recorded steps to this call, which
+// once (the park is written when it returns). The job's next run replays its recorded steps to this call, which
 // then returns the payload, or a *SignalTimeoutError once the timeout has
 // passed. A signal sent before the wait is kept; the first signal of a name
 // wins. timeout must be positive (ErrUntimedWait). A name is awaited once
@@ -124,6 +130,9 @@ func AwaitSignal(ctx context.Context, name string, timeout time.Duration) (json.
 	}
 	st, err := durableRun(ctx, "await signal "+name)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.waiting("await signal " + name); err != nil {
 		return nil, err
 	}
 	waitName := internalPrefix + "await:" + name
@@ -150,12 +159,12 @@ func AwaitSignal(ctx context.Context, name string, timeout time.Duration) (json.
 		if left <= 0 {
 			return nil, &SignalTimeoutError{JobID: st.run.ID(), Signal: name, Timeout: timeout}
 		}
-		return nil, st.park(ctx, left, name, fmt.Sprintf("job %d awaits signal %q, %s more", st.run.ID(), name, left.Round(time.Millisecond)))
+		return nil, st.park(left, name, fmt.Sprintf("job %d awaits signal %q, %s more", st.run.ID(), name, left.Round(time.Millisecond)))
 	}
 	if err := st.recordWait(ctx, waitName, timeout); err != nil {
 		return nil, err
 	}
-	return nil, st.park(ctx, timeout, name, fmt.Sprintf("job %d awaits signal %q for %s", st.run.ID(), name, timeout))
+	return nil, st.park(timeout, name, fmt.Sprintf("job %d awaits signal %q for %s", st.run.ID(), name, timeout))
 }
 
 // waitLeft is how long a recorded wait has left by this process's clock.
@@ -176,28 +185,73 @@ func (s *runSteps) recordWait(ctx context.Context, name string, d time.Duration)
 	return s.record(ctx, nil, name, b)
 }
 
-// park ends the run's attempt by a wait of d for signal (empty: none).
-func (s *runSteps) park(ctx context.Context, d time.Duration, signal, msg string) error {
+// pendingWait is the wait a run asked for, written once its handler
+// returns (Finish).
+type pendingWait struct {
+	d      time.Duration
+	signal string // empty: a sleep
+	msg    string
+}
+
+// park asks for the run's attempt to end by a wait of d for signal (empty:
+// none), and returns the error the handler returns. The park itself is
+// written by Finish, once the handler has returned.
+func (s *runSteps) park(d time.Duration, signal, msg string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wait != nil {
+		return fmt.Errorf("job %d: %w: the run already waits (%s); return that wait's error", s.run.ID(), ErrWaiting, s.wait.msg)
+	}
+	s.wait = &pendingWait{d: d, signal: signal, msg: msg}
+	return &waitError{msg: msg, oe: &engine.OutcomeError{Outcome: backend.OutcomeSnooze, Delay: d}}
+}
+
+// waiting returns an error matching ErrWaiting once the run has asked for
+// a wait: it does nothing more (no step, no other wait).
+func (s *runSteps) waiting(op string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wait == nil {
+		return nil
+	}
+	return fmt.Errorf("%s of job %d: %w: the run already waits (%s); return that wait's error", op, s.run.ID(), ErrWaiting, s.wait.msg)
+}
+
+// Finish implements engine.Finisher: the wait the run asked for is written
+// once its handler has returned, after the run's records. Written sooner,
+// while the handler's code still ran, the wait would hand the job back
+// while its attempt was still live: a signal already sent makes it due at
+// once, and another worker could start it beside the returning handler.
+// What the handler returned after asking for the wait is ignored; an error
+// writing the wait is the run's error.
+func (s *runSteps) Finish(ctx context.Context, handlerErr error) error {
+	s.mu.Lock()
+	w := s.wait
+	s.mu.Unlock()
+	if w == nil {
+		return handlerErr
+	}
 	lease := s.run.Lease()
 	// The park ends the attempt, after which no record of it is written:
 	// the run's records written behind go first.
 	if err := s.settle(ctx); err != nil {
 		return err
 	}
-	res, err := s.run.Backend().JobWait(ctx, &backend.JobWaitParams{Lease: lease, Delay: d, Signal: signal})
+	res, err := s.run.Backend().JobWait(ctx, &backend.JobWaitParams{Lease: lease, Delay: w.d, Signal: w.signal})
 	if err != nil {
 		return fmt.Errorf("park job %d: %w", lease.ID, err)
 	}
 	if !res.Applied {
 		return fmt.Errorf("park job %d: %w", lease.ID, ErrLeaseLost)
 	}
-	due := time.Now().Add(d)
+	due := time.Now().Add(w.d)
+	msg := w.msg
 	if res.Signalled {
 		due = time.Now()
 		msg += " (the signal had come: due at once)"
 	}
 	s.c.engine.Parked(lease, res.Queue, due)
-	return &waitError{msg: msg, oe: &engine.OutcomeError{Outcome: backend.OutcomeSnooze, Delay: d}}
+	return &waitError{msg: msg, oe: &engine.OutcomeError{Outcome: backend.OutcomeSnooze, Delay: w.d}}
 }
 
 // SignalResult reports a signal sent by Client.Signal.

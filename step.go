@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -94,6 +95,9 @@ func step[T any](ctx context.Context, tx any, name string, fn func(ctx context.C
 	if err != nil {
 		return zero, err
 	}
+	if err := st.waiting("step " + name); err != nil {
+		return zero, err
+	}
 	if !st.use(name) {
 		return zero, fmt.Errorf("step %q of job %d: %w", name, st.run.ID(), ErrStepReused)
 	}
@@ -176,6 +180,9 @@ type runSteps struct {
 	// broken is set by the batcher when one of the run's records failed:
 	// its later records are not written.
 	broken atomic.Bool
+	// wait is the park the run asked for, written when its handler
+	// returns (Finish).
+	wait *pendingWait
 }
 
 // durableRun returns the durable record of the run whose context ctx is.
@@ -447,6 +454,28 @@ func (b *stepBatcher) flush(be backend.Backend) {
 	b.mu.Unlock()
 }
 
+// writeStepBatch writes a batch of records, trying again with backoff
+// after a connection fault (backend.ErrNotWritten, ErrOutcomeUnknown) for
+// up to stepBatchTimeout, as outcomes are: a batch's transaction either
+// commits whole or not at all, and a record written twice under one fence
+// is kept once. A record left unwritten would let the run's outcome commit
+// without it. It reports whether the write was tried more than once.
+func writeStepBatch(be backend.Backend, params *backend.StepRecordManyParams) (res []backend.StepRecordResult, retried bool, err error) {
+	deadline := time.Now().Add(stepBatchTimeout)
+	backoff := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		res, err = be.StepRecordMany(ctx, params)
+		cancel()
+		transient := errors.Is(err, backend.ErrNotWritten) || errors.Is(err, backend.ErrOutcomeUnknown)
+		if !transient || time.Now().Add(backoff).After(deadline) {
+			return res, attempt > 1, err
+		}
+		time.Sleep(backoff/2 + rand.N(backoff/2))
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
 // write writes one batch and completes its requests. The batches are
 // written one after the other, so a run whose record failed in one is
 // known broken before the next is built.
@@ -465,9 +494,7 @@ func (b *stepBatcher) write(be backend.Backend, batch []*stepRequest) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), stepBatchTimeout)
-	res, err := be.StepRecordMany(ctx, params)
-	cancel()
+	res, retried, err := writeStepBatch(be, params)
 	if err == nil && len(res) != len(live) {
 		err = fmt.Errorf("record steps: %d results for %d records", len(res), len(live))
 	}
@@ -476,6 +503,12 @@ func (b *stepBatcher) write(be backend.Backend, batch []*stepRequest) {
 			r.fail = err
 		} else {
 			r.ok, r.fail = res[i].Recorded, res[i].Err
+			if retried && errors.Is(r.fail, backend.ErrStepRecorded) {
+				// An earlier try committed though its reply was lost:
+				// the name is recorded under this run's lease, and only
+				// this run records it.
+				r.ok, r.fail = true, nil
+			}
 		}
 		if r.fail != nil || !r.ok {
 			r.run.broken.Store(true)

@@ -24,6 +24,7 @@ func stepTests() []namedTest {
 		{"StepTxRollbackLeavesNoStep", testStepTx},
 		{"StepNamesChecked", testStepNames},
 		{"SleepFreesWorkerAndWaitsItsTime", testSleep},
+		{"WaitWrittenWhenHandlerReturns", testWaitAtReturn},
 		{"SignalBeforeWaitKept", testSignalBeforeWait},
 		{"SignalFirstWins", testSignalFirstWins},
 		{"SignalWakesWaiterNoneLost", testSignalWakes},
@@ -474,6 +475,57 @@ func testSleep(t *testing.T, h Harness) {
 	}
 	if got := stepNames(durableOf(t, be, id)); len(got) != 2 || got[1] != "spool:sleep:1" {
 		t.Fatalf("steps %v", got)
+	}
+}
+
+// testWaitAtReturn: a wait is written when the handler returns, not when
+// Sleep does, so the job, due again at once, does not start a second
+// attempt beside the handler still returning; a step or wait called after
+// the wait fails with ErrWaiting without running.
+func testWaitAtReturn(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	var calls counter
+	asked := make(chan []error, 1)
+	gate := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[StepArgs]) error {
+		calls.add(fmt.Sprintf("run %d", j.Attempt))
+		err := spool.Sleep(ctx, time.Millisecond)
+		if err == nil {
+			return nil
+		}
+		_, after := spool.Step(ctx, "after", func(context.Context) (int, error) {
+			calls.add("after")
+			return 1, nil
+		})
+		again := spool.Sleep(ctx, time.Hour)
+		asked <- []error{err, after, again}
+		<-gate
+		return err
+	}))
+	c := newClient(t, be, fastConfig(ws, 2))
+	start(t, c)
+	id := insert(t, c, StepArgs{}, nil)
+	errs := recv(t, asked, "the sleep")
+	for i, err := range errs {
+		if !errors.Is(err, spool.ErrWaiting) {
+			close(gate)
+			t.Fatalf("call %d after the sleep: %v, want ErrWaiting", i, err)
+		}
+	}
+	// The handler has not returned: its lease still holds the job.
+	j := getJob(t, be, id)
+	close(gate)
+	if j.State != backend.StateRunning || j.Attempt != 1 {
+		t.Fatalf("job %s at attempt %d while its handler had not returned from a sleep; want running at attempt 1", j.State, j.Attempt)
+	}
+	j = waitState(t, be, id, backend.StateCompleted)
+	if calls.get("run 1") != 2 || calls.get("after") != 0 || j.Attempt != 1 {
+		t.Fatalf("runs at attempt 1: %d (want 2: the sleep gives the attempt back), step after the wait ran %d times, final attempt %d",
+			calls.get("run 1"), calls.get("after"), j.Attempt)
+	}
+	if got := stepNames(durableOf(t, be, id)); len(got) != 1 || got[0] != "spool:sleep:1" {
+		t.Fatalf("steps %v, want only the first sleep's record", got)
 	}
 }
 

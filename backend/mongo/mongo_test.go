@@ -97,7 +97,8 @@ func exceptions() map[string]string {
 	}
 	for _, n := range []string{"StepRecordedNotRerunAfterRetry", "StepStaleFenceCannotRecord", "StepNotRerunAfterCrashRescue",
 		"StepTxRollbackLeavesNoStep", "StepNamesChecked", "SleepFreesWorkerAndWaitsItsTime", "SignalBeforeWaitKept",
-		"SignalFirstWins", "SignalWakesWaiterNoneLost", "SignalTimeoutError", "StepsWrittenBehindBeforeOutcomeAndWait"} {
+		"SignalFirstWins", "SignalWakesWaiterNoneLost", "SignalTimeoutError", "StepsWrittenBehindBeforeOutcomeAndWait",
+		"WaitWrittenWhenHandlerReturns"} {
 		ex[n] = steps
 	}
 	for _, n := range []string{"DebounceMoves", "DebounceNewCycle", "DebounceConcurrentInserts", "DebounceTx", "DebounceEarlierCycleRetry"} {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -35,16 +37,43 @@ func (r *Run) settled() <-chan struct{} {
 	return nil
 }
 
+// Finisher is implemented by a run's durable state that has a write to
+// make once the handler has returned: a wait the handler asked for
+// (Sleep, AwaitSignal) is written then, not while the handler's code still
+// runs, since the wait hands the job back and its next attempt may start
+// at once (a signal already sent). Finish gets the handler's error and
+// returns the error the outcome is worked out from.
+type Finisher interface {
+	Finish(ctx context.Context, handlerErr error) error
+}
+
+// finish calls the run's Finisher, if any, turning a panic into an error.
+func (r *Run) finish(ctx context.Context, handlerErr error) (err error) {
+	if !r.hasDurable.Load() {
+		return handlerErr
+	}
+	f, ok := r.durable.(Finisher)
+	if !ok {
+		return handlerErr
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("finish the run of job %d: panic: %v", r.lease.ID, v)
+		}
+	}()
+	return f.Finish(ctx, handlerErr)
+}
+
 // Lease is the running job's lease.
 func (r *Run) Lease() backend.LeaseRef { return r.lease }
 
 // Backend is the store the run's job lives in.
 func (r *Run) Backend() backend.Backend { return r.be }
 
-// Parked tells the engine that the handler of lease ended its attempt
-// itself by a committed wait (backend.StepStore.JobWait): the outcome the
-// handler returns is expected to be rejected, and the producer of queue
-// looks again at due, when the job is due.
+// Parked tells the engine that the run of lease ended its attempt by a
+// committed wait (backend.StepStore.JobWait, written by Finish): the
+// outcome the handler returned is expected to be rejected, and the
+// producer of queue looks again at due, when the job is due.
 func (e *Engine) Parked(lease backend.LeaseRef, queue string, due time.Time) {
 	e.running.markCompletedInTx(lease)
 	e.wakeAt(queue, due)

@@ -210,6 +210,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	}
 	x.running.add(&runCtx.running)
 	err := safeRun(runCtx, h.Run, row)
+	err = runCtx.run.finish(runCtx, err)
 	settled = runCtx.run.settled()
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
