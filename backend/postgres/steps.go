@@ -75,8 +75,19 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 	for i := range all {
 		all[i] = i
 	}
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		absent, err := b.recordSteps(ctx, tx, p.Steps, all, out)
+	err := b.retryConflict(ctx, func() error {
+		return b.recordStepsTx(ctx, p.Steps, all, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record steps: %w", ownWriteError(true, err))
+	}
+	return out, nil
+}
+
+// recordStepsTx is StepRecordMany's transaction.
+func (b *Backend) recordStepsTx(ctx context.Context, steps []backend.StepRecordParams, all []int, out []backend.StepRecordResult) error {
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		absent, err := b.recordSteps(ctx, tx, steps, all, out)
 		if err != nil || len(absent) == 0 {
 			return err
 		}
@@ -84,21 +95,42 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 		// such jobs out, then try them again.
 		moving := make([]int64, 0, len(absent))
 		for _, i := range absent {
-			moving = append(moving, p.Steps[i].Lease.ID)
+			moving = append(moving, steps[i].Lease.ID)
 		}
 		slices.Sort(moving)
 		var moved int
 		if err := tx.QueryRow(ctx, b.sql.unleaseJobs, slices.Compact(moving)).Scan(&moved); err != nil || moved == 0 {
 			return err
 		}
-		_, err = b.recordSteps(ctx, tx, p.Steps, absent, out)
+		_, err = b.recordSteps(ctx, tx, steps, absent, out)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("record steps: %w", ownWriteError(true, err))
-	}
-	return out, nil
 }
+
+// retryConflict runs fn, a transaction of the backend's own, again when
+// the server ended it as a deadlock's victim or for a serialization
+// failure: it rolled back whole, so running it again is safe. A few tries
+// at most; the last error is returned.
+func (b *Backend) retryConflict(ctx context.Context, fn func() error) error {
+	var err error
+	for try := 1; ; try++ {
+		err = fn()
+		var pe *pgconn.PgError
+		if try == conflictTries || !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
+			return err
+		}
+		t := time.NewTimer(time.Duration(try) * 10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// conflictTries bounds retryConflict's tries.
+const conflictTries = 4
 
 // recordSteps records the steps at idx in tx by one statement, setting
 // their results in out, and returns those whose lease holds no job in
