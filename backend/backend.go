@@ -287,6 +287,11 @@ type JobClaimParams struct {
 	// makes it unique per claim call ("<client id>#<n>"), so that the jobs of
 	// a claim whose reply was lost can be released by JobReleaseClaim.
 	ClaimID string
+	// InPlace asks a store that can hold claimed jobs apart from their rows
+	// (PostgreSQL's lease rows) to leave them in place: the queue's
+	// handlers write to their jobs while they run (durable steps), and
+	// each such write would first move its job back.
+	InPlace bool
 }
 
 // JobReleaseClaimParams returns to the queue the jobs still running under

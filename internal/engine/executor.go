@@ -87,6 +87,9 @@ type jobSource interface {
 	// half its lease left, or ok false once the goroutine's slot is given
 	// back.
 	next() (j bufferedJob, now time.Time, ok bool)
+	// noteRun notes that a job of the source ran, and whether it wrote
+	// durable records (Run.Durable).
+	noteRun(durable bool)
 }
 
 // start runs a claimed job on a goroutine of its own, hands its outcome to
@@ -103,7 +106,7 @@ type jobSource interface {
 func (x *executor) start(j bufferedJob, src jobSource) {
 	x.runJob(func() {
 		for now, ok := time.Now(), true; ok; j, now, ok = src.next() {
-			x.run(j, now)
+			src.noteRun(x.run(j, now))
 		}
 	})
 }
@@ -113,15 +116,15 @@ func (x *executor) start(j bufferedJob, src jobSource) {
 // began, taken on the job's goroutine just before the handler, because the
 // process can be paused (or starved) between the two: a pause there would
 // otherwise start the handler on a lease that ended meanwhile.
-func (x *executor) run(j bufferedJob, began time.Time) {
+func (x *executor) run(j bufferedJob, began time.Time) (durable bool) {
 	row := j.row
 	if late := began.Sub(j.claimedAt); late > x.cfg.LeaseDuration/2 {
 		x.logger.Warn("spool: a claimed job was handed back unstarted: the process stalled between its claim and its start (paused or starved) until less than half its lease was left",
 			"job_id", row.ID, "kind", row.Kind, "since_claim_sent", late.Round(time.Millisecond))
 		x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, nil, true)
-		return
+		return false
 	}
-	finish, rejectExpected, settled := x.executeIn(x.jobsBase, row, j.claimedAt, began)
+	finish, rejectExpected, settled, durable := x.executeIn(x.jobsBase, row, j.claimedAt, began)
 	took := time.Since(began)
 	if !rejectExpected {
 		x.failures.record(row, &finish, took)
@@ -136,9 +139,10 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 			<-settled
 			x.handIn(row, finish, run, rejectExpected)
 		}()
-		return
+		return durable
 	}
 	x.handIn(row, finish, run, rejectExpected)
+	return durable
 }
 
 // handIn hands a run's outcome to the writer.
@@ -190,11 +194,11 @@ func (x *executor) runnerLoop(task func()) {
 // expected to reject it: the handler called CompleteTx (if that transaction
 // committed, the write is a fenced no-op; if it rolled back, the outcome is
 // what happened), or the job's lease was found lost.
-func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool, settled <-chan struct{}) {
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool, settled <-chan struct{}, durable bool) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
-		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false, nil
+		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false, nil, false
 	}
 	timeout := h.Timeout(row)
 	if timeout == 0 {
@@ -215,7 +219,7 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
-	return x.outcomeOf(row, &h, err, runCtx, timeout), rejectExpected, settled
+	return x.outcomeOf(row, &h, err, runCtx, timeout), rejectExpected, settled, runCtx.run.hasDurable.Load()
 }
 
 // outcomeOf is the outcome to write for row, whose run in runCtx (with
