@@ -212,9 +212,13 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 	if tx == nil {
 		return fmt.Errorf("complete job %d in tx: %w: nil transaction", job.ID, ErrTxType)
 	}
+	durable := false
+	if run, ok := engine.RunFrom(ctx); ok {
+		durable = run.UsedDurable()
+	}
 	res, err := c.backend.JobFinishMany(ctx, &backend.JobFinishManyParams{
 		Tx:              tx,
-		Finishes:        []backend.JobFinish{{Lease: job.Lease(), Outcome: backend.OutcomeComplete}},
+		Finishes:        []backend.JobFinish{{Lease: job.Lease(), Outcome: backend.OutcomeComplete, Durable: durable}},
 		DeleteCompleted: c.config.CompletedRetention < 0,
 	})
 	if err == nil {

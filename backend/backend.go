@@ -320,6 +320,10 @@ type JobFinish struct {
 	Outcome Outcome
 	Delay   time.Duration // OutcomeRetry, OutcomeSnooze: added to the store's clock
 	Error   *AttemptError // recorded in the error history when not nil
+	// Durable is set when the run recorded durable steps: a store whose
+	// records do not go with a job deleted at its completion deletes them
+	// with it.
+	Durable bool
 }
 
 // JobFinishManyParams writes outcomes, each guarded by its lease.

@@ -25,6 +25,7 @@ func stepTests() []namedTest {
 		{"StepNamesChecked", testStepNames},
 		{"SleepFreesWorkerAndWaitsItsTime", testSleep},
 		{"WaitWrittenWhenHandlerReturns", testWaitAtReturn},
+		{"RecordsGoWithJobDeletedAtCompletion", testRecordsGoWithJob},
 		{"SignalBeforeWaitKept", testSignalBeforeWait},
 		{"SignalFirstWins", testSignalFirstWins},
 		{"SignalWakesWaiterNoneLost", testSignalWakes},
@@ -526,6 +527,44 @@ func testWaitAtReturn(t *testing.T, h Harness) {
 	}
 	if got := stepNames(durableOf(t, be, id)); len(got) != 1 || got[0] != "spool:sleep:1" {
 		t.Fatalf("steps %v, want only the first sleep's record", got)
+	}
+}
+
+// testRecordsGoWithJob: a job deleted at its completion (CompletedRetention
+// < 0) takes its steps and signals with it.
+func testRecordsGoWithJob(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	ctx := context.Background()
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[StepArgs]) error {
+		if _, err := spool.Step(ctx, "one", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return err
+		}
+		_, err := spool.AwaitSignal(ctx, "go", time.Hour)
+		return err
+	}))
+	cfg := fastConfig(ws, 1)
+	cfg.CompletedRetention = -1
+	c := newClient(t, be, cfg)
+	id := insert(t, c, StepArgs{}, nil)
+	if _, err := c.Signal(ctx, id, "go", 1); err != nil {
+		t.Fatal(err)
+	}
+	if d := durableOf(t, be, id); len(d.Signals) != 1 {
+		t.Fatalf("signals before the run: %+v", d.Signals)
+	}
+	start(t, c)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := be.JobGet(ctx, id)
+		d := durableOf(t, be, id)
+		if errors.Is(err, backend.ErrNotFound) && len(d.Steps) == 0 && len(d.Signals) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d deleted at its completion (get: %v) left %d steps and %d signals", id, err, len(d.Steps), len(d.Signals))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

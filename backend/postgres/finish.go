@@ -48,7 +48,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	}
 	res.Rejected = append(res.Rejected, known...)
 	if len(res.Rejected) == 0 {
-		return res, nil
+		return res, b.recordsGone(ctx, p, res)
 	}
 	db, err := b.dbtx(p.Tx)
 	if err != nil {
@@ -61,8 +61,52 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		ids, fences := leaseLists(p.Finishes)
 		b.dependents.forget(ids, fences)
 	}
-	return res, nil
+	return res, b.recordsGone(ctx, p, res)
 }
+
+// recordsGone deletes the durable records of the jobs p deleted at their
+// completion (records_gone.sql), in p's transaction when it has one (a
+// failure then fails the call, whose transaction is aborted). Without one
+// the outcomes are written by then, so a failure does not fail the call:
+// the ids are kept and tried again with the next completions' (at most
+// maxGoneRecords; past that the oldest are left behind).
+func (b *Backend) recordsGone(ctx context.Context, p *backend.JobFinishManyParams, res *backend.JobFinishManyResult) error {
+	if !p.DeleteCompleted {
+		return nil
+	}
+	var ids []int64
+	for _, f := range p.Finishes {
+		if f.Durable && f.Outcome == backend.OutcomeComplete && !slices.Contains(res.Rejected, f.Lease) {
+			ids = append(ids, f.Lease.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	db, err := b.dbtx(p.Tx)
+	if err != nil {
+		return fmt.Errorf("delete the records of completed jobs: %w", err)
+	}
+	if p.Tx != nil {
+		if _, err := db.Exec(ctx, b.sql.steps.recordsGone, ids); err != nil {
+			return fmt.Errorf("delete the records of completed jobs: %w", err)
+		}
+		return nil
+	}
+	b.goneMu.Lock()
+	ids = append(b.goneRecords, ids...)
+	b.goneRecords = nil
+	b.goneMu.Unlock()
+	if _, err := db.Exec(ctx, b.sql.steps.recordsGone, ids); err != nil {
+		b.goneMu.Lock()
+		b.goneRecords = append(b.goneRecords, ids[max(0, len(ids)-maxGoneRecords):]...)
+		b.goneMu.Unlock()
+	}
+	return nil
+}
+
+// maxGoneRecords bounds the ids recordsGone keeps to try again.
+const maxGoneRecords = 10000
 
 // leaseLists returns the finishes' ids and fences (nil when there is none).
 func leaseLists(fs []backend.JobFinish) ([]int64, []int32) {

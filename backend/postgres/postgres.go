@@ -213,8 +213,12 @@ type Backend struct {
 	small         smallClaims // which queues' next claims are small
 	placed        placedJobs  // the running jobs claimed in place
 	dependents    placedJobs  // the running jobs claimed with dependents (workflow.go)
-	wake          string
-	waker         *waker // WakeAfterCommit's sender
+	// goneRecords are jobs deleted at their completion whose durable
+	// records could not be deleted yet (recordsGone).
+	goneMu      sync.Mutex
+	goneRecords []int64
+	wake        string
+	waker       *waker // WakeAfterCommit's sender
 	// claimTx is the settings statement of a claim's transaction: the
 	// planner settings, and with ClaimCommitAsync an asynchronous commit.
 	// jobClaimTx is JobClaim's: claimTx on the generic plan

@@ -76,7 +76,7 @@ type workflowQueries struct {
 // stepQueries are the statements of sql/steps/ (steps.go).
 type stepQueries struct {
 	stepRecord, stepRecordMany, held, signalLock, signalSent, jobWait, signal string
-	stepsOf, signalsOf, waitOf                                                string
+	stepsOf, signalsOf, waitOf, recordsGone                                   string
 }
 
 // awaitQueries are the statements of sql/await/ (await.go).
@@ -233,6 +233,7 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 			"steps_of":         &q.steps.stepsOf,
 			"signals_of":       &q.steps.signalsOf,
 			"wait_of":          &q.steps.waitOf,
+			"records_gone":     &q.steps.recordsGone,
 		})
 	}
 	if err == nil {

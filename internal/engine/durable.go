@@ -64,6 +64,9 @@ func (r *Run) finish(ctx context.Context, handlerErr error) (err error) {
 	return f.Finish(ctx, handlerErr)
 }
 
+// UsedDurable reports whether the run has used durable records (Durable).
+func (r *Run) UsedDurable() bool { return r.hasDurable.Load() }
+
 // Lease is the running job's lease.
 func (r *Run) Lease() backend.LeaseRef { return r.lease }
 

@@ -219,7 +219,10 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
-	return x.outcomeOf(row, &h, err, runCtx, timeout), rejectExpected, settled, runCtx.run.hasDurable.Load()
+	durable = runCtx.run.UsedDurable()
+	f = x.outcomeOf(row, &h, err, runCtx, timeout)
+	f.Durable = durable
+	return f, rejectExpected, settled, durable
 }
 
 // outcomeOf is the outcome to write for row, whose run in runCtx (with
