@@ -74,10 +74,10 @@ type waitRecord struct {
 // returns their results without running them) to this Sleep, which then
 // returns nil. The handler must return the error Sleep returns (matching
 // ErrWaiting) at once: the park is written when the handler returns, so
-// the job's next attempt never starts beside this one. A sleep is recorded among the job's steps as
-// "spool:sleep:N", N its ordinal among the run's calls of Sleep, so sleeps
-// are matched by their order (steps are matched by name); d ≤ 0 returns
-// nil.
+// the job's next attempt never starts beside this one. A sleep is
+// recorded among the job's steps as "spool:sleep:N", N its ordinal among
+// the run's calls of Sleep, so sleeps are matched by their order (steps
+// are matched by name); d ≤ 0 returns nil.
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
