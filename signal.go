@@ -199,8 +199,8 @@ type pendingWait struct {
 func (s *runSteps) park(d time.Duration, signal, msg string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.wait != nil {
-		return fmt.Errorf("job %d: %w: the run already waits (%s); return that wait's error", s.run.ID(), ErrWaiting, s.wait.msg)
+	if err := s.waitingLocked("wait"); err != nil {
+		return err
 	}
 	s.wait = &pendingWait{d: d, signal: signal, msg: msg}
 	return &waitError{msg: msg, oe: &engine.OutcomeError{Outcome: backend.OutcomeSnooze, Delay: d}}
@@ -211,6 +211,11 @@ func (s *runSteps) park(d time.Duration, signal, msg string) error {
 func (s *runSteps) waiting(op string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.waitingLocked(op)
+}
+
+// waitingLocked is waiting with s.mu held.
+func (s *runSteps) waitingLocked(op string) error {
 	if s.wait == nil {
 		return nil
 	}

@@ -473,7 +473,7 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 	}
 	row := rows[0]
 	began := time.Now()
-	f, rejectExpected, settled, _ := e.exec.executeIn(ctx, row, sentAt, time.Now())
+	f, rejectExpected, settled := e.exec.executeIn(ctx, row, sentAt, time.Now())
 	if settled != nil {
 		<-settled
 	}

@@ -115,7 +115,8 @@ func (x *executor) start(j bufferedJob, src jobSource) {
 // checked that at least half the lease was left; the check is made again at
 // began, taken on the job's goroutine just before the handler, because the
 // process can be paused (or starved) between the two: a pause there would
-// otherwise start the handler on a lease that ended meanwhile.
+// otherwise start the handler on a lease that ended meanwhile. It reports
+// whether the run used durable records.
 func (x *executor) run(j bufferedJob, began time.Time) (durable bool) {
 	row := j.row
 	if late := began.Sub(j.claimedAt); late > x.cfg.LeaseDuration/2 {
@@ -124,7 +125,7 @@ func (x *executor) run(j bufferedJob, began time.Time) (durable bool) {
 		x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, nil, true)
 		return false
 	}
-	finish, rejectExpected, settled, durable := x.executeIn(x.jobsBase, row, j.claimedAt, began)
+	finish, rejectExpected, settled := x.executeIn(x.jobsBase, row, j.claimedAt, began)
 	took := time.Since(began)
 	if !rejectExpected {
 		x.failures.record(row, &finish, took)
@@ -139,10 +140,10 @@ func (x *executor) run(j bufferedJob, began time.Time) (durable bool) {
 			<-settled
 			x.handIn(row, finish, run, rejectExpected)
 		}()
-		return durable
+		return finish.Durable
 	}
 	x.handIn(row, finish, run, rejectExpected)
-	return durable
+	return finish.Durable
 }
 
 // handIn hands a run's outcome to the writer.
@@ -194,11 +195,11 @@ func (x *executor) runnerLoop(task func()) {
 // expected to reject it: the handler called CompleteTx (if that transaction
 // committed, the write is a fenced no-op; if it rolled back, the outcome is
 // what happened), or the job's lease was found lost.
-func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool, settled <-chan struct{}, durable bool) {
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool, settled <-chan struct{}) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
-		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false, nil, false
+		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false, nil
 	}
 	timeout := h.Timeout(row)
 	if timeout == 0 {
@@ -219,10 +220,9 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
-	durable = runCtx.run.UsedDurable()
 	f = x.outcomeOf(row, &h, err, runCtx, timeout)
-	f.Durable = durable
-	return f, rejectExpected, settled, durable
+	f.Durable = runCtx.run.UsedDurable()
+	return f, rejectExpected, settled
 }
 
 // outcomeOf is the outcome to write for row, whose run in runCtx (with
