@@ -26,6 +26,7 @@ func stepTests() []namedTest {
 		{"SleepFreesWorkerAndWaitsItsTime", testSleep},
 		{"WaitWrittenWhenHandlerReturns", testWaitAtReturn},
 		{"RecordsGoWithJobDeletedAtCompletion", testRecordsGoWithJob},
+		{"RecordsGoWithJobDeleted", testRecordsGoWithDeleted},
 		{"SignalBeforeWaitKept", testSignalBeforeWait},
 		{"SignalFirstWins", testSignalFirstWins},
 		{"SignalWakesWaiterNoneLost", testSignalWakes},
@@ -565,6 +566,63 @@ func testRecordsGoWithJob(t *testing.T, h Harness) {
 			t.Fatalf("job %d deleted at its completion (get: %v) left %d steps and %d signals", id, err, len(d.Steps), len(d.Signals))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testRecordsGoWithDeleted: the signals of a pending job go with it when
+// it is deleted, alone or in bulk, and those of a job that never waited
+// and was deleted at its completion are gone after the next cleanup at
+// the latest.
+func testRecordsGoWithDeleted(t *testing.T, h Harness) {
+	be := h.NewBackend(t)
+	ctx := context.Background()
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[StepArgs]) error { return nil }))
+	cfg := fastConfig(ws, 1)
+	cfg.CompletedRetention = -1
+	c := newClient(t, be, cfg)
+	signalled := func(opts *spool.InsertOpts) int64 {
+		t.Helper()
+		id := insert(t, c, StepArgs{}, opts)
+		if _, err := c.Signal(ctx, id, "go", 1); err != nil {
+			t.Fatalf("signal job %d: %v", id, err)
+		}
+		if d := durableOf(t, be, id); len(d.Signals) != 1 {
+			t.Fatalf("job %d: signals %+v, want one", id, d.Signals)
+		}
+		return id
+	}
+	alone, bulk := signalled(&spool.InsertOpts{Queue: "held"}), signalled(&spool.InsertOpts{Queue: "bulk"})
+	if _, err := c.JobDelete(ctx, alone); err != nil {
+		t.Fatalf("delete job %d: %v", alone, err)
+	}
+	if res, err := c.JobsDelete(ctx, spool.JobFilter{Queue: "bulk"}); err != nil || res.Changed != 1 {
+		t.Fatalf("bulk delete: %+v %v, want one job deleted", res, err)
+	}
+	for _, id := range []int64{alone, bulk} {
+		if d := durableOf(t, be, id); len(d.Signals) != 0 {
+			t.Fatalf("job %d deleted pending left its signals %+v", id, d.Signals)
+		}
+	}
+	ran := signalled(nil)
+	start(t, c)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := be.JobGet(ctx, ran); errors.Is(err, backend.ErrNotFound) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d was not deleted at its completion", ran)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := be.JobCleanup(ctx, &backend.JobCleanupParams{}); err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	if d := durableOf(t, be, ran); len(d.Signals) != 0 {
+		t.Fatalf("job %d deleted at its completion, after a cleanup, left its signals %+v", ran, d.Signals)
 	}
 }
 

@@ -98,7 +98,7 @@ func exceptions() map[string]string {
 	for _, n := range []string{"StepRecordedNotRerunAfterRetry", "StepStaleFenceCannotRecord", "StepNotRerunAfterCrashRescue",
 		"StepTxRollbackLeavesNoStep", "StepNamesChecked", "SleepFreesWorkerAndWaitsItsTime", "SignalBeforeWaitKept",
 		"SignalFirstWins", "SignalWakesWaiterNoneLost", "SignalTimeoutError", "StepsWrittenBehindBeforeOutcomeAndWait",
-		"WaitWrittenWhenHandlerReturns", "RecordsGoWithJobDeletedAtCompletion"} {
+		"WaitWrittenWhenHandlerReturns", "RecordsGoWithJobDeletedAtCompletion", "RecordsGoWithJobDeleted"} {
 		ex[n] = steps
 	}
 	for _, n := range []string{"DebounceMoves", "DebounceNewCycle", "DebounceConcurrentInserts", "DebounceTx", "DebounceEarlierCycleRetry"} {

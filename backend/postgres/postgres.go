@@ -217,8 +217,12 @@ type Backend struct {
 	// records could not be deleted yet (recordsGone).
 	goneMu      sync.Mutex
 	goneRecords []int64
-	wake        string
-	waker       *waker // WakeAfterCommit's sender
+	// orphansAfter is where the sweeps of orphaned steps and signals go on
+	// from (maintenance.go): the highest job id each looked at last.
+	orphansMu    sync.Mutex
+	orphansAfter [2]int64
+	wake         string
+	waker        *waker // WakeAfterCommit's sender
 	// claimTx is the settings statement of a claim's transaction: the
 	// planner settings, and with ClaimCommitAsync an asynchronous commit.
 	// jobClaimTx is JobClaim's: claimTx on the generic plan

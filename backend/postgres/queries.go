@@ -77,6 +77,7 @@ type workflowQueries struct {
 type stepQueries struct {
 	stepRecord, stepRecordMany, held, signalLock, signalSent, jobWait, signal string
 	stepsOf, signalsOf, waitOf, recordsGone                                   string
+	orphanSteps, orphanSignals                                                string
 }
 
 // awaitQueries are the statements of sql/await/ (await.go).
@@ -234,6 +235,8 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 			"signals_of":       &q.steps.signalsOf,
 			"wait_of":          &q.steps.waitOf,
 			"records_gone":     &q.steps.recordsGone,
+			"orphans_steps":    &q.steps.orphanSteps,
+			"orphans_signals":  &q.steps.orphanSignals,
 		})
 	}
 	if err == nil {

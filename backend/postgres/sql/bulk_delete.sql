@@ -18,6 +18,12 @@ WITH taken AS MATERIALIZED (
   USING taken t
   WHERE j.id = t.id
   RETURNING j.id
+),
+-- Their steps and signals go with them, as in delete.sql.
+steps AS (
+  DELETE FROM {{s}}.spool_steps s USING changed c WHERE s.job_id = c.id
+), signals AS (
+  DELETE FROM {{s}}.spool_signals s USING changed c WHERE s.job_id = c.id
 )
 -- One row per job taken (every one taken is locked, so it is deleted).
 SELECT id, false, true, ''::text, 0::smallint, NULL::timestamptz FROM changed
