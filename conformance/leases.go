@@ -203,11 +203,11 @@ func testHeartbeatKeepsLongJob(t *testing.T, h Harness) {
 		}
 	}))
 	cfg := fastConfig(ws, 1)
-	// Each heartbeat has a third of the lease to land; a shorter lease
-	// leaves less than a CI machine running every module's tests on two
-	// cores takes per statement, and the machine, not the heartbeat, would
-	// lose the lease.
-	cfg.LeaseDuration = time.Second
+	// A heartbeat is sent every third of the lease and must land within
+	// two thirds of it. A 1-s lease left 667 ms, which a beat exceeded
+	// once on a 2-core machine running every module's tests and a chaos
+	// run: the machine, not the heartbeat, lost the lease.
+	cfg.LeaseDuration = 2 * time.Second
 	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)

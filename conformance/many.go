@@ -356,7 +356,7 @@ func testManyGatheredLeaseExtended(t *testing.T, h Harness) {
 		return nil
 	}), spool.ManyConfig[ManyArgs]{MaxJobs: 10, MaxWait: 3 * time.Second})
 	cfg := fastConfig(ws, 10)
-	cfg.LeaseDuration = time.Second // as in HeartbeatKeepsLongJob
+	cfg.LeaseDuration = 2 * time.Second // shorter than MaxWait; as in HeartbeatKeepsLongJob
 	c := newClient(t, be, cfg)
 	id := insert(t, c, ManyArgs{}, nil)
 	start(t, c)
