@@ -320,7 +320,10 @@ func completeTxRunOn(t *testing.T, h Harness, be, inner backend.Backend, committ
 	results := make(chan error, 1)
 	ws := spool.NewWorkers()
 	cfg := fastConfig(ws, 1)
-	cfg.LeaseDuration = 300 * time.Millisecond
+	// Beats have two thirds of the lease to land: a loaded 2-core machine took
+	// longer than the 200 ms a 300-ms lease left, and the run's own clock
+	// then ended the lease before a beat could settle it as committed.
+	cfg.LeaseDuration = 2 * time.Second
 	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
 		tx := h.BeginTx(t, inner)
 		if err := spool.CompleteTx(ctx, btx(tx), j); err != nil {
@@ -335,7 +338,8 @@ func completeTxRunOn(t *testing.T, h Harness, be, inner backend.Backend, committ
 		if committed != nil {
 			committed()
 		}
-		// Stay past three heartbeats (one every 100ms): none may cancel us.
+		// Stay past three heartbeats (one every third of the lease): none
+		// may cancel us.
 		runOn := time.After(cfg.LeaseDuration + 100*time.Millisecond)
 		giveUp := time.After(10 * time.Second)
 		poll := time.NewTicker(10 * time.Millisecond)
