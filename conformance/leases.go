@@ -250,7 +250,7 @@ func testLostLeaseCancelsJob(t *testing.T, h Harness) {
 	cfg := fastConfig(ws, 1)
 	// Long enough that a loaded machine's slow heartbeats do not lose the
 	// lease to rescue before the user's cancel does (HeartbeatKeepsLongJob).
-	cfg.LeaseDuration = time.Second
+	cfg.LeaseDuration = 2 * time.Second
 	warned := make(chan string, 1)
 	cfg.Logger = slog.New(&logWatch{msg: "cancelled by a user", seen: warned})
 	c := newClient(t, be, cfg)
