@@ -6,14 +6,15 @@
 -- first name, which no other record of the job has; the other names of
 -- a job are checked against its sets (and against its spool_steps rows,
 -- which clients before this schema write) while the job's row is locked.
--- A batch starts a new set of a job past 64 KiB of results, so a set
--- stays small (a large result has a set of its own).
+-- A batch starts a new set of a job past each 64 KiB of results, so a
+-- set holds at most 64 KiB and one more result.
 CREATE TABLE {{schema}}.spool_step_sets (
   job_id     bigint NOT NULL,
   name       text NOT NULL,
   names      text[] NOT NULL,
   results    jsonb NOT NULL, -- a JSON array, one element per name
   fence      integer NOT NULL,
+  part       integer NOT NULL DEFAULT 0, -- its order among its batch's sets of the job
   created_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (job_id, name)
 );

@@ -26,8 +26,8 @@ WITH input AS MATERIALIZED (
   WHERE NOT EXISTS (SELECT FROM {{s}}.spool_step_sets s WHERE s.job_id = i.id AND i.name = ANY (s.names))
     AND NOT EXISTS (SELECT FROM {{s}}.spool_steps s WHERE s.job_id = i.id AND s.name = i.name)
 ), written AS (
-  INSERT INTO {{s}}.spool_step_sets (job_id, name, names, results, fence)
-  SELECT id, (array_agg(name ORDER BY ord))[1], array_agg(name ORDER BY ord), jsonb_agg(result::jsonb ORDER BY ord), fence
+  INSERT INTO {{s}}.spool_step_sets (job_id, name, names, results, fence, part)
+  SELECT id, (array_agg(name ORDER BY ord))[1], array_agg(name ORDER BY ord), jsonb_agg(result::jsonb ORDER BY ord), fence, part
   FROM fresh GROUP BY id, fence, part
 )
 SELECT i.ord, f.ord IS NOT NULL, h.id IS NOT NULL
