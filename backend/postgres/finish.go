@@ -500,7 +500,8 @@ func distinctIDs(ids []int64, idx []int) bool {
 // caller's transaction, where the settings would outlast it) with prepared
 // statements cached, each runs in one round trip after its settings: a
 // small completion in place or a leased statement over a small batch on
-// its generic plan (smallPlanSettings, genericPlanSettings), a leased
+// its generic plan (smallPlanSettings, genericPlanSettings), a larger
+// completion in place through the primary key (inPlacePlanSettings), a leased
 // statement over a larger batch planned per call with sequential scans
 // off (widePlanSettings), any other planned per call (customPlanSettings).
 // The deleted completion runs on its generic plan at any size: planning
@@ -526,6 +527,8 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 	switch {
 	case query == b.sql.completeKeepSmall || query == b.sql.completeDeleteSmall:
 		settings = smallPlanSettings
+	case query == b.sql.completeKeep || query == b.sql.completeDelete:
+		settings = inPlacePlanSettings
 	case query == b.sql.completeLeasedDelete || b.sql.leased(query) && n <= genericPlanMax:
 		settings = genericPlanSettings
 	case b.sql.leased(query):
@@ -543,6 +546,17 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 // (QueryExecModeExec) sends them as text, which the client formats and the
 // server parses element by element for every id array of a finish.
 const customPlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
+
+// inPlacePlanSettings plan the in-place completions of more than
+// genericPlanMax jobs per call, as customPlanSettings do, with a nested
+// loop over the batch and the primary key as the only way into spool_jobs.
+// Planned freely, with statistics that count few running rows (taken
+// before a drain claimed its jobs in place), the batch was hashed against
+// a bitmap scan of every running row: 16 ms for a batch of 99 jobs among
+// 7,800 running ones. The batch is in id order, so the loop locks rows in
+// id order, as every other statement over a batch does.
+const inPlacePlanSettings = customPlanSettings + `, set_config('enable_hashjoin', 'off', true),
+  set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`
 
 // widePlanSettings plan a leased statement over more than genericPlanMax
 // jobs per call, as customPlanSettings do, with sequential scans off, so

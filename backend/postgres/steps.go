@@ -17,7 +17,9 @@ import (
 // running job is either in place in spool_jobs or in a lease row; the
 // fenced writes here act on the row in place, and move a job out of its
 // lease row first (spool_unlease) when they do not find it, as JobRecord
-// does. A wait and a signal on one job take turns on spool_signal_lock.
+// does. A job's step records are kept in sets (spool_step_sets, schema
+// 25): a batch writes one row per job. A wait and a signal on one job
+// take turns on spool_signal_lock.
 
 // unlease moves the job id out of its lease row, if one holds it, on the
 // connection db; it reports whether it moved it.
@@ -277,7 +279,8 @@ func (b *Backend) JobDurable(ctx context.Context, id int64) (*backend.JobDurable
 		for rows.Next() {
 			r := backend.StepRow{JobID: id}
 			var result string
-			if err := rows.Scan(&r.Name, &result, &r.Fence, &r.At); err != nil {
+			var part, k int64 // the step's set among its batch's, its place in the set
+			if err := rows.Scan(&r.Name, &result, &r.Fence, &r.At, &part, &k); err != nil {
 				rows.Close()
 				return err
 			}

@@ -37,21 +37,29 @@ func (stepsJob) Kind() string { return "spool_bench_steps" }
 
 // stepsResult is the outcome of bench steps, as printed with --json.
 type stepsResult struct {
-	Scenario      string       `json:"scenario"`
-	Backend       string       `json:"backend"`
-	Store         string       `json:"store"`
-	Jobs          int          `json:"jobs"`
-	Steps         int          `json:"steps"`
-	Rounds        int          `json:"rounds"`
-	Workers       int          `json:"workers"`
-	PlainJobsPerS []float64    `json:"plain_jobs_per_s"`
-	StepsJobsPerS []float64    `json:"steps_jobs_per_s"`
-	Ratios        []float64    `json:"ratios"`
-	MedianRatio   float64      `json:"median_ratio"`
-	Signals       int          `json:"signals"`
-	SignalRate    int          `json:"signal_rate"`
-	SentPerS      float64      `json:"signals_sent_per_s"`
-	Resume        LatencyStats `json:"signal_to_resume"`
+	Scenario      string    `json:"scenario"`
+	Backend       string    `json:"backend"`
+	Store         string    `json:"store"`
+	Jobs          int       `json:"jobs"`
+	Steps         int       `json:"steps"`
+	Rounds        int       `json:"rounds"`
+	Workers       int       `json:"workers"`
+	PlainJobsPerS []float64 `json:"plain_jobs_per_s"`
+	StepsJobsPerS []float64 `json:"steps_jobs_per_s"`
+	Ratios        []float64 `json:"ratios"`
+	MedianRatio   float64   `json:"median_ratio"`
+	// CPU time per job of each round's drains, in microseconds: this
+	// process's, and that of the server processes of the store's own
+	// sessions (PostgreSQL only): unlike rates, not raised by other work
+	// on the machine.
+	PlainClientCPUUS  []float64    `json:"plain_client_cpu_per_job_us,omitempty"`
+	StepsClientCPUUS  []float64    `json:"steps_client_cpu_per_job_us,omitempty"`
+	PlainSessionCPUUS []float64    `json:"plain_session_cpu_per_job_us,omitempty"`
+	StepsSessionCPUUS []float64    `json:"steps_session_cpu_per_job_us,omitempty"`
+	Signals           int          `json:"signals"`
+	SignalRate        int          `json:"signal_rate"`
+	SentPerS          float64      `json:"signals_sent_per_s"`
+	Resume            LatencyStats `json:"signal_to_resume"`
 	// Parked jobs beside plain drains (--parked): the plain drain's rate
 	// in a store without them and in one with them, by round.
 	Parked          int       `json:"parked,omitempty"`
@@ -251,6 +259,7 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 	res := stepsResult{Scenario: "steps", Backend: store.Backend.Name(), Store: store.Scratch.Name, Jobs: *jobs,
 		Steps: *steps, Rounds: *rounds, Workers: *workers, Signals: *signals, SignalRate: *rate}
 	main := &drainTarget{be: store.Backend, inserter: inserter}
+	var lastClientCPU, lastSessionCPU float64 // per job, of the last drain in main
 	drainIn := func(t *drainTarget, n, steps int) (float64, error) {
 		params := make([]spool.InsertManyParams, n)
 		for i := range params {
@@ -268,6 +277,10 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return 0, err
 		}
+		var cpu cpuSpan
+		if t == main {
+			cpu = startCPUSpan(func() []int { return store.sessionPIDs(ctx) })
+		}
 		start := time.Now()
 		if err := client.Start(ctx); err != nil {
 			return 0, err
@@ -275,6 +288,9 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 		defer stopClient(r.Env.Stderr, r.Name, client)
 		if err := WaitDrainedQueue(ctx, client, spool.DefaultQueue, counter, &handled); err != nil {
 			return 0, err
+		}
+		if t == main {
+			lastClientCPU, _, lastSessionCPU = cpu.perJob(n, store.Backend.Name())
 		}
 		return cli.Rate(int64(n), counter.DoneAt.Sub(start)), nil
 	}
@@ -294,14 +310,20 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 			}
 			if s == 0 {
 				plain = rate
+				res.PlainClientCPUUS = append(res.PlainClientCPUUS, lastClientCPU)
+				res.PlainSessionCPUUS = append(res.PlainSessionCPUUS, lastSessionCPU)
 			} else {
 				stepped = rate
+				res.StepsClientCPUUS = append(res.StepsClientCPUUS, lastClientCPU)
+				res.StepsSessionCPUUS = append(res.StepsSessionCPUUS, lastSessionCPU)
 			}
 		}
 		res.PlainJobsPerS = append(res.PlainJobsPerS, plain)
 		res.StepsJobsPerS = append(res.StepsJobsPerS, stepped)
 		res.Ratios = append(res.Ratios, stepped/plain)
-		fmt.Fprintf(r.Stderr, "round %d: plain %.0f jobs/s, %d steps %.0f jobs/s, ratio %.2f\n", round+1, plain, *steps, stepped, stepped/plain)
+		k := len(res.PlainClientCPUUS) - 1
+		fmt.Fprintf(r.Stderr, "round %d: plain %.0f jobs/s, %d steps %.0f jobs/s, ratio %.2f; CPU per job, client %.1f / %.1f µs, server sessions %.1f / %.1f µs\n",
+			round+1, plain, *steps, stepped, stepped/plain, res.PlainClientCPUUS[k], res.StepsClientCPUUS[k], res.PlainSessionCPUUS[k], res.StepsSessionCPUUS[k])
 	}
 	res.MedianRatio = Median(res.Ratios)
 	if *parked > 0 {
@@ -402,6 +424,14 @@ func printStepsResult(w io.Writer, r *stepsResult) error {
 		{"steps jobs/s", FormatRuns(r.StepsJobsPerS)},
 		{"ratios", FormatRuns(r.Ratios)},
 		{"median ratio", fmt.Sprintf("%.2f", r.MedianRatio)},
+		{"client CPU per job, plain", FormatRuns(r.PlainClientCPUUS)},
+		{"client CPU per job, steps", FormatRuns(r.StepsClientCPUUS)},
+	}
+	if r.Backend == "postgres" {
+		rows = append(rows, [][2]string{
+			{"server sessions' CPU per job, plain", FormatRuns(r.PlainSessionCPUUS)},
+			{"server sessions' CPU per job, steps", FormatRuns(r.StepsSessionCPUUS)},
+		}...)
 	}
 	if r.Signals > 0 {
 		rows = append(rows, [][2]string{

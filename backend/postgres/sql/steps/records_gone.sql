@@ -9,5 +9,7 @@ WITH gone AS MATERIALIZED (
   WHERE NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs j WHERE j.id = i.id)
 ), steps AS (
   DELETE FROM {{s}}.spool_steps s USING gone g WHERE s.job_id = g.id
+), sets AS (
+  DELETE FROM {{s}}.spool_step_sets s USING gone g WHERE s.job_id = g.id
 )
 DELETE FROM {{s}}.spool_signals s USING gone g WHERE s.job_id = g.id
