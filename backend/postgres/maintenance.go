@@ -89,11 +89,11 @@ const orphanBatch = 1000
 func (b *Backend) sweepOrphans(ctx context.Context) error {
 	b.orphansMu.Lock()
 	defer b.orphansMu.Unlock()
-	for i, q := range []string{b.sql.steps.orphanSteps, b.sql.steps.orphanSignals} {
+	for i, q := range []string{b.sql.steps.orphanSteps, b.sql.steps.orphanStepSets, b.sql.steps.orphanSignals} {
 		var last, looked int64
 		if err := b.pool.QueryRow(ctx, q, b.orphansAfter[i], orphanBatch).Scan(&last, &looked); err != nil {
 			if isUndefined(err) {
-				return nil // a schema before steps (21)
+				continue // a schema before steps (21) or step sets (25)
 			}
 			return fmt.Errorf("clean up orphaned steps and signals: %w", err)
 		}

@@ -220,7 +220,7 @@ type Backend struct {
 	// orphansAfter is where the sweeps of orphaned steps and signals go on
 	// from (maintenance.go): the highest job id each looked at last.
 	orphansMu    sync.Mutex
-	orphansAfter [2]int64
+	orphansAfter [3]int64
 	wake         string
 	waker        *waker // WakeAfterCommit's sender
 	// claimTx is the settings statement of a claim's transaction: the

@@ -22,6 +22,8 @@ WITH taken AS MATERIALIZED (
 -- Their steps and signals go with them, as in delete.sql.
 steps AS (
   DELETE FROM {{s}}.spool_steps s USING changed c WHERE s.job_id = c.id
+), sets AS (
+  DELETE FROM {{s}}.spool_step_sets s USING changed c WHERE s.job_id = c.id
 ), signals AS (
   DELETE FROM {{s}}.spool_signals s USING changed c WHERE s.job_id = c.id
 )

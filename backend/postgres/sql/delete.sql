@@ -9,6 +9,8 @@ WITH gone AS (
   RETURNING {{jcols}}
 ), steps AS (
   DELETE FROM {{s}}.spool_steps s WHERE s.job_id = $1 AND EXISTS (SELECT 1 FROM gone)
+), sets AS (
+  DELETE FROM {{s}}.spool_step_sets s WHERE s.job_id = $1 AND EXISTS (SELECT 1 FROM gone)
 ), signals AS (
   DELETE FROM {{s}}.spool_signals s WHERE s.job_id = $1 AND EXISTS (SELECT 1 FROM gone)
 )
