@@ -2,8 +2,8 @@
 -- id $1 that have neither a row nor a lease row, deleted. Records outlive
 -- their job where no write deleted them with it: a process that died
 -- between a completion that deleted its job and records_gone.sql. One
--- statement, one snapshot:
--- a job moving between spool_jobs and a lease row is seen in one of them.
+-- statement, one snapshot: a job moving between spool_jobs and a lease
+-- row is seen in one of them.
 -- Returns the highest job id looked at and how many jobs were looked at
 -- (fewer than $2: the next sweep starts over).
 WITH ids AS MATERIALIZED (
