@@ -45,9 +45,6 @@ type jobScanner struct {
 	uniqueStates                          int16
 	queue, kind, stateText, leasedBy      internText
 	uniqueKey, flowKey, waitKind, task    internText
-	depsLeft                              zeroInt
-	hasDependents                         zeroBool
-	workflowID, batchID                   zeroInt64
 	args, metadata, output                chunkBytes
 	errors                                attemptErrors
 	dest                                  [28]any
@@ -77,14 +74,12 @@ func newJobScanner() *jobScanner {
 	s.args, s.metadata, s.output = chunkBytes{s, &c.Args}, chunkBytes{s, &c.Metadata}, chunkBytes{s, &c.Output}
 	s.errors = attemptErrors{s}
 	s.waitKind, s.task = internText{s, &c.WaitKind}, internText{s, &c.WorkflowTask}
-	s.depsLeft, s.hasDependents = zeroInt{&c.DepsLeft}, zeroBool{&c.HasDependents}
-	s.workflowID, s.batchID = zeroInt64{&c.WorkflowID}, zeroInt64{&c.BatchID}
 	s.dest = [28]any{&c.ID, &s.queue, &s.kind, &s.args,
 		&s.stateText, &c.Priority, &c.RunAt, &c.Attempt, &c.MaxAttempts, &c.Fence,
 		&s.leasedUntil, &s.leasedBy, &c.CreatedAt, &s.attemptedAt, &s.finalizedAt,
 		&s.errors, &c.Tags, &s.metadata,
 		&s.uniqueKey, &s.uniqueStates, &s.output, &s.flowKey,
-		&s.waitKind, &s.depsLeft, &s.hasDependents, &s.workflowID, &s.task, &s.batchID}
+		&s.waitKind, &c.DepsLeft, &c.HasDependents, &c.WorkflowID, &s.task, &c.BatchID}
 	return s
 }
 
@@ -143,42 +138,6 @@ func (t *internText) ScanBytes(v []byte) error {
 		t.s.texts = append(t.s.texts, str)
 	}
 	*t.dst = str
-	return nil
-}
-
-// zeroInt, zeroInt64 and zeroBool scan a number or a flag, NULL as zero or
-// false. A claim returns NULL for the workflow columns of the jobs it moves
-// into lease rows (sql/fragments/claim_write.sql), which are in no
-// workflow or batch: a NULL is a length on the wire, where a value costs
-// the server its send function and the client its decoding, for every
-// claimed job.
-type zeroInt struct{ dst *int }
-
-// ScanInt64 implements pgtype.Int64Scanner.
-func (z *zeroInt) ScanInt64(v pgtype.Int8) error {
-	*z.dst = 0
-	if v.Valid {
-		*z.dst = int(v.Int64)
-	}
-	return nil
-}
-
-type zeroInt64 struct{ dst *int64 }
-
-// ScanInt64 implements pgtype.Int64Scanner.
-func (z *zeroInt64) ScanInt64(v pgtype.Int8) error {
-	*z.dst = 0
-	if v.Valid {
-		*z.dst = v.Int64
-	}
-	return nil
-}
-
-type zeroBool struct{ dst *bool }
-
-// ScanBool implements pgtype.BoolScanner.
-func (z *zeroBool) ScanBool(v pgtype.Bool) error {
-	*z.dst = v.Valid && v.Bool
 	return nil
 }
 

@@ -57,14 +57,10 @@ updated AS (
   WHERE j.id = picked.id AND NOT picked.leasable
   RETURNING {{jcols}}
 )
--- A moved job is in no workflow or batch: its six workflow columns go as
--- NULL, which costs neither the server a value to send nor the client one
--- to decode, per job (scan.go reads them as zero).
 SELECT m.id, m.queue, m.kind, m.args, 'running', m.priority, m.run_at,
   (m.attempt + 1)::smallint, m.max_attempts, {{s}}.spool_next_fence(m.fence, ep.e),
   now() + $3::bigint * interval '1 microsecond', $4::text, m.created_at, now(), NULL::timestamptz,
-  m.errors, m.tags, m.metadata, '', 0::smallint, m.output, '',
-  NULL::text, NULL::integer, NULL::boolean, NULL::bigint, NULL::text, NULL::bigint
+  m.errors, m.tags, m.metadata, '', 0::smallint, m.output, '', '', 0, false, 0::bigint, '', 0::bigint
 FROM gone m, ep
 UNION ALL
 SELECT * FROM updated
