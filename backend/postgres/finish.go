@@ -552,9 +552,10 @@ const customPlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_p
 // loop over the batch and the primary key as the only way into spool_jobs.
 // Planned freely, with statistics that count few running rows (taken
 // before a drain claimed its jobs in place), the batch was hashed against
-// a bitmap scan of every running row: 16 ms for a batch of 99 jobs among
-// 7,800 running ones. The batch is in id order, so the loop locks rows in
-// id order, as every other statement over a batch does.
+// a bitmap scan of every running row (BENCHMARKS.md, "Step records in
+// sets; in-place completions through the primary key"). The batch is in
+// id order, so the loop locks rows in id order, as every other statement
+// over a batch does.
 const inPlacePlanSettings = customPlanSettings + `, set_config('enable_hashjoin', 'off', true),
   set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`
 

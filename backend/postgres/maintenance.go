@@ -78,30 +78,28 @@ func (b *Backend) JobCleanup(ctx context.Context, p *backend.JobCleanupParams) (
 	return n, nil
 }
 
-// orphanBatch is how many jobs' records one cleanup looks at per table: a
-// sweep reads each record's job by index, so a store with many parked jobs
-// is gone through over several cleanups instead of in one long statement.
+// orphanBatch is how many jobs' records one cleanup looks at: a sweep
+// reads each job by index, so a store with many parked jobs is gone
+// through over several cleanups instead of in one long statement.
 const orphanBatch = 1000
 
-// sweepOrphans deletes steps and signals whose job is gone, orphanBatch
-// jobs of each table a call, going on from where the last call stopped
-// (from the start again once a table was read to its end).
+// sweepOrphans deletes the steps and signals of orphanBatch jobs that are
+// gone, going on from where the last call stopped (from the start again
+// once it read to the end).
 func (b *Backend) sweepOrphans(ctx context.Context) error {
 	b.orphansMu.Lock()
 	defer b.orphansMu.Unlock()
-	for i, q := range []string{b.sql.steps.orphanSteps, b.sql.steps.orphanStepSets, b.sql.steps.orphanSignals} {
-		var last, looked int64
-		if err := b.pool.QueryRow(ctx, q, b.orphansAfter[i], orphanBatch).Scan(&last, &looked); err != nil {
-			if isUndefined(err) {
-				continue // a schema before steps (21) or step sets (25)
-			}
-			return fmt.Errorf("clean up orphaned steps and signals: %w", err)
+	var last, looked int64
+	if err := b.pool.QueryRow(ctx, b.sql.steps.orphans, b.orphansAfter, orphanBatch).Scan(&last, &looked); err != nil {
+		if isUndefined(err) {
+			return nil // a schema before step sets (25)
 		}
-		if looked < orphanBatch {
-			last = 0
-		}
-		b.orphansAfter[i] = last
+		return fmt.Errorf("clean up orphaned steps and signals: %w", err)
 	}
+	if looked < orphanBatch {
+		last = 0
+	}
+	b.orphansAfter = last
 	return nil
 }
 

@@ -217,10 +217,10 @@ type Backend struct {
 	// records could not be deleted yet (recordsGone).
 	goneMu      sync.Mutex
 	goneRecords []int64
-	// orphansAfter is where the sweeps of orphaned steps and signals go on
-	// from (maintenance.go): the highest job id each looked at last.
+	// orphansAfter is where the sweep of orphaned steps and signals goes
+	// on from (maintenance.go): the highest job id it looked at last.
 	orphansMu    sync.Mutex
-	orphansAfter [3]int64
+	orphansAfter int64
 	wake         string
 	waker        *waker // WakeAfterCommit's sender
 	// claimTx is the settings statement of a claim's transaction: the

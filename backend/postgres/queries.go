@@ -77,7 +77,7 @@ type workflowQueries struct {
 type stepQueries struct {
 	stepRecord, stepRecordMany, held, signalLock, signalSent, jobWait, signal string
 	stepsOf, signalsOf, waitOf, recordsGone                                   string
-	orphanSteps, orphanStepSets, orphanSignals                                string
+	orphans                                                                   string
 }
 
 // awaitQueries are the statements of sql/await/ (await.go).
@@ -224,20 +224,18 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 	}
 	if err == nil {
 		err = sqltext.Load(fsys, "sql/steps", r, map[string]*string{
-			"step_record":       &q.steps.stepRecord,
-			"step_record_many":  &q.steps.stepRecordMany,
-			"held":              &q.steps.held,
-			"signal_lock":       &q.steps.signalLock,
-			"signal_sent":       &q.steps.signalSent,
-			"job_wait":          &q.steps.jobWait,
-			"signal":            &q.steps.signal,
-			"steps_of":          &q.steps.stepsOf,
-			"signals_of":        &q.steps.signalsOf,
-			"wait_of":           &q.steps.waitOf,
-			"records_gone":      &q.steps.recordsGone,
-			"orphans_steps":     &q.steps.orphanSteps,
-			"orphans_step_sets": &q.steps.orphanStepSets,
-			"orphans_signals":   &q.steps.orphanSignals,
+			"step_record":      &q.steps.stepRecord,
+			"step_record_many": &q.steps.stepRecordMany,
+			"held":             &q.steps.held,
+			"signal_lock":      &q.steps.signalLock,
+			"signal_sent":      &q.steps.signalSent,
+			"job_wait":         &q.steps.jobWait,
+			"signal":           &q.steps.signal,
+			"steps_of":         &q.steps.stepsOf,
+			"signals_of":       &q.steps.signalsOf,
+			"wait_of":          &q.steps.waitOf,
+			"records_gone":     &q.steps.recordsGone,
+			"orphans":          &q.steps.orphans,
 		})
 	}
 	if err == nil {

@@ -279,8 +279,7 @@ func (b *Backend) JobDurable(ctx context.Context, id int64) (*backend.JobDurable
 		for rows.Next() {
 			r := backend.StepRow{JobID: id}
 			var result string
-			var part, k int64 // the step's set among its batch's, its place in the set
-			if err := rows.Scan(&r.Name, &result, &r.Fence, &r.At, &part, &k); err != nil {
+			if err := rows.Scan(&r.Name, &result, &r.Fence, &r.At); err != nil {
 				rows.Close()
 				return err
 			}

@@ -13,19 +13,14 @@ WITH taken AS MATERIALIZED (
   ORDER BY id
   LIMIT $7
   FOR UPDATE
-), changed AS (
+), gone AS (
   DELETE FROM {{s}}.spool_jobs j
   USING taken t
   WHERE j.id = t.id
   RETURNING j.id
 ),
--- Their steps and signals go with them, as in delete.sql.
-steps AS (
-  DELETE FROM {{s}}.spool_steps s USING changed c WHERE s.job_id = c.id
-), sets AS (
-  DELETE FROM {{s}}.spool_step_sets s USING changed c WHERE s.job_id = c.id
-), signals AS (
-  DELETE FROM {{s}}.spool_signals s USING changed c WHERE s.job_id = c.id
-)
+-- Their steps and signals go with them, as in delete.sql
+-- (fragments/records_of_gone.sql).
+{{records_of_gone}}
 -- One row per job taken (every one taken is locked, so it is deleted).
-SELECT id, false, true, ''::text, 0::smallint, NULL::timestamptz FROM changed
+SELECT id, false, true, ''::text, 0::smallint, NULL::timestamptz FROM gone

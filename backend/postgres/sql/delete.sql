@@ -7,11 +7,7 @@ WITH gone AS (
   DELETE FROM {{s}}.spool_jobs j
   WHERE j.id = $1 AND j.state NOT IN ('running', 'waiting') AND NOT j.has_dependents
   RETURNING {{jcols}}
-), steps AS (
-  DELETE FROM {{s}}.spool_steps s WHERE s.job_id = $1 AND EXISTS (SELECT 1 FROM gone)
-), sets AS (
-  DELETE FROM {{s}}.spool_step_sets s WHERE s.job_id = $1 AND EXISTS (SELECT 1 FROM gone)
-), signals AS (
-  DELETE FROM {{s}}.spool_signals s WHERE s.job_id = $1 AND EXISTS (SELECT 1 FROM gone)
-)
+),
+-- fragments/records_of_gone.sql
+{{records_of_gone}}
 SELECT * FROM gone

@@ -7,9 +7,7 @@
 WITH gone AS MATERIALIZED (
   SELECT i.id FROM unnest($1::bigint[]) AS i(id)
   WHERE NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs j WHERE j.id = i.id)
-), steps AS (
-  DELETE FROM {{s}}.spool_steps s USING gone g WHERE s.job_id = g.id
-), sets AS (
-  DELETE FROM {{s}}.spool_step_sets s USING gone g WHERE s.job_id = g.id
-)
-DELETE FROM {{s}}.spool_signals s USING gone g WHERE s.job_id = g.id
+),
+-- fragments/records_of_gone.sql
+{{records_of_gone}}
+SELECT count(*) FROM gone
