@@ -288,9 +288,9 @@ type JobClaimParams struct {
 	// a claim whose reply was lost can be released by JobReleaseClaim.
 	ClaimID string
 	// InPlace asks a store that can hold claimed jobs apart from their rows
-	// (PostgreSQL's lease rows) to leave them in place: the queue's
-	// handlers write to their jobs while they run (durable steps), and
-	// each such write would first move its job back.
+	// (PostgreSQL's lease rows) to leave them in place. The runtime no
+	// longer sends it: PostgreSQL records durable steps against lease rows
+	// (BENCHMARKS.md, "Step records against lease rows").
 	InPlace bool
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
@@ -101,5 +102,85 @@ func wantSteps(t *testing.T, be *postgres.Backend, id int64, want ...string) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("steps of job %d: %.200q, want %.200q", id, got, want)
+	}
+}
+
+// TestStepsRecordedInLeaseRows checks that a batch of records leaves jobs
+// held in lease rows where they are: the records are written under each
+// job's lease row's fence, a stale fence records nothing, a name is
+// recorded once, readers find the records, and a completion that deletes
+// the jobs takes their records with it.
+func TestStepsRecordedInLeaseRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be := newBackend(t)
+	const n = 100
+	jobs := make([]*backend.JobInsertParams, n)
+	for i := range jobs {
+		jobs[i] = plainJob()
+	}
+	insertJobs(t, be, jobs...)
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: n, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil || len(rows) != n {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != n || inPlace != 0 {
+		t.Fatalf("claimed: %d jobs in lease rows and %d in place, want %d and 0", leased, inPlace, n)
+	}
+	step := func(l backend.LeaseRef, name, result string) backend.StepRecordParams {
+		return backend.StepRecordParams{Lease: l, Name: name, Result: json.RawMessage(result)}
+	}
+	var batch []backend.StepRecordParams
+	for _, r := range rows {
+		batch = append(batch, step(r.Lease(), "a", `1`), step(r.Lease(), "b", fmt.Sprint(r.ID)))
+	}
+	stale := rows[0].Lease()
+	stale.Fence--
+	batch = append(batch, step(stale, "c", `0`))
+	res, err := be.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: batch})
+	if err != nil || len(res) != len(batch) {
+		t.Fatalf("batch: %d results, %v", len(res), err)
+	}
+	for i, r := range res[:len(res)-1] {
+		if !r.Recorded || r.Err != nil {
+			t.Fatalf("record %d (%s of job %d): %+v, want recorded", i, batch[i].Name, batch[i].Lease.ID, r)
+		}
+	}
+	if r := res[len(res)-1]; r.Recorded || r.Err != nil {
+		t.Fatalf("record under a stale fence: %+v, want refused", r)
+	}
+	if leased, inPlace := leaseRowsState(t, be); leased != n || inPlace != 0 {
+		t.Fatalf("after the records: %d jobs in lease rows and %d in place, want %d and 0", leased, inPlace, n)
+	}
+	wantSteps(t, be, rows[7].ID, "a=1", fmt.Sprintf("b=%d", rows[7].ID))
+
+	// A name recorded already, in the lease row's job: refused; a new one
+	// recorded.
+	res, err = be.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: []backend.StepRecordParams{
+		step(rows[3].Lease(), "b", `9`), step(rows[3].Lease(), "d", `4`),
+	}})
+	if err != nil || len(res) != 2 || res[0].Recorded || !errors.Is(res[0].Err, backend.ErrStepRecorded) || !res[1].Recorded {
+		t.Fatalf("second batch: %+v %v, want ErrStepRecorded then recorded", res, err)
+	}
+	wantSteps(t, be, rows[3].ID, "a=1", fmt.Sprintf("b=%d", rows[3].ID), "d=4")
+
+	// Completed and deleted, with their records.
+	var fs []backend.JobFinish
+	for _, r := range rows {
+		fs = append(fs, backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete, Durable: true})
+	}
+	fres, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs, DeleteCompleted: true})
+	if err != nil || len(fres.Rejected) != 0 {
+		t.Fatalf("finish: %+v %v", fres, err)
+	}
+	for _, r := range rows[:3] {
+		if k := stepSets(t, be, r.ID); k != 0 {
+			t.Fatalf("job %d deleted at its completion: %d sets left", r.ID, k)
+		}
+	}
+	// A record after the job ended: refused.
+	res, err = be.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: []backend.StepRecordParams{step(rows[5].Lease(), "e", `5`)}})
+	if err != nil || len(res) != 1 || res[0].Recorded || res[0].Err != nil {
+		t.Fatalf("record after the completion: %+v %v, want refused", res, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,10 +13,13 @@ import (
 )
 
 // Durable steps, waits and signals (backend.StepStore, schema 22). A
-// running job is either in place in spool_jobs or in a lease row; the
-// fenced writes here act on the row in place, and move a job out of its
-// lease row first (spool_unlease) when they do not find it, as JobRecord
-// does. A job's step records are kept in sets (spool_step_sets, schema
+// running job is either in place in spool_jobs or in a lease row. The
+// batches of step records (StepRecordMany) find it in either and leave it
+// there; a record in a caller's transaction (StepRecord) and a wait act
+// on the row in place, and move a job out of its lease row first
+// (spool_unlease) when they do not find it, as JobRecord does: such a
+// record would otherwise hold its lease row, and the heartbeats and
+// finishes of the row's other jobs, until the caller's commit. A job's step records are kept in sets (spool_step_sets, schema
 // 25): a batch writes one row per job. A wait and a signal on one job
 // take turns on spool_signal_lock.
 
@@ -40,18 +42,27 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 		tag, err := db.Exec(ctx, q.stepRecord, p.Lease.ID, p.Lease.Fence, p.Name, string(p.Result))
 		return tag.RowsAffected() == 1, err
 	}
+	// recorded tells a name recorded already from a lease that does not
+	// hold its job in place, when record wrote nothing.
+	recorded := func() error {
+		var held bool
+		if err := db.QueryRow(ctx, q.held, p.Lease.ID, p.Lease.Fence).Scan(&held); err != nil {
+			return err
+		}
+		if held {
+			return backend.ErrStepRecorded
+		}
+		return nil
+	}
 	ok, err := record()
 	if err == nil && !ok {
-		var held bool
-		if err = db.QueryRow(ctx, q.held, p.Lease.ID, p.Lease.Fence).Scan(&held); err == nil {
-			if held {
-				err = backend.ErrStepRecorded
-			} else {
-				// Moved on the pool, committed at once: a caller's
-				// transaction then sees the job in place.
-				var moved bool
-				if moved, err = b.unlease(ctx, b.pool, p.Lease.ID); err == nil && moved {
-					ok, err = record()
+		if err = recorded(); err == nil {
+			// Not in place: moved on the pool, committed at once, so
+			// that a caller's transaction then sees the job in place.
+			var moved bool
+			if moved, err = b.unlease(ctx, b.pool, p.Lease.ID); err == nil && moved {
+				if ok, err = record(); err == nil && !ok {
+					err = recorded()
 				}
 			}
 		}
@@ -63,11 +74,11 @@ func (b *Backend) StepRecord(ctx context.Context, p *backend.StepRecordParams) (
 }
 
 // StepRecordMany implements backend.StepStore: one transaction whose one
-// statement records every step whose job is in place; the jobs it did not
-// find in place are moved out of their lease rows in one statement (one
-// lock per lease row, not one per job) and their steps recorded by the
-// same statement again. Three round trips at most, whatever the batch's
-// size.
+// statement records every step whose job its lease holds, in a lease row
+// or in place; a job's records leave it where it is. The steps whose job
+// it found in neither are tried once more by the same statement, whose
+// new snapshot sees a job moved back in place (spool_unlease) while the
+// first ran: two round trips at most, whatever the batch's size.
 func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
 	if len(p.Steps) == 0 {
 		return nil, nil
@@ -91,17 +102,6 @@ func (b *Backend) recordStepsTx(ctx context.Context, steps []backend.StepRecordP
 	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		absent, err := b.recordSteps(ctx, tx, steps, all, out)
 		if err != nil || len(absent) == 0 {
-			return err
-		}
-		// A job's first step finds it in a lease row: move the batch's
-		// such jobs out, then try them again.
-		moving := make([]int64, 0, len(absent))
-		for _, i := range absent {
-			moving = append(moving, steps[i].Lease.ID)
-		}
-		slices.Sort(moving)
-		var moved int
-		if err := tx.QueryRow(ctx, b.sql.unleaseJobs, slices.Compact(moving)).Scan(&moved); err != nil || moved == 0 {
 			return err
 		}
 		_, err = b.recordSteps(ctx, tx, steps, absent, out)
@@ -135,8 +135,10 @@ func (b *Backend) retryConflict(ctx context.Context, fn func() error) error {
 const conflictTries = 4
 
 // recordSteps records the steps at idx in tx by one statement, setting
-// their results in out, and returns those whose lease holds no job in
-// place (their job may be in a lease row).
+// their results in out, and returns those whose lease holds no job (the
+// statement returns only the steps it did not record: a row per step
+// recorded cost the client and the server more than the rest of the
+// batch's reply).
 func (b *Backend) recordSteps(ctx context.Context, tx pgx.Tx, steps []backend.StepRecordParams, idx []int, out []backend.StepRecordResult) ([]int, error) {
 	ids := make([]int64, len(idx))
 	fences := make([]int32, len(idx))
@@ -145,19 +147,19 @@ func (b *Backend) recordSteps(ctx context.Context, tx pgx.Tx, steps []backend.St
 	for k, i := range idx {
 		st := &steps[i]
 		ids[k], fences[k], names[k], results[k] = st.Lease.ID, st.Lease.Fence, st.Name, string(st.Result)
+		out[i] = backend.StepRecordResult{Recorded: true}
 	}
 	rows, err := tx.Query(ctx, b.sql.steps.stepRecordMany, ids, fences, names, results)
 	if err != nil {
 		return nil, err
 	}
 	var absent []int
-	seen := 0
 	for rows.Next() {
 		var (
-			ord            int64
-			recorded, held bool
+			ord  int64
+			held bool
 		)
-		if err := rows.Scan(&ord, &recorded, &held); err != nil {
+		if err := rows.Scan(&ord, &held); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -166,13 +168,9 @@ func (b *Backend) recordSteps(ctx context.Context, tx pgx.Tx, steps []backend.St
 			return nil, fmt.Errorf("step record returned position %d of %d", ord, len(idx))
 		}
 		i := idx[ord-1]
-		seen++
-		switch {
-		case recorded:
-			out[i] = backend.StepRecordResult{Recorded: true}
-		case held:
+		if held {
 			out[i] = backend.StepRecordResult{Err: backend.ErrStepRecorded}
-		default:
+		} else {
 			out[i] = backend.StepRecordResult{}
 			absent = append(absent, i)
 		}
@@ -180,9 +178,6 @@ func (b *Backend) recordSteps(ctx context.Context, tx pgx.Tx, steps []backend.St
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
-	}
-	if seen != len(idx) {
-		return nil, fmt.Errorf("step record returned %d rows for %d steps", seen, len(idx))
 	}
 	return absent, nil
 }

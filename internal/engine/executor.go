@@ -87,9 +87,6 @@ type jobSource interface {
 	// half its lease left, or ok false once the goroutine's slot is given
 	// back.
 	next() (j bufferedJob, now time.Time, ok bool)
-	// noteRun notes that a job of the source ran, and whether it wrote
-	// durable records (Run.Durable).
-	noteRun(durable bool)
 }
 
 // start runs a claimed job on a goroutine of its own, hands its outcome to
@@ -106,7 +103,7 @@ type jobSource interface {
 func (x *executor) start(j bufferedJob, src jobSource) {
 	x.runJob(func() {
 		for now, ok := time.Now(), true; ok; j, now, ok = src.next() {
-			src.noteRun(x.run(j, now))
+			x.run(j, now)
 		}
 	})
 }
@@ -115,15 +112,14 @@ func (x *executor) start(j bufferedJob, src jobSource) {
 // checked that at least half the lease was left; the check is made again at
 // began, taken on the job's goroutine just before the handler, because the
 // process can be paused (or starved) between the two: a pause there would
-// otherwise start the handler on a lease that ended meanwhile. It reports
-// whether the run used durable records.
-func (x *executor) run(j bufferedJob, began time.Time) (durable bool) {
+// otherwise start the handler on a lease that ended meanwhile.
+func (x *executor) run(j bufferedJob, began time.Time) {
 	row := j.row
 	if late := began.Sub(j.claimedAt); late > x.cfg.LeaseDuration/2 {
 		x.logger.Warn("spool: a claimed job was handed back unstarted: the process stalled between its claim and its start (paused or starved) until less than half its lease was left",
 			"job_id", row.ID, "kind", row.Kind, "since_claim_sent", late.Round(time.Millisecond))
 		x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, nil, true)
-		return false
+		return
 	}
 	finish, rejectExpected, settled := x.executeIn(x.jobsBase, row, j.claimedAt, began)
 	took := time.Since(began)
@@ -140,10 +136,9 @@ func (x *executor) run(j bufferedJob, began time.Time) (durable bool) {
 			<-settled
 			x.handIn(row, finish, run, rejectExpected)
 		}()
-		return finish.Durable
+		return
 	}
 	x.handIn(row, finish, run, rejectExpected)
-	return finish.Durable
 }
 
 // handIn hands a run's outcome to the writer.

@@ -66,12 +66,6 @@ type producer struct {
 	claimsOver     chan struct{}
 	claimsOverOnce sync.Once
 
-	// durable is set while a quarter or more of the queue's recent runs
-	// wrote durable records (noteRun): its claims then ask the store to
-	// keep jobs in place.
-	durable               atomic.Bool
-	runsSeen, durableRuns atomic.Uint64
-
 	// router, when set, routes wake-ups between processes (route.go);
 	// relay is set by a routed wake-up to the hops its pass-on would carry.
 	router *router
@@ -580,7 +574,6 @@ func (p *producer) fetch(n, forWorkers int, lostClaims []string, out chan<- fetc
 		Max:     n,
 		Lease:   p.cfg.LeaseDuration,
 		ClaimID: claimID,
-		InPlace: p.durable.Load(),
 	})
 	if err != nil {
 		unreleased = []string{claimID}
@@ -716,22 +709,6 @@ func (p *producer) pop() bufferedJob {
 	p.buffer[0] = bufferedJob{}
 	p.buffer = p.buffer[1:]
 	return j
-}
-
-// durableWindow is how many of a queue's runs decide whether its claims
-// keep jobs in place (durable).
-const durableWindow = 256
-
-// noteRun implements jobSource: once a quarter or more of a window of the
-// queue's runs wrote durable records, its claims keep jobs in place, until
-// a window with fewer.
-func (p *producer) noteRun(durable bool) {
-	if durable {
-		p.durableRuns.Add(1)
-	}
-	if p.runsSeen.Add(1)%durableWindow == 0 {
-		p.durable.Store(p.durableRuns.Swap(0)*4 >= durableWindow)
-	}
 }
 
 // next gives a job goroutine that finished a job the next buffered one, if
