@@ -19,9 +19,10 @@ import (
 // on the row in place, and move a job out of its lease row first
 // (spool_unlease) when they do not find it, as JobRecord does: such a
 // record would otherwise hold its lease row, and the heartbeats and
-// finishes of the row's other jobs, until the caller's commit. A job's step records are kept in sets (spool_step_sets, schema
-// 25): a batch writes one row per job. A wait and a signal on one job
-// take turns on spool_signal_lock.
+// finishes of the row's other jobs, until the caller's commit. A job's
+// step records are kept in sets (spool_step_sets, schema 25): a batch
+// writes one row per job. A wait and a signal on one job take turns on
+// spool_signal_lock.
 
 // unlease moves the job id out of its lease row, if one holds it, on the
 // connection db; it reports whether it moved it.
@@ -135,10 +136,8 @@ func (b *Backend) retryConflict(ctx context.Context, fn func() error) error {
 const conflictTries = 4
 
 // recordSteps records the steps at idx in tx by one statement, setting
-// their results in out, and returns those whose lease holds no job (the
-// statement returns only the steps it did not record: a row per step
-// recorded cost the client and the server more than the rest of the
-// batch's reply).
+// their results in out, and returns those whose lease holds no job. The
+// statement returns only the steps it did not record (usually none).
 func (b *Backend) recordSteps(ctx context.Context, tx pgx.Tx, steps []backend.StepRecordParams, idx []int, out []backend.StepRecordResult) ([]int, error) {
 	ids := make([]int64, len(idx))
 	fences := make([]int32, len(idx))
