@@ -8,8 +8,11 @@ WITH doomed AS MATERIALIZED (
       OR (state = 'cancelled' AND $3::bigint > 0 AND finalized_at < now() - $3::bigint * interval '1 microsecond'))
     -- A workflow's tasks stay until every one is final, a batch's jobs
     -- until it is finished (docs/workflows.md).
-    AND (workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs w
-      WHERE w.workflow_id = spool_jobs.workflow_id AND w.state NOT IN ('completed', 'discarded', 'cancelled')))
+    -- A workflow's tasks are read over its range of ids (schema 27).
+    AND (workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_workflows wf JOIN {{s}}.spool_jobs w
+      ON w.id BETWEEN coalesce(wf.first_id, 0) AND coalesce(wf.last_id, 9223372036854775807)
+      WHERE wf.id = spool_jobs.workflow_id AND w.workflow_id = wf.id
+        AND w.state NOT IN ('completed', 'discarded', 'cancelled')))
     AND (batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_batches b
       WHERE b.id = spool_jobs.batch_id AND b.finished_at IS NULL))
   LIMIT $4
