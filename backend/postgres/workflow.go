@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -302,29 +303,39 @@ type taskRow struct {
 	callback bool
 }
 
-// insertTasks inserts rows in tx with ids taken first, in order, and
-// returns the ids; a unique row whose key is held inserts nothing, which
-// dups reports (its id is then the holder's).
-func (b *Backend) insertTasks(ctx context.Context, tx DBTX, rows []taskRow, workflow, batch int64) (ids []int64, dups []bool, err error) {
-	if len(rows) == 0 {
-		return []int64{}, nil, nil
+// nextIDs takes n ids of spool_jobs, in increasing order.
+func (b *Backend) nextIDs(ctx context.Context, tx DBTX, n int) ([]int64, error) {
+	ids := make([]int64, 0, n)
+	if n == 0 {
+		return ids, nil
 	}
-	ids = make([]int64, 0, len(rows))
-	r, err := tx.Query(ctx, b.sql.wf.nextIDs, len(rows))
+	r, err := tx.Query(ctx, b.sql.wf.nextIDs, n)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for r.Next() {
 		var id int64
 		if err := r.Scan(&id); err != nil {
 			r.Close()
-			return nil, nil, err
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
 	r.Close()
-	if err := r.Err(); err != nil {
-		return nil, nil, err
+	return ids, r.Err()
+}
+
+// insertTasks inserts rows in tx with ids taken first, in order (or
+// given, one per row), and returns the ids; a unique row whose key is held
+// inserts nothing, which dups reports (its id is then the holder's).
+func (b *Backend) insertTasks(ctx context.Context, tx DBTX, rows []taskRow, workflow, batch int64, ids []int64) (_ []int64, dups []bool, err error) {
+	if len(rows) == 0 {
+		return []int64{}, nil, nil
+	}
+	if ids == nil {
+		if ids, err = b.nextIDs(ctx, tx, len(rows)); err != nil {
+			return nil, nil, err
+		}
 	}
 	n := len(rows)
 	var (
@@ -346,7 +357,7 @@ func (b *Backend) insertTasks(ctx context.Context, tx DBTX, rows []taskRow, work
 		uKeys[i], uStates[i], flowKeys[i] = j.UniqueKey, int16(j.UniqueStates), j.FlowKey
 		waits[i], deps[i], hasDeps[i], tasks[i] = t.waits, int32(t.deps), t.hasDeps, t.task
 	}
-	r, err = tx.Query(ctx, b.sql.wf.insertTasks, ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
+	r, err := tx.Query(ctx, b.sql.wf.insertTasks, ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
 		uKeys, uStates, flowKeys, waits, deps, hasDeps, workflow, batch, tasks)
 	if err != nil {
 		return nil, nil, err
@@ -401,10 +412,20 @@ func (b *Backend) WorkflowInsert(ctx context.Context, p *backend.WorkflowInsertP
 	}
 	res := &backend.WorkflowInsertResult{}
 	err = b.inTx(ctx, db, func(tx DBTX) error {
-		if err := tx.QueryRow(ctx, b.sql.wf.workflowInsert, p.Name, len(p.Tasks)).Scan(&res.ID); err != nil {
+		// The tasks' ids are taken first: the workflow's row keeps their
+		// range, over which its readers find them (schema 27).
+		ids, err := b.nextIDs(ctx, tx, len(rows))
+		if err != nil {
 			return err
 		}
-		ids, dups, err := b.insertTasks(ctx, tx, rows, res.ID, 0)
+		first, last := int64(1), int64(0)
+		if len(ids) > 0 {
+			first, last = slices.Min(ids), slices.Max(ids)
+		}
+		if err := tx.QueryRow(ctx, b.sql.wf.workflowInsert, p.Name, len(p.Tasks), first, last).Scan(&res.ID); err != nil {
+			return err
+		}
+		ids, dups, err := b.insertTasks(ctx, tx, rows, res.ID, 0, ids)
 		if err != nil {
 			return err
 		}
@@ -652,7 +673,7 @@ func (b *Backend) addMembers(ctx context.Context, tx DBTX, id int64, jobs []*bac
 	for i, j := range jobs {
 		rows[i] = taskRow{job: j, hasDeps: true}
 	}
-	ids, dups, err := b.insertTasks(ctx, tx, rows, 0, id)
+	ids, dups, err := b.insertTasks(ctx, tx, rows, 0, id, nil)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -686,7 +707,7 @@ func (b *Backend) BatchInsert(ctx context.Context, p *backend.BatchInsertParams)
 			if cb == nil {
 				continue
 			}
-			ids, _, err := b.insertTasks(ctx, tx, []taskRow{{job: cb, waits: true, deps: 1, callback: true}}, 0, res.ID)
+			ids, _, err := b.insertTasks(ctx, tx, []taskRow{{job: cb, waits: true, deps: 1, callback: true}}, 0, res.ID, nil)
 			if err != nil {
 				return err
 			}

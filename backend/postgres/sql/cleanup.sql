@@ -8,8 +8,15 @@ WITH doomed AS MATERIALIZED (
       OR (state = 'cancelled' AND $3::bigint > 0 AND finalized_at < now() - $3::bigint * interval '1 microsecond'))
     -- A workflow's tasks stay until every one is final, a batch's jobs
     -- until it is finished (docs/workflows.md).
+    -- A workflow's tasks are read over its range of ids (schema 27), by
+    -- the primary key, for each candidate: the bounds are subqueries of
+    -- the candidate's row, so the planner cannot hash the check over
+    -- every workflow's tasks, nor read the whole table for each, as it
+    -- did with the range in a join.
     AND (workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs w
-      WHERE w.workflow_id = spool_jobs.workflow_id AND w.state NOT IN ('completed', 'discarded', 'cancelled')))
+      WHERE w.id BETWEEN (SELECT coalesce(wf.first_id, 0) FROM {{s}}.spool_workflows wf WHERE wf.id = spool_jobs.workflow_id)
+          AND (SELECT coalesce(wf.last_id, 9223372036854775807) FROM {{s}}.spool_workflows wf WHERE wf.id = spool_jobs.workflow_id)
+        AND w.workflow_id = spool_jobs.workflow_id AND w.state NOT IN ('completed', 'discarded', 'cancelled')))
     AND (batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_batches b
       WHERE b.id = spool_jobs.batch_id AND b.finished_at IS NULL))
   LIMIT $4

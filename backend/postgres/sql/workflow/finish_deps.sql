@@ -1,13 +1,22 @@
--- Jobs are found by primary key, in id order (so rows lock in the order
--- every batch statement takes), never through spool_jobs_running: a
+-- Jobs are found by primary key, never through spool_jobs_running: a
 -- workflow's tasks run in place, and that index keeps an entry for every
 -- version of a running row until a vacuum, so a scan of it read every
 -- task that ran since (100,000 entries late in a drain of 102,000 tasks)
 -- for each batch. The state is compared with the input's column run,
 -- which the planner cannot match to that index's predicate.
+-- The rows are locked in id order before the update, as heartbeat.sql
+-- locks them: the update alone locks in its scan's order, which a bitmap
+-- scan makes the order on disk, and a heartbeat of the same running tasks
+-- then deadlocked with it (seen in drains of 1,000 workflows under load:
+-- BENCHMARKS.md, "The DAG's tasks without an index of their workflow").
 WITH i AS MATERIALIZED (
   SELECT *, 'running'::{{s}}.spool_job_state AS run
   FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[]) AS i(id, fence, outcome, delay_us, err)
+), held AS MATERIALIZED (
+  SELECT j.id FROM {{s}}.spool_jobs j JOIN i ON j.id = i.id AND j.fence = i.fence AND j.state = i.run
+  WHERE j.id = ANY (ARRAY(SELECT id FROM i)) AND j.has_dependents
+  ORDER BY j.id
+  FOR NO KEY UPDATE OF j
 )
 UPDATE {{s}}.spool_jobs j SET
   state = {{s}}.spool_outcome_state(i.outcome, j.attempt, j.max_attempts, i.delay_us),
@@ -21,5 +30,5 @@ UPDATE {{s}}.spool_jobs j SET
   errors = CASE WHEN i.err IS NULL THEN j.errors
     ELSE coalesce(j.errors, '[]'::jsonb) || jsonb_build_array(i.err || jsonb_build_object('at', now())) END
 FROM i
-WHERE j.id = ANY (ARRAY(SELECT id FROM i)) AND j.id = i.id AND j.fence = i.fence AND j.state = i.run AND j.has_dependents
+WHERE j.id = ANY (ARRAY(SELECT id FROM held)) AND j.id = i.id AND j.fence = i.fence AND j.state = i.run AND j.has_dependents
 RETURNING j.id, j.fence, j.state::text, j.queue, j.priority, j.run_at, coalesce(j.batch_id, 0)
