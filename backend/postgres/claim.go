@@ -54,7 +54,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		b.placed.add(jobs)
 	}
 	b.dependents.addDependents(jobs)
-	b.small.claimed(p.Queue, len(jobs))
+	b.small.claimed(p.Queue, len(jobs), p.Max)
 	return jobs, nil
 }
 

@@ -411,13 +411,21 @@ func TestClaimsRunOnTheGenericPlan(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 2000)`); err != nil {
 		t.Fatal(err)
 	}
-	// A claim of 100 makes the next one large, one of 2 the next one small
-	// (smallClaims): after the first, large and small alternate.
+	// Claims of 100 from the backlog keep queue default's claims large; a
+	// claim of queue few that finds 1 job of the 2 it asks for makes that
+	// queue's next claim small (smallClaims): after its first, every claim
+	// of few is small.
 	for i := 0; i < claims; i++ {
-		for _, n := range []int{100, 2} {
-			rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: n, Lease: time.Minute, ClaimID: "t#1"})
-			if err != nil || len(rows) != n {
-				t.Fatalf("claim of %d: %d jobs, %v", n, len(rows), err)
+		if _, err := pool.Exec(ctx, `INSERT INTO `+b.schema+`.spool_jobs (kind, queue) VALUES ('noop', 'few')`); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			queue     string
+			ask, want int
+		}{{"default", 100, 100}, {"few", 2, 1}} {
+			rows, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: c.queue, Max: c.ask, Lease: time.Minute, ClaimID: "t#1"})
+			if err != nil || len(rows) != c.want {
+				t.Fatalf("claim of %d from queue %s: %d jobs, %v; want %d", c.ask, c.queue, len(rows), err, c.want)
 			}
 		}
 	}

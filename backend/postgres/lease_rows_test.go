@@ -416,36 +416,50 @@ func TestLeaseRowsFoundBySpan(t *testing.T) {
 }
 
 // TestSmallClaims follows the default's choice of where claimed jobs are
-// held: a queue's first claim goes into lease rows; after a claim of fewer
-// than 32 jobs the next stays in place, and after a claim of 32 or more the
-// next goes into lease rows again. Heartbeats and finishes over jobs held
-// both ways apply to every one of them.
+// held: a queue's first claim goes into lease rows; after a claim that came
+// back short of its ask with fewer than 32 jobs the next stays in place,
+// after a claim of 32 or more the next goes into lease rows again, and a
+// claim that got all of an ask below 32 leaves the choice as it was.
+// Heartbeats and finishes over jobs held both ways apply to every one of
+// them.
 func TestSmallClaims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	be := newBackend(t)
-	claim := func(max int, wantLeased, wantInPlace int) []*backend.JobRow {
+	claim := func(max, want int, wantLeased, wantInPlace int) []*backend.JobRow {
 		t.Helper()
 		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: max, Lease: time.Minute, ClaimID: "c#1"})
-		if err != nil || len(rows) != max {
-			t.Fatalf("claim of %d: %d rows, %v", max, len(rows), err)
+		if err != nil || len(rows) != want {
+			t.Fatalf("claim of %d: %d rows, %v; want %d", max, len(rows), err, want)
 		}
 		if leased, inPlace := leaseRowsState(t, be); leased != wantLeased || inPlace != wantInPlace {
-			t.Fatalf("after a claim of %d: %d jobs in lease rows and %d in place, want %d and %d", max, leased, inPlace, wantLeased, wantInPlace)
+			t.Fatalf("after a claim of %d of %d asked: %d jobs in lease rows and %d in place, want %d and %d", want, max, leased, inPlace, wantLeased, wantInPlace)
 		}
 		return rows
 	}
-	jobs := make([]*backend.JobInsertParams, 80)
-	for i := range jobs {
-		jobs[i] = plainJob()
+	insert := func(n int) {
+		t.Helper()
+		jobs := make([]*backend.JobInsertParams, n)
+		for i := range jobs {
+			jobs[i] = plainJob()
+		}
+		insertJobs(t, be, jobs...)
 	}
-	insertJobs(t, be, jobs...)
+	insert(80)
 
 	var rows []*backend.JobRow
-	rows = append(rows, claim(2, 2, 0)...)   // first claim: lease rows
-	rows = append(rows, claim(40, 2, 40)...) // after 2 jobs: in place
-	rows = append(rows, claim(5, 7, 40)...)  // after 40: lease rows
-	rows = append(rows, claim(3, 7, 43)...)  // after 5: in place
+	rows = append(rows, claim(2, 2, 2, 0)...)    // first claim: lease rows
+	rows = append(rows, claim(40, 40, 42, 0)...) // after all of an ask of 2: lease rows still
+	rows = append(rows, claim(60, 38, 80, 0)...) // after 40: lease rows
+	insert(10)
+	rows = append(rows, claim(20, 10, 90, 0)...) // after 38 of 60: lease rows
+	insert(45)
+	rows = append(rows, claim(40, 40, 90, 40)...) // after 10 of 20: in place
+	rows = append(rows, claim(3, 3, 93, 40)...)   // after 40: lease rows
+	rows = append(rows, claim(4, 2, 95, 40)...)   // after all of an ask of 3: lease rows still
+	insert(6)
+	rows = append(rows, claim(3, 3, 95, 43)...) // after 2 of 4: in place
+	rows = append(rows, claim(3, 3, 95, 46)...) // after all of an ask of 3: in place still
 
 	leases := make([]backend.LeaseRef, len(rows))
 	finishes := make([]backend.JobFinish, len(rows))

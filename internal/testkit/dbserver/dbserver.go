@@ -174,6 +174,10 @@ type Options struct {
 	// reserved for superusers (the tests connect as one), for tests of a
 	// server that has no connection free; 0 means 200.
 	MaxConnections int
+	// Settings are lines added to PostgreSQL's postgresql.conf, after the
+	// ones above (e.g. "shared_preload_libraries = 'pg_stat_statements'");
+	// MariaDB ignores them.
+	Settings []string
 }
 
 // StartPostgres creates a cluster under dir with initdb and starts it with
@@ -216,6 +220,9 @@ func StartPostgresWith(ctx context.Context, dir string, o Options) (*Postgres, e
 	conf := fmt.Sprintf("\n# dbserver\nport = %d\nlisten_addresses = '%s'\nunix_socket_directories = '%s'\n"+
 		"fsync = %s\nmax_connections = %d\nsuperuser_reserved_connections = %d\nlog_min_messages = warning\n",
 		port, listen, dir, fsync, maxConns, reserved)
+	for _, line := range o.Settings {
+		conf += line + "\n"
+	}
 	err = appendFile(filepath.Join(s.data, "postgresql.conf"), conf)
 	if err == nil && o.TrustNet != "" {
 		err = appendFile(filepath.Join(s.data, "pg_hba.conf"), "host all all "+o.TrustNet+" trust\n")

@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/cmd/spool/bench"
@@ -124,8 +125,9 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	rounds := r.Flags.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
 	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
-	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
+	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's: queue on MariaDB, off on PostgreSQL)")
 	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing on PostgreSQL: on or off (default: the backend's, on)")
+	statements := r.Flags.String("statements", "", "PostgreSQL: load pg_stat_statements and append each phase's statements, per job, to this file")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
@@ -151,6 +153,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*claimLock == "" || *claimLock == "queue" || *claimLock == "off", "--claim-lock must be queue or off"),
 		bench.Want(*wakeRouting == "" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be on or off"),
 		bench.Want(*wakeRouting == "" || *server == "postgres", "--wake-routing applies to PostgreSQL"),
+		bench.Want(*statements == "" || *server == "postgres", "--statements applies to PostgreSQL"),
 		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
 		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
@@ -171,7 +174,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 			res.WorkerCPUs = "1-" + strconv.Itoa(n-1)
 		}
 	}
-	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.Stderr, *r.Common.Keep, res.ServerCPUs, res.WorkerCPUs)
+	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.Stderr, *r.Common.Keep, res.ServerCPUs, res.WorkerCPUs, *statements)
 	if err != nil {
 		return fmt.Errorf("lab hosts: %w", err)
 	}
@@ -201,6 +204,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		}
 		for _, n := range order {
 			fmt.Fprintf(r.Common.ProgressWriter(r.Stderr), "lab hosts: %s, round %d of %d, %d worker processes\n", *server, round+1, *rounds, n)
+			env.round = round + 1
 			step, err := env.runStep(ctx, r, int(n), hostsPickup{rate: *rate, producers: *producers, d: *pickupFor, idle: *idleFor})
 			if err != nil {
 				return fmt.Errorf("lab hosts: %d processes: %w", n, bench.WithCause(ctx, err))
@@ -232,11 +236,16 @@ type hostsEnv struct {
 	workerCPUs string
 	serverCPUs int // the CPUs the server may use
 	stderr     io.Writer
+	// statements, when set, is the file each phase's statements are
+	// appended to (--statements); round is the round running, 0 for the
+	// warm-up, which writes none.
+	statements string
+	round      int
 }
 
 // startHostsEnv creates the hosts and starts the server, durable as a
 // default installation, listening on the bridge.
-func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool, serverCPUs, workerCPUs string) (e *hostsEnv, err error) {
+func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool, serverCPUs, workerCPUs, statements string) (e *hostsEnv, err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -245,7 +254,7 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 	if err != nil {
 		return nil, err
 	}
-	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr, workerCPUs: workerCPUs, serverCPUs: runtime.NumCPU()}
+	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr, workerCPUs: workerCPUs, serverCPUs: runtime.NumCPU(), statements: statements}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.close())
@@ -255,6 +264,9 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 		return nil, err
 	}
 	opts := dbserver.Options{Listen: e.hosts.ServerAddr(), TrustNet: e.hosts.Network(), Durable: true}
+	if statements != "" {
+		opts.Settings = []string{"shared_preload_libraries = 'pg_stat_statements'", "pg_stat_statements.track_planning = on"}
+	}
 	switch server {
 	case "postgres":
 		s, err := dbserver.StartPostgresWith(ctx, dir, opts)
@@ -286,7 +298,88 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 	if e.port, err = strconv.Atoi(u.Port()); err != nil {
 		return nil, fmt.Errorf("server URL %s: %w", e.baseURL, err)
 	}
+	if statements != "" {
+		if err := e.statementsExec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			return nil, fmt.Errorf("--statements: %w", err)
+		}
+	}
 	return e, nil
+}
+
+// statementsExec runs sql on the server's database (--statements).
+func (e *hostsEnv) statementsExec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, e.baseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// resetStatements empties pg_stat_statements before a phase (--statements).
+func (e *hostsEnv) resetStatements(ctx context.Context) error {
+	if e.statements == "" {
+		return nil
+	}
+	return e.statementsExec(ctx, "SELECT pg_stat_statements_reset()")
+}
+
+// writeStatements appends the statements pg_stat_statements counted since
+// its last reset, per job of the phase, to the --statements file, and
+// resets it. Times are wall times: they include waits (locks, WAL
+// flushes, the CPU shared with other sessions), unlike the server's CPU.
+func (e *hostsEnv) writeStatements(ctx context.Context, n int, phase string, jobs int64) error {
+	if e.statements == "" || e.round == 0 {
+		return e.resetStatements(ctx)
+	}
+	conn, err := pgx.Connect(ctx, e.baseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT calls, total_exec_time, total_plan_time, rows, shared_blks_hit + shared_blks_read, wal_records,
+    left(regexp_replace(query, '\s+', ' ', 'g'), 100)
+  FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
+  ORDER BY total_exec_time + total_plan_time DESC LIMIT 15`)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "== %d worker processes, round %d, %s of %d jobs: per 1,000 jobs (calls, exec and plan ms, rows, buffers, WAL records), then per call\n", n, e.round, phase, jobs)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "calls\texec ms\tplan ms\trows\tbuffers\tWAL records\texec ms/call\tbuffers/call\t\tstatement\n")
+	k := 1000 / float64(max(jobs, 1))
+	for rows.Next() {
+		var (
+			calls, nrows, bufs, wal int64
+			exec, plan              float64
+			query                   string
+		)
+		if err := rows.Scan(&calls, &exec, &plan, &nrows, &bufs, &wal, &query); err != nil {
+			return err
+		}
+		c := float64(max(calls, 1))
+		fmt.Fprintf(tw, "%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.3f\t%.0f\t\t%s\n", float64(calls)*k, exec*k, plan*k, float64(nrows)*k, float64(bufs)*k, float64(wal)*k, exec/c, float64(bufs)/c, query)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(e.statements, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(f, b.String()+"\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return e.resetStatements(ctx)
 }
 
 // pinTree sets the CPU affinity of every thread of process root and of its
@@ -414,6 +507,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	if err != nil {
 		return nil, err
 	}
+	if err := e.resetStatements(ctx); err != nil {
+		return nil, fmt.Errorf("--statements: %w", err)
+	}
 	server0 := e.serverCPU()
 	start := time.Now()
 	for _, w := range workers {
@@ -436,6 +532,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	step.Connections = conns.stop(n)
 	if err != nil {
 		return nil, err
+	}
+	if err := e.writeStatements(ctx, n, "drain", int64(jobs)); err != nil {
+		return nil, fmt.Errorf("--statements: %w", err)
 	}
 	usage1, err := usageOf(ctx, workers)
 	if err != nil {
@@ -489,6 +588,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		step.Pickup = bench.Summarize(bench.Durations(lat))
 		step.PickupJobs = producer.Inserted.Load()
 		step.Duplicates = p.Duplicates.Load()
+		if err := e.writeStatements(ctx, n, "pickup", producer.Inserted.Load()); err != nil {
+			return nil, fmt.Errorf("--statements: %w", err)
+		}
 	}
 	if pickup.idle > 0 {
 		// Idle: the workers have nothing to do; what they cost the server
@@ -777,10 +879,17 @@ and iproute2.
 		the workers' claim strategy (default: the backend's)
 	--claim-lock queue|off
 		whether the workers' claims of a queue take turns under the
-		queue's claim lock (spool_claim_lock; default: the backend's, queue)
+		queue's claim lock (spool_claim_lock; default: the backend's,
+		queue on MariaDB, off on PostgreSQL)
 	--wake-routing on|off
 		whether each insert's wake-up goes to one of the worker processes
 		(spool_wake_routing, PostgreSQL; default: the backend's, on)
+	--statements FILE
+		PostgreSQL: load pg_stat_statements (track_planning on) in the
+		server and append to FILE, after each measured drain and pickup
+		phase, its 15 costliest statements per 1,000 jobs and per call:
+		calls, execution and planning time (wall time, waits included),
+		rows, buffers, WAL records
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,8 +21,13 @@ func TestBenchHosts(t *testing.T) {
 	for _, server := range []string{"postgres", "mariadb"} {
 		t.Run(server, func(t *testing.T) {
 			plotPath := filepath.Join(t.TempDir(), "hosts.png")
-			r := mustLab(t, "hosts", "--server", server, "--hosts", "1,3", "--jobs", "3000",
-				"--rate", "300", "--pickup-duration", "1s", "--idle-duration", "1s", "--workers", "20", "--json", "--quiet", "--plot", plotPath)
+			args := []string{"hosts", "--server", server, "--hosts", "1,3", "--jobs", "3000",
+				"--rate", "300", "--pickup-duration", "1s", "--idle-duration", "1s", "--workers", "20", "--json", "--quiet", "--plot", plotPath}
+			statements := filepath.Join(t.TempDir(), "statements.txt")
+			if server == "postgres" {
+				args = append(args, "--statements", statements)
+			}
+			r := mustLab(t, args...)
 			var res hostsResult
 			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
 				t.Fatalf("--json must print only a JSON object: %v\n%s", err, r.Stdout)
@@ -53,6 +59,31 @@ func TestBenchHosts(t *testing.T) {
 				checkOrdered(t, "pickup", s.Pickup)
 			}
 			checkPlot(t, plotPath)
+			if server == "postgres" {
+				// One block per measured phase, each with the claims.
+				text, err := os.ReadFile(statements)
+				if err != nil {
+					t.Fatal(err)
+				}
+				blocks := strings.Split(strings.TrimSpace(string(text)), "\n\n")
+				var heads []string
+				for _, b := range blocks {
+					head, _, _ := strings.Cut(b, "\n")
+					heads = append(heads, head)
+					if !strings.Contains(b, "spool_claim_epoch()") {
+						t.Errorf("--statements: no claim in block %q", head)
+					}
+				}
+				for _, want := range []string{"== 1 worker processes, round 1, drain of 3000 jobs", "== 1 worker processes, round 1, pickup of",
+					"== 3 worker processes, round 1, drain of 3000 jobs", "== 3 worker processes, round 1, pickup of"} {
+					if !slices.ContainsFunc(heads, func(h string) bool { return strings.HasPrefix(h, want) }) {
+						t.Errorf("--statements: no block %q in %q", want, heads)
+					}
+				}
+				if len(blocks) != 4 {
+					t.Errorf("--statements: %d blocks, want 4 (the warm-up writes none): %q", len(blocks), heads)
+				}
+			}
 			pid := strconv.Itoa(os.Getpid())
 			out, err := exec.Command("ip", "netns", "list").CombinedOutput()
 			if err != nil {
@@ -83,6 +114,7 @@ func TestBenchHostsBadInput(t *testing.T) {
 		{[]string{"--claim-lock", "table"}, "--claim-lock must be queue or off"},
 		{[]string{"--wake-routing", "maybe"}, "--wake-routing must be on or off"},
 		{[]string{"--server", "mariadb", "--wake-routing", "on"}, "--wake-routing applies to PostgreSQL"},
+		{[]string{"--server", "mariadb", "--statements", "x.txt"}, "--statements applies to PostgreSQL"},
 	} {
 		r := runLab(t, append([]string{"hosts"}, tc.args...)...)
 		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
