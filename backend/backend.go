@@ -342,9 +342,7 @@ type JobFinishManyResult struct {
 	// sharded backend) could not write because one of them failed, with
 	// that failure in Err; the others were written or rejected. The caller
 	// retries these later, without holding other outcomes behind them. A
-	// store of one database fails with an error instead, unless it wrote
-	// part of the call in a transaction of its own and the rest failed
-	// (MySQL's completions in two halves): then it lists that rest here.
+	// store of one database fails with an error instead.
 	Unwritten []LeaseRef
 	Err       error
 }

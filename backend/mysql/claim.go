@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -25,11 +24,11 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if p.Max <= 0 {
 		return nil, nil
 	}
+	defer b.metrics.claims.since(time.Now())
 	var (
 		jobs []*backend.JobRow
 		err  error
 	)
-	defer b.metrics.claims.since(time.Now())
 	if b.strategy == StrategyOptimistic {
 		jobs, err = b.claimOptimistic(ctx, p)
 	} else {
@@ -47,73 +46,24 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 // BEGIN, SELECT, UPDATE, COMMIT. The rows it returns are the ones it read
 // with the claim's changes applied: nobody else can change a row this
 // transaction holds.
-//
-// A claim of splitClaimMin jobs or more runs as two halves side by side, in
-// two transactions on two sessions, under the queue's two claim locks
-// (claimLockSlots): a drain's claims then keep two server threads busy as
-// the minimal loop's two sessions do, where one claim at a time kept one
-// (BENCHMARKS.md, "MariaDB: claims in two halves side by side"). Both halves
-// record the claim's id, so a release by that id (after a failed claim)
-// frees both; when one half fails, the claim fails, and the jobs the other
-// took are released by the caller with the rest of the claim id's.
 func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	if p.Max < splitClaimMin {
-		return b.claimTx(ctx, p, 0)
-	}
-	half := *p
-	half.Max = p.Max / 2
-	type reply struct {
-		jobs []*backend.JobRow
-		err  error
-	}
-	second := make(chan reply, 1)
-	go func() {
-		rest := half
-		rest.Max = p.Max - half.Max
-		jobs, err := b.claimTx(ctx, &rest, 1)
-		second <- reply{jobs, err}
-	}()
-	jobs, err := b.claimTx(ctx, &half, 0)
-	r := <-second
-	if err != nil || r.err != nil {
-		return nil, errors.Join(err, r.err)
-	}
-	return append(jobs, r.jobs...), nil
-}
-
-// splitClaimMin is the smallest claim that claimPessimistic splits in two
-// halves: a smaller one is as quick alone as its halves side by side, and
-// a wake-up's small claim should not hold both claim locks.
-const splitClaimMin = 1000
-
-// claimLockSlots is how many claim locks a queue has: as many pessimistic
-// claims of a queue run side by side, from all processes together, each
-// stepping over the rows the other holds (SKIP LOCKED), where a claim lock
-// per queue ran them one at a time and without one, claims of 8 processes
-// stepped over each other's rows to three times the server's CPU per job.
-const claimLockSlots = 2
-
-// claimTx is one pessimistic claim in a transaction of its own, under
-// claim lock slot (0 or 1).
-func (b *Backend) claimTx(ctx context.Context, p *backend.JobClaimParams, slot int) ([]*backend.JobRow, error) {
 	var jobs []*backend.JobRow
 	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
-		jobs, err = b.claimIn(ctx, tx, p, slot)
+		jobs, err = b.claimIn(ctx, tx, p)
 		return err
 	})
 	return jobs, err
 }
 
 // claimIn is the pessimistic claim's SELECT and UPDATE in transaction tx,
-// after the queue's claim lock of the slot (0 or 1, of claimLockSlots)
-// unless Options.ClaimLock is off: the claims under one lock take their
-// rows one at a time, and none steps over the rows another holds (SKIP
-// LOCKED checks every one against InnoDB's lock table), which made the
-// server's CPU per job grow with the number of processes claiming.
-func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, slot int) ([]*backend.JobRow, error) {
+// after the queue's claim lock unless Options.ClaimLock is off: the claims
+// of a queue then take their rows one at a time, and none steps over the
+// rows another holds (SKIP LOCKED checks every one against InnoDB's lock
+// table), which made the server's CPU per job grow with the number of
+// processes claiming.
+func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	if b.claimLock {
-		// Slot 0 is stripe -1, as before there were two.
-		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue, -1-slot); err != nil {
+		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue); err != nil {
 			return nil, err
 		}
 	}

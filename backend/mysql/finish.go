@@ -37,23 +37,13 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	fs := slices.Clone(p.Finishes)
 	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return cmpID(a.Lease.ID, b.Lease.ID) })
 	if callerTx == nil {
-		rest, failed, err := b.completeFastSplit(ctx, fs, p.DeleteCompleted)
-		if len(failed) > 0 {
-			// One half is written, the other failed: the caller
-			// retries only that one.
-			res := &backend.JobFinishManyResult{Err: fmt.Errorf("finish jobs: %w", err)}
-			for _, f := range failed {
-				res.Unwritten = append(res.Unwritten, f.Lease)
-			}
-			return res, nil
-		}
+		done, err := b.completeFast(ctx, fs, p.DeleteCompleted)
 		if err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
-		if len(rest) == 0 {
+		if done {
 			return &backend.JobFinishManyResult{}, nil
 		}
-		fs = rest
 	}
 	var rejected []backend.LeaseRef
 	ctx, rq := withReleased(ctx)
@@ -71,64 +61,6 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		b.announce(rq) // in a caller's transaction, the poll finds them
 	}
 	return &backend.JobFinishManyResult{Rejected: rejected}, nil
-}
-
-// splitFinishMin is the smallest batch of plain completions that
-// completeFastSplit writes as two halves side by side, in two
-// transactions on two sessions: with the claims in halves, a drain's
-// completions had become the statement one session waits for
-// (BENCHMARKS.md, "MariaDB: claims in two halves side by side").
-const splitFinishMin = 1000
-
-// completeFastSplit writes fs (sorted by id) with completeFast, as two
-// halves side by side when it holds splitFinishMin outcomes or more, and
-// returns the part left to the long way: all of fs when completeFast left
-// it, or the half it left. The halves are cut between two ids, so both
-// leases of a job named twice fall in one half. Each half commits alone:
-// one written and the other left is as if the batch had come in two. When
-// one half failed and the other was written, failed is the half that
-// failed, with its error; when nothing was written, err alone.
-func (b *Backend) completeFastSplit(ctx context.Context, fs []backend.JobFinish, deleteCompleted bool) (rest, failed []backend.JobFinish, err error) {
-	h := len(fs) / 2
-	for h > 0 && h < len(fs) && fs[h].Lease.ID == fs[h-1].Lease.ID {
-		h++
-	}
-	if len(fs) < splitFinishMin || h == len(fs) {
-		done, err := b.completeFast(ctx, fs, deleteCompleted)
-		if done || err != nil {
-			return nil, nil, err
-		}
-		return fs, nil, nil
-	}
-	type reply struct {
-		done bool
-		err  error
-	}
-	second := make(chan reply, 1)
-	go func() {
-		done, err := b.completeFast(ctx, fs[h:], deleteCompleted)
-		second <- reply{done, err}
-	}()
-	done, err := b.completeFast(ctx, fs[:h], deleteCompleted)
-	r := <-second
-	switch {
-	case err != nil && r.err != nil:
-		return nil, nil, errors.Join(err, r.err)
-	case err != nil && r.done:
-		return nil, fs[:h], err
-	case r.err != nil && done:
-		return nil, fs[h:], r.err
-	case err != nil || r.err != nil:
-		// The other half is left to the long way, not written.
-		return nil, nil, errors.Join(err, r.err)
-	case done && r.done:
-		return nil, nil, nil
-	case done:
-		return fs[h:], nil, nil
-	case r.done:
-		return fs[:h], nil, nil
-	}
-	return fs, nil, nil
 }
 
 // errLeaseMissed rolls back completeFast's transaction when a lease did not

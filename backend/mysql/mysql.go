@@ -72,8 +72,7 @@ const (
 // Claim lock modes (Options.ClaimLock).
 const (
 	// ClaimLockQueue makes the pessimistic claims of a queue, from every
-	// process, take their rows at most two at a time, under the queue's
-	// two claim locks (the default; claimLockSlots).
+	// process, take their rows one at a time (the default).
 	ClaimLockQueue = "queue"
 	// ClaimLockOff lets them run side by side.
 	ClaimLockOff = "off"
