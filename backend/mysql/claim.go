@@ -24,6 +24,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if p.Max <= 0 {
 		return nil, nil
 	}
+	defer b.metrics.claims.since(time.Now())
 	var (
 		jobs []*backend.JobRow
 		err  error

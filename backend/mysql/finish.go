@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -32,6 +33,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	if len(p.Finishes) == 0 {
 		return &backend.JobFinishManyResult{}, nil
 	}
+	defer b.metrics.finishes.since(time.Now())
 	fs := slices.Clone(p.Finishes)
 	slices.SortFunc(fs, func(a, b backend.JobFinish) int { return cmpID(a.Lease.ID, b.Lease.ID) })
 	if callerTx == nil {

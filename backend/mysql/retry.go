@@ -44,10 +44,33 @@ type Metrics struct {
 	OptimisticConflicts uint64
 	// OptimisticRounds is how many window reads the optimistic strategy did.
 	OptimisticRounds uint64
+	// Claims is how many JobClaim calls returned, and ClaimTime their
+	// time from call to return, summed: over a span of wall time, the
+	// change in ClaimTime divided by the span is the mean number of claims
+	// in flight (bench drain reports it).
+	Claims    uint64
+	ClaimTime time.Duration
+	// Finishes and FinishTime are the same for JobFinishMany calls (the
+	// engine's outcome writes among them).
+	Finishes   uint64
+	FinishTime time.Duration
 }
 
 type metrics struct {
 	deadlocks, lockWaits, exhausted, conflicts, rounds atomic.Uint64
+	claims, finishes                                   callTimes
+}
+
+// callTimes counts calls of one kind and sums their durations.
+type callTimes struct {
+	n     atomic.Uint64
+	nanos atomic.Int64
+}
+
+// since counts a call that began at start and returns now.
+func (c *callTimes) since(start time.Time) {
+	c.nanos.Add(int64(time.Since(start)))
+	c.n.Add(1)
 }
 
 // DeadlockRetries implements backend.DeadlockCounter: transactions retried
@@ -64,6 +87,10 @@ func (b *Backend) Metrics() Metrics {
 		RetriesExhausted:    b.metrics.exhausted.Load(),
 		OptimisticConflicts: b.metrics.conflicts.Load(),
 		OptimisticRounds:    b.metrics.rounds.Load(),
+		Claims:              b.metrics.claims.n.Load(),
+		ClaimTime:           time.Duration(b.metrics.claims.nanos.Load()),
+		Finishes:            b.metrics.finishes.n.Load(),
+		FinishTime:          time.Duration(b.metrics.finishes.nanos.Load()),
 	}
 }
 

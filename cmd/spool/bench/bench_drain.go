@@ -78,6 +78,13 @@ type drainResult struct {
 	// machine only): unlike it, it leaves out other load on the server,
 	// and also the server's own background work (WAL writer, autovacuum).
 	SessionCPUPerJobUS float64 `json:"session_cpu_per_job_us,omitempty"`
+	// Claims and Writes count the drain's claim calls and outcome writes
+	// (MySQL only), and ClaimsInFlight and WritesInFlight are the mean
+	// number of each in flight: their summed call time over the drain's.
+	Claims         uint64  `json:"claims,omitempty"`
+	Writes         uint64  `json:"writes,omitempty"`
+	ClaimsInFlight float64 `json:"claims_in_flight,omitempty"`
+	WritesInFlight float64 `json:"writes_in_flight,omitempty"`
 }
 
 // drainPrefetch is the drain's --prefetch: a claim is sent when half the
@@ -153,6 +160,7 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	cpu := startCPUSpan(func() []int { return store.sessionPIDs(ctx) })
+	calls, hasCalls := mysqlCalls(store.Backend)
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("bench drain: %w", err)
@@ -209,6 +217,9 @@ func (c *BenchDrainCommand) Run(ctx context.Context, args []string) error {
 		GOMAXPROCS:        runtime.GOMAXPROCS(0),
 	}
 	res.ClientCPUPerJobUS, res.ServerCPUPerJobUS, res.SessionCPUPerJobUS = clientCPU, serverCPU, sessionCPU
+	if hasCalls {
+		res.Claims, res.Writes, res.ClaimsInFlight, res.WritesInFlight = calls.since(elapsed)
+	}
 	return r.Finish(res, func(w io.Writer) error { return printDrainResult(w, &res) },
 		func() *plot.Figure { return drainFigure(&res, samples) })
 }
@@ -256,6 +267,15 @@ func usText(us float64) string {
 	return fmt.Sprintf("%.1f µs", us)
 }
 
+// callsText is n calls with a mean of inFlight in flight, or "" when not
+// counted.
+func callsText(n uint64, inFlight float64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d (%.2f)", n, inFlight)
+}
+
 // printDrainResult prints the result as a small table.
 func printDrainResult(w io.Writer, r *drainResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -268,6 +288,8 @@ func printDrainResult(w io.Writer, r *drainResult) error {
 		{"client CPU per job", usText(r.ClientCPUPerJobUS)},
 		{"server CPU per job", usText(r.ServerCPUPerJobUS)},
 		{"  of it, its sessions", usText(r.SessionCPUPerJobUS)},
+		{"claims (in flight)", callsText(r.Claims, r.ClaimsInFlight)},
+		{"outcome writes (in flight)", callsText(r.Writes, r.WritesInFlight)},
 		{"workers", fmt.Sprint(r.Workers)},
 		{"prefetch", fmt.Sprint(r.Prefetch)},
 		{"batch", fmt.Sprint(r.Batch)},

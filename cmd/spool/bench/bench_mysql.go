@@ -36,6 +36,29 @@ func mysqlBackend(be backend.Backend) (*mysql.Backend, error) {
 	return my, nil
 }
 
+// mysqlCallTimes is a MySQL backend's claim and finish calls at one time.
+type mysqlCallTimes struct {
+	be *mysql.Backend
+	m  mysql.Metrics
+}
+
+// mysqlCalls reads be's claim and finish calls when it is a MySQL backend.
+func mysqlCalls(be backend.Backend) (mysqlCallTimes, bool) {
+	my, err := mysqlBackend(be)
+	if err != nil {
+		return mysqlCallTimes{}, false
+	}
+	return mysqlCallTimes{be: my, m: my.Metrics()}, true
+}
+
+// since returns the claims and finishes since c, and the mean number of
+// each in flight over elapsed.
+func (c mysqlCallTimes) since(elapsed time.Duration) (claims, finishes uint64, claimsInFlight, finishesInFlight float64) {
+	now := c.be.Metrics()
+	return now.Claims - c.m.Claims, now.Finishes - c.m.Finishes,
+		float64(now.ClaimTime-c.m.ClaimTime) / float64(elapsed), float64(now.FinishTime-c.m.FinishTime) / float64(elapsed)
+}
+
 // mysqlSampleTable reads the history list length and the jobs table's
 // estimated rows and sizes (InnoDB's statistics, refreshed as it sees fit).
 func mysqlSampleTable(ctx context.Context, be backend.Backend) (tableSample, error) {
