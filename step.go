@@ -52,8 +52,10 @@ const internalPrefix = "spool:"
 // name of the job (as JSON) under the job's lease. The record is written
 // behind: Step returns once it is queued, the client writes its runs'
 // records in batches, in the order queued, and the run's outcome, its
-// waits and its StepTx wait for them (docs/durable.md, "Records written
-// behind"). A later attempt of the job (after a retry, a crash, a wait)
+// waits and its StepTx wait for them; on a store that writes records with
+// outcomes (PostgreSQL, SQLite), the records still queued when the
+// handler returns are written with its outcome instead (docs/durable.md,
+// "Records written behind"). A later attempt of the job (after a retry, a crash, a wait)
 // gets the recorded result back without calling fn. An error from fn
 // records nothing, so the step runs again at the next attempt.
 //
