@@ -52,8 +52,10 @@ const internalPrefix = "spool:"
 // name of the job (as JSON) under the job's lease. The record is written
 // behind: Step returns once it is queued, the client writes its runs'
 // records in batches, in the order queued, and the run's outcome, its
-// waits and its StepTx wait for them (docs/durable.md, "Records written
-// behind"). A later attempt of the job (after a retry, a crash, a wait)
+// waits and its StepTx wait for them; on a store that writes records with
+// outcomes (PostgreSQL, SQLite), the records still queued when the
+// handler returns are written with its outcome instead (docs/durable.md,
+// "Records written behind"). A later attempt of the job (after a retry, a crash, a wait)
 // gets the recorded result back without calling fn. An error from fn
 // records nothing, so the step runs again at the next attempt.
 //
@@ -391,6 +393,69 @@ func (s *runSteps) Settled() <-chan struct{} {
 	return s.pending[len(s.pending)-1].done
 }
 
+// errWithOutcome is the result of a record handed to its run's outcome
+// (HandOver): it is written with the outcome, if the outcome applies.
+var errWithOutcome = errors.New("the step's record was handed to the run's outcome")
+
+// HandOver implements engine.StepHandover: the run's records that no
+// batch has taken yet are taken out of the batcher's queue, to be written
+// with the run's outcome, in its transaction, fenced by it (a store that
+// declares backend.OutcomeStepWriter), instead of by a batch of their own
+// and a wait for its commit: a run of short steps usually ends with its
+// last records still queued (BENCHMARKS.md, "A run's last step records
+// ride with its outcome"). The run's records a batch has taken are written
+// first: inFlight is closed once they are, and take then returns the
+// records handed over, or none when one of the earlier ones failed, so
+// the records a run leaves are still the first of its steps, in order.
+func (s *runSteps) HandOver() (inFlight <-chan struct{}, take func() []backend.StepRecordParams) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return nil, nil
+	}
+	b := &s.c.steps
+	b.mu.Lock()
+	// Batches take requests in the order queued, so the run's batched
+	// requests come before its queued ones.
+	first := len(s.pending)
+	for i, r := range s.pending {
+		if !r.batched {
+			first = i
+			break
+		}
+	}
+	for _, r := range s.pending[first:] {
+		r.handed = true
+	}
+	b.mu.Unlock()
+	handed := s.pending[first:]
+	if first > 0 {
+		last := s.pending[first-1].done
+		select {
+		case <-last:
+		default:
+			inFlight = last
+		}
+	}
+	if len(handed) == 0 {
+		return inFlight, nil
+	}
+	return inFlight, func() []backend.StepRecordParams {
+		var steps []backend.StepRecordParams
+		if !s.broken.Load() {
+			steps = make([]backend.StepRecordParams, len(handed))
+			for i, r := range handed {
+				steps[i] = r.p
+			}
+		}
+		for _, r := range handed {
+			r.fail = errWithOutcome
+			close(r.done)
+		}
+		return steps
+	}
+}
+
 // stepBatcher group-commits the step records its client's runs queue: one
 // batch at a time, each in one transaction (StepRecordMany) with every
 // record queued while the previous one was written, in the order queued.
@@ -409,6 +474,10 @@ type stepRequest struct {
 	ok   bool
 	fail error
 	done chan struct{}
+	// batched is set when a batch takes the request, handed when its run
+	// hands it to its outcome instead (HandOver); both under the
+	// batcher's mu, so a request goes one way only.
+	batched, handed bool
 }
 
 // err is the request's outcome as an error, once done.
@@ -444,10 +513,19 @@ func (b *stepBatcher) flush(be backend.Backend) {
 	b.mu.Lock()
 	for len(b.pending) > 0 {
 		n := min(len(b.pending), stepBatchMax)
-		batch := slices.Clone(b.pending[:n])
+		batch := make([]*stepRequest, 0, n)
+		for _, r := range b.pending[:n] {
+			if !r.handed {
+				r.batched = true
+				batch = append(batch, r)
+			}
+		}
+		clear(b.pending[:n])
 		b.pending = slices.Delete(b.pending, 0, n)
 		b.mu.Unlock()
-		b.write(be, batch)
+		if len(batch) > 0 {
+			b.write(be, batch)
+		}
 		b.mu.Lock()
 	}
 	b.flushing = false

@@ -324,6 +324,14 @@ type JobFinish struct {
 	// records do not go with a job deleted at its completion deletes them
 	// with it.
 	Durable bool
+	// Steps are step records of the run that produced this outcome, still
+	// to be written under Lease, in the order recorded, after every
+	// earlier record of the run committed. Only a store that declares
+	// OutcomeStepWriter is given any: it writes them with the outcome,
+	// fenced by it (only if the outcome applies: none for an outcome
+	// rejected, nor for a job the outcome deletes), before or in the
+	// outcome's transaction, and never after it.
+	Steps []StepRecordParams
 }
 
 // JobFinishManyParams writes outcomes, each guarded by its lease.
@@ -780,6 +788,16 @@ type DeadlockCounter interface {
 // heartbeat to say the lease is lost.
 type StallCrediter interface {
 	CreditsStalls() bool
+}
+
+// OutcomeStepWriter is an optional capability of a store whose
+// JobFinishMany writes the step records an outcome carries
+// (JobFinish.Steps), each only while its lease holds the job, as
+// StepRecordMany would: the runtime then hands a run's last records to
+// its outcome instead of a batch of their own. A name the job has
+// recorded already is left as it is.
+type OutcomeStepWriter interface {
+	WritesOutcomeSteps() bool
 }
 
 // WakeRouter is an optional capability of a Notifier whose wake-ups reach

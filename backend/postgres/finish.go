@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -52,6 +53,12 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	}
 	db, err := b.dbtx(p.Tx)
 	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	// finishDependents keeps every job it finishes: the step records its
+	// outcomes carry go first (a finish the plain statements refused
+	// wrote none of them).
+	if err := b.recordFirst(ctx, p.Finishes, func(f *backend.JobFinish) bool { return slices.Contains(res.Rejected, f.Lease) }); err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	if res.Rejected, err = b.finishDependents(ctx, db, p.Finishes, res.Rejected); err != nil {
@@ -105,6 +112,45 @@ func (b *Backend) recordsGone(ctx context.Context, p *backend.JobFinishManyParam
 	return nil
 }
 
+// WritesOutcomeSteps implements backend.OutcomeStepWriter: a batch of
+// completions kept writes the step records it carries in the statement
+// that completes its jobs in lease rows (complete_leased_keep_steps.sql),
+// fenced by the completion and committed with it; every other outcome
+// has them written first, by StepRecordMany's statement in a transaction
+// of its own (recordFirst), as the runtime wrote them before handing the
+// outcome in.
+func (b *Backend) WritesOutcomeSteps() bool { return true }
+
+// recordFirst writes the step records the finishes of fs that want
+// accepts carry (all when want is nil) through StepRecordMany, before
+// their outcomes are written. A record refused or left as it was (its
+// lease lost, its name recorded already) changes nothing of the outcome,
+// as when the runtime wrote it: the outcome is then refused too, or the
+// recorded result stands.
+func (b *Backend) recordFirst(ctx context.Context, fs []backend.JobFinish, want func(*backend.JobFinish) bool) error {
+	var steps []backend.StepRecordParams
+	for i := range fs {
+		if f := &fs[i]; len(f.Steps) > 0 && (want == nil || want(f)) {
+			steps = append(steps, f.Steps...)
+		}
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	_, err := b.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: steps})
+	return err
+}
+
+// hasSteps reports whether a finish of fs carries step records.
+func hasSteps(fs []backend.JobFinish) bool {
+	for i := range fs {
+		if len(fs[i].Steps) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // maxGoneRecords bounds the ids recordsGone keeps to try again.
 const maxGoneRecords = 10000
 
@@ -131,6 +177,12 @@ func (b *Backend) finishMany(ctx context.Context, p *backend.JobFinishManyParams
 	}
 	if allCompleted(p.Finishes) {
 		return b.completeMany(ctx, db, p.Finishes, p.DeleteCompleted)
+	}
+	// A completion deleted needs no records: they would go with its job.
+	if err := b.recordFirst(ctx, p.Finishes, func(f *backend.JobFinish) bool {
+		return !p.DeleteCompleted || f.Outcome != backend.OutcomeComplete
+	}); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	// Lock rows in id order, as heartbeats do, so two batches never deadlock.
 	fs := slices.Clone(p.Finishes)
@@ -384,6 +436,17 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 	if deleteCompleted {
 		query = b.sql.completeDelete
 	}
+	// The step records the completions carry, by lease, when they are
+	// kept (a deleted job's records would go with it).
+	var steps map[backend.LeaseRef][]backend.StepRecordParams
+	if !deleteCompleted && hasSteps(fs) {
+		steps = make(map[backend.LeaseRef][]backend.StepRecordParams)
+		for _, f := range fs {
+			if len(f.Steps) > 0 {
+				steps[f.Lease] = append(steps[f.Lease], f.Steps...)
+			}
+		}
+	}
 	done, err := b.routed(ids, fences, func(idx []int) (done []backend.LeaseRef, err error) {
 		// A completion makes no job pending: nothing to announce and no
 		// floor to lower. A kept one goes back into spool_jobs, whose
@@ -402,12 +465,32 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 			}
 			return appliedExcept(ids, fences, idx, missed), nil
 		}
-		err = b.queryBatch(ctx, db, b.sql.completeLeasedKeep, true, len(idx), func(rows pgx.Rows) (err error) {
+		read := func(rows pgx.Rows) (err error) {
 			done, err = collectLeases(rows)
 			return err
-		}, pick(ids, idx), pick(fences, idx))
+		}
+		if sets := stepSetsOf(steps, ids, fences, idx); len(sets.ids) > 0 {
+			err = b.queryBatch(ctx, db, b.sql.completeLeasedKeepSteps, true, len(idx), read,
+				pick(ids, idx), pick(fences, idx), sets.ids, sets.first, sets.names, sets.result, sets.parts)
+			return done, err
+		}
+		err = b.queryBatch(ctx, db, b.sql.completeLeasedKeep, true, len(idx), read, pick(ids, idx), pick(fences, idx))
 		return done, err
 	}, func(idx []int) (rest []backend.LeaseRef, err error) {
+		// Completed in place: the records go first, in a transaction of
+		// their own.
+		var recs []backend.StepRecordParams
+		for _, i := range idx {
+			if steps == nil {
+				break
+			}
+			recs = append(recs, steps[backend.LeaseRef{ID: ids[i], Fence: fences[i]}]...)
+		}
+		if len(recs) > 0 {
+			if _, err := b.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: recs}); err != nil {
+				return nil, err
+			}
+		}
 		query := query
 		if len(idx) <= genericPlanMax && distinctIDs(ids, idx) {
 			query = b.sql.completeKeepSmall
@@ -426,6 +509,72 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 	}
 	b.placed.forget(ids, fences)
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(fs, done, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// stepSets are the step records of a batch's jobs as sets, the rows of
+// spool_step_sets: a job's records in the order recorded, a new set past
+// each 64 KiB of results (as steps/step_record_many.sql groups them), one
+// element per set: the job, its first name, its names as an array
+// literal, its results as a JSON array, its part.
+type stepSets struct {
+	ids           []int64
+	first         []string
+	names, result []string
+	parts         []int32
+}
+
+// stepSetBytes is the results a set holds before the next set starts.
+const stepSetBytes = 65536
+
+// stepSetsOf returns the sets of the records in steps of the jobs at idx
+// (none when steps is nil).
+func stepSetsOf(steps map[backend.LeaseRef][]backend.StepRecordParams, ids []int64, fences []int32, idx []int) *stepSets {
+	out := &stepSets{}
+	if steps == nil {
+		return out
+	}
+	var names, results strings.Builder
+	for _, i := range idx {
+		recs := steps[backend.LeaseRef{ID: ids[i], Fence: fences[i]}]
+		bytes := 0
+		for k := 0; k < len(recs); {
+			part := bytes / stepSetBytes
+			names.Reset()
+			results.Reset()
+			names.WriteByte('{')
+			results.WriteByte('[')
+			first := k
+			for ; k < len(recs) && bytes/stepSetBytes == part; k++ {
+				if k > first {
+					names.WriteByte(',')
+					results.WriteByte(',')
+				}
+				arrayElem(&names, recs[k].Name)
+				results.Write(recs[k].Result)
+				bytes += len(recs[k].Result)
+			}
+			names.WriteByte('}')
+			results.WriteByte(']')
+			out.ids = append(out.ids, ids[i])
+			out.first = append(out.first, recs[first].Name)
+			out.names = append(out.names, names.String())
+			out.result = append(out.result, results.String())
+			out.parts = append(out.parts, int32(part))
+		}
+	}
+	return out
+}
+
+// arrayElem writes s as a quoted element of a PostgreSQL array literal.
+func arrayElem(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
 }
 
 // genericPlanMax is the largest batch whose leased finish or heartbeat runs

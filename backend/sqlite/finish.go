@@ -37,11 +37,24 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 	}
+	// The step records the outcomes carry (backend.OutcomeStepWriter).
+	var record *sql.Stmt
+	steps := hasSteps(p.Finishes)
+	if steps && tx == nil {
+		if record, err = b.st.prepared(ctx, stepStmt.stepRecord); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+	}
 	applied := make([]backend.LeaseRef, 0, len(p.Finishes))
 	var wake map[string]struct{}
 	err = b.st.write(ctx, tx, func(tx *sql.Tx) error {
 		var err error
 		applied = applied[:0]
+		if steps {
+			if err := recordOutcomeSteps(ctx, tx, record, p.Finishes, now); err != nil {
+				return err
+			}
+		}
 		if applied, err = completes.run(ctx, tx, now.UnixMicro(), applied); err != nil {
 			return err
 		}
@@ -103,6 +116,50 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		b.st.hub.PublishQueues(wake)
 	}
 	return &backend.JobFinishManyResult{Rejected: backend.Unapplied(p.Finishes, applied, func(f backend.JobFinish) backend.LeaseRef { return f.Lease })}, nil
+}
+
+// WritesOutcomeSteps implements backend.OutcomeStepWriter: JobFinishMany
+// writes the step records its outcomes carry in its own write
+// transaction, before the outcomes, each as StepRecord writes one (only
+// while its lease holds the job; a name recorded already is left as it
+// is). The store writes one transaction at a time, so a record written
+// there has its outcome applied in the same transaction, and one refused
+// its outcome refused; the records of a job the outcome deletes go with
+// it (the delete trigger of schema 11).
+func (b *Backend) WritesOutcomeSteps() bool { return true }
+
+// hasSteps reports whether a finish of fs carries step records.
+func hasSteps(fs []backend.JobFinish) bool {
+	for i := range fs {
+		if len(fs[i].Steps) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// recordOutcomeSteps writes the step records fs carry in tx, through
+// record (step_record.sql prepared on the writer) when not nil.
+func recordOutcomeSteps(ctx context.Context, tx *sql.Tx, record *sql.Stmt, fs []backend.JobFinish, now time.Time) error {
+	var st *sql.Stmt
+	if record != nil {
+		st = tx.StmtContext(ctx, record)
+	}
+	for i := range fs {
+		for _, r := range fs[i].Steps {
+			args := []any{r.Lease.ID, r.Lease.Fence, r.Name, string(r.Result), now.UnixMicro()}
+			var err error
+			if st != nil {
+				_, err = st.ExecContext(ctx, args...)
+			} else {
+				_, err = tx.ExecContext(ctx, stepStmt.stepRecord, args...)
+			}
+			if err != nil {
+				return fmt.Errorf("record step %q of job %d: %w", r.Name, r.Lease.ID, err)
+			}
+		}
+	}
+	return nil
 }
 
 // splitPlain separates plain completions (no error) from other outcomes,

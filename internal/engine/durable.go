@@ -37,6 +37,33 @@ func (r *Run) settled() <-chan struct{} {
 	return nil
 }
 
+// StepHandover is implemented by a run's durable state whose records
+// queued behind may be handed to the run's outcome (a store that declares
+// backend.OutcomeStepWriter writes them with it). HandOver, called once
+// the handler has returned and Finish has run, takes the run's records
+// that no batch has taken yet out of the queue, and returns a channel
+// closed once the run's records already taken by a batch are written
+// (nil: none in flight) and take, to call once that channel is closed:
+// it returns the records to write with the outcome (none when an earlier
+// one failed, so that the records a run leaves stay the first of its
+// steps).
+type StepHandover interface {
+	HandOver() (inFlight <-chan struct{}, take func() []backend.StepRecordParams)
+}
+
+// handOver is the run's HandOver when the store writes records with
+// outcomes (stepsWithOutcome) and the run's durable state hands them
+// over; else its settled channel and no take.
+func (r *Run) handOver(stepsWithOutcome bool) (<-chan struct{}, func() []backend.StepRecordParams) {
+	if !r.hasDurable.Load() {
+		return nil, nil
+	}
+	if h, ok := r.durable.(StepHandover); ok && stepsWithOutcome {
+		return h.HandOver()
+	}
+	return r.settled(), nil
+}
+
 // Finisher is implemented by a run's durable state that has a write to
 // make once the handler has returned: a wait the handler asked for
 // (Sleep, AwaitSignal) is written then, not while the handler's code still

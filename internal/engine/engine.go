@@ -90,6 +90,9 @@ func New(be backend.Backend, cfg Config, logger *slog.Logger) *Engine {
 	if sc, ok := be.(backend.StallCrediter); !ok || !sc.CreditsStalls() {
 		e.exec.leaseClock = true
 	}
+	if w, ok := be.(backend.OutcomeStepWriter); ok && w.WritesOutcomeSteps() {
+		e.exec.stepsWithOutcome = true
+	}
 	env := &producerEnv{be: be, cfg: &e.cfg, logger: logger, exec: e.exec, out: e.out, gaveUp: e.gaveUp}
 	for name, q := range cfg.Queues {
 		e.producers[name] = newProducer(env, name, q)
@@ -473,9 +476,12 @@ func (e *Engine) RunOne(ctx context.Context, queue string) (*backend.JobRow, err
 	}
 	row := rows[0]
 	began := time.Now()
-	f, rejectExpected, settled := e.exec.executeIn(ctx, row, sentAt, time.Now())
+	f, rejectExpected, settled, take := e.exec.executeIn(ctx, row, sentAt, time.Now())
 	if settled != nil {
 		<-settled
+	}
+	if take != nil {
+		f.Steps = take()
 	}
 	took := time.Since(began)
 	defer e.running.remove([]backend.LeaseRef{row.Lease()})

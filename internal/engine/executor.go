@@ -32,6 +32,10 @@ type executor struct {
 	// clock (heldUntil). Off for a store that credits stalls to leases
 	// (backend.StallCrediter), where only a heartbeat can tell.
 	leaseClock bool
+	// stepsWithOutcome: the store writes the step records an outcome
+	// carries (backend.OutcomeStepWriter), so a run's records still queued
+	// when its handler returns go with its outcome (StepHandover).
+	stepsWithOutcome bool
 	// gaveUp is closed when a stop gives up on handlers that ignore their
 	// context; stopped when the stop has finished.
 	gaveUp, stopped <-chan struct{}
@@ -121,7 +125,7 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 		x.out.addRun(backend.JobFinish{Lease: row.Lease(), Outcome: backend.OutcomeRelease}, row.Queue, nil, true)
 		return
 	}
-	finish, rejectExpected, settled := x.executeIn(x.jobsBase, row, j.claimedAt, began)
+	finish, rejectExpected, settled, take := x.executeIn(x.jobsBase, row, j.claimedAt, began)
 	took := time.Since(began)
 	if !rejectExpected {
 		x.failures.record(row, &finish, took)
@@ -134,9 +138,15 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 		go func() {
 			defer x.settling.done()
 			<-settled
+			if take != nil {
+				finish.Steps = take()
+			}
 			x.handIn(row, finish, run, rejectExpected)
 		}()
 		return
+	}
+	if take != nil {
+		finish.Steps = take()
 	}
 	x.handIn(row, finish, run, rejectExpected)
 }
@@ -190,11 +200,11 @@ func (x *executor) runnerLoop(task func()) {
 // expected to reject it: the handler called CompleteTx (if that transaction
 // committed, the write is a fenced no-op; if it rolled back, the outcome is
 // what happened), or the job's lease was found lost.
-func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool, settled <-chan struct{}) {
+func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claimedAt, startedAt time.Time) (f backend.JobFinish, rejectExpected bool, settled <-chan struct{}, take func() []backend.StepRecordParams) {
 	h, ok := x.cfg.Handler(row.Kind)
 	if !ok {
 		err := fmt.Errorf("%w %q in this client", ErrUnknownKind, row.Kind)
-		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false, nil
+		return x.failure(row, err, "", x.cfg.NextRetry(int(row.Attempt))), false, nil, nil
 	}
 	timeout := h.Timeout(row)
 	if timeout == 0 {
@@ -211,13 +221,15 @@ func (x *executor) executeIn(parent context.Context, row *backend.JobRow, claime
 	x.running.add(&runCtx.running)
 	err := safeRun(runCtx, h.Run, row)
 	err = runCtx.run.finish(runCtx, err)
-	settled = runCtx.run.settled()
+	// The run's records still queued go with its outcome when the store
+	// writes them there (StepHandover); else the outcome waits for them.
+	settled, take = runCtx.run.handOver(x.stepsWithOutcome)
 	// The store will reject this outcome, as expected, if CompleteTx
 	// committed it already or the lease was lost (cancelled or rescued).
 	rejectExpected = x.running.handlerDone(row.Lease()) || errors.Is(context.Cause(runCtx), ErrLeaseLost)
 	f = x.outcomeOf(row, &h, err, runCtx, timeout)
 	f.Durable = runCtx.run.UsedDurable()
-	return f, rejectExpected, settled
+	return f, rejectExpected, settled, take
 }
 
 // outcomeOf is the outcome to write for row, whose run in runCtx (with

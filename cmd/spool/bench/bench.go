@@ -385,6 +385,10 @@ func (c *CompletionCounter) JobFinishMany(ctx context.Context, p *backend.JobFin
 	return res, nil
 }
 
+// WritesOutcomeSteps implements backend.OutcomeStepWriter when the
+// counted backend does: the counter passes outcomes on unchanged.
+func (c *CompletionCounter) WritesOutcomeSteps() bool { return writesOutcomeSteps(c.Backend) }
+
 // Written returns the number of completions written so far.
 func (c *CompletionCounter) Written() int64 { return c.written.Load() }
 

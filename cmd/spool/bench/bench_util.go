@@ -318,6 +318,22 @@ type routingBackend struct {
 	backend.WakeRouter
 }
 
+// WritesOutcomeSteps implements backend.OutcomeStepWriter for the
+// wrapped backend, when it does.
+func (b notifyingBackend) WritesOutcomeSteps() bool { return writesOutcomeSteps(b.Backend) }
+
+// WritesOutcomeSteps implements backend.OutcomeStepWriter for the
+// wrapped backend, when it does.
+func (b routingBackend) WritesOutcomeSteps() bool { return writesOutcomeSteps(b.Backend) }
+
+// writesOutcomeSteps reports whether be writes the step records outcomes
+// carry (backend.OutcomeStepWriter): a wrapper that passes JobFinishMany
+// on unchanged keeps the capability of the backend it wraps.
+func writesOutcomeSteps(be backend.Backend) bool {
+	w, ok := be.(backend.OutcomeStepWriter)
+	return ok && w.WritesOutcomeSteps()
+}
+
 // KeepNotifier returns wrapper, made a backend.Notifier when inner is one
 // (and a backend.WakeRouter when inner is one too).
 func KeepNotifier(wrapper, inner backend.Backend) backend.Backend {

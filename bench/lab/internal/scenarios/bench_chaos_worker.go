@@ -75,6 +75,13 @@ type beatRecorder struct {
 	proc  string
 }
 
+// WritesOutcomeSteps implements backend.OutcomeStepWriter when the
+// recorded backend does: outcomes pass through unchanged.
+func (b *beatRecorder) WritesOutcomeSteps() bool {
+	w, ok := b.Backend.(backend.OutcomeStepWriter)
+	return ok && w.WritesOutcomeSteps()
+}
+
 // JobClaim implements backend.Backend, recording the jobs claimed, so that
 // the checker knows which jobs a killed or stopped process held.
 func (b *beatRecorder) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
