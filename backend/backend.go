@@ -287,11 +287,6 @@ type JobClaimParams struct {
 	// makes it unique per claim call ("<client id>#<n>"), so that the jobs of
 	// a claim whose reply was lost can be released by JobReleaseClaim.
 	ClaimID string
-	// InPlace asks a store that can hold claimed jobs apart from their rows
-	// (PostgreSQL's lease rows) to leave them in place. The runtime no
-	// longer sends it: PostgreSQL records durable steps against lease rows
-	// (BENCHMARKS.md, "Step records against lease rows").
-	InPlace bool
 }
 
 // JobReleaseClaimParams returns to the queue the jobs still running under

@@ -26,10 +26,8 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return b.claimOptimistic(ctx, p)
 	}
 	// A claim expected to be small leaves its jobs in place: lease rows pay
-	// only for larger batches (smallClaimMax); so does a claim of jobs
-	// whose handlers write to them while they run (p.InPlace), which would
-	// move each job out of its lease row at its first write.
-	small := b.inPlace || p.InPlace || (!b.leaseRows && b.small.next(p.Queue))
+	// only for larger batches (smallClaimMax).
+	small := b.inPlace || (!b.leaseRows && b.small.next(p.Queue))
 	query := b.sql.claim
 	if small {
 		query = b.sql.claimSmall

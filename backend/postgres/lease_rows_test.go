@@ -229,35 +229,6 @@ func TestClaimsInPlace(t *testing.T) {
 	}
 }
 
-// TestClaimInPlaceAsked checks that a claim asking for its jobs in place
-// (JobClaimParams.InPlace, sent for queues whose runs record durable
-// steps) leaves them in spool_jobs under the default claim mode, which
-// moves a batch that large into lease rows otherwise.
-func TestClaimInPlaceAsked(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	be := newBackend(t)
-	jobs := make([]*backend.JobInsertParams, 200)
-	for i := range jobs {
-		jobs[i] = plainJob()
-	}
-	insertJobs(t, be, jobs...)
-	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
-	if err != nil || len(rows) != 100 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
-	}
-	if leased, inPlace := leaseRowsState(t, be); leased != 100 || inPlace != 0 {
-		t.Fatalf("a claim of 100: %d jobs in lease rows and %d in place, want 100 and 0", leased, inPlace)
-	}
-	rows, err = be.JobClaim(ctx, &backend.JobClaimParams{Queue: "lr", Max: 100, Lease: time.Minute, ClaimID: "c#2", InPlace: true})
-	if err != nil || len(rows) != 100 {
-		t.Fatalf("claim in place: %d rows, %v", len(rows), err)
-	}
-	if leased, inPlace := leaseRowsState(t, be); leased != 100 || inPlace != 100 {
-		t.Fatalf("after a claim of 100 in place: %d jobs in lease rows and %d in place, want 100 and 100", leased, inPlace)
-	}
-}
-
 // TestLeaseRowsConcurrentOps races finishes, records and cancels over the
 // jobs of several lease rows, which move jobs back in place while finishes
 // read the rows: every call succeeds or is refused as it should, and each
