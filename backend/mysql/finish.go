@@ -106,7 +106,7 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 		if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
 			return errors.Join(errLeaseMissed, err)
 		}
-		return b.writeSteps(ctx, tx, steps)
+		return b.writeSteps(ctx, tx, b.sql.steps.stepRecordRows, steps)
 	})
 	if errors.Is(err, errLeaseMissed) {
 		return false, nil
@@ -197,7 +197,7 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 	if withSteps != nil {
 		// The step records the applied outcomes carry, their rows locked
 		// and their leases checked above.
-		if err := b.writeSteps(ctx, db, carriedSteps(fs, withSteps)); err != nil {
+		if err := b.writeSteps(ctx, db, b.sql.steps.stepRecordRows, carriedSteps(fs, withSteps)); err != nil {
 			return nil, err
 		}
 	}
@@ -254,8 +254,9 @@ func carriedSteps(fs []backend.JobFinish, only map[backend.LeaseRef]bool) []back
 const stepRowsChunk = 500
 
 // writeSteps writes records (of leases this transaction holds) in db's
-// transaction, one multi-row INSERT per stepRowsChunk records.
-func (b *Backend) writeSteps(ctx context.Context, db DBTX, records []backend.StepRecordParams) error {
+// transaction with query (step_record_rows.sql or step_record_batch.sql),
+// one multi-row INSERT per stepRowsChunk records.
+func (b *Backend) writeSteps(ctx context.Context, db DBTX, query string, records []backend.StepRecordParams) error {
 	for chunk := range slices.Chunk(records, stepRowsChunk) {
 		var rows strings.Builder
 		args := make([]any, 0, 2*len(chunk))
@@ -270,8 +271,8 @@ func (b *Backend) writeSteps(ctx context.Context, db DBTX, records []backend.Ste
 			rows.WriteString(", UTC_TIMESTAMP(6))")
 			args = append(args, r.Name, string(r.Result))
 		}
-		if _, err := db.ExecContext(ctx, strings.Replace(b.sql.steps.stepRecordRows, "{{rows}}", rows.String(), 1), args...); err != nil {
-			return fmt.Errorf("record steps: %w", err)
+		if _, err := db.ExecContext(ctx, strings.Replace(query, "{{rows}}", rows.String(), 1), args...); err != nil {
+			return err
 		}
 	}
 	return nil
