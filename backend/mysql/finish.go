@@ -91,6 +91,13 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 	// in the same transaction (workflow.go): matching fewer rows sends the
 	// batch there.
 	q += inList(ids) + " AND NOT has_dependents AND (id, fence) IN " + leaseList(ids, fences)
+	// Every lease holds when the statement matches every row: the
+	// records the completions carry are written after it, in the same
+	// transaction (none for a job it deletes).
+	var steps []backend.StepRecordParams
+	if !deleteCompleted {
+		steps = carriedSteps(fs, nil)
+	}
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q)
 		if err != nil {
@@ -99,7 +106,7 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 		if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
 			return errors.Join(errLeaseMissed, err)
 		}
-		return nil
+		return b.writeSteps(ctx, tx, b.sql.steps.stepRecordRows, steps)
 	})
 	if errors.Is(err, errLeaseMissed) {
 		return false, nil
@@ -136,20 +143,29 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 		kept      []int64
 		other     []backend.JobFinish
 	)
+	var withSteps map[backend.LeaseRef]bool // applied leases that keep their job, when records ride along
+	if hasSteps(fs) {
+		withSteps = map[backend.LeaseRef]bool{}
+	}
 	for _, f := range fs {
 		if !live[f.Lease] {
 			rejected = append(rejected, f.Lease)
 			continue
 		}
 		delete(live, f.Lease) // a lease named twice applies once
+		keeps := true
 		if f.Outcome == backend.OutcomeComplete && f.Error == nil {
 			if deleteCompleted && deps[f.Lease.ID] {
 				kept = append(kept, f.Lease.ID) // its dependents read it
 			} else {
 				completed = append(completed, f.Lease.ID)
+				keeps = !deleteCompleted
 			}
 		} else {
 			other = append(other, f)
+		}
+		if withSteps != nil && keeps {
+			withSteps[f.Lease] = true
 		}
 	}
 	if len(completed) > 0 {
@@ -178,6 +194,13 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 			}
 		}
 	}
+	if withSteps != nil {
+		// The step records the applied outcomes carry, their rows locked
+		// and their leases checked above.
+		if err := b.writeSteps(ctx, db, b.sql.steps.stepRecordRows, carriedSteps(fs, withSteps)); err != nil {
+			return nil, err
+		}
+	}
 	if len(deps) > 0 {
 		// Jobs with dependents settle them in this transaction.
 		settle := make([]int64, 0, len(deps))
@@ -189,6 +212,70 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 		}
 	}
 	return rejected, nil
+}
+
+// WritesOutcomeSteps implements backend.OutcomeStepWriter: JobFinishMany
+// writes the step records its outcomes carry in the outcomes' own
+// transaction, after them, with one multi-row INSERT per chunk
+// (step_record_rows.sql): only the records of leases whose outcome it
+// applied (every lease of completeFast's batch, which rolls back when one
+// does not hold; those finish found live under its row locks), none of a
+// job the outcome deletes; a name recorded already is left as it is.
+// BENCHMARKS.md, "SQLite and MariaDB: a batch's step records in one
+// statement".
+func (b *Backend) WritesOutcomeSteps() bool { return true }
+
+// hasSteps reports whether a finish of fs carries step records.
+func hasSteps(fs []backend.JobFinish) bool {
+	for i := range fs {
+		if len(fs[i].Steps) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// carriedSteps returns the step records fs carry, in order, those of the
+// leases in only when only is not nil.
+func carriedSteps(fs []backend.JobFinish, only map[backend.LeaseRef]bool) []backend.StepRecordParams {
+	var out []backend.StepRecordParams
+	for i := range fs {
+		for _, r := range fs[i].Steps {
+			if only == nil || only[r.Lease] {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// stepRowsChunk bounds the records of one step_record_rows.sql INSERT
+// (two bound values each).
+const stepRowsChunk = 500
+
+// writeSteps writes records (of leases this transaction holds) in db's
+// transaction with query (step_record_rows.sql or step_record_batch.sql),
+// one multi-row INSERT per stepRowsChunk records.
+func (b *Backend) writeSteps(ctx context.Context, db DBTX, query string, records []backend.StepRecordParams) error {
+	for chunk := range slices.Chunk(records, stepRowsChunk) {
+		var rows strings.Builder
+		args := make([]any, 0, 2*len(chunk))
+		for i, r := range chunk {
+			if i > 0 {
+				rows.WriteByte(',')
+			}
+			rows.WriteByte('(')
+			rows.WriteString(strconv.FormatInt(r.Lease.ID, 10))
+			rows.WriteString(", ?, ?, ")
+			rows.WriteString(strconv.FormatInt(int64(r.Lease.Fence), 10))
+			rows.WriteString(", UTC_TIMESTAMP(6))")
+			args = append(args, r.Name, string(r.Result))
+		}
+		if _, err := db.ExecContext(ctx, strings.Replace(query, "{{rows}}", rows.String(), 1), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // liveLeases runs query (which selects id, fence, state, has_dependents

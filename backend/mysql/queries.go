@@ -55,8 +55,8 @@ type queries struct {
 
 // stepQueries are the statements of sql/steps/ (steps.go).
 type stepQueries struct {
-	held, stepRecord, signalSent, jobWait, jobLock, signalInsert, signalWake string
-	stepsOf, signalsOf, waitOf                                               string
+	held, heldMany, namesOf, stepRecord, stepRecordRows, stepRecordBatch, signalSent, jobWait, jobLock, signalInsert, signalWake string
+	stepsOf, signalsOf, waitOf                                                                                                   string
 }
 
 // awaitQueries are the statements of sql/await/ (await.go); times are
@@ -148,16 +148,20 @@ func buildQueries(db string) (queries, error) {
 	})
 	if err == nil {
 		err = sqltext.Load(sqlFiles, "sql/steps", r, map[string]*string{
-			"held":          &q.steps.held,
-			"step_record":   &q.steps.stepRecord,
-			"signal_sent":   &q.steps.signalSent,
-			"job_wait":      &q.steps.jobWait,
-			"job_lock":      &q.steps.jobLock,
-			"signal_insert": &q.steps.signalInsert,
-			"signal_wake":   &q.steps.signalWake,
-			"steps_of":      &q.steps.stepsOf,
-			"signals_of":    &q.steps.signalsOf,
-			"wait_of":       &q.steps.waitOf,
+			"held":              &q.steps.held,
+			"step_record":       &q.steps.stepRecord,
+			"step_record_rows":  &q.steps.stepRecordRows,
+			"step_record_batch": &q.steps.stepRecordBatch,
+			"held_many":         &q.steps.heldMany,
+			"names_of":          &q.steps.namesOf,
+			"signal_sent":       &q.steps.signalSent,
+			"job_wait":          &q.steps.jobWait,
+			"job_lock":          &q.steps.jobLock,
+			"signal_insert":     &q.steps.signalInsert,
+			"signal_wake":       &q.steps.signalWake,
+			"steps_of":          &q.steps.stepsOf,
+			"signals_of":        &q.steps.signalsOf,
+			"wait_of":           &q.steps.waitOf,
 		})
 	}
 	if err == nil {

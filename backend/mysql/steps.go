@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -58,22 +59,110 @@ func (b *Backend) recordStep(ctx context.Context, db DBTX, p *backend.StepRecord
 	return true, nil
 }
 
-// StepRecordMany implements backend.StepStore: one transaction, rows
-// locked in id order.
+// StepRecordMany implements backend.StepStore: one transaction of three
+// statements (and one INSERT per stepRowsChunk records): the batch's
+// running rows, locked shared in id order (held_many.sql), which of the
+// batch's names their jobs recorded already (names_of.sql), then the records of leases
+// that hold, each name once, in one multi-row INSERT
+// (step_record_batch.sql). A name recorded in between by another
+// transaction (error 1062, which undoes that statement only) sends the
+// batch's new records one by one (recordStep), which tells which. Each
+// record applies as it would alone: not recorded for a lease that does
+// not hold, ErrStepRecorded for a name recorded already (or earlier in
+// the batch). BENCHMARKS.md, "SQLite and MariaDB: a batch's step records
+// in one statement".
 func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
-	order := make([]int, len(p.Steps))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(x, y int) int { return cmpID(p.Steps[x].Lease.ID, p.Steps[y].Lease.ID) })
 	out := make([]backend.StepRecordResult, len(p.Steps))
+	if len(p.Steps) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(p.Steps))
+	for i := range p.Steps {
+		ids[i] = p.Steps[i].Lease.ID
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	q := &b.sql.steps
+	type jobName struct {
+		id   int64
+		name string
+	}
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
-		for _, i := range order {
-			ok, err := b.recordStep(ctx, tx, &p.Steps[i])
-			if err != nil && !errors.Is(err, backend.ErrStepRecorded) {
+		clear(out)
+		live, err := heldLeases(ctx, tx, q.heldMany+" "+inList(ids)+" ORDER BY id LOCK IN SHARE MODE")
+		if err != nil || len(live) == 0 {
+			return err
+		}
+		heldIDs := make([]int64, 0, len(live))
+		for l := range live {
+			heldIDs = append(heldIDs, l.ID)
+		}
+		names, seen := []any{}, map[string]bool{}
+		var marks strings.Builder
+		for i := range p.Steps {
+			if n := p.Steps[i].Name; live[p.Steps[i].Lease] && !seen[n] {
+				seen[n] = true
+				if len(names) > 0 {
+					marks.WriteByte(',')
+				}
+				marks.WriteByte('?')
+				names = append(names, n)
+			}
+		}
+		slices.Sort(heldIDs)
+		recorded := map[jobName]bool{}
+		query := strings.NewReplacer("{{ids}}", inList(heldIDs), "{{names}}", "("+marks.String()+")").Replace(q.namesOf)
+		rows, err := tx.QueryContext(ctx, query, names...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var k jobName
+			if err := rows.Scan(&k.id, &k.name); err != nil {
+				rows.Close()
 				return err
 			}
-			out[i] = backend.StepRecordResult{Recorded: ok, Err: err}
+			recorded[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var todo []int
+		var records []backend.StepRecordParams
+		for i := range p.Steps {
+			s := &p.Steps[i]
+			if !live[s.Lease] {
+				continue
+			}
+			k := jobName{s.Lease.ID, s.Name}
+			if recorded[k] {
+				out[i].Err = backend.ErrStepRecorded
+				continue
+			}
+			recorded[k] = true
+			todo = append(todo, i)
+			records = append(records, *s)
+		}
+		err = b.writeSteps(ctx, tx, q.stepRecordBatch, records)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1062 {
+			// Written in between, or a name the column's collation
+			// equates with another: one by one, each told apart.
+			for _, i := range todo {
+				ok, err := b.recordStep(ctx, tx, &p.Steps[i])
+				if err != nil && !errors.Is(err, backend.ErrStepRecorded) {
+					return err
+				}
+				out[i] = backend.StepRecordResult{Recorded: ok, Err: err}
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, i := range todo {
+			out[i].Recorded = true
 		}
 		return nil
 	})
@@ -81,6 +170,25 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 		return nil, fmt.Errorf("record steps: %w", err)
 	}
 	return out, nil
+}
+
+// heldLeases runs query (held_many.sql and its ids) and returns the
+// leases of the running rows it reads.
+func heldLeases(ctx context.Context, tx *sql.Tx, query string) (map[backend.LeaseRef]bool, error) {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	live := map[backend.LeaseRef]bool{}
+	var l backend.LeaseRef
+	for rows.Next() {
+		if err := rows.Scan(&l.ID, &l.Fence); err != nil {
+			return nil, err
+		}
+		live[l] = true
+	}
+	return live, rows.Err()
 }
 
 // JobWait implements backend.StepStore.

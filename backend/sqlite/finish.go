@@ -37,12 +37,25 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 	}
-	// The step records the outcomes carry (backend.OutcomeStepWriter).
-	var record *sql.Stmt
-	steps := hasSteps(p.Finishes)
-	if steps && tx == nil {
-		if record, err = b.st.prepared(ctx, stepStmt.stepRecord); err != nil {
+	// The step records the outcomes carry (backend.OutcomeStepWriter),
+	// in one statement.
+	var (
+		many             *sql.Stmt
+		steps, stepsOnce bool
+		stepInput        string
+		carried          []backend.StepRecordParams
+	)
+	if steps = hasSteps(p.Finishes); steps {
+		for i := range p.Finishes {
+			carried = append(carried, p.Finishes[i].Steps...)
+		}
+		if stepInput, stepsOnce, err = encodeStepRecords(carried); err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		if stepsOnce && tx == nil {
+			if many, err = b.st.prepared(ctx, stepStmt.stepRecordMany); err != nil {
+				return nil, fmt.Errorf("finish jobs: %w", err)
+			}
 		}
 	}
 	applied := make([]backend.LeaseRef, 0, len(p.Finishes))
@@ -51,7 +64,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		var err error
 		applied = applied[:0]
 		if steps {
-			if err := recordOutcomeSteps(ctx, tx, record, p.Finishes, now); err != nil {
+			if err := recordOutcomeSteps(ctx, tx, many, stepInput, carried, now); err != nil {
 				return err
 			}
 		}
@@ -120,12 +133,14 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 
 // WritesOutcomeSteps implements backend.OutcomeStepWriter: JobFinishMany
 // writes the step records its outcomes carry in its own write
-// transaction, before the outcomes, each as StepRecord writes one (only
-// while its lease holds the job; a name recorded already is left as it
-// is). The store writes one transaction at a time, so a record written
-// there has its outcome applied in the same transaction, and one refused
+// transaction, before the outcomes, all of a batch in one statement
+// (step_record_many.sql), each as StepRecord writes one (only while its
+// lease holds the job; a name recorded already is left as it is). The
+// store writes one transaction at a time, so a record written there has
+// its outcome applied in the same transaction and commit, and one refused
 // its outcome refused; the records of a job the outcome deletes go with
-// it (the delete trigger of schema 11).
+// it (the delete trigger of schema 11). BENCHMARKS.md, "SQLite and
+// MariaDB: a batch's step records in one statement".
 func (b *Backend) WritesOutcomeSteps() bool { return true }
 
 // hasSteps reports whether a finish of fs carries step records.
@@ -138,25 +153,20 @@ func hasSteps(fs []backend.JobFinish) bool {
 	return false
 }
 
-// recordOutcomeSteps writes the step records fs carry in tx, through
-// record (step_record.sql prepared on the writer) when not nil.
-func recordOutcomeSteps(ctx context.Context, tx *sql.Tx, record *sql.Stmt, fs []backend.JobFinish, now time.Time) error {
-	var st *sql.Stmt
-	if record != nil {
-		st = tx.StmtContext(ctx, record)
+// recordOutcomeSteps writes the step records the outcomes carry in tx:
+// input (encodeStepRecords of carried) with one statement, through many
+// when not nil; carried one by one when input is "" (not JSON-safe).
+func recordOutcomeSteps(ctx context.Context, tx *sql.Tx, many *sql.Stmt, input string, carried []backend.StepRecordParams, now time.Time) error {
+	if input != "" {
+		if _, err := recordStepsOnce(ctx, tx, many, input, now, false); err != nil {
+			return fmt.Errorf("record steps: %w", err)
+		}
+		return nil
 	}
-	for i := range fs {
-		for _, r := range fs[i].Steps {
-			args := []any{r.Lease.ID, r.Lease.Fence, r.Name, string(r.Result), now.UnixMicro()}
-			var err error
-			if st != nil {
-				_, err = st.ExecContext(ctx, args...)
-			} else {
-				_, err = tx.ExecContext(ctx, stepStmt.stepRecord, args...)
-			}
-			if err != nil {
-				return fmt.Errorf("record step %q of job %d: %w", r.Name, r.Lease.ID, err)
-			}
+	for i := range carried {
+		r := &carried[i]
+		if _, err := tx.ExecContext(ctx, stepStmt.stepRecord, r.Lease.ID, r.Lease.Fence, r.Name, string(r.Result), now.UnixMicro()); err != nil {
+			return fmt.Errorf("record step %q of job %d: %w", r.Name, r.Lease.ID, err)
 		}
 	}
 	return nil

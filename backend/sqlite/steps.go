@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/sqltext"
@@ -23,14 +26,14 @@ var stepFiles embed.FS
 
 // stepStatements are the statements of sql/steps/, one file each.
 type stepStatements struct {
-	stepRecord, held, signalSent, jobWait, signalInsert, signalWake string
-	jobQueue, stepsOf, signalsOf, waitOf                            string
+	stepRecord, stepRecordMany, held, signalSent, jobWait, signalInsert string
+	signalWake, jobQueue, stepsOf, signalsOf, waitOf                    string
 }
 
 var stepStmt = func() stepStatements {
 	var s stepStatements
 	err := sqltext.Load(stepFiles, "sql/steps", strings.NewReplacer(), map[string]*string{
-		"step_record": &s.stepRecord, "held": &s.held, "signal_sent": &s.signalSent, "job_wait": &s.jobWait,
+		"step_record": &s.stepRecord, "step_record_many": &s.stepRecordMany, "held": &s.held, "signal_sent": &s.signalSent, "job_wait": &s.jobWait,
 		"signal_insert": &s.signalInsert, "signal_wake": &s.signalWake, "job_queue": &s.jobQueue,
 		"steps_of": &s.stepsOf, "signals_of": &s.signalsOf, "wait_of": &s.waitOf,
 	})
@@ -78,17 +81,52 @@ func recordStep(ctx context.Context, tx *sql.Tx, p *backend.StepRecordParams, no
 	return false, backend.ErrStepRecorded
 }
 
-// StepRecordMany implements backend.StepStore: one write transaction.
+// StepRecordMany implements backend.StepStore: one write transaction, and
+// one statement for the batch (step_record_many.sql); only a record it
+// did not write is looked at again, to tell a lease that no longer holds
+// from a name recorded already.
 func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
 	out := make([]backend.StepRecordResult, len(p.Steps))
-	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		now := time.Now()
-		for i := range p.Steps {
-			ok, err := recordStep(ctx, tx, &p.Steps[i], now)
-			if err != nil && !errors.Is(err, backend.ErrStepRecorded) {
-				return err
+	if len(p.Steps) == 0 {
+		return out, nil
+	}
+	input, once, err := encodeStepRecords(p.Steps)
+	if err != nil {
+		return nil, fmt.Errorf("record steps: %w", err)
+	}
+	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		clear(out)
+		if !once {
+			now := time.Now()
+			for i := range p.Steps {
+				ok, err := recordStep(ctx, tx, &p.Steps[i], now)
+				if err != nil && !errors.Is(err, backend.ErrStepRecorded) {
+					return err
+				}
+				out[i] = backend.StepRecordResult{Recorded: ok, Err: err}
 			}
-			out[i] = backend.StepRecordResult{Recorded: ok, Err: err}
+			return nil
+		}
+		written, err := recordStepsOnce(ctx, tx, nil, input, time.Now(), true)
+		if err != nil {
+			return err
+		}
+		for i := range p.Steps {
+			s := &p.Steps[i]
+			k := stepKey{s.Lease, s.Name}
+			if _, ok := written[k]; ok {
+				delete(written, k) // the same name again in the batch was not written
+				out[i].Recorded = true
+				continue
+			}
+			var queue string
+			switch err := tx.QueryRowContext(ctx, stepStmt.held, s.Lease.ID, s.Lease.Fence).Scan(&queue); {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return err
+			default:
+				out[i].Err = backend.ErrStepRecorded
+			}
 		}
 		return nil
 	})
@@ -96,6 +134,86 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 		return nil, fmt.Errorf("record steps: %w", err)
 	}
 	return out, nil
+}
+
+// stepKey names a step record of one lease.
+type stepKey struct {
+	lease backend.LeaseRef
+	name  string
+}
+
+// encodeStepRecords renders records as step_record_many.sql's JSON array
+// of [id, fence, name, result], the result as a JSON string of its text,
+// so the store keeps it byte for byte. A name or result that is not valid
+// UTF-8 (which JSON would not carry unchanged) gives ok false: the caller
+// writes the records one by one instead.
+func encodeStepRecords(rs []backend.StepRecordParams) (input string, ok bool, err error) {
+	for i := range rs {
+		if !utf8.ValidString(rs[i].Name) || !utf8.Valid(rs[i].Result) {
+			return "", false, nil
+		}
+	}
+	buf := make([]byte, 0, len(rs)*48)
+	buf = append(buf, '[')
+	for i := range rs {
+		r := &rs[i]
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '[')
+		buf = strconv.AppendInt(buf, r.Lease.ID, 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, int64(r.Lease.Fence), 10)
+		buf = append(buf, ',')
+		name, err := json.Marshal(r.Name)
+		if err != nil {
+			return "", false, fmt.Errorf("encode step %q: %w", r.Name, err)
+		}
+		buf = append(buf, name...)
+		buf = append(buf, ',')
+		result, err := json.Marshal(string(r.Result))
+		if err != nil {
+			return "", false, fmt.Errorf("encode step %q: %w", r.Name, err)
+		}
+		buf = append(buf, result...)
+		buf = append(buf, ']')
+	}
+	buf = append(buf, ']')
+	return string(buf), true, nil
+}
+
+// recordStepsOnce writes the records of input (encodeStepRecords) in tx
+// with one statement, through many (step_record_many.sql prepared on the
+// writer) when not nil. With names, it returns the records written.
+func recordStepsOnce(ctx context.Context, tx *sql.Tx, many *sql.Stmt, input string, now time.Time, names bool) (map[stepKey]struct{}, error) {
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if many != nil {
+		rows, err = tx.StmtContext(ctx, many).QueryContext(ctx, input, now.UnixMicro())
+	} else {
+		rows, err = tx.QueryContext(ctx, stepStmt.stepRecordMany, input, now.UnixMicro())
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var written map[stepKey]struct{}
+	if names {
+		written = map[stepKey]struct{}{}
+	}
+	var k stepKey
+	for rows.Next() {
+		if !names {
+			continue
+		}
+		if err := rows.Scan(&k.lease.ID, &k.lease.Fence, &k.name); err != nil {
+			return nil, err
+		}
+		written[k] = struct{}{}
+	}
+	return written, rows.Err()
 }
 
 // JobWait implements backend.StepStore.
