@@ -213,6 +213,7 @@ func Run(t *testing.T, h Harness) {
 	tests = append(tests, inputEdgeTests()...)
 	tests = append(tests, manyTests()...)
 	tests = append(tests, stepTests()...)
+	tests = append(tests, outcomeStepTests()...)
 	tests = append(tests, workflowTests()...)
 	known := map[string]bool{}
 	for _, tc := range tests {

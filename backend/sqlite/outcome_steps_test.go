@@ -4,90 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/backend"
 )
-
-// TestOutcomesWriteTheirSteps: the step records outcomes carry
-// (backend.OutcomeStepWriter) are written, in order and under their
-// fence, for the outcomes that apply, a completion's or a retry's; an
-// outcome refused writes none; a job deleted at its completion keeps
-// none.
-func TestOutcomesWriteTheirSteps(t *testing.T) {
-	for _, del := range []bool{false, true} {
-		be := newBackend(t, nil)
-		if !be.WritesOutcomeSteps() {
-			t.Fatal("the SQLite backend does not declare OutcomeStepWriter")
-		}
-		ctx := context.Background()
-		jobs := make([]*backend.JobInsertParams, 3)
-		for i := range jobs {
-			jobs[i] = &backend.JobInsertParams{Queue: "default", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
-		}
-		if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
-			t.Fatal(err)
-		}
-		rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 3, Lease: time.Minute, ClaimID: "t"})
-		if err != nil || len(rows) != 3 {
-			t.Fatalf("claim: %d rows, %v", len(rows), err)
-		}
-		with := func(l backend.LeaseRef, o backend.Outcome, names ...string) backend.JobFinish {
-			f := backend.JobFinish{Lease: l, Outcome: o, Durable: true}
-			if o == backend.OutcomeRetry {
-				f.Error = &backend.AttemptError{Attempt: 1, Error: "again"}
-			}
-			for _, n := range names {
-				r, _ := json.Marshal(n)
-				f.Steps = append(f.Steps, backend.StepRecordParams{Lease: l, Name: n, Result: r})
-			}
-			return f
-		}
-		stale := rows[1].Lease()
-		stale.Fence++
-		res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{DeleteCompleted: del, Finishes: []backend.JobFinish{
-			with(rows[0].Lease(), backend.OutcomeComplete, "a", "b", "c"),
-			with(stale, backend.OutcomeComplete, "stale"),
-			with(rows[2].Lease(), backend.OutcomeRetry, "r1", "r2"),
-		}})
-		if err != nil || len(res.Rejected) != 1 || res.Rejected[0] != stale {
-			t.Fatalf("finish: %+v, %v, want the stale lease refused", res, err)
-		}
-		names := func(r *backend.JobRow) []string {
-			d, err := be.JobDurable(ctx, r.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out []string
-			for _, s := range d.Steps {
-				var v string
-				if err := json.Unmarshal(s.Result, &v); err != nil || v != s.Name || s.Fence != r.Fence {
-					t.Fatalf("job %d: step %q recorded %s under fence %d", r.ID, s.Name, s.Result, s.Fence)
-				}
-				out = append(out, s.Name)
-			}
-			return out
-		}
-		want := []string{"a", "b", "c"}
-		if del {
-			want = nil
-			if _, err := be.JobGet(ctx, rows[0].ID); !errors.Is(err, backend.ErrNotFound) {
-				t.Fatalf("job deleted at its completion: get %v", err)
-			}
-		}
-		if got := names(rows[0]); !slices.Equal(got, want) {
-			t.Fatalf("delete %v: job completed: steps %v, want %v", del, got, want)
-		}
-		if got := names(rows[1]); len(got) != 0 {
-			t.Fatalf("job whose outcome was refused: steps %v, want none", got)
-		}
-		if got := names(rows[2]); !slices.Equal(got, []string{"r1", "r2"}) {
-			t.Fatalf("job retried: steps %v, want [r1 r2]", got)
-		}
-	}
-}
 
 // TestStepRecordsKeptByteForByte: the records of a batch, written in one
 // statement (step_record_many.sql, over JSON), keep their results byte for
