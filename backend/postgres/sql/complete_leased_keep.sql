@@ -15,14 +15,9 @@ WITH input AS MATERIALIZED (
 hit AS MATERIALIZED (
   SELECT h.* FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
 ),
-written AS (
-  INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,
-    max_attempts, queue, kind, args, errors, tags, metadata, unique_key, unique_states, output, flow_key)
-  SELECT h.id, h.run_at, h.created_at, h.lease_at, now(), h.run_fence, 'completed', h.priority, h.run_attempt,
-    h.max_attempts, h.queue, h.kind, h.args, h.errors, h.tags, h.metadata, h.unique_key, h.unique_states, h.output,
-    h.flow_key
-  FROM hit h
-),
+-- written: each job of hit back in spool_jobs, completed
+-- (fragments/completed_written.sql).
+{{completed_written}},
 -- The lease rows mark their jobs in hit done, or go with their last
 -- (fragments/lease_done.sql).
 {{lease_done}}
