@@ -363,3 +363,26 @@ func (c QueueCounts) Sorted() []QueueStats {
 	slices.SortFunc(out, func(x, y QueueStats) int { return cmp.Compare(x.Queue, y.Queue) })
 	return out
 }
+
+// CarriesSteps reports whether a finish of fs carries step records
+// (JobFinish.Steps).
+func CarriesSteps(fs []JobFinish) bool {
+	for i := range fs {
+		if len(fs[i].Steps) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// CarriedSteps returns the step records the finishes of fs carry, in
+// order: those of the finishes keep accepts, or all when keep is nil.
+func CarriedSteps(fs []JobFinish, keep func(*JobFinish) bool) []StepRecordParams {
+	var out []StepRecordParams
+	for i := range fs {
+		if f := &fs[i]; len(f.Steps) > 0 && (keep == nil || keep(f)) {
+			out = append(out, f.Steps...)
+		}
+	}
+	return out
+}

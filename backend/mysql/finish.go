@@ -96,7 +96,7 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 	// transaction (none for a job it deletes).
 	var steps []backend.StepRecordParams
 	if !deleteCompleted {
-		steps = carriedSteps(fs, nil)
+		steps = backend.CarriedSteps(fs, nil)
 	}
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q)
@@ -144,7 +144,7 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 		other     []backend.JobFinish
 	)
 	var withSteps map[backend.LeaseRef]bool // applied leases that keep their job, when records ride along
-	if hasSteps(fs) {
+	if backend.CarriesSteps(fs) {
 		withSteps = map[backend.LeaseRef]bool{}
 	}
 	for _, f := range fs {
@@ -197,7 +197,7 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 	if withSteps != nil {
 		// The step records the applied outcomes carry, their rows locked
 		// and their leases checked above.
-		if err := b.writeSteps(ctx, db, b.sql.steps.stepRecordRows, carriedSteps(fs, withSteps)); err != nil {
+		if err := b.writeSteps(ctx, db, b.sql.steps.stepRecordRows, backend.CarriedSteps(fs, func(f *backend.JobFinish) bool { return withSteps[f.Lease] })); err != nil {
 			return nil, err
 		}
 	}
@@ -224,30 +224,6 @@ func (b *Backend) finish(ctx context.Context, db DBTX, fs []backend.JobFinish, d
 // BENCHMARKS.md, "SQLite and MariaDB: a batch's step records in one
 // statement".
 func (b *Backend) WritesOutcomeSteps() bool { return true }
-
-// hasSteps reports whether a finish of fs carries step records.
-func hasSteps(fs []backend.JobFinish) bool {
-	for i := range fs {
-		if len(fs[i].Steps) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// carriedSteps returns the step records fs carry, in order, those of the
-// leases in only when only is not nil.
-func carriedSteps(fs []backend.JobFinish, only map[backend.LeaseRef]bool) []backend.StepRecordParams {
-	var out []backend.StepRecordParams
-	for i := range fs {
-		for _, r := range fs[i].Steps {
-			if only == nil || only[r.Lease] {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
 
 // stepRowsChunk bounds the records of one step_record_rows.sql INSERT
 // (two bound values each).

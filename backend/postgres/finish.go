@@ -128,27 +128,12 @@ func (b *Backend) WritesOutcomeSteps() bool { return true }
 // as when the runtime wrote it: the outcome is then refused too, or the
 // recorded result stands.
 func (b *Backend) recordFirst(ctx context.Context, fs []backend.JobFinish, want func(*backend.JobFinish) bool) error {
-	var steps []backend.StepRecordParams
-	for i := range fs {
-		if f := &fs[i]; len(f.Steps) > 0 && (want == nil || want(f)) {
-			steps = append(steps, f.Steps...)
-		}
-	}
+	steps := backend.CarriedSteps(fs, want)
 	if len(steps) == 0 {
 		return nil
 	}
 	_, err := b.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: steps})
 	return err
-}
-
-// hasSteps reports whether a finish of fs carries step records.
-func hasSteps(fs []backend.JobFinish) bool {
-	for i := range fs {
-		if len(fs[i].Steps) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // maxGoneRecords bounds the ids recordsGone keeps to try again.
@@ -439,7 +424,7 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 	// The step records the completions carry, by lease, when they are
 	// kept (a deleted job's records would go with it).
 	var steps map[backend.LeaseRef][]backend.StepRecordParams
-	if !deleteCompleted && hasSteps(fs) {
+	if !deleteCompleted && backend.CarriesSteps(fs) {
 		steps = make(map[backend.LeaseRef][]backend.StepRecordParams)
 		for _, f := range fs {
 			if len(f.Steps) > 0 {
@@ -481,9 +466,6 @@ func (b *Backend) completeMany(ctx context.Context, db DBTX, fs []backend.JobFin
 		// their own.
 		var recs []backend.StepRecordParams
 		for _, i := range idx {
-			if steps == nil {
-				break
-			}
 			recs = append(recs, steps[backend.LeaseRef{ID: ids[i], Fence: fences[i]}]...)
 		}
 		if len(recs) > 0 {

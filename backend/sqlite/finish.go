@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,10 +46,8 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		stepInput        string
 		carried          []backend.StepRecordParams
 	)
-	if steps = hasSteps(p.Finishes); steps {
-		for i := range p.Finishes {
-			carried = append(carried, p.Finishes[i].Steps...)
-		}
+	if steps = backend.CarriesSteps(p.Finishes); steps {
+		carried = backend.CarriedSteps(p.Finishes, nil)
 		if stepInput, stepsOnce, err = encodeStepRecords(carried); err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
@@ -143,16 +142,6 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 // MariaDB: a batch's step records in one statement".
 func (b *Backend) WritesOutcomeSteps() bool { return true }
 
-// hasSteps reports whether a finish of fs carries step records.
-func hasSteps(fs []backend.JobFinish) bool {
-	for i := range fs {
-		if len(fs[i].Steps) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // recordOutcomeSteps writes the step records the outcomes carry in tx:
 // input (encodeStepRecords of carried) with one statement, through many
 // when not nil; carried one by one when input is "" (not JSON-safe).
@@ -165,7 +154,7 @@ func recordOutcomeSteps(ctx context.Context, tx *sql.Tx, many *sql.Stmt, input s
 	}
 	for i := range carried {
 		r := &carried[i]
-		if _, err := tx.ExecContext(ctx, stepStmt.stepRecord, r.Lease.ID, r.Lease.Fence, r.Name, string(r.Result), now.UnixMicro()); err != nil {
+		if _, err := recordStep(ctx, tx, r, now); err != nil && !errors.Is(err, backend.ErrStepRecorded) {
 			return fmt.Errorf("record step %q of job %d: %w", r.Name, r.Lease.ID, err)
 		}
 	}

@@ -71,14 +71,21 @@ func recordStep(ctx context.Context, tx *sql.Tx, p *backend.StepRecordParams, no
 	if err != nil || n == 1 {
 		return n == 1, err
 	}
+	return false, notWritten(ctx, tx, p.Lease)
+}
+
+// notWritten tells why a record of lease was not written: its name was
+// recorded already while the lease still holds its job (ErrStepRecorded),
+// or the lease no longer holds it (nil).
+func notWritten(ctx context.Context, tx *sql.Tx, lease backend.LeaseRef) error {
 	var queue string
-	switch err := tx.QueryRowContext(ctx, stepStmt.held, p.Lease.ID, p.Lease.Fence).Scan(&queue); {
+	switch err := tx.QueryRowContext(ctx, stepStmt.held, lease.ID, lease.Fence).Scan(&queue); {
 	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
+		return nil
 	case err != nil:
-		return false, err
+		return err
 	}
-	return false, backend.ErrStepRecorded
+	return backend.ErrStepRecorded
 }
 
 // StepRecordMany implements backend.StepStore: one write transaction, and
@@ -119,13 +126,11 @@ func (b *Backend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyP
 				out[i].Recorded = true
 				continue
 			}
-			var queue string
-			switch err := tx.QueryRowContext(ctx, stepStmt.held, s.Lease.ID, s.Lease.Fence).Scan(&queue); {
-			case errors.Is(err, sql.ErrNoRows):
+			switch err := notWritten(ctx, tx, s.Lease); {
+			case errors.Is(err, backend.ErrStepRecorded):
+				out[i].Err = err
 			case err != nil:
 				return err
-			default:
-				out[i].Err = backend.ErrStepRecorded
 			}
 		}
 		return nil
