@@ -49,11 +49,14 @@ type stepsResult struct {
 	Ratios        []float64 `json:"ratios"`
 	MedianRatio   float64   `json:"median_ratio"`
 	// CPU time per job of each round's drains, in microseconds: this
-	// process's, and that of the server processes of the store's own
-	// sessions (PostgreSQL only): unlike rates, not raised by other work
-	// on the machine.
+	// process's, that of the machine's database servers (PostgreSQL and
+	// MySQL; other sessions' work included), and that of the server
+	// processes of the store's own sessions (PostgreSQL only): unlike
+	// rates, not raised by other work on the machine.
 	PlainClientCPUUS  []float64    `json:"plain_client_cpu_per_job_us,omitempty"`
 	StepsClientCPUUS  []float64    `json:"steps_client_cpu_per_job_us,omitempty"`
+	PlainServerCPUUS  []float64    `json:"plain_server_cpu_per_job_us,omitempty"`
+	StepsServerCPUUS  []float64    `json:"steps_server_cpu_per_job_us,omitempty"`
 	PlainSessionCPUUS []float64    `json:"plain_session_cpu_per_job_us,omitempty"`
 	StepsSessionCPUUS []float64    `json:"steps_session_cpu_per_job_us,omitempty"`
 	Signals           int          `json:"signals"`
@@ -259,7 +262,7 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 	res := stepsResult{Scenario: "steps", Backend: store.Backend.Name(), Store: store.Scratch.Name, Jobs: *jobs,
 		Steps: *steps, Rounds: *rounds, Workers: *workers, Signals: *signals, SignalRate: *rate}
 	main := &drainTarget{be: store.Backend, inserter: inserter}
-	var lastClientCPU, lastSessionCPU float64 // per job, of the last drain in main
+	var lastClientCPU, lastServerCPU, lastSessionCPU float64 // per job, of the last drain in main
 	drainIn := func(t *drainTarget, n, steps int) (float64, error) {
 		params := make([]spool.InsertManyParams, n)
 		for i := range params {
@@ -290,7 +293,7 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 			return 0, err
 		}
 		if t == main {
-			lastClientCPU, _, lastSessionCPU = cpu.perJob(n, store.Backend.Name())
+			lastClientCPU, lastServerCPU, lastSessionCPU = cpu.perJob(n, store.Backend.Name())
 		}
 		return cli.Rate(int64(n), counter.DoneAt.Sub(start)), nil
 	}
@@ -311,10 +314,12 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 			if s == 0 {
 				plain = rate
 				res.PlainClientCPUUS = append(res.PlainClientCPUUS, lastClientCPU)
+				res.PlainServerCPUUS = append(res.PlainServerCPUUS, lastServerCPU)
 				res.PlainSessionCPUUS = append(res.PlainSessionCPUUS, lastSessionCPU)
 			} else {
 				stepped = rate
 				res.StepsClientCPUUS = append(res.StepsClientCPUUS, lastClientCPU)
+				res.StepsServerCPUUS = append(res.StepsServerCPUUS, lastServerCPU)
 				res.StepsSessionCPUUS = append(res.StepsSessionCPUUS, lastSessionCPU)
 			}
 		}
@@ -322,8 +327,9 @@ func (c *BenchStepsCommand) Run(ctx context.Context, args []string) error {
 		res.StepsJobsPerS = append(res.StepsJobsPerS, stepped)
 		res.Ratios = append(res.Ratios, stepped/plain)
 		k := len(res.PlainClientCPUUS) - 1
-		fmt.Fprintf(r.Stderr, "round %d: plain %.0f jobs/s, %d steps %.0f jobs/s, ratio %.2f; CPU per job, client %.1f / %.1f µs, server sessions %.1f / %.1f µs\n",
-			round+1, plain, *steps, stepped, stepped/plain, res.PlainClientCPUUS[k], res.StepsClientCPUUS[k], res.PlainSessionCPUUS[k], res.StepsSessionCPUUS[k])
+		fmt.Fprintf(r.Stderr, "round %d: plain %.0f jobs/s, %d steps %.0f jobs/s, ratio %.2f; CPU per job, client %.1f / %.1f µs, servers %.1f / %.1f µs, server sessions %.1f / %.1f µs\n",
+			round+1, plain, *steps, stepped, stepped/plain, res.PlainClientCPUUS[k], res.StepsClientCPUUS[k],
+			res.PlainServerCPUUS[k], res.StepsServerCPUUS[k], res.PlainSessionCPUUS[k], res.StepsSessionCPUUS[k])
 	}
 	res.MedianRatio = Median(res.Ratios)
 	if *parked > 0 {
@@ -426,6 +432,12 @@ func printStepsResult(w io.Writer, r *stepsResult) error {
 		{"median ratio", fmt.Sprintf("%.2f", r.MedianRatio)},
 		{"client CPU per job, plain", FormatRuns(r.PlainClientCPUUS)},
 		{"client CPU per job, steps", FormatRuns(r.StepsClientCPUUS)},
+	}
+	if r.Backend != "sqlite" {
+		rows = append(rows, [][2]string{
+			{"servers' CPU per job, plain", FormatRuns(r.PlainServerCPUUS)},
+			{"servers' CPU per job, steps", FormatRuns(r.StepsServerCPUUS)},
+		}...)
 	}
 	if r.Backend == "postgres" {
 		rows = append(rows, [][2]string{
