@@ -51,6 +51,11 @@ type sqlEnqueueResult struct {
 	Ratio       float64      `json:"ratio_median"`
 	Enqueue     float64      `json:"enqueue_tps_median"`
 	Insert      float64      `json:"insert_tps_median"`
+	// The inserting sessions' server CPU per transaction, in microseconds,
+	// by round (their backends' /proc times; 0 where not readable): unlike
+	// the rates, hardly moved by other work on the machine.
+	EnqueueCPUUS []float64 `json:"enqueue_server_cpu_per_tx_us,omitempty"`
+	InsertCPUUS  []float64 `json:"insert_server_cpu_per_tx_us,omitempty"`
 	WakeUps     int64        `json:"wake_ups_heard"`
 	Counted     int64        `json:"inserts_counted"`
 	PickupRate  float64      `json:"pickup_rate"`
@@ -121,28 +126,45 @@ VALUES ('default', 'bench', '{"n":1}', 0, now(), 'available', 25, '{}', '{}')`
 	if err := r.StartProfile(); err != nil {
 		return err
 	}
+	pids := make([]int, len(conns))
+	for i, conn := range conns {
+		pids[i] = int(conn.PgConn().PID())
+	}
 	for round := range *rounds {
-		var e, p float64
+		var e, p, eCPU, pCPU float64
 		for k := range 2 {
 			side := (k + round) % 2
 			stmt := enqueue
 			if side == 1 {
 				stmt = insert
 			}
-			rate, err := sqlInsertFor(ctx, conns, stmt, *duration)
+			before, ok := takeServerCPU()
+			if ok {
+				before, ok = before.only(pids)
+			}
+			rate, n, err := sqlInsertFor(ctx, conns, stmt, *duration)
 			if err != nil {
 				return WithCause(ctx, fmt.Errorf("bench sqlenqueue: %w", err))
 			}
+			var cpu float64
+			if after, ok2 := takeServerCPU(); ok && ok2 {
+				if mine, ok3 := after.only(pids); ok3 {
+					cpu = PerJobUS(before.since(mine), int(n))
+				}
+			}
 			if side == 0 {
-				e = rate
+				e, eCPU = rate, cpu
 			} else {
-				p = rate
+				p, pCPU = rate, cpu
 			}
 		}
 		res.EnqueueRuns = append(res.EnqueueRuns, e)
 		res.InsertRuns = append(res.InsertRuns, p)
 		res.Ratios = append(res.Ratios, e/p)
-		fmt.Fprintf(r.Env.Stderr, "sqlenqueue: round %d: enqueue() %s/s, INSERT %s/s, ratio %.2f\n", round+1, cli.HumanInt(e), cli.HumanInt(p), e/p)
+		res.EnqueueCPUUS = append(res.EnqueueCPUUS, eCPU)
+		res.InsertCPUUS = append(res.InsertCPUUS, pCPU)
+		fmt.Fprintf(r.Env.Stderr, "sqlenqueue: round %d: enqueue() %s/s, INSERT %s/s, ratio %.2f; sessions' server CPU per transaction %.1f / %.1f µs\n",
+			round+1, cli.HumanInt(e), cli.HumanInt(p), e/p, eCPU, pCPU)
 	}
 	res.Enqueue, res.Insert, res.Ratio = Median(res.EnqueueRuns), Median(res.InsertRuns), Median(res.Ratios)
 	res.WakeUps = heard.Load()
@@ -158,8 +180,8 @@ VALUES ('default', 'bench', '{"n":1}', 0, now(), 'available', 25, '{}', '{}')`
 }
 
 // sqlInsertFor has every conn run stmt, one per transaction, for d, and
-// returns the statements per second.
-func sqlInsertFor(ctx context.Context, conns []*pgx.Conn, stmt string, d time.Duration) (float64, error) {
+// returns the statements per second and how many ran.
+func sqlInsertFor(ctx context.Context, conns []*pgx.Conn, stmt string, d time.Duration) (float64, int64, error) {
 	var (
 		n     atomic.Int64
 		wg    sync.WaitGroup
@@ -183,9 +205,9 @@ func sqlInsertFor(ctx context.Context, conns []*pgx.Conn, stmt string, d time.Du
 	}
 	wg.Wait()
 	if first != nil {
-		return 0, first
+		return 0, 0, first
 	}
-	return cli.Rate(n.Load(), time.Since(start)), ctx.Err()
+	return cli.Rate(n.Load(), time.Since(start)), n.Load(), ctx.Err()
 }
 
 // pickup enqueues jobs from SQL at rate for d while a client works them, and
@@ -263,6 +285,10 @@ func printSQLEnqueueResult(w io.Writer, r *sqlEnqueueResult) error {
 	fmt.Fprintln(tw, "SIDE\tTX/S\tRUNS")
 	fmt.Fprintf(tw, "enqueue()\t%s\t%s\n", cli.HumanInt(r.Enqueue), FormatRuns(r.EnqueueRuns))
 	fmt.Fprintf(tw, "INSERT into a copy\t%s\t%s\n", cli.HumanInt(r.Insert), FormatRuns(r.InsertRuns))
+	if len(r.EnqueueCPUUS) > 0 && r.EnqueueCPUUS[0] > 0 {
+		fmt.Fprintf(tw, "server CPU µs/tx, enqueue()\t%.1f\t%s\n", Median(r.EnqueueCPUUS), FormatRuns(r.EnqueueCPUUS))
+		fmt.Fprintf(tw, "server CPU µs/tx, INSERT\t%.1f\t%s\n", Median(r.InsertCPUUS), FormatRuns(r.InsertCPUUS))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
