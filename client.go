@@ -203,7 +203,10 @@ func ClientFromContext(ctx context.Context) (*Client, bool) {
 // so the job's effects and its completion commit or roll back together. ctx
 // must be the job's context (it carries the client). It returns ErrLeaseLost
 // if the job's lease no longer holds; the caller should then roll back.
-// After a commit, the worker's own result for the job is ignored.
+// After a commit, the worker's own result for the job is ignored. The
+// records of the run's durable steps written behind are written first, as
+// before the worker's own outcome: a completed job shows every step its
+// run recorded.
 func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 	c, ok := ClientFromContext(ctx)
 	if !ok {
@@ -213,8 +216,17 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 		return fmt.Errorf("complete job %d in tx: %w: nil transaction", job.ID, ErrTxType)
 	}
 	durable := false
-	if run, ok := engine.RunFrom(ctx); ok {
-		durable = run.UsedDurable()
+	if run, ok := engine.RunFrom(ctx); ok && run.UsedDurable() {
+		durable = true
+		s, err := durableRun(ctx, "complete job in tx")
+		if err != nil {
+			return err
+		}
+		// A record still queued or in flight would otherwise be written
+		// after the completion committed, and refused: the lease ended.
+		if err := s.settle(ctx); err != nil {
+			return fmt.Errorf("complete job %d in tx: %w", job.ID, err)
+		}
 	}
 	res, err := c.backend.JobFinishMany(ctx, &backend.JobFinishManyParams{
 		Tx:              tx,

@@ -352,6 +352,10 @@ func (s *runSteps) settled() error {
 	return s.failed
 }
 
+// settleWaiting, when set (by tests, before any client starts), is called
+// each time settle starts waiting for a record in flight.
+var settleWaiting func()
+
 // settle waits until every record the run queued has been written, and
 // returns the first one's error; the run's end (ctx) stops the wait, not
 // the writes.
@@ -365,6 +369,9 @@ func (s *runSteps) settle(ctx context.Context) error {
 		}
 		req := s.pending[0]
 		s.mu.Unlock()
+		if settleWaiting != nil {
+			settleWaiting()
+		}
 		select {
 		case <-req.done:
 		case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,5 +163,101 @@ func TestStepsHandedToOutcome(t *testing.T) {
 				t.Fatalf("records by batch %v, with the outcome %v, recorded %v; want [s1], %v, %v", be.batched, be.withOutc, names, wantCarried, wantRecorded)
 			}
 		})
+	}
+}
+
+// completeTxBackend is a memory store whose first step record batch waits
+// for release (after closing entered), and which notes a completion in a
+// caller's transaction that came while a record batch was in flight.
+type completeTxBackend struct {
+	*memory.Backend
+	entered, release chan struct{}
+	enterOnce        sync.Once
+	releaseOnce      sync.Once
+	inFlight         atomic.Int32
+	finishedEarly    atomic.Bool
+}
+
+func (b *completeTxBackend) doRelease() { b.releaseOnce.Do(func() { close(b.release) }) }
+
+func (b *completeTxBackend) StepRecordMany(ctx context.Context, p *backend.StepRecordManyParams) ([]backend.StepRecordResult, error) {
+	b.inFlight.Add(1)
+	defer b.inFlight.Add(-1)
+	b.enterOnce.Do(func() {
+		close(b.entered)
+		<-b.release
+	})
+	return b.Backend.StepRecordMany(ctx, p)
+}
+
+func (b *completeTxBackend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	if p.Tx != nil && b.inFlight.Load() > 0 {
+		b.finishedEarly.Store(true)
+		b.doRelease() // let the batch go, so that the run ends either way
+	}
+	return b.Backend.JobFinishMany(ctx, p)
+}
+
+// TestCompleteTxWaitsForStepRecords: a completion in the caller's
+// transaction is written only after the run's step records in flight: the
+// completed job shows its step. (Before, the completion committed first
+// and the record, written after, was refused: its lease had ended.)
+func TestCompleteTxWaitsForStepRecords(t *testing.T) {
+	ctx := context.Background()
+	be := &completeTxBackend{Backend: memory.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	// CompleteTx waiting for the record in flight is what lets it go.
+	spool.SetSettleWaiting(be.doRelease)
+	t.Cleanup(func() { spool.SetSettleWaiting(nil) })
+	done := make(chan error, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[handoverArgs]) error {
+		if _, err := spool.Step(ctx, "s1", func(ctx context.Context) (int, error) { return 1, nil }); err != nil {
+			done <- err
+			return err
+		}
+		<-be.entered // s1's batch is in flight
+		tx := be.Begin()
+		if err := spool.CompleteTx(ctx, tx, j); err != nil {
+			_ = tx.Rollback(ctx)
+			done <- err
+			return err
+		}
+		err := tx.Commit(ctx)
+		done <- err
+		return err
+	}))
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+		PollInterval: 20 * time.Millisecond, LeaseDuration: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	res, err := c.Insert(ctx, handoverArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("handler: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not run")
+	}
+	if be.finishedEarly.Load() {
+		t.Fatal("CompleteTx wrote the completion while the run's step record was in flight")
+	}
+	if j, err := c.JobGet(ctx, res.ID); err != nil || j.State != spool.JobStateCompleted {
+		t.Fatalf("job %d: %+v, %v, want completed", res.ID, j, err)
+	}
+	d, err := c.JobDurable(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Steps) != 1 || d.Steps[0].Name != "s1" {
+		t.Fatalf("steps of the completed job: %+v, want s1", d.Steps)
 	}
 }

@@ -39,28 +39,28 @@ type SQLPickupArgs struct {
 func (SQLPickupArgs) Kind() string { return "spool_bench_sql_pickup" }
 
 type sqlEnqueueResult struct {
-	Scenario    string       `json:"scenario"`
-	Store       string       `json:"store"`
-	Clients     int          `json:"clients"`
-	Duration    string       `json:"duration"`
-	Rounds      int          `json:"rounds"`
-	Listening   bool         `json:"listening"`
-	EnqueueRuns []float64    `json:"enqueue_tps_runs"`
-	InsertRuns  []float64    `json:"insert_tps_runs"`
-	Ratios      []float64    `json:"ratio_runs"`
-	Ratio       float64      `json:"ratio_median"`
-	Enqueue     float64      `json:"enqueue_tps_median"`
-	Insert      float64      `json:"insert_tps_median"`
+	Scenario    string    `json:"scenario"`
+	Store       string    `json:"store"`
+	Clients     int       `json:"clients"`
+	Duration    string    `json:"duration"`
+	Rounds      int       `json:"rounds"`
+	Listening   bool      `json:"listening"`
+	EnqueueRuns []float64 `json:"enqueue_tps_runs"`
+	InsertRuns  []float64 `json:"insert_tps_runs"`
+	Ratios      []float64 `json:"ratio_runs"`
+	Ratio       float64   `json:"ratio_median"`
+	Enqueue     float64   `json:"enqueue_tps_median"`
+	Insert      float64   `json:"insert_tps_median"`
 	// The inserting sessions' server CPU per transaction, in microseconds,
 	// by round (their backends' /proc times; 0 where not readable): unlike
 	// the rates, hardly moved by other work on the machine.
-	EnqueueCPUUS []float64 `json:"enqueue_server_cpu_per_tx_us,omitempty"`
-	InsertCPUUS  []float64 `json:"insert_server_cpu_per_tx_us,omitempty"`
-	WakeUps     int64        `json:"wake_ups_heard"`
-	Counted     int64        `json:"inserts_counted"`
-	PickupRate  float64      `json:"pickup_rate"`
-	PickupJobs  int64        `json:"pickup_jobs"`
-	Pickup      LatencyStats `json:"pickup_latency"`
+	EnqueueCPUUS []float64    `json:"enqueue_server_cpu_per_tx_us,omitempty"`
+	InsertCPUUS  []float64    `json:"insert_server_cpu_per_tx_us,omitempty"`
+	WakeUps      int64        `json:"wake_ups_heard"`
+	Counted      int64        `json:"inserts_counted"`
+	PickupRate   float64      `json:"pickup_rate"`
+	PickupJobs   int64        `json:"pickup_jobs"`
+	Pickup       LatencyStats `json:"pickup_latency"`
 }
 
 // Run implements cli.Command.
