@@ -389,6 +389,10 @@ func (c *CompletionCounter) JobFinishMany(ctx context.Context, p *backend.JobFin
 // counted backend does: the counter passes outcomes on unchanged.
 func (c *CompletionCounter) WritesOutcomeSteps() bool { return writesOutcomeSteps(c.Backend) }
 
+// CreditsStalls implements backend.StallCrediter when the counted backend
+// does: its leases follow the counted backend's rules.
+func (c *CompletionCounter) CreditsStalls() bool { return creditsStalls(c.Backend) }
+
 // Written returns the number of completions written so far.
 func (c *CompletionCounter) Written() int64 { return c.written.Load() }
 

@@ -326,6 +326,22 @@ func (b notifyingBackend) WritesOutcomeSteps() bool { return writesOutcomeSteps(
 // wrapped backend, when it does.
 func (b routingBackend) WritesOutcomeSteps() bool { return writesOutcomeSteps(b.Backend) }
 
+// CreditsStalls implements backend.StallCrediter for the wrapped backend,
+// when it does.
+func (b notifyingBackend) CreditsStalls() bool { return creditsStalls(b.Backend) }
+
+// CreditsStalls implements backend.StallCrediter for the wrapped backend,
+// when it does.
+func (b routingBackend) CreditsStalls() bool { return creditsStalls(b.Backend) }
+
+// creditsStalls reports whether be credits its writers' stalls to leases
+// (backend.StallCrediter): a wrapper keeps the lease rules of the backend
+// it wraps, so that the engine over it runs as over that backend.
+func creditsStalls(be backend.Backend) bool {
+	c, ok := be.(backend.StallCrediter)
+	return ok && c.CreditsStalls()
+}
+
 // writesOutcomeSteps reports whether be writes the step records outcomes
 // carry (backend.OutcomeStepWriter): a wrapper that passes JobFinishMany
 // on unchanged keeps the capability of the backend it wraps.

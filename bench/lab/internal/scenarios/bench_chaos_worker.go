@@ -82,6 +82,14 @@ func (b *beatRecorder) WritesOutcomeSteps() bool {
 	return ok && w.WritesOutcomeSteps()
 }
 
+// CreditsStalls implements backend.StallCrediter when the recorded backend
+// does, so that the workers under test keep that store's lease rules (a
+// SQLite worker does not end its handler by its own clock).
+func (b *beatRecorder) CreditsStalls() bool {
+	c, ok := b.Backend.(backend.StallCrediter)
+	return ok && c.CreditsStalls()
+}
+
 // JobClaim implements backend.Backend, recording the jobs claimed, so that
 // the checker knows which jobs a killed or stopped process held.
 func (b *beatRecorder) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
