@@ -341,6 +341,7 @@ func InsertJobs(ctx context.Context, client *spool.Client, queue string, n, chun
 // measures written completions, not handler returns.
 type CompletionCounter struct {
 	backend.Backend
+	Capabilities
 	target  int64
 	written atomic.Int64
 	once    sync.Once
@@ -351,7 +352,7 @@ type CompletionCounter struct {
 // CountCompletions wraps be. The result implements backend.Notifier when be
 // does, so the client keeps its push wake-ups.
 func CountCompletions(be backend.Backend, target int64) (backend.Backend, *CompletionCounter) {
-	c := &CompletionCounter{Backend: be, target: target, done: make(chan struct{})}
+	c := &CompletionCounter{Backend: be, Capabilities: Capabilities{be}, target: target, done: make(chan struct{})}
 	if n, ok := be.(backend.Notifier); ok {
 		nc := &notifyingCounter{CompletionCounter: c, notifier: n}
 		if r, ok := be.(backend.WakeRouter); ok {
@@ -384,14 +385,6 @@ func (c *CompletionCounter) JobFinishMany(ctx context.Context, p *backend.JobFin
 	}
 	return res, nil
 }
-
-// WritesOutcomeSteps implements backend.OutcomeStepWriter when the
-// counted backend does: the counter passes outcomes on unchanged.
-func (c *CompletionCounter) WritesOutcomeSteps() bool { return writesOutcomeSteps(c.Backend) }
-
-// CreditsStalls implements backend.StallCrediter when the counted backend
-// does: its leases follow the counted backend's rules.
-func (c *CompletionCounter) CreditsStalls() bool { return creditsStalls(c.Backend) }
 
 // Written returns the number of completions written so far.
 func (c *CompletionCounter) Written() int64 { return c.written.Load() }

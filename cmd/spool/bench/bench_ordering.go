@@ -207,7 +207,7 @@ func (c *BenchOrderingCommand) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s: open client %d: %w", name, i, err)
 		}
 		backends[i] = be
-		clients[i], err = spool.NewClient(KeepNotifier(&orderingCounter{Backend: be, run: run}, be), &spool.Config{
+		clients[i], err = spool.NewClient(KeepNotifier(&orderingCounter{Backend: be, Capabilities: Capabilities{be}, run: run}, be), &spool.Config{
 			Workers:            ws,
 			Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: *perClient, Prefetch: queuePrefetch}},
 			CompletedRetention: retention,
@@ -396,6 +396,7 @@ func summarizeReorder(distances []int64) reorderStats {
 // wrote into the shared run.
 type orderingCounter struct {
 	backend.Backend
+	Capabilities
 	run *orderingRun
 }
 

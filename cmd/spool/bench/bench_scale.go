@@ -182,7 +182,7 @@ func (r *scaleRun) one(ctx context.Context, backlog int64) (out scaleOutcome, er
 		}
 	}()
 	out.backend, out.store = store.Backend.Name(), store.Scratch.Name
-	counter := &measuredCounter{Backend: store.Backend, target: int64(r.jobs), done: make(chan struct{})}
+	counter := &measuredCounter{Backend: store.Backend, Capabilities: Capabilities{store.Backend}, target: int64(r.jobs), done: make(chan struct{})}
 	ws := spool.NewWorkers()
 	for _, err := range []error{
 		spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[Noop]) error { return nil })),
@@ -290,6 +290,7 @@ func repeatParams(args spool.JobArgs, opts *spool.InsertOpts, n int) []spool.Ins
 // jobs with ids from minID on: the measured jobs, not the backlog.
 type measuredCounter struct {
 	backend.Backend
+	Capabilities
 	minID   atomic.Int64
 	target  int64
 	written atomic.Int64

@@ -235,6 +235,7 @@ type claimSample struct {
 // completion counter counts JobFinishMany.
 type claimTimer struct {
 	backend.Backend
+	Capabilities
 	start   time.Time
 	mu      sync.Mutex
 	samples []claimSample
@@ -242,7 +243,7 @@ type claimTimer struct {
 
 // timeClaims wraps be; the result keeps be's push wake-ups.
 func timeClaims(be backend.Backend, start time.Time) (backend.Backend, *claimTimer) {
-	t := &claimTimer{Backend: be, start: start}
+	t := &claimTimer{Backend: be, Capabilities: Capabilities{be}, start: start}
 	return KeepNotifier(t, be), t
 }
 
@@ -308,6 +309,7 @@ func (t *claimTimer) Samples() []claimSample {
 type notifyingBackend struct {
 	backend.Backend
 	backend.Notifier
+	Capabilities
 }
 
 // routingBackend is a wrapped backend that keeps the wrapped one's push
@@ -316,37 +318,25 @@ type routingBackend struct {
 	backend.Backend
 	backend.Notifier
 	backend.WakeRouter
+	Capabilities
 }
 
-// WritesOutcomeSteps implements backend.OutcomeStepWriter for the
-// wrapped backend, when it does.
-func (b notifyingBackend) WritesOutcomeSteps() bool { return writesOutcomeSteps(b.Backend) }
+// Capabilities, embedded in a wrapper of a backend, answers the optional
+// capabilities the engine asks a store about with a yes or no
+// (backend.StallCrediter, backend.OutcomeStepWriter) as the wrapped
+// backend Of does: a wrapper that passes the calls on unchanged must not
+// make the engine over it run another way than over the store itself.
+type Capabilities struct{ Of backend.Backend }
 
-// WritesOutcomeSteps implements backend.OutcomeStepWriter for the
-// wrapped backend, when it does.
-func (b routingBackend) WritesOutcomeSteps() bool { return writesOutcomeSteps(b.Backend) }
-
-// CreditsStalls implements backend.StallCrediter for the wrapped backend,
-// when it does.
-func (b notifyingBackend) CreditsStalls() bool { return creditsStalls(b.Backend) }
-
-// CreditsStalls implements backend.StallCrediter for the wrapped backend,
-// when it does.
-func (b routingBackend) CreditsStalls() bool { return creditsStalls(b.Backend) }
-
-// creditsStalls reports whether be credits its writers' stalls to leases
-// (backend.StallCrediter): a wrapper keeps the lease rules of the backend
-// it wraps, so that the engine over it runs as over that backend.
-func creditsStalls(be backend.Backend) bool {
-	c, ok := be.(backend.StallCrediter)
-	return ok && c.CreditsStalls()
+// CreditsStalls implements backend.StallCrediter.
+func (c Capabilities) CreditsStalls() bool {
+	s, ok := c.Of.(backend.StallCrediter)
+	return ok && s.CreditsStalls()
 }
 
-// writesOutcomeSteps reports whether be writes the step records outcomes
-// carry (backend.OutcomeStepWriter): a wrapper that passes JobFinishMany
-// on unchanged keeps the capability of the backend it wraps.
-func writesOutcomeSteps(be backend.Backend) bool {
-	w, ok := be.(backend.OutcomeStepWriter)
+// WritesOutcomeSteps implements backend.OutcomeStepWriter.
+func (c Capabilities) WritesOutcomeSteps() bool {
+	w, ok := c.Of.(backend.OutcomeStepWriter)
 	return ok && w.WritesOutcomeSteps()
 }
 
@@ -358,9 +348,9 @@ func KeepNotifier(wrapper, inner backend.Backend) backend.Backend {
 		return wrapper
 	}
 	if r, ok := inner.(backend.WakeRouter); ok {
-		return routingBackend{Backend: wrapper, Notifier: n, WakeRouter: r}
+		return routingBackend{Backend: wrapper, Notifier: n, WakeRouter: r, Capabilities: Capabilities{wrapper}}
 	}
-	return notifyingBackend{Backend: wrapper, Notifier: n}
+	return notifyingBackend{Backend: wrapper, Notifier: n, Capabilities: Capabilities{wrapper}}
 }
 
 // tableSample is what a backend reports of its jobs table at one moment.

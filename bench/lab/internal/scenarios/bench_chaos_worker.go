@@ -71,23 +71,12 @@ func (l *auditLog) write(rec string) {
 // when the statement runs, later).
 type beatRecorder struct {
 	backend.Backend
+	// The workers under test keep the recorded store's lease rules (a
+	// SQLite worker does not end its handler by its own clock) and its
+	// way of writing step records.
+	bench.Capabilities
 	audit *auditLog
 	proc  string
-}
-
-// WritesOutcomeSteps implements backend.OutcomeStepWriter when the
-// recorded backend does: outcomes pass through unchanged.
-func (b *beatRecorder) WritesOutcomeSteps() bool {
-	w, ok := b.Backend.(backend.OutcomeStepWriter)
-	return ok && w.WritesOutcomeSteps()
-}
-
-// CreditsStalls implements backend.StallCrediter when the recorded backend
-// does, so that the workers under test keep that store's lease rules (a
-// SQLite worker does not end its handler by its own clock).
-func (b *beatRecorder) CreditsStalls() bool {
-	c, ok := b.Backend.(backend.StallCrediter)
-	return ok && c.CreditsStalls()
 }
 
 // JobClaim implements backend.Backend, recording the jobs claimed, so that
@@ -299,7 +288,7 @@ func runChaosWorker(ctx context.Context, m *cli.Env, args []string) error {
 		queues[composeDebounceQueue] = spool.QueueConfig{MaxWorkers: composeDebounceSlots}
 	}
 	stderr := &bench.LockedWriter{W: m.Stderr}
-	client, err := spool.NewClient(bench.KeepNotifier(&beatRecorder{Backend: be, audit: audit, proc: *proc}, be), &spool.Config{
+	client, err := spool.NewClient(bench.KeepNotifier(&beatRecorder{Backend: be, Capabilities: bench.Capabilities{Of: be}, audit: audit, proc: *proc}, be), &spool.Config{
 		ClientID:           *proc,
 		Workers:            ws,
 		Queues:             queues,

@@ -66,7 +66,7 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer be.Close()
-	claims := &claimCounter{Backend: be}
+	claims := &claimCounter{Backend: be, Capabilities: bench.Capabilities{Of: be}}
 	be, counter := bench.CountCompletions(bench.KeepNotifier(claims, be), 1<<62)
 	ws := spool.NewWorkers()
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(context.Context, *spool.Job[bench.Noop]) error { return nil })); err != nil {
@@ -155,6 +155,7 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 // more processes can add to the server's work.
 type claimCounter struct {
 	backend.Backend
+	bench.Capabilities
 	calls, empty, claimed, claimNS atomic.Int64
 	finishes, finishNS             atomic.Int64
 }
