@@ -73,6 +73,27 @@ func (b *handoverBackend) JobFinishMany(ctx context.Context, p *backend.JobFinis
 	return res, err
 }
 
+// startOneWorker starts a client of one worker over be and inserts one
+// handoverArgs job; the client stops at the test's end.
+func startOneWorker(t *testing.T, be backend.Backend, ws *spool.Workers) (*spool.Client, *spool.InsertResult) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+		PollInterval: 20 * time.Millisecond, LeaseDuration: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(ctx) })
+	res, err := c.Insert(ctx, handoverArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, res
+}
+
 type handoverArgs struct {
 	Release bool `json:"release,omitempty"`
 }
@@ -111,19 +132,7 @@ func TestStepsHandedToOutcome(t *testing.T) {
 				done <- j.ID
 				return nil
 			}))
-			c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
-				PollInterval: 20 * time.Millisecond, LeaseDuration: 30 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer c.Stop(ctx)
-			res, err := c.Insert(ctx, handoverArgs{}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, res := startOneWorker(t, be, ws)
 			<-be.entered
 			if _, err := c.Insert(ctx, handoverArgs{Release: true}, nil); err != nil {
 				t.Fatal(err)
@@ -226,19 +235,7 @@ func TestCompleteTxWaitsForStepRecords(t *testing.T) {
 		done <- err
 		return err
 	}))
-	c, err := spool.NewClient(be, &spool.Config{Workers: ws, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
-		PollInterval: 20 * time.Millisecond, LeaseDuration: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(ctx)
-	res, err := c.Insert(ctx, handoverArgs{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, res := startOneWorker(t, be, ws)
 	select {
 	case err := <-done:
 		if err != nil {
