@@ -528,20 +528,19 @@ func (p *producer) run() {
 
 // secondClaimReserve is what each claim after the first may ask for while
 // claims are out. A claim sent while none is out leaves maxClaimsOut-1
-// reserves of the queue's capacity (workers plus prefetch) unasked, at most
-// half of it, when some worker is idle and the capacity is more than twice
-// one reserve. A wake-up
-// that arrives while claims are out then sends another claim, for one
-// reserve (the last one for the rest), at once, instead of waiting for a
-// reply: under a write load a claim's reply waits for the commit's WAL
-// flush and whatever flush is under way, and the slowest pickups were
-// those that waited for it (BENCHMARKS.md, "A second claim while one is
-// out", and "More claims out while workers are idle"). The asks never
-// exceed the capacity together, so the bound on claimed but unfinished
-// jobs holds. A queue whose workers are all busy (a drain) and a small
-// queue ask for all they can hold; a flow-controlled queue keeps one claim
-// at a time, since its controller decides each claim from the outcome of
-// the one before.
+// reserves of the queue's capacity (workers plus prefetch) unasked, at
+// most half of it, when some worker is idle and the capacity is more than
+// twice one reserve. A wake-up that arrives while claims are out then
+// sends another claim, for one reserve (the last one for the rest), at
+// once, instead of waiting for a reply: under a write load a claim's reply
+// waits for its commit's WAL flush and for the flush under way before it,
+// and the slowest pickups were those that waited for it (BENCHMARKS.md, "A
+// second claim while one is out", and "Up to four claims out while workers
+// are idle"). The asks never exceed the capacity together, so the bound on
+// claimed but unfinished jobs holds. A queue whose workers are all busy (a
+// drain) and a small queue ask for all they can hold; a flow-controlled
+// queue keeps one claim at a time, since its controller decides each claim
+// from the outcome of the one before.
 const secondClaimReserve = 16
 
 // maxClaimsOut bounds the claims of a plain queue out at once.
