@@ -418,7 +418,9 @@ func TestWakesDuringClaimsSendMoreClaims(t *testing.T) {
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(be.release) }) }
 	c, ran := startWakeClient(t, be, spool.QueueConfig{MaxWorkers: workers, Prefetch: prefetch})
-	t.Cleanup(release) // runs before the client's stop, registered earlier
+	// Registered after the client's stop, so run before it: a stop waits
+	// for the claims out.
+	t.Cleanup(release)
 	<-be.claimed // the first claim found nothing and is held in flight
 	for i := 1; i < claimsOut; i++ {
 		if _, err := c.Insert(ctx, wakeArgs{}, nil); err != nil {
