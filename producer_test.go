@@ -375,6 +375,84 @@ func TestWakeDuringClaimSendsSecondClaim(t *testing.T) {
 	}
 }
 
+// holdingBackend holds every claim in flight, once it has taken its jobs,
+// until release is closed, says so on claimed, and tracks the claims out:
+// the most at once, and the most jobs they asked for at once.
+type holdingBackend struct {
+	*memory.Backend
+	claimed          chan struct{}
+	release          chan struct{}
+	mu               sync.Mutex
+	out, asked       int
+	maxOut, maxAsked int
+}
+
+func (h *holdingBackend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	h.mu.Lock()
+	h.out, h.asked = h.out+1, h.asked+p.Max
+	h.maxOut, h.maxAsked = max(h.maxOut, h.out), max(h.maxAsked, h.asked)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.out, h.asked = h.out-1, h.asked-p.Max
+		h.mu.Unlock()
+	}()
+	rows, err := h.Backend.JobClaim(ctx, p)
+	select {
+	case h.claimed <- struct{}{}:
+	case <-h.release:
+	}
+	<-h.release
+	return rows, err
+}
+
+// TestWakesDuringClaimsSendMoreClaims: while claims are held in flight and
+// workers are idle, each job's wake-up sends a claim of its own at once,
+// up to four claims out (the engine's maxClaimsOut), which together ask
+// for no more than the queue can hold; every job runs once the claims
+// come back.
+func TestWakesDuringClaimsSendMoreClaims(t *testing.T) {
+	ctx := context.Background()
+	const workers, prefetch, claimsOut = 40, 60, 4
+	be := &holdingBackend{Backend: migratedMemory(t), claimed: make(chan struct{}), release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(be.release) }) }
+	c, ran := startWakeClient(t, be, spool.QueueConfig{MaxWorkers: workers, Prefetch: prefetch})
+	// Registered after the client's stop, so run before it: a stop waits
+	// for the claims out.
+	t.Cleanup(release)
+	<-be.claimed // the first claim found nothing and is held in flight
+	for i := 1; i < claimsOut; i++ {
+		if _, err := c.Insert(ctx, wakeArgs{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-be.claimed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("job %d's wake-up sent no claim while %d claims were out", i, i)
+		}
+	}
+	// One more job, whose wake-up finds every claim out: a claim sent once
+	// one is back takes it.
+	if _, err := c.Insert(ctx, wakeArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	for i := range claimsOut {
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d jobs ran", i, claimsOut)
+		}
+	}
+	be.mu.Lock()
+	maxOut, maxAsked := be.maxOut, be.maxAsked
+	be.mu.Unlock()
+	if maxOut != claimsOut || maxAsked > workers+prefetch {
+		t.Fatalf("at most %d claims in flight at once, asking for up to %d jobs together; want %d, and at most %d", maxOut, maxAsked, claimsOut, workers+prefetch)
+	}
+}
+
 // TestWorkerLeavesLateBufferedJobs: a worker that finished a job takes the
 // next buffered one itself, but not one whose claim has used half its lease
 // waiting for a free worker. Such a job goes back unstarted, with the log

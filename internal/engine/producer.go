@@ -303,7 +303,7 @@ func (p *producer) run() {
 	}()
 	cfg := p.cfg
 	var (
-		// inflight counts the claims out, at most two (secondClaimReserve);
+		// inflight counts the claims out, at most maxClaimsOut;
 		// inflightAsked the jobs they asked for, which count against the
 		// queue's bound until their replies arrive.
 		inflight      int
@@ -318,7 +318,7 @@ func (p *producer) run() {
 		gaveUpCh          = p.gaveUp
 		failures          int
 		retryAt           time.Time
-		fetchCh           = make(chan fetchResult, 2)
+		fetchCh           = make(chan fetchResult, maxClaimsOut)
 		stopCh            = p.stopCh
 		// lostClaims are ids of failed claims to release before claiming again.
 		lostClaims []string
@@ -424,8 +424,11 @@ func (p *producer) run() {
 			}
 		} else if more && buffered <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, len(lostClaims)) {
 			if n := p.maxWorkers + p.prefetch - running - buffered - inflightAsked; n > 0 {
-				if inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+buffered < p.maxWorkers {
-					n -= secondClaimReserve
+				switch {
+				case inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+buffered < p.maxWorkers:
+					n -= min((maxClaimsOut-1)*secondClaimReserve, n/2)
+				case inflight > 0 && inflight < maxClaimsOut-1:
+					n = min(n, secondClaimReserve)
 				}
 				// The part for free workers; the rest is prefetch, which a
 				// flow-controlled claim treats apart.
@@ -523,26 +526,32 @@ func (p *producer) run() {
 	}
 }
 
-// secondClaimReserve is the part of a queue's capacity (workers plus
-// prefetch) that a claim sent while none is out leaves unasked, when some
-// worker is idle and the capacity is more than twice the reserve. A wake-up
-// that arrives while that claim is out then sends a second claim for the
-// rest at once, instead of waiting for the first one's reply: under a
-// write load that reply is slow, and the slowest pickups were those that
-// waited for it (BENCHMARKS.md, "A second claim while one is out"). The
-// two asks never exceed the capacity, so the bound on claimed but unfinished jobs
-// holds. A queue whose workers are all busy (a drain) and a small queue ask
-// for all they can hold; a flow-controlled queue keeps one claim at a time,
-// since its controller decides each claim from the outcome of the one
-// before.
+// secondClaimReserve is what each claim after the first may ask for while
+// claims are out. A claim sent while none is out leaves maxClaimsOut-1
+// reserves of the queue's capacity (workers plus prefetch) unasked, at
+// most half of it, when some worker is idle and the capacity is more than
+// twice one reserve. A wake-up that arrives while claims are out then
+// sends another claim, for one reserve (the last one for the rest), at
+// once, instead of waiting for a reply: under a write load a claim's reply
+// waits for its commit's WAL flush and for the flush under way before it,
+// and the slowest pickups were those that waited for it (BENCHMARKS.md, "A
+// second claim while one is out", and "Up to four claims out while workers
+// are idle"). The asks never exceed the capacity together, so the bound on
+// claimed but unfinished jobs holds. A queue whose workers are all busy (a
+// drain) and a small queue ask for all they can hold; a flow-controlled
+// queue keeps one claim at a time, since its controller decides each claim
+// from the outcome of the one before.
 const secondClaimReserve = 16
 
+// maxClaimsOut bounds the claims of a plain queue out at once.
+const maxClaimsOut = 4
+
 // mayClaim reports whether a claim may be sent with inflight claims out:
-// always when none is; a second one only for a plain queue, for a wake-up
-// or poll that arrived after the first was sent, and with no lost claim
-// left to release first.
+// always when none is; another one only for a plain queue, below
+// maxClaimsOut, for a wake-up or poll that arrived after the last was
+// sent, and with no lost claim left to release first.
 func (p *producer) mayClaim(inflight int, wokeWhileFetching bool, lostClaims int) bool {
-	return inflight == 0 || inflight == 1 && p.flow == nil && wokeWhileFetching && lostClaims == 0
+	return inflight == 0 || inflight < maxClaimsOut && p.flow == nil && wokeWhileFetching && lostClaims == 0
 }
 
 // fetch claims up to n jobs. A claim in flight when a stop begins completes;
