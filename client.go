@@ -218,7 +218,7 @@ func CompleteTx[T JobArgs](ctx context.Context, tx any, job *Job[T]) error {
 	durable := false
 	if run, ok := engine.RunFrom(ctx); ok && run.UsedDurable() {
 		durable = true
-		s, err := durableRun(ctx, "complete job in tx")
+		s, err := durableRun(ctx, "complete job in tx", "")
 		if err != nil {
 			return err
 		}

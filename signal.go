@@ -82,11 +82,11 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	st, err := durableRun(ctx, "sleep")
+	st, err := durableRun(ctx, "sleep", "")
 	if err != nil {
 		return err
 	}
-	if err := st.waiting("sleep"); err != nil {
+	if err := st.waiting("sleep", ""); err != nil {
 		return err
 	}
 	name := st.nextSleep()
@@ -128,11 +128,11 @@ func AwaitSignal(ctx context.Context, name string, timeout time.Duration) (json.
 	if timeout <= 0 {
 		return nil, fmt.Errorf("await signal %q: %w (got %s)", name, ErrUntimedWait, timeout)
 	}
-	st, err := durableRun(ctx, "await signal "+name)
+	st, err := durableRun(ctx, "await signal", name)
 	if err != nil {
 		return nil, err
 	}
-	if err := st.waiting("await signal " + name); err != nil {
+	if err := st.waiting("await signal", name); err != nil {
 		return nil, err
 	}
 	waitName := internalPrefix + "await:" + name
@@ -199,7 +199,7 @@ type pendingWait struct {
 func (s *runSteps) park(d time.Duration, signal, msg string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.waitingLocked("wait"); err != nil {
+	if err := s.waitingLocked("wait", ""); err != nil {
 		return err
 	}
 	s.wait = &pendingWait{d: d, signal: signal, msg: msg}
@@ -208,18 +208,18 @@ func (s *runSteps) park(d time.Duration, signal, msg string) error {
 
 // waiting returns an error matching ErrWaiting once the run has asked for
 // a wait: it does nothing more (no step, no other wait).
-func (s *runSteps) waiting(op string) error {
+func (s *runSteps) waiting(what, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.waitingLocked(op)
+	return s.waitingLocked(what, name)
 }
 
 // waitingLocked is waiting with s.mu held.
-func (s *runSteps) waitingLocked(op string) error {
+func (s *runSteps) waitingLocked(what, name string) error {
 	if s.wait == nil {
 		return nil
 	}
-	return fmt.Errorf("%s of job %d: %w: the run already waits (%s); return that wait's error", op, s.run.ID(), ErrWaiting, s.wait.msg)
+	return fmt.Errorf("%s of job %d: %w: the run already waits (%s); return that wait's error", opName(what, name), s.run.ID(), ErrWaiting, s.wait.msg)
 }
 
 // Finish implements engine.Finisher: the wait the run asked for is written

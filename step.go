@@ -93,11 +93,11 @@ func step[T any](ctx context.Context, tx any, name string, fn func(ctx context.C
 	if err := checkStepName(name, "step"); err != nil {
 		return zero, err
 	}
-	st, err := durableRun(ctx, "step "+name)
+	st, err := durableRun(ctx, "step", name)
 	if err != nil {
 		return zero, err
 	}
-	if err := st.waiting("step " + name); err != nil {
+	if err := st.waiting("step", name); err != nil {
 		return zero, err
 	}
 	if !st.use(name) {
@@ -173,7 +173,7 @@ type runSteps struct {
 	stepsKnown bool // steps known: loaded, or none (the first claim)
 	steps      map[string]backend.StepRow
 	signals    map[string]backend.SignalRow
-	used       map[string]bool
+	used       usedNames
 	sleeps     int
 	// pending are the run's records written behind, in the order queued,
 	// until settled finds them written; failed is the first one's error.
@@ -187,27 +187,73 @@ type runSteps struct {
 	wait *pendingWait
 }
 
-// durableRun returns the durable record of the run whose context ctx is.
-func durableRun(ctx context.Context, op string) (*runSteps, error) {
+// durableRun returns the durable record of the run whose context ctx is,
+// for the operation what (of name, if not empty), which errors name.
+func durableRun(ctx context.Context, what, name string) (*runSteps, error) {
 	run, ok := engine.RunFrom(ctx)
 	if !ok {
-		return nil, fmt.Errorf("%s: %w", op, ErrNotInJob)
+		return nil, fmt.Errorf("%s: %w", opName(what, name), ErrNotInJob)
+	}
+	if d, ok := run.Made(); ok {
+		return d.(*runSteps), nil
 	}
 	c, ok := ClientFromContext(ctx)
 	if !ok {
-		return nil, fmt.Errorf("%s: %w", op, ErrNotInJob)
+		return nil, fmt.Errorf("%s: %w", opName(what, name), ErrNotInJob)
 	}
-	return run.Durable(func() any { return &runSteps{run: run, c: c, used: map[string]bool{}} }).(*runSteps), nil
+	return run.Durable(func() any { return &runSteps{run: run, c: c} }).(*runSteps), nil
+}
+
+// opName names an operation in errors: what, and its name if not empty.
+// Built only for an error, not at every step.
+func opName(what, name string) string {
+	if name == "" {
+		return what
+	}
+	return what + " " + name
 }
 
 // use marks name used in this run; false if it was already.
 func (s *runSteps) use(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.used[name] {
+	return s.used.add(name)
+}
+
+// usedNames are the names a run used: a few in a slice, more in a map.
+type usedNames struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// usedFew is how many names usedNames keeps in its slice.
+const usedFew = 16
+
+// add adds name; false if it was there.
+func (u *usedNames) add(name string) bool {
+	if u.many != nil {
+		if _, ok := u.many[name]; ok {
+			return false
+		}
+		u.many[name] = struct{}{}
+		return true
+	}
+	if slices.Contains(u.few, name) {
 		return false
 	}
-	s.used[name] = true
+	if len(u.few) < usedFew {
+		if u.few == nil {
+			u.few = make([]string, 0, 8)
+		}
+		u.few = append(u.few, name)
+		return true
+	}
+	u.many = make(map[string]struct{}, 2*usedFew)
+	for _, n := range u.few {
+		u.many[n] = struct{}{}
+	}
+	u.few = nil
+	u.many[name] = struct{}{}
 	return true
 }
 
@@ -252,17 +298,15 @@ func (s *runSteps) loadSteps(ctx context.Context) error {
 	return s.readLocked(ctx)
 }
 
-// readLocked reads the job's steps and signals; s.mu is held. The steps
-// this run recorded are kept beside them.
+// readLocked reads the job's steps and signals; s.mu is held. The
+// steps this run records are not kept beside them: a run looks up only
+// names it has not used yet (use), which it cannot have recorded.
 func (s *runSteps) readLocked(ctx context.Context) error {
 	d, err := s.run.Backend().JobDurable(ctx, s.run.ID())
 	if err != nil {
 		return fmt.Errorf("read steps of job %d: %w", s.run.ID(), err)
 	}
-	steps := make(map[string]backend.StepRow, len(d.Steps)+len(s.steps))
-	for name, r := range s.steps {
-		steps[name] = r // this run's, maybe still being written
-	}
+	steps := make(map[string]backend.StepRow, len(d.Steps))
 	for _, r := range d.Steps {
 		steps[r.Name] = r
 	}
@@ -308,18 +352,19 @@ func (s *runSteps) record(ctx context.Context, tx any, name string, result json.
 	if err := s.settled(); err != nil {
 		return err
 	}
-	p := backend.StepRecordParams{Tx: tx, Lease: s.run.Lease(), Name: name, Result: result}
 	if tx != nil {
 		if err := s.settle(ctx); err != nil {
 			return err
 		}
-		ok, err := s.run.Backend().StepRecord(ctx, &p)
+		ok, err := s.run.Backend().StepRecord(ctx, &backend.StepRecordParams{Tx: tx, Lease: s.run.Lease(), Name: name, Result: result})
 		return recordError(name, s.run.ID(), ok, err)
 	}
-	req := s.c.steps.enqueue(s.run.Backend(), p, s)
+	req := s.c.steps.enqueue(s.run.Backend(), backend.StepRecordParams{Lease: s.run.Lease(), Name: name, Result: result}, s)
 	s.mu.Lock()
+	if s.pending == nil {
+		s.pending = make([]*stepRequest, 0, 8)
+	}
 	s.pending = append(s.pending, req)
-	s.steps[name] = backend.StepRow{JobID: s.run.ID(), Name: name, Result: result, Fence: s.run.Lease().Fence}
 	s.mu.Unlock()
 	return nil
 }
@@ -341,9 +386,7 @@ func (s *runSteps) settled() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.pending) > 0 && s.failed == nil {
-		select {
-		case <-s.pending[0].done:
-		default:
+		if !s.pending[0].complete.Load() {
 			return nil
 		}
 		s.failed = s.pending[0].err()
@@ -373,7 +416,7 @@ func (s *runSteps) settle(ctx context.Context) error {
 			settleWaiting()
 		}
 		select {
-		case <-req.done:
+		case <-req.doneChan():
 		case <-ctx.Done():
 			// The batch may still write it: a later attempt finds it.
 			return fmt.Errorf("%w: the run ended while its step's record waited for its batch (%w)", backend.ErrOutcomeUnknown, context.Cause(ctx))
@@ -397,7 +440,7 @@ func (s *runSteps) Settled() <-chan struct{} {
 	if len(s.pending) == 0 {
 		return nil
 	}
-	return s.pending[len(s.pending)-1].done
+	return s.pending[len(s.pending)-1].doneChan()
 }
 
 // errWithOutcome is the result of a record handed to its run's outcome
@@ -437,11 +480,8 @@ func (s *runSteps) HandOver() (inFlight <-chan struct{}, take func() []backend.S
 	b.mu.Unlock()
 	handed := s.pending[first:]
 	if first > 0 {
-		last := s.pending[first-1].done
-		select {
-		case <-last:
-		default:
-			inFlight = last
+		if last := s.pending[first-1]; !last.complete.Load() {
+			inFlight = last.doneChan()
 		}
 	}
 	if len(handed) == 0 {
@@ -457,7 +497,7 @@ func (s *runSteps) HandOver() (inFlight <-chan struct{}, take func() []backend.S
 		}
 		for _, r := range handed {
 			r.fail = errWithOutcome
-			close(r.done)
+			r.finish()
 		}
 		return steps
 	}
@@ -480,14 +520,43 @@ type stepRequest struct {
 	run  *runSteps
 	ok   bool
 	fail error
-	done chan struct{}
+	// complete is set once ok and fail are (finish); done, made only
+	// for a caller that waits (doneChan), is closed then. Most records
+	// go with their run's outcome and are never waited for.
+	complete atomic.Bool
+	mu       sync.Mutex
+	done     chan struct{}
 	// batched is set when a batch takes the request, handed when its run
 	// hands it to its outcome instead (HandOver); both under the
 	// batcher's mu, so a request goes one way only.
 	batched, handed bool
 }
 
-// err is the request's outcome as an error, once done.
+// finish marks the request complete, ok and fail set, and wakes its
+// waiters.
+func (r *stepRequest) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.complete.Store(true)
+	if r.done != nil {
+		close(r.done)
+	}
+}
+
+// doneChan returns a channel closed once the request is complete.
+func (r *stepRequest) doneChan() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done == nil {
+		r.done = make(chan struct{})
+		if r.complete.Load() {
+			close(r.done)
+		}
+	}
+	return r.done
+}
+
+// err is the request's outcome as an error, once complete.
 func (r *stepRequest) err() error { return recordError(r.p.Name, r.p.Lease.ID, r.ok, r.fail) }
 
 // errEarlierRecord fails a record whose run's earlier record failed.
@@ -503,7 +572,7 @@ const stepBatchTimeout = 30 * time.Second
 // enqueue queues p, a record of run, for the next batch written to be,
 // starting a writer unless one is running, and returns it at once.
 func (b *stepBatcher) enqueue(be backend.Backend, p backend.StepRecordParams, run *runSteps) *stepRequest {
-	req := &stepRequest{p: p, run: run, done: make(chan struct{})}
+	req := &stepRequest{p: p, run: run}
 	b.mu.Lock()
 	b.pending = append(b.pending, req)
 	start := !b.flushing
@@ -570,7 +639,7 @@ func (b *stepBatcher) write(be backend.Backend, batch []*stepRequest) {
 	for _, r := range batch {
 		if r.run.broken.Load() {
 			r.fail = errEarlierRecord
-			close(r.done)
+			r.finish()
 			continue
 		}
 		live = append(live, r)
@@ -598,6 +667,6 @@ func (b *stepBatcher) write(be backend.Backend, batch []*stepRequest) {
 		if r.fail != nil || !r.ok {
 			r.run.broken.Store(true)
 		}
-		close(r.done)
+		r.finish()
 	}
 }

@@ -378,7 +378,14 @@ func CarriesSteps(fs []JobFinish) bool {
 // CarriedSteps returns the step records the finishes of fs carry, in
 // order: those of the finishes keep accepts, or all when keep is nil.
 func CarriedSteps(fs []JobFinish, keep func(*JobFinish) bool) []StepRecordParams {
-	var out []StepRecordParams
+	n := 0
+	for i := range fs {
+		n += len(fs[i].Steps)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]StepRecordParams, 0, n)
 	for i := range fs {
 		if f := &fs[i]; len(f.Steps) > 0 && (keep == nil || keep(f)) {
 			out = append(out, f.Steps...)

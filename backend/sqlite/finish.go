@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -39,20 +38,18 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		}
 	}
 	// The step records the outcomes carry (backend.OutcomeStepWriter),
-	// in one statement.
+	// as sets, in one statement.
 	var (
-		many             *sql.Stmt
-		steps, stepsOnce bool
-		stepInput        string
-		carried          []backend.StepRecordParams
+		sets    []*sql.Stmt
+		steps   bool
+		carried []backend.StepRecordParams
+		grouped stepSets
 	)
 	if steps = backend.CarriesSteps(p.Finishes); steps {
 		carried = backend.CarriedSteps(p.Finishes, nil)
-		if stepInput, stepsOnce, err = encodeStepRecords(carried); err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
-		}
-		if stepsOnce && tx == nil {
-			if many, err = b.st.prepared(ctx, stepStmt.stepRecordMany); err != nil {
+		grouped = groupStepSets(carried)
+		if tx == nil {
+			if sets, err = prepareSets(ctx, b.st, &grouped); err != nil {
 				return nil, fmt.Errorf("finish jobs: %w", err)
 			}
 		}
@@ -63,8 +60,8 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		var err error
 		applied = applied[:0]
 		if steps {
-			if err := recordOutcomeSteps(ctx, tx, many, stepInput, carried, now); err != nil {
-				return err
+			if err := writeSets(ctx, tx, sets, carried, &grouped, now, nil); err != nil {
+				return fmt.Errorf("record steps: %w", err)
 			}
 		}
 		if applied, err = completes.run(ctx, tx, now.UnixMicro(), applied); err != nil {
@@ -132,34 +129,15 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 
 // WritesOutcomeSteps implements backend.OutcomeStepWriter: JobFinishMany
 // writes the step records its outcomes carry in its own write
-// transaction, before the outcomes, all of a batch in one statement
-// (step_record_many.sql), each as StepRecord writes one (only while its
-// lease holds the job; a name recorded already is left as it is). The
-// store writes one transaction at a time, so a record written there has
-// its outcome applied in the same transaction and commit, and one refused
-// its outcome refused; the records of a job the outcome deletes go with
+// transaction, before the outcomes, all of a batch in one statement, a
+// set per job (step_sets.sql, writeSets), each record as StepRecord
+// writes one (only while its lease holds the job; a name recorded already
+// is left as it is). The store writes one transaction at a time, so a
+// record written there has its outcome applied in the same transaction
+// and commit, and one refused its outcome refused; the records of a job the outcome deletes go with
 // it (the delete trigger of schema 11). BENCHMARKS.md, "SQLite and
 // MariaDB: a batch's step records in one statement".
 func (b *Backend) WritesOutcomeSteps() bool { return true }
-
-// recordOutcomeSteps writes the step records the outcomes carry in tx:
-// input (encodeStepRecords of carried) with one statement, through many
-// when not nil; carried one by one when input is "" (not JSON-safe).
-func recordOutcomeSteps(ctx context.Context, tx *sql.Tx, many *sql.Stmt, input string, carried []backend.StepRecordParams, now time.Time) error {
-	if input != "" {
-		if _, err := recordStepsOnce(ctx, tx, many, input, now, false); err != nil {
-			return fmt.Errorf("record steps: %w", err)
-		}
-		return nil
-	}
-	for i := range carried {
-		r := &carried[i]
-		if _, err := recordStep(ctx, tx, r, now); err != nil && !errors.Is(err, backend.ErrStepRecorded) {
-			return fmt.Errorf("record step %q of job %d: %w", r.Name, r.Lease.ID, err)
-		}
-	}
-	return nil
-}
 
 // splitPlain separates plain completions (no error) from other outcomes,
 // without a copy when every finish is one.

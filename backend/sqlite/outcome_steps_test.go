@@ -10,8 +10,8 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// TestStepRecordsKeptByteForByte: the records of a batch, written in one
-// statement (step_record_many.sql, over JSON), keep their results byte for
+// TestStepRecordsKeptByteForByte: the records of a batch, written as a
+// set per job (step_sets.sql, results as JSON strings), keep their results byte for
 // byte (spacing, characters JSON escapes), in order; a name twice in one
 // batch is written once, the second reported ErrStepRecorded; a record not
 // valid UTF-8 (which JSON would not carry) is written unchanged too, one by

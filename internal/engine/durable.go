@@ -19,6 +19,14 @@ func (r *Run) Durable(mk func() any) any {
 	return r.durable
 }
 
+// Made returns the value Durable made for this run, if it made one.
+func (r *Run) Made() (any, bool) {
+	if !r.hasDurable.Load() {
+		return nil, false
+	}
+	return r.durable, true
+}
+
 // Settler is implemented by a run's durable state (the value Durable
 // keeps) whose writes may still be in flight when the handler returns:
 // Settled returns a channel closed once they are all written (nil: none
