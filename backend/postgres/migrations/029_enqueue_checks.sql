@@ -1,4 +1,4 @@
--- enqueue() without its costliest check (schema 28; BENCHMARKS.md,
+-- enqueue() without its costliest check (schema 29; BENCHMARKS.md,
 -- "enqueue()'s queue check without a bounded repetition"). The queue
 -- name's pattern of schema 26 bounded its repetition ({0,127}), which
 -- PostgreSQL's regular expression engine expands into as many copies of
