@@ -115,11 +115,17 @@ func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, 
 		// Jobs in lease rows first (schema 28: where a claim puts a
 		// workflow's tasks), then in place what they did not take (a
 		// job claimed in place, or moved back by a cancel or a rescue).
-		if err := b.finishDepsRows(ctx, tx, b.sql.wf.finishDepsLeased, ids, fences, outcomes, delays, errs, &done, &set, &wake); err != nil {
+		var err error
+		if completions(outcomes, errs) {
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.completeDepsLeased, []any{ids, fences}, &done, &set, &wake)
+		} else {
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.finishDepsLeased, []any{ids, fences, outcomes, delays, errs}, &done, &set, &wake)
+		}
+		if err != nil {
 			return err
 		}
 		if len(done) < len(ids) {
-			if err := b.finishDepsRows(ctx, tx, b.sql.wf.finishDeps, ids, fences, outcomes, delays, errs, &done, &set, &wake); err != nil {
+			if err := b.finishDepsRows(ctx, tx, b.sql.wf.finishDeps, []any{ids, fences, outcomes, delays, errs}, &done, &set, &wake); err != nil {
 				return err
 			}
 		}
@@ -138,12 +144,23 @@ func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, 
 	return done, nil
 }
 
-// finishDepsRows runs query (finish_deps.sql or finish_deps_leased.sql)
-// in tx over the finishes given as arrays, adding the leases it applied
-// to done, the jobs it made final to set and those it made available to
-// wake.
-func (b *Backend) finishDepsRows(ctx context.Context, tx DBTX, query string, ids []int64, fences []int32, outcomes []int16, delays []int64, errs []json.RawMessage, done *[]backend.LeaseRef, set *finals, wake *queueKeys) error {
-	rows, err := tx.Query(ctx, query, ids, fences, outcomes, delays, errs)
+// completions reports whether every outcome is a completion without an
+// error: complete_deps_leased.sql's case.
+func completions(outcomes []int16, errs []json.RawMessage) bool {
+	for i, o := range outcomes {
+		if backend.Outcome(o) != backend.OutcomeComplete || errs[i] != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// finishDepsRows runs query (finish_deps.sql, finish_deps_leased.sql or
+// complete_deps_leased.sql) in tx with args, the finishes as arrays,
+// adding the leases it applied to done, the jobs it made final to set and
+// those it made available to wake.
+func (b *Backend) finishDepsRows(ctx context.Context, tx DBTX, query string, args []any, done *[]backend.LeaseRef, set *finals, wake *queueKeys) error {
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return err
 	}
