@@ -69,6 +69,7 @@ type queries struct {
 // workflowQueries are the statements of sql/workflow/ (workflow.go).
 type workflowQueries struct {
 	finishDeps, settleParents, settleChildren, batchCount, batchFinish, release    string
+	finishDepsLeased, completeDepsLeased, workflowUnlease                          string
 	dropCallback, batchCallbacks, workflowInsert, nextIDs, insertTasks, depsInsert string
 	workflowSummary, workflowGet, workflowJobs, workflowEdges, workflowCancel      string
 	dependencies, batchInsert, batchTotal, batchLock, batchSeal, batchGet          string
@@ -194,36 +195,39 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 	}
 	if err == nil {
 		err = sqltext.Load(fsys, "sql/workflow", r, map[string]*string{
-			"finish_deps":       &q.wf.finishDeps,
-			"settle_parents":    &q.wf.settleParents,
-			"settle_children":   &q.wf.settleChildren,
-			"batch_count":       &q.wf.batchCount,
-			"batch_finish":      &q.wf.batchFinish,
-			"release":           &q.wf.release,
-			"drop_callback":     &q.wf.dropCallback,
-			"batch_callbacks":   &q.wf.batchCallbacks,
-			"workflow_insert":   &q.wf.workflowInsert,
-			"next_ids":          &q.wf.nextIDs,
-			"insert_tasks":      &q.wf.insertTasks,
-			"deps_insert":       &q.wf.depsInsert,
-			"workflow_summary":  &q.wf.workflowSummary,
-			"workflow_get":      &q.wf.workflowGet,
-			"workflow_jobs":     &q.wf.workflowJobs,
-			"workflow_edges":    &q.wf.workflowEdges,
-			"workflow_cancel":   &q.wf.workflowCancel,
-			"workflow_lock":     &q.wf.workflowLock,
-			"workflow_states":   &q.wf.workflowStates,
-			"workflow_retry":    &q.wf.workflowRetry,
-			"dependencies":      &q.wf.dependencies,
-			"batch_insert":      &q.wf.batchInsert,
-			"batch_total":       &q.wf.batchTotal,
-			"batch_lock":        &q.wf.batchLock,
-			"batch_seal":        &q.wf.batchSeal,
-			"batch_get":         &q.wf.batchGet,
-			"batch_list":        &q.wf.batchList,
-			"batch_member_list": &q.wf.batchMemberList,
-			"unsettled":         &q.wf.unsettled,
-			"prune":             &q.wf.prune,
+			"finish_deps":          &q.wf.finishDeps,
+			"finish_deps_leased":   &q.wf.finishDepsLeased,
+			"complete_deps_leased": &q.wf.completeDepsLeased,
+			"workflow_unlease":     &q.wf.workflowUnlease,
+			"settle_parents":       &q.wf.settleParents,
+			"settle_children":      &q.wf.settleChildren,
+			"batch_count":          &q.wf.batchCount,
+			"batch_finish":         &q.wf.batchFinish,
+			"release":              &q.wf.release,
+			"drop_callback":        &q.wf.dropCallback,
+			"batch_callbacks":      &q.wf.batchCallbacks,
+			"workflow_insert":      &q.wf.workflowInsert,
+			"next_ids":             &q.wf.nextIDs,
+			"insert_tasks":         &q.wf.insertTasks,
+			"deps_insert":          &q.wf.depsInsert,
+			"workflow_summary":     &q.wf.workflowSummary,
+			"workflow_get":         &q.wf.workflowGet,
+			"workflow_jobs":        &q.wf.workflowJobs,
+			"workflow_edges":       &q.wf.workflowEdges,
+			"workflow_cancel":      &q.wf.workflowCancel,
+			"workflow_lock":        &q.wf.workflowLock,
+			"workflow_states":      &q.wf.workflowStates,
+			"workflow_retry":       &q.wf.workflowRetry,
+			"dependencies":         &q.wf.dependencies,
+			"batch_insert":         &q.wf.batchInsert,
+			"batch_total":          &q.wf.batchTotal,
+			"batch_lock":           &q.wf.batchLock,
+			"batch_seal":           &q.wf.batchSeal,
+			"batch_get":            &q.wf.batchGet,
+			"batch_list":           &q.wf.batchList,
+			"batch_member_list":    &q.wf.batchMemberList,
+			"unsettled":            &q.wf.unsettled,
+			"prune":                &q.wf.prune,
 		})
 	}
 	if err == nil {

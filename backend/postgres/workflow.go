@@ -15,12 +15,14 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// Workflows and batches (docs/workflows.md). Their jobs stay in
-// spool_jobs (claim.sql never leases a job of a workflow or batch), so a
-// finish finds a job with dependents in place. The plain finish statements
-// leave such jobs alone (has_dependents in their guard); JobFinishMany
-// then writes them here, in one transaction with the settling of what
-// waits for them.
+// Workflows and batches (docs/workflows.md). A batch's jobs stay in
+// spool_jobs; a workflow's tasks are claimed into lease rows as plain jobs
+// are (schema 28), those with dependents into rows of their own (flagged
+// deps). The plain finish statements leave jobs with dependents alone
+// (has_dependents in their guard in place, the deps flag in lease rows);
+// JobFinishMany then writes them here, in one transaction with the
+// settling of what waits for them. Readers of a workflow's tasks read its
+// leased ones too; writers (cancel, retry) first move them back in place.
 
 func (b *Backend) quotedSchema() string { return pgx.Identifier{b.schema}.Sanitize() }
 
@@ -82,51 +84,8 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 		}
 		ids, fences, outcomes, delays, errs = append(ids, f.Lease.ID), append(fences, f.Lease.Fence), append(outcomes, int16(f.Outcome)), append(delays, micros(f.Delay)), append(errs, e)
 	}
-	var (
-		done []backend.LeaseRef
-		wake queueKeys
-	)
-	err := b.inTx(ctx, db, func(tx DBTX) error {
-		done, wake = done[:0], nil
-		rows, err := tx.Query(ctx, b.sql.wf.finishDeps, ids, fences, outcomes, delays, errs)
-		if err != nil {
-			return err
-		}
-		var set finals
-		for rows.Next() {
-			var (
-				l            backend.LeaseRef
-				state, queue string
-				k            claimKey
-				batch        int64
-			)
-			if err := rows.Scan(&l.ID, &l.Fence, &state, &queue, &k.priority, &k.runAt, &batch); err != nil {
-				rows.Close()
-				return err
-			}
-			done = append(done, l)
-			switch s := backend.State(state); {
-			case s.IsFinal():
-				set.add(l.ID, s, batch)
-			case s == backend.StateAvailable:
-				k.id = l.ID
-				wake.note(queue, k)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		next, err := b.settleFinals(ctx, tx, &set, &wake)
-		if err != nil {
-			return err
-		}
-		return b.settle(ctx, tx, next, &wake)
-	})
+	done, err := b.finishDependentsTx(ctx, db, ids, fences, outcomes, delays, errs)
 	if err != nil {
-		return nil, err
-	}
-	if err := b.announce(ctx, db, wake); err != nil {
 		return nil, err
 	}
 	applied := make(map[backend.LeaseRef]bool, len(done))
@@ -140,6 +99,92 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 		}
 	}
 	return left, nil
+}
+
+// finishDependentsTx writes the finishes given as arrays and settles their
+// dependents in one transaction of db, announces the jobs it made
+// available, and returns the leases it applied.
+func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, fences []int32, outcomes []int16, delays []int64, errs []json.RawMessage) ([]backend.LeaseRef, error) {
+	var (
+		done []backend.LeaseRef
+		wake queueKeys
+		set  finals
+	)
+	err := b.inTx(ctx, db, func(tx DBTX) error {
+		done, wake, set = done[:0], nil, finals{}
+		// Jobs in lease rows first (schema 28: where a claim puts a
+		// workflow's tasks), then in place what they did not take (a
+		// job claimed in place, or moved back by a cancel or a rescue).
+		var err error
+		if completions(outcomes, errs) {
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.completeDepsLeased, []any{ids, fences}, &done, &set, &wake)
+		} else {
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.finishDepsLeased, []any{ids, fences, outcomes, delays, errs}, &done, &set, &wake)
+		}
+		if err != nil {
+			return err
+		}
+		if len(done) < len(ids) {
+			if err := b.finishDepsRows(ctx, tx, b.sql.wf.finishDeps, []any{ids, fences, outcomes, delays, errs}, &done, &set, &wake); err != nil {
+				return err
+			}
+		}
+		next, err := b.settleFinals(ctx, tx, &set, &wake)
+		if err != nil {
+			return err
+		}
+		return b.settle(ctx, tx, next, &wake)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.announce(ctx, db, wake); err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// completions reports whether every outcome is a completion without an
+// error: complete_deps_leased.sql's case.
+func completions(outcomes []int16, errs []json.RawMessage) bool {
+	for i, o := range outcomes {
+		if backend.Outcome(o) != backend.OutcomeComplete || errs[i] != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// finishDepsRows runs query (finish_deps.sql, finish_deps_leased.sql or
+// complete_deps_leased.sql) in tx with args, the finishes as arrays,
+// adding the leases it applied to done, the jobs it made final to set and
+// those it made available to wake.
+func (b *Backend) finishDepsRows(ctx context.Context, tx DBTX, query string, args []any, done *[]backend.LeaseRef, set *finals, wake *queueKeys) error {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			l            backend.LeaseRef
+			state, queue string
+			k            claimKey
+			batch        int64
+		)
+		if err := rows.Scan(&l.ID, &l.Fence, &state, &queue, &k.priority, &k.runAt, &batch); err != nil {
+			return err
+		}
+		*done = append(*done, l)
+		switch s := backend.State(state); {
+		case s.IsFinal():
+			set.add(l.ID, s, batch)
+		case s == backend.StateAvailable:
+			k.id = l.ID
+			wake.note(queue, k)
+		}
+	}
+	return rows.Err()
 }
 
 // finals are jobs that became final and lost their has_dependents flag
@@ -543,6 +588,11 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 			}
 			return err
 		}
+		// Its tasks in lease rows are cancelled in place, as JobCancel
+		// cancels a leased job.
+		if _, err := tx.Exec(ctx, b.sql.wf.workflowUnlease, id); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, b.sql.wf.workflowCancel, id)
 		if err != nil {
 			return err
@@ -593,6 +643,11 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return backend.ErrWorkflowNotFound
 			}
+			return err
+		}
+		// A task in a lease row is running: moved back in place, it is
+		// read as such below, which refuses the retry.
+		if _, err := tx.Exec(ctx, b.sql.wf.workflowUnlease, id); err != nil {
 			return err
 		}
 		states := map[int64]backend.State{}

@@ -10,7 +10,7 @@
 -- re-run a subquery per row and lock more rows than it claims.
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
 higher AS MATERIALIZED (
-  SELECT id, ctid AS tid, true AND unique_key IS NULL AND flow_key IS NULL AND workflow_id IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
+  SELECT id, ctid AS tid, true AND unique_key IS NULL AND flow_key IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND priority < $5::smallint
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -19,7 +19,7 @@ higher AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ),
 above AS MATERIALIZED (
-  SELECT id, ctid AS tid, true AND unique_key IS NULL AND flow_key IS NULL AND workflow_id IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
+  SELECT id, ctid AS tid, true AND unique_key IS NULL AND flow_key IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -27,8 +27,8 @@ above AS MATERIALIZED (
   LIMIT $2 - (SELECT count(*) FROM higher)
   FOR UPDATE SKIP LOCKED
 ),
--- Jobs without a unique key or a flow key, in no workflow or batch
--- (leasable), leave spool_jobs for
+-- Jobs without a unique key or a flow key, in no batch (leasable; a
+-- workflow's tasks are leasable since schema 28), leave spool_jobs for
 -- lease rows of up to 64 (schema 12); claim_in_place.sql, the same claim
 -- with leasable false, keeps every job in place. Each of the two writes
 -- below takes only its own jobs.

@@ -5,7 +5,7 @@
 -- that one word.
 WITH ep AS MATERIALIZED (SELECT {{s}}.spool_claim_epoch() AS e),
 higher AS MATERIALIZED (
-  SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AND workflow_id IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
+  SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND priority < $5::smallint
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)
@@ -14,7 +14,7 @@ higher AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ),
 above AS MATERIALIZED (
-  SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AND workflow_id IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
+  SELECT id, ctid AS tid, false AND unique_key IS NULL AND flow_key IS NULL AND batch_id IS NULL AS leasable FROM {{s}}.spool_jobs
   WHERE state IN ('available', 'scheduled', 'retryable') AND queue = $1 AND run_at <= now()
     AND (priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)
     AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_queues q WHERE q.name = $1 AND q.paused_at IS NOT NULL)

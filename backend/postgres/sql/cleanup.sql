@@ -16,7 +16,12 @@ WITH doomed AS MATERIALIZED (
     AND (workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_jobs w
       WHERE w.id BETWEEN (SELECT coalesce(wf.first_id, 0) FROM {{s}}.spool_workflows wf WHERE wf.id = spool_jobs.workflow_id)
           AND (SELECT coalesce(wf.last_id, 9223372036854775807) FROM {{s}}.spool_workflows wf WHERE wf.id = spool_jobs.workflow_id)
-        AND w.workflow_id = spool_jobs.workflow_id AND w.state NOT IN ('completed', 'discarded', 'cancelled')))
+        AND w.workflow_id = spool_jobs.workflow_id AND w.state NOT IN ('completed', 'discarded', 'cancelled'))
+      -- nor in a lease row (schema 28: running), found by span over the range.
+      AND NOT EXISTS (SELECT 1 FROM {{s}}.spool_leases l CROSS JOIN LATERAL unnest(l.jobs) k
+        WHERE l.span && (SELECT int8range(coalesce(wf.first_id, 0), coalesce(wf.last_id, 9223372036854775806), '[]')
+            FROM {{s}}.spool_workflows wf WHERE wf.id = spool_jobs.workflow_id)
+          AND k.workflow_id = spool_jobs.workflow_id AND k.id <> ALL (l.done)))
     AND (batch_id IS NULL OR NOT EXISTS (SELECT 1 FROM {{s}}.spool_batches b
       WHERE b.id = spool_jobs.batch_id AND b.finished_at IS NULL))
   LIMIT $4

@@ -11,9 +11,15 @@
 -- completed cost the client reading it back, and the server no less
 -- than this anti-join.
 WITH
--- input, locked and hit: the jobs of $1 under their fences $2 in the
+-- input, locked and hits: the jobs of $1 under their fences $2 in the
 -- lease rows holding them, locked (fragments/leased_hits.sql).
 {{leased_hits}},
+-- A job with dependents is never deleted at its completion, and its
+-- finish settles them: rows flagged deps are left to finish_deps_leased.sql
+-- (their entries come back as not completed).
+hit AS MATERIALIZED (
+  SELECT lease, id, fence FROM hits WHERE NOT deps
+),
 -- The lease rows mark their jobs in hit done, or go with their last
 -- (fragments/lease_done.sql).
 {{lease_done}}

@@ -14,6 +14,7 @@ WITH input AS MATERIALIZED (
 {{leased_jobs}},
 hit AS MATERIALIZED (
   SELECT h.* FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
+  WHERE NOT h.deps
 ),
 -- written: each job of hit back in spool_jobs, completed
 -- (fragments/completed_written.sql).

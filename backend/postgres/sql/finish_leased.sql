@@ -16,10 +16,12 @@ WITH input AS MATERIALIZED (
 hit AS MATERIALIZED (
   SELECT i.outcome, i.delay_us, i.err, h.*
   FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
+  WHERE NOT h.deps
 ),
 written AS (
   INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,
-    max_attempts, queue, kind, args, errors, tags, metadata, unique_key, unique_states, output, flow_key)
+    max_attempts, queue, kind, args, errors, tags, metadata, unique_key, unique_states, output, flow_key,
+    workflow_id, workflow_task)
   SELECT h.id,
     CASE WHEN h.outcome IN (2, 3) THEN now() + h.delay_us * interval '1 microsecond' ELSE h.run_at END,
     h.created_at, h.lease_at,
@@ -32,7 +34,7 @@ written AS (
     CASE WHEN h.err IS NULL THEN h.errors
       ELSE coalesce(h.errors, '[]'::jsonb) || jsonb_build_array(h.err || jsonb_build_object('at', now()))
     END,
-    h.tags, h.metadata, h.unique_key, h.unique_states, h.output, h.flow_key
+    h.tags, h.metadata, h.unique_key, h.unique_states, h.output, h.flow_key, h.workflow_id, h.workflow_task
   FROM hit h
   WHERE NOT ($6 AND h.outcome = 1)
   RETURNING id, fence, CASE WHEN state IN ('available', 'retryable', 'scheduled') THEN queue END, priority, run_at

@@ -3,8 +3,8 @@
 -- may land out of order). Rows not returned lost their lease.
 -- Rows are found by primary key, never through spool_jobs_running, whose
 -- entries for every version of a row that ran in place since the last
--- vacuum a scan would read (a workflow's tasks run in place: 100,000
--- entries late in a drain of 102,000 tasks); the state is compared with
+-- vacuum a scan would read (a workflow's tasks ran in place before schema
+-- 28: 100,000 entries late in a drain of 102,000 tasks); the state is compared with
 -- the input's column run, which the planner cannot match to that index's
 -- predicate.
 -- The rows are locked in id order before the update, as step records and

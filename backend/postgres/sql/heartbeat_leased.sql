@@ -5,11 +5,11 @@
 -- jobs share one lease, so a beat for one extends its siblings too: they
 -- have one holder, whose heartbeat covers them all.
 WITH
--- input, locked and hit: the jobs of $1 under their fences $2 in the
+-- input, locked and hits: the jobs of $1 under their fences $2 in the
 -- lease rows holding them, locked (fragments/leased_hits.sql).
 {{leased_hits}},
 extended AS (
   UPDATE {{s}}.spool_leases l SET leased_until = greatest(l.leased_until, now() + $3::bigint * interval '1 microsecond')
-  WHERE l.id IN (SELECT lease FROM hit)
+  WHERE l.id IN (SELECT lease FROM hits)
 )
-SELECT id, fence FROM hit
+SELECT id, fence FROM hits

@@ -16,7 +16,7 @@ moved AS MATERIALIZED (
   DELETE FROM {{s}}.spool_jobs j
   WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p WHERE p.leasable))
   RETURNING j AS job, j.id, j.queue, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts,
-    j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output
+    j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output, j.has_dependents, j.workflow_id, j.workflow_task
 ),
 -- late takes the jobs moved missed: a row that changed after this
 -- statement's snapshot, but before the lock reached it, is locked in its
@@ -29,7 +29,7 @@ late AS MATERIALIZED (
   WHERE j.id = p.id AND p.leasable
     AND (SELECT count(*) FROM moved) < (SELECT count(*) FROM picked WHERE leasable)
   RETURNING j AS job, j.id, j.queue, j.kind, j.args, j.priority, j.run_at, j.attempt, j.max_attempts,
-    j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output
+    j.fence, j.created_at, j.errors, j.tags, j.metadata, j.output, j.has_dependents, j.workflow_id, j.workflow_task
 ),
 -- gone is every job that left spool_jobs, read in place by both its
 -- readers below rather than copied once more.
@@ -40,14 +40,16 @@ gone AS NOT MATERIALIZED (
 -- the same order, so their elements line up; the span is written here, as
 -- spool_id_span(ids) would give it (schema 17). Lease rows take the jobs in
 -- the order the delete meets them, the table's, so their id spans stay
--- narrow.
+-- narrow. Jobs with dependents (workflow tasks others wait for) go in rows
+-- of their own, flagged deps (schema 28), which the plain completions
+-- skip: their finish settles their dependents (finish_deps_leased.sql).
 leased AS (
-  INSERT INTO {{s}}.spool_leases (queue, leased_by, leased_until, claimed_at, epoch, ids, fences, jobs, span)
+  INSERT INTO {{s}}.spool_leases (queue, leased_by, leased_until, claimed_at, epoch, ids, fences, jobs, span, deps)
   SELECT $1, $4, now() + $3::bigint * interval '1 microsecond', now(), ep.e,
     array_agg(m.id), array_agg({{s}}.spool_next_fence(m.fence, ep.e)), array_agg(m.job),
-    int8range(min(m.id), max(m.id), '[]')
-  FROM (SELECT g.id, g.fence, g.job, row_number() OVER () AS ord FROM gone g) m, ep
-  GROUP BY (m.ord - 1) / 64, ep.e
+    int8range(min(m.id), max(m.id), '[]'), m.has_dependents
+  FROM (SELECT g.id, g.fence, g.job, g.has_dependents, row_number() OVER () AS ord FROM gone g) m, ep
+  GROUP BY m.has_dependents, (m.ord - 1) / 64, ep.e
 ),
 updated AS (
   UPDATE {{s}}.spool_jobs j
@@ -60,7 +62,8 @@ updated AS (
 SELECT m.id, m.queue, m.kind, m.args, 'running', m.priority, m.run_at,
   (m.attempt + 1)::smallint, m.max_attempts, {{s}}.spool_next_fence(m.fence, ep.e),
   now() + $3::bigint * interval '1 microsecond', $4::text, m.created_at, now(), NULL::timestamptz,
-  m.errors, m.tags, m.metadata, '', 0::smallint, m.output, '', '', 0, false, 0::bigint, '', 0::bigint
+  m.errors, m.tags, m.metadata, '', 0::smallint, m.output, '', '', 0, m.has_dependents, coalesce(m.workflow_id, 0),
+  coalesce(m.workflow_task, ''), 0::bigint
 FROM gone m, ep
 UNION ALL
 SELECT * FROM updated

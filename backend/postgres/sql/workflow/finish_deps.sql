@@ -1,5 +1,7 @@
--- Jobs are found by primary key, never through spool_jobs_running: a
--- workflow's tasks run in place, and that index keeps an entry for every
+-- The in-place part of a finish of jobs with dependents (the leased part,
+-- finish_deps_leased.sql, runs first). Jobs are found by primary key,
+-- never through spool_jobs_running: jobs that run in place (a workflow's
+-- tasks did before schema 28) leave in that index an entry for every
 -- version of a running row until a vacuum, so a scan of it read every
 -- task that ran since (100,000 entries late in a drain of 102,000 tasks)
 -- for each batch. The state is compared with the input's column run,
