@@ -21,11 +21,14 @@ func outcomeStepTests() []namedTest {
 
 // testOutcomesWriteTheirSteps: the step records outcomes carry
 // (backend.OutcomeStepWriter) are written, in order and under their
-// fence, for the outcomes that apply, a completion's or a retry's; an
-// outcome refused writes none; a job deleted at its completion keeps
-// none.
+// fence, for the outcomes that apply, a completion's or a retry's, a name
+// carried twice once; an outcome refused writes none; a job deleted at
+// its completion keeps none. Both in a batch with a stale lease and in
+// one of completions whose leases all hold, which a store may write by a
+// shorter way (MySQL's one UPDATE).
 func testOutcomesWriteTheirSteps(t *testing.T, h Harness) {
-	for _, del := range []bool{false, true} {
+	for _, c := range []struct{ del, allHold bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		del := c.del
 		be := h.NewBackend(t)
 		if w, ok := be.(backend.OutcomeStepWriter); !ok || !w.WritesOutcomeSteps() {
 			t.Skipf("backend %s writes a run's step records before its outcome, never with it (no backend.OutcomeStepWriter)", be.Name())
@@ -53,15 +56,24 @@ func testOutcomesWriteTheirSteps(t *testing.T, h Harness) {
 			}
 			return f
 		}
+		slices.SortFunc(rows, func(a, b *backend.JobRow) int { return int(a.ID - b.ID) })
 		stale := rows[1].Lease()
 		stale.Fence++
-		res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{DeleteCompleted: del, Finishes: []backend.JobFinish{
-			with(rows[0].Lease(), backend.OutcomeComplete, "a", "b", "c"),
+		finishes := []backend.JobFinish{
+			with(rows[0].Lease(), backend.OutcomeComplete, "a", "b", "c", "a"),
 			with(stale, backend.OutcomeComplete, "stale"),
 			with(rows[2].Lease(), backend.OutcomeRetry, "r1", "r2"),
-		}})
-		if err != nil || len(res.Rejected) != 1 || res.Rejected[0] != stale {
-			t.Fatalf("finish: %+v, %v, want the stale lease refused", res, err)
+		}
+		if c.allHold {
+			// The second job gets no outcome; the third completes.
+			finishes = []backend.JobFinish{finishes[0], with(rows[2].Lease(), backend.OutcomeComplete, "r1", "r2")}
+		}
+		res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{DeleteCompleted: del, Finishes: finishes})
+		if err == nil && c.allHold && len(res.Rejected) != 0 {
+			err = errors.New("a lease that holds refused")
+		}
+		if err != nil || (!c.allHold && (len(res.Rejected) != 1 || res.Rejected[0] != stale)) {
+			t.Fatalf("all leases hold %v: finish: %+v, %v, want only a stale lease refused", c.allHold, res, err)
 		}
 		names := func(r *backend.JobRow) []string {
 			d, err := be.JobDurable(ctx, r.ID)
@@ -86,13 +98,17 @@ func testOutcomesWriteTheirSteps(t *testing.T, h Harness) {
 			}
 		}
 		if got := names(rows[0]); !slices.Equal(got, want) {
-			t.Fatalf("delete %v: job completed: steps %v, want %v", del, got, want)
+			t.Fatalf("delete %v, all leases hold %v: job completed: steps %v, want %v", del, c.allHold, got, want)
 		}
 		if got := names(rows[1]); len(got) != 0 {
-			t.Fatalf("job whose outcome was refused: steps %v, want none", got)
+			t.Fatalf("job whose outcome was refused or not given: steps %v, want none", got)
 		}
-		if got := names(rows[2]); !slices.Equal(got, []string{"r1", "r2"}) {
-			t.Fatalf("job retried: steps %v, want [r1 r2]", got)
+		want = []string{"r1", "r2"}
+		if c.allHold && del {
+			want = nil // completed and deleted
+		}
+		if got := names(rows[2]); !slices.Equal(got, want) {
+			t.Fatalf("delete %v, all leases hold %v: third job: steps %v, want %v", del, c.allHold, got, want)
 		}
 	}
 }

@@ -244,10 +244,12 @@ func testStepFencing(t *testing.T, h Harness) {
 		{Lease: first.Lease(), Name: "ship", Result: json.RawMessage(`"stale"`)},
 		{Lease: second.Lease(), Name: "charge", Result: json.RawMessage(`"again"`)},
 		{Lease: second.Lease(), Name: "email", Result: json.RawMessage(`"sent"`)},
+		{Lease: second.Lease(), Name: "email", Result: json.RawMessage(`"twice"`)},
 	}})
-	if err != nil || len(many) != 3 || many[0].Recorded || many[0].Err != nil || many[1].Recorded ||
-		!errors.Is(many[1].Err, backend.ErrStepRecorded) || !many[2].Recorded || many[2].Err != nil {
-		t.Fatalf("batch of a stale, a repeated and a new record: %+v %v", many, err)
+	if err != nil || len(many) != 4 || many[0].Recorded || many[0].Err != nil || many[1].Recorded ||
+		!errors.Is(many[1].Err, backend.ErrStepRecorded) || !many[2].Recorded || many[2].Err != nil ||
+		many[3].Recorded || !errors.Is(many[3].Err, backend.ErrStepRecorded) {
+		t.Fatalf("batch of a stale, a repeated, a new record and the new one again: %+v %v", many, err)
 	}
 	w, err := be.JobWait(ctx, &backend.JobWaitParams{Lease: first.Lease(), Delay: time.Hour})
 	if err != nil || w.Applied {

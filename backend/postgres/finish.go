@@ -517,7 +517,7 @@ func stepSetsOf(steps map[backend.LeaseRef][]backend.StepRecordParams, ids []int
 	}
 	var names, results strings.Builder
 	for _, i := range idx {
-		recs := steps[backend.LeaseRef{ID: ids[i], Fence: fences[i]}]
+		recs := firstOfEachName(steps[backend.LeaseRef{ID: ids[i], Fence: fences[i]}])
 		bytes := 0
 		for k := 0; k < len(recs); {
 			part := bytes / stepSetBytes
@@ -545,6 +545,33 @@ func stepSetsOf(steps map[backend.LeaseRef][]backend.StepRecordParams, ids []int
 		}
 	}
 	return out
+}
+
+// firstOfEachName returns a job's records without those whose name an
+// earlier one of them has: a name is recorded once per job, as a record
+// batch answers a repeated name with ErrStepRecorded. recs itself when no
+// name repeats (the engine never repeats one in a run).
+func firstOfEachName(recs []backend.StepRecordParams) []backend.StepRecordParams {
+	repeated := func(k int) bool {
+		for j := range k {
+			if recs[j].Name == recs[k].Name {
+				return true
+			}
+		}
+		return false
+	}
+	for k := 1; k < len(recs); k++ {
+		if repeated(k) {
+			out := slices.Clone(recs[:k])
+			for k++; k < len(recs); k++ {
+				if !slices.ContainsFunc(out, func(r backend.StepRecordParams) bool { return r.Name == recs[k].Name }) {
+					out = append(out, recs[k])
+				}
+			}
+			return out
+		}
+	}
+	return recs
 }
 
 // arrayElem writes s as a quoted element of a PostgreSQL array literal.

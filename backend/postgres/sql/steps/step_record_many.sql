@@ -2,7 +2,8 @@
 -- names, $4 results; one element per step, a job's in the order recorded)
 -- in one statement, each written only while its lease (id, fence) holds
 -- its job, in a lease row or in place; a name the job has recorded
--- already (in a set or a spool_steps row) is left as it is. A job's new
+-- already (in a set or a spool_steps row), or earlier in the batch, is
+-- left as it is. A job's new
 -- records are one row of spool_step_sets (schema 25), a new one past each
 -- 64 KiB of results. Returns the steps it did not record, usually none:
 -- each one's position (from 1) and whether its lease held its job (then
@@ -68,7 +69,9 @@ WITH input AS MATERIALIZED (
   UNION ALL
   SELECT id, fence FROM held_in_place
 ), checked AS MATERIALIZED (
-  SELECT i.ord, i.id, i.fence, i.name, i.result, h.id IS NOT NULL AS held
+  -- A name repeated in the batch for one job counts once, its first.
+  SELECT i.ord, i.id, i.fence, i.name, i.result, h.id IS NOT NULL AS held,
+    row_number() OVER (PARTITION BY i.id, i.name ORDER BY i.ord) = 1 AS first
   FROM input i LEFT JOIN held h ON h.id = i.id AND h.fence = i.fence
 ), clash AS MATERIALIZED (
   SELECT c.id
@@ -81,7 +84,7 @@ WITH input AS MATERIALIZED (
   ) k
 ), fresh AS MATERIALIZED (
   SELECT c.ord, c.id, c.fence, c.name, c.result, c.held,
-    c.held AND (c.id NOT IN (SELECT id FROM clash)
+    c.held AND c.first AND (c.id NOT IN (SELECT id FROM clash)
       OR NOT EXISTS (
         (SELECT FROM {{s}}.spool_step_sets s WHERE s.job_id = c.id AND c.name = ANY (s.names) LIMIT 1)
         UNION ALL
