@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Short fuzz run for CI: each target for a number of executions (about 15 s
-# each on the 2-core CI machine) on top of its seed corpus (the f.Add seeds
-# in the code, which `go test` also runs every time). A finding fails the
+# Short fuzz run for CI: each target for a number of executions (about 8 s
+# each on the 2-core CI machine; FUZZ_SCALE=10 for a longer run) on top of
+# its seed corpus (the f.Add seeds in the code, which `go test` also runs
+# every time). A finding fails the
 # run; go test writes the failing input under the package's
 # testdata/fuzz/<target>/, where it joins the corpus once fixed.
 #
@@ -19,11 +20,11 @@ run() { # package, target, executions
   echo "ci/fuzz: $2 in $1 for ${n} executions"
   go test -run '^$' -fuzz "^$2\$" -fuzztime "${n}x" "$1"
 }
-run ./backend/sqlite FuzzInsert 150000
-run ./backend/sqlite FuzzParseURL 200000
-run ./backend/mysql FuzzParseURL 60000
-run ./backend/postgres FuzzParseInsertNotice 60000
-run ./backend/postgres FuzzSQLEnqueue 5000
-run ./backend/mysql FuzzSQLEnqueue 6000
-run ./ui/dashtest FuzzFilters 15000
-run ./ui FuzzLocalPath 300000
+run ./backend/sqlite FuzzInsert 75000
+run ./backend/sqlite FuzzParseURL 100000
+run ./backend/mysql FuzzParseURL 30000
+run ./backend/postgres FuzzParseInsertNotice 30000
+run ./backend/postgres FuzzSQLEnqueue 2500
+run ./backend/mysql FuzzSQLEnqueue 3000
+run ./ui/dashtest FuzzFilters 7500
+run ./ui FuzzLocalPath 150000
