@@ -16,7 +16,11 @@ import (
 // switched off for that transaction only, sent as one pipelined round trip,
 // after the queue's claim lock when Options.ClaimLock asks for it
 // (claim_lock.sql: the lock is taken and released within that round trip,
-// so no client's pause holds it).
+// so no client's pause holds it). That transaction is the pipeline's
+// implicit one: the server runs every statement up to the batch's one Sync
+// in a single transaction and commits it at the Sync (a failed statement
+// rolls it back), so no BEGIN or COMMIT statement is sent; the settings
+// (set_config(..., true)) last until that commit.
 // Without that, a table whose statistics lag its backlog (a fresh install
 // hit by a burst, any table between autovacuum analyses) is planned as a
 // bitmap scan plus a sort of every pending row: measured on 1,000,000 fresh
@@ -34,15 +38,13 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	}
 	var jobs []*backend.JobRow
 	batch := &pgx.Batch{}
-	batch.Queue("BEGIN")
 	batch.Queue(b.jobClaimTx)
 	if b.claimLock {
 		batch.Queue(b.sql.claimLock, p.Queue)
 	}
 	floored := b.queueFloored(batch, &jobs, query, p.Queue, p.Max, p.Lease, p.ClaimID)
-	batch.Queue("COMMIT")
-	// Close returns the first error, COMMIT's included: the floor moves
-	// only for a claim that committed.
+	// Close returns the first error, the commit's at the Sync included:
+	// the floor moves only for a claim that committed.
 	err := b.pool.SendBatch(ctx, batch).Close()
 	floored(err)
 	if err != nil {

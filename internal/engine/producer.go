@@ -31,6 +31,9 @@ type producer struct {
 	flow *flow.Controller
 
 	wakeCh chan struct{} // a wake-up: jobs may be waiting
+	// fetchReqs hands a claim to a fetcher goroutine waiting for one
+	// (unbuffered: a send succeeds only when one waits); see claim.
+	fetchReqs chan fetchReq
 	// freedCh says a job goroutine gave its slot back, or took the buffer
 	// down to lowWater: run may start or claim more.
 	freedCh chan struct{}
@@ -166,6 +169,7 @@ func newProducer(env *producerEnv, queue string, q Queue) *producer {
 		prefetch:    q.Prefetch,
 		lowWater:    q.Prefetch / 2,
 		wakeCh:      make(chan struct{}, 1),
+		fetchReqs:   make(chan fetchReq),
 		pausedCh:    make(chan struct{}, 1),
 		freedCh:     make(chan struct{}, 1),
 		maxWait:     env.cfg.LeaseDuration / 2,
@@ -434,7 +438,7 @@ func (p *producer) run() {
 				// flow-controlled claim treats apart.
 				forWorkers := max(0, p.maxWorkers-running-buffered)
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
-				go p.fetch(n, forWorkers, lostClaims, fetchCh)
+				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, out: fetchCh})
 				lostClaims = nil // the fetch releases them, or hands them back
 			}
 		}
@@ -552,6 +556,42 @@ const maxClaimsOut = 4
 // sent, and with no lost claim left to release first.
 func (p *producer) mayClaim(inflight int, wokeWhileFetching bool, lostClaims int) bool {
 	return inflight == 0 || inflight < maxClaimsOut && p.flow == nil && wokeWhileFetching && lostClaims == 0
+}
+
+// fetchReq is a claim for fetch to send.
+type fetchReq struct {
+	n, forWorkers int
+	lostClaims    []string
+	out           chan<- fetchResult
+}
+
+// claim sends r's claim from a goroutine of its own: an idle fetcher's,
+// or a new one's. A fetcher waits for the next claim once its reply is
+// handed over, until the producer exits, so a steady queue sends its claims
+// from the same few goroutines, whose stacks have grown to what a claim
+// needs, instead of growing a new goroutine's stack through the driver's
+// calls for every claim. A new fetcher starts only while none waits: every
+// other one has a claim out (at most maxClaimsOut) or has just handed its
+// reply over, so there are never more than twice maxClaimsOut.
+func (p *producer) claim(r fetchReq) {
+	select {
+	case p.fetchReqs <- r:
+	default:
+		go p.fetcher(r)
+	}
+}
+
+// fetcher sends r's claim, then each claim handed to it, until the
+// producer exits.
+func (p *producer) fetcher(r fetchReq) {
+	for {
+		p.fetch(r.n, r.forWorkers, r.lostClaims, r.out)
+		select {
+		case r = <-p.fetchReqs:
+		case <-p.exited:
+			return
+		}
+	}
 }
 
 // fetch claims up to n jobs. A claim in flight when a stop begins completes;
