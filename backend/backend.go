@@ -795,6 +795,17 @@ type OutcomeStepWriter interface {
 	WritesOutcomeSteps() bool
 }
 
+// SettleWriters is an optional capability of a store whose outcomes of
+// jobs with dependents (JobRow.HasDependents) may be written by several
+// JobFinishMany calls at once, as by several processes: the runtime then
+// writes them through SettleWriters() writers of their own, beside the
+// one for other outcomes, so that a finish releasing a large fan-out (a
+// long write) holds up no other outcome. 0 (or a store without it): every
+// outcome goes through the one writer.
+type SettleWriters interface {
+	SettleWriters() int
+}
+
 // WakeRouter is an optional capability of a Notifier whose wake-ups reach
 // every listening process of the store (PostgreSQL's NOTIFY). Each process
 // announces which queues it works; a routable wake-up (Wake.Route) is then

@@ -118,7 +118,7 @@ func (b *Backend) JobCancel(ctx context.Context, p *backend.JobCancelParams) (*b
 		// Settled at once; should this fail, the leader's sweep
 		// (settleStray) settles them at its next rescue.
 		var wake queueKeys
-		if err := b.inTx(ctx, b.pool, func(tx DBTX) error { wake = nil; return b.settle(ctx, tx, []int64{j.ID}, &wake) }); err == nil {
+		if err := b.inTx(ctx, b.pool, func(tx DBTX) error { wake = nil; return b.settle(ctx, tx, []int64{j.ID}, &wake, nil) }); err == nil {
 			_ = b.announce(ctx, b.pool, wake)
 			j.HasDependents = false
 		}
@@ -242,7 +242,7 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 		// Cancelled jobs with dependents settle them (settle skips the
 		// others).
 		wake = nil
-		return b.settle(ctx, tx, cancelled, &wake)
+		return b.settle(ctx, tx, cancelled, &wake, nil)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s jobs: %w", p.Action, err)

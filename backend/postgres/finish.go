@@ -121,6 +121,15 @@ func (b *Backend) recordsGone(ctx context.Context, p *backend.JobFinishManyParam
 // outcome in.
 func (b *Backend) WritesOutcomeSteps() bool { return true }
 
+// SettleWriters implements backend.SettleWriters: two writers for the
+// outcomes of jobs with dependents. Their transactions lock as those of
+// two processes do, each kind of row in id order (lease rows, the jobs
+// finished in place, the dependents settled, the batches counted), so
+// they wait for each other instead of deadlocking; a large release on one
+// (finishDependentsParts: transactions of about settlePartRows rows) leaves
+// the other writing the outcomes of the tasks its first parts released.
+func (b *Backend) SettleWriters() int { return 2 }
+
 // recordFirst writes the step records the finishes of fs that want
 // accepts carry (all when want is nil) through StepRecordMany, before
 // their outcomes are written. A record refused or left as it was (its

@@ -213,6 +213,13 @@ type Backend struct {
 	small         smallClaims // which queues' next claims are small
 	placed        placedJobs  // the running jobs claimed in place
 	dependents    placedJobs  // the running jobs claimed with dependents (workflow.go)
+	// settleRate is the rows per finish (x settleRateUnit, plus one; 0:
+	// none yet) that the last settling transaction on the pool wrote, to
+	// size the next batch's first part (finishDependentsParts);
+	// settleFirst and settleRows are firstSettlePart and settlePartRows
+	// (tests set others).
+	settleRate              atomic.Int64
+	settleFirst, settleRows int
 	// goneRecords are jobs deleted at their completion whose durable
 	// records could not be deleted yet (recordsGone).
 	goneMu      sync.Mutex
@@ -319,6 +326,8 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		return nil, fmt.Errorf("postgres backend: wake routing %q (want on or off)", o.WakeRouting)
 	}
 	b := &Backend{
+		settleFirst:   firstSettlePart,
+		settleRows:    settlePartRows,
 		claimLock:     o.ClaimLock == ClaimLockQueue,
 		routeWakes:    o.WakeRouting != WakeRoutingOff,
 		inPlace:       o.Claims == ClaimsInPlace,

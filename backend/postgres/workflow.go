@@ -84,7 +84,7 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 		}
 		ids, fences, outcomes, delays, errs = append(ids, f.Lease.ID), append(fences, f.Lease.Fence), append(outcomes, int16(f.Outcome)), append(delays, micros(f.Delay)), append(errs, e)
 	}
-	done, err := b.finishDependentsTx(ctx, db, ids, fences, outcomes, delays, errs)
+	done, err := b.finishDependentsParts(ctx, db, ids, fences, outcomes, delays, errs)
 	if err != nil {
 		return nil, err
 	}
@@ -101,17 +101,69 @@ func (b *Backend) finishDependents(ctx context.Context, db DBTX, fs []backend.Jo
 	return left, nil
 }
 
+// Parts of a settling finish batch written on the pool: each part as
+// many finishes as about settlePartRows settled rows allow, at the rows
+// per finish seen last; firstSettlePart finishes when none was seen yet.
+const (
+	firstSettlePart = 8
+	settlePartRows  = 4000
+	settleRateUnit  = 1024
+)
+
+// finishDependentsParts writes the finishes given as arrays and settles
+// their dependents, each finish in the transaction that settles what
+// waits for it, and returns the leases it applied. In the caller's
+// transaction that is one transaction. On the pool a batch is cut into
+// transactions of whole finishes (finishDependentsTx) that settle about
+// settlePartRows rows each: a batch of finishes releasing a large fan-out
+// (1,000 roots of 100 tasks each) then commits its first tasks after a
+// few roots, and claims find them while the rest is released, instead of
+// after one transaction that writes every released row. A part's size
+// comes from the rows per finish of the part before (of this batch, or of
+// the last batch written): a batch whose finishes settle few rows (tasks
+// before a fan-in) is one transaction. A failure after a part committed
+// matches errPartlyApplied.
+func (b *Backend) finishDependentsParts(ctx context.Context, db DBTX, ids []int64, fences []int32, outcomes []int16, delays []int64, errs []json.RawMessage) ([]backend.LeaseRef, error) {
+	if db != DBTX(b.pool) {
+		done, _, err := b.finishDependentsTx(ctx, db, ids, fences, outcomes, delays, errs)
+		return done, err
+	}
+	var done []backend.LeaseRef
+	rate := b.settleRate.Load()
+	for start := 0; start < len(ids); {
+		part := b.settleFirst
+		if rate > 0 {
+			part = int(max(1, int64(b.settleRows)*settleRateUnit/max(rate-1, 1)))
+		}
+		end := min(start+part, len(ids))
+		d, settled, err := b.finishDependentsTx(ctx, db, ids[start:end], fences[start:end], outcomes[start:end], delays[start:end], errs[start:end])
+		if err != nil {
+			if start > 0 {
+				err = fmt.Errorf("%w: %w", errPartlyApplied, err)
+			}
+			return nil, err
+		}
+		done = append(done, d...)
+		rate = int64(settled)*settleRateUnit/int64(end-start) + 1
+		b.settleRate.Store(rate)
+		start = end
+	}
+	return done, nil
+}
+
 // finishDependentsTx writes the finishes given as arrays and settles their
 // dependents in one transaction of db, announces the jobs it made
-// available, and returns the leases it applied.
-func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, fences []int32, outcomes []int16, delays []int64, errs []json.RawMessage) ([]backend.LeaseRef, error) {
+// available, and returns the leases it applied and the number of rows
+// the settle wrote.
+func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, fences []int32, outcomes []int16, delays []int64, errs []json.RawMessage) ([]backend.LeaseRef, int, error) {
 	var (
-		done []backend.LeaseRef
-		wake queueKeys
-		set  finals
+		done    []backend.LeaseRef
+		wake    queueKeys
+		set     finals
+		settled int
 	)
 	err := b.inTx(ctx, db, func(tx DBTX) error {
-		done, wake, set = done[:0], nil, finals{}
+		done, wake, set, settled = done[:0], nil, finals{}, 0
 		// Jobs in lease rows first (schema 28: where a claim puts a
 		// workflow's tasks), then in place what they did not take (a
 		// job claimed in place, or moved back by a cancel or a rescue).
@@ -129,19 +181,19 @@ func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, 
 				return err
 			}
 		}
-		next, err := b.settleFinals(ctx, tx, &set, &wake)
+		next, err := b.settleFinals(ctx, tx, &set, &wake, &settled)
 		if err != nil {
 			return err
 		}
-		return b.settle(ctx, tx, next, &wake)
+		return b.settle(ctx, tx, next, &wake, &settled)
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := b.announce(ctx, db, wake); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return done, nil
+	return done, settled, nil
 }
 
 // completions reports whether every outcome is a completion without an
@@ -224,8 +276,9 @@ func (f *finals) add(id int64, s backend.State, batch int64) {
 
 // settle writes, in tx, the final states of the jobs ids that have
 // dependents (others are skipped) to what waits for them, noting the jobs
-// it makes available in wake.
-func (b *Backend) settle(ctx context.Context, tx DBTX, ids []int64, wake *queueKeys) error {
+// it makes available in wake and adding the rows it settled to settled
+// (nil: not counted).
+func (b *Backend) settle(ctx context.Context, tx DBTX, ids []int64, wake *queueKeys, settled *int) error {
 	for len(ids) > 0 {
 		rows, err := tx.Query(ctx, b.sql.wf.settleParents, ids)
 		if err != nil {
@@ -247,7 +300,7 @@ func (b *Backend) settle(ctx context.Context, tx DBTX, ids []int64, wake *queueK
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("settle dependents: %w", err)
 		}
-		if ids, err = b.settleFinals(ctx, tx, &set, wake); err != nil {
+		if ids, err = b.settleFinals(ctx, tx, &set, wake, settled); err != nil {
 			return err
 		}
 	}
@@ -255,8 +308,12 @@ func (b *Backend) settle(ctx context.Context, tx DBTX, ids []int64, wake *queueK
 }
 
 // settleFinals settles the dependents of the jobs of set, whose flags are
-// cleared, and returns the dependents it cancelled, to settle in turn.
-func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *queueKeys) ([]int64, error) {
+// cleared, adds the rows it settled to settled (nil: not counted), and
+// returns the
+// dependents it cancelled, to settle in turn. Batches are counted in id
+// order, so that two transactions counting the same batches (settling
+// writers, processes) wait for each other instead of deadlocking.
+func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *queueKeys, settled *int) ([]int64, error) {
 	if len(set.parents) == 0 {
 		return nil, nil
 	}
@@ -274,6 +331,9 @@ func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *
 			rows.Close()
 			return nil, fmt.Errorf("settle dependents: %w", err)
 		}
+		if settled != nil {
+			*settled++
+		}
 		switch backend.State(state) {
 		case backend.StateCancelled:
 			next = append(next, k.id)
@@ -285,6 +345,7 @@ func (b *Backend) settleFinals(ctx context.Context, tx DBTX, set *finals, wake *
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("settle dependents: %w", err)
 	}
+	slices.Sort(set.order)
 	for _, id := range set.order {
 		c := set.counts[id]
 		if _, err := tx.Exec(ctx, b.sql.wf.batchCount, id, c[0], c[1], c[2]); err != nil {
@@ -617,7 +678,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 			return err
 		}
 		n = len(ids)
-		return b.settle(ctx, tx, ids, &wake)
+		return b.settle(ctx, tx, ids, &wake, nil)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel workflow %d: %w", id, err)
@@ -933,7 +994,7 @@ func (b *Backend) settleStray(ctx context.Context) error {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return b.settle(ctx, tx, ids, &wake)
+		return b.settle(ctx, tx, ids, &wake, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("settle dependents: %w", err)

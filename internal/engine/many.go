@@ -325,7 +325,7 @@ func (x *executor) runMany(kind string, jobs []gatheredJob) {
 			x.failures.record(row, &f, took)
 		}
 		ri := &runInfo{kind: row.Kind, queue: row.Queue, attempt: row.Attempt, maxAttempts: row.MaxAttempts, duration: took}
-		if !x.out.addRun(f, row.Queue, ri, rejectExpected) {
+		if !x.out.addRunOf(row, f, ri, rejectExpected) {
 			x.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",
 				"job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "outcome", f.Outcome)
 		}

@@ -29,7 +29,16 @@ type outcomeWriter struct {
 	// anyFlow is set when some queue has a Flow.
 	anyFlow bool
 	in      chan pendingFinish
-	done    chan struct{}
+	// deps takes the outcomes of jobs with dependents when the store
+	// settles them on writers of their own (backend.SettleWriters):
+	// the settlers' loops write them, each its own batches, beside the loop
+	// over in. A finish that releases a large fan-out is then one long
+	// write on one of them, while the others go on writing, among them
+	// the outcomes of the tasks its first parts released. nil otherwise:
+	// every outcome goes to in.
+	deps     chan pendingFinish
+	settlers int
+	done     chan struct{}
 	// abandonCtx is cancelled when a stop runs out of time: writes still
 	// failing then are given up at once instead of retried.
 	abandonCtx context.Context
@@ -68,7 +77,17 @@ func newOutcomeWriter(be backend.Backend, cfg *Config, logger *slog.Logger, runn
 	for _, q := range cfg.Queues {
 		anyFlow = anyFlow || q.Flow != nil
 	}
+	settlers := 0
+	if sw, ok := be.(backend.SettleWriters); ok {
+		settlers = sw.SettleWriters()
+	}
+	var deps chan pendingFinish
+	if settlers > 0 {
+		deps = make(chan pendingFinish, 4*cfg.CompletionBatchMax)
+	}
 	return &outcomeWriter{
+		deps:       deps,
+		settlers:   settlers,
 		anyFlow:    anyFlow,
 		be:         be,
 		cfg:        cfg,
@@ -103,6 +122,21 @@ func (m *outcomeWriter) add(f backend.JobFinish) {
 // the writer is closed or a stop has given up on writing (abandon): only
 // a handler the stop gave up waiting for adds that late.
 func (m *outcomeWriter) addRun(f backend.JobFinish, queue string, run *runInfo, rejectExpected bool) bool {
+	return m.send(m.in, f, queue, run, rejectExpected)
+}
+
+// addRunOf queues the outcome of a run of row, as addRun, on the settlers'
+// queue when row has dependents and the store has settlers.
+func (m *outcomeWriter) addRunOf(row *backend.JobRow, f backend.JobFinish, run *runInfo, rejectExpected bool) bool {
+	in := m.in
+	if row.HasDependents && m.deps != nil {
+		in = m.deps
+	}
+	return m.send(in, f, row.Queue, run, rejectExpected)
+}
+
+// send queues an outcome on in (m.in or m.deps): see addRun.
+func (m *outcomeWriter) send(in chan pendingFinish, f backend.JobFinish, queue string, run *runInfo, rejectExpected bool) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
@@ -118,12 +152,12 @@ func (m *outcomeWriter) addRun(f backend.JobFinish, queue string, run *runInfo, 
 	// the select below could pick the send anyway, abandoned or closing or
 	// not.
 	select {
-	case m.in <- p:
+	case in <- p:
 		return true
 	default:
 	}
 	select {
-	case m.in <- p:
+	case in <- p:
 		return true
 	case <-m.abandonCtx.Done():
 		return false
@@ -141,11 +175,31 @@ func (m *outcomeWriter) close() {
 	if !m.closed {
 		m.closed = true
 		close(m.in)
+		if m.deps != nil {
+			close(m.deps)
+		}
 	}
 }
 
+// run writes the outcomes queued until close, then closes done: the
+// settlers' loops over deps beside the loop over in.
 func (m *outcomeWriter) run() {
 	defer close(m.done)
+	var wg sync.WaitGroup
+	for range m.settlers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.loop(m.deps)
+		}()
+	}
+	m.loop(m.in)
+	wg.Wait()
+}
+
+// loop writes the outcomes queued on in, in batches, until in is closed
+// and every outcome taken from it is written or given up.
+func (m *outcomeWriter) loop(in chan pendingFinish) {
 	cfg := m.cfg
 	batch := make([]pendingFinish, 0, cfg.CompletionBatchMax)
 	// later holds outcomes that part of the store could not write (one
@@ -166,16 +220,16 @@ func (m *outcomeWriter) run() {
 		if len(later) > 0 {
 			laterTimer.Reset(time.Until(laterAt))
 		}
-		var in <-chan pendingFinish
+		var from <-chan pendingFinish
 		if open {
-			in = m.in
+			from = in
 		}
 		var abandoned <-chan struct{}
 		if len(later) > 0 {
 			abandoned = m.abandonCtx.Done()
 		}
 		select {
-		case first, ok := <-in:
+		case first, ok := <-from:
 			if !ok {
 				open = false
 			} else {
@@ -199,7 +253,7 @@ func (m *outcomeWriter) run() {
 		collect:
 			for len(batch) < cfg.CompletionBatchMax {
 				select {
-				case f, ok := <-m.in:
+				case f, ok := <-in:
 					if !ok {
 						open = false
 						break collect
@@ -214,7 +268,7 @@ func (m *outcomeWriter) run() {
 	drain:
 		for open && len(batch) < cfg.CompletionBatchMax {
 			select {
-			case f, ok := <-m.in:
+			case f, ok := <-in:
 				if !ok {
 					open = false
 					break drain

@@ -323,7 +323,7 @@ type routingBackend struct {
 
 // Capabilities, embedded in a wrapper of a backend, answers the optional
 // capabilities the engine asks a store about with a yes or no
-// (backend.StallCrediter, backend.OutcomeStepWriter) as the wrapped
+// (backend.StallCrediter, backend.OutcomeStepWriter, backend.SettleWriters) as the wrapped
 // backend Of does: a wrapper that passes the calls on unchanged must not
 // make the engine over it run another way than over the store itself.
 type Capabilities struct{ Of backend.Backend }
@@ -338,6 +338,15 @@ func (c Capabilities) CreditsStalls() bool {
 func (c Capabilities) WritesOutcomeSteps() bool {
 	w, ok := c.Of.(backend.OutcomeStepWriter)
 	return ok && w.WritesOutcomeSteps()
+}
+
+// SettleWriters implements backend.SettleWriters.
+func (c Capabilities) SettleWriters() int {
+	w, ok := c.Of.(backend.SettleWriters)
+	if !ok {
+		return 0
+	}
+	return w.SettleWriters()
 }
 
 // KeepNotifier returns wrapper, made a backend.Notifier when inner is one

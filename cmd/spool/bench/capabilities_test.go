@@ -13,17 +13,23 @@ import (
 type capableStore struct {
 	*memory.Backend
 	stalls, steps bool
+	settlers      int
 }
 
 func (s capableStore) CreditsStalls() bool      { return s.stalls }
 func (s capableStore) WritesOutcomeSteps() bool { return s.steps }
+func (s capableStore) SettleWriters() int       { return s.settlers }
 
 // TestWrappersKeepCapabilities: every wrapper the benches put between the
 // engine and a store answers the engine's capability questions as the
 // store does, so that a bench measures the engine as production runs it.
 func TestWrappersKeepCapabilities(t *testing.T) {
 	for _, want := range []bool{true, false} {
-		be := capableStore{Backend: memory.New(), stalls: want, steps: want}
+		settlers := 0
+		if want {
+			settlers = 2
+		}
+		be := capableStore{Backend: memory.New(), stalls: want, steps: want, settlers: settlers}
 		counted, _ := CountCompletions(be, 1)
 		timer := &claimTimer{Backend: be, Capabilities: Capabilities{be}}
 		wrappers := map[string]backend.Backend{
@@ -41,6 +47,9 @@ func TestWrappersKeepCapabilities(t *testing.T) {
 			ow, ok := w.(backend.OutcomeStepWriter)
 			if !ok || ow.WritesOutcomeSteps() != want {
 				t.Errorf("%s over a store writing outcome steps %v: OutcomeStepWriter %v", name, want, ok && ow.WritesOutcomeSteps())
+			}
+			if sw, ok := w.(backend.SettleWriters); !ok || sw.SettleWriters() != settlers {
+				t.Errorf("%s over a store of %d settle writers: SettleWriters %v", name, settlers, ok)
 			}
 		}
 	}

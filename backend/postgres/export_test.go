@@ -1,0 +1,8 @@
+package postgres
+
+// SetSettleParts sets the size of b's first part of a settling finish
+// batch (firstSettlePart) and the rows a part settles (settlePartRows),
+// so that a test cuts a small batch into parts.
+func SetSettleParts(b *Backend, first, rows int) {
+	b.settleFirst, b.settleRows = first, rows
+}
