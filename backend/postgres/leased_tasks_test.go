@@ -22,16 +22,8 @@ import (
 func TestLeasedWorkflowTasks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base := newBackend(t)
-	// Lease rows for every claim: by default a claim after one of fewer
-	// than 32 jobs takes the small form, in place.
-	be, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), Claims: postgres.ClaimsLeaseRows})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := func() *backend.JobInsertParams {
-		return &backend.JobInsertParams{Queue: "wf", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
-	}
+	be := leaseRowsBackend(t)
+	job := wfJob
 	w, err := be.WorkflowInsert(ctx, &backend.WorkflowInsertParams{Name: "chain", Tasks: []backend.WorkflowTaskParams{
 		{Name: "a", Job: job()},
 		{Name: "b", Job: job(), Deps: []backend.WorkflowDep{{Task: 0}}},
@@ -135,4 +127,22 @@ func TestLeasedWorkflowTasks(t *testing.T) {
 	if leased, inPlace := leaseRowsState(t, be); leased != 0 || inPlace != 0 {
 		t.Fatalf("at the end: %d jobs in lease rows and %d running in place, want none", leased, inPlace)
 	}
+}
+
+// leaseRowsBackend is a fresh backend whose every claim takes lease rows:
+// by default a claim after one of fewer than 32 jobs takes the small
+// form, in place.
+func leaseRowsBackend(t *testing.T) *postgres.Backend {
+	t.Helper()
+	base := newBackend(t)
+	be, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), Claims: postgres.ClaimsLeaseRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be
+}
+
+// wfJob is a workflow task's job: queue "wf", kind "note".
+func wfJob() *backend.JobInsertParams {
+	return &backend.JobInsertParams{Queue: "wf", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
 }

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -18,15 +17,9 @@ import (
 func TestSettleInParts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base := newBackend(t)
-	be, err := postgres.New(base.Pool(), &postgres.Options{Schema: base.Schema(), Claims: postgres.ClaimsLeaseRows})
-	if err != nil {
-		t.Fatal(err)
-	}
+	be := leaseRowsBackend(t)
 	postgres.SetSettleParts(be, 2, 8)
-	job := func() *backend.JobInsertParams {
-		return &backend.JobInsertParams{Queue: "wf", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
-	}
+	job := wfJob
 	const roots, width = 10, 4
 	rootOf := map[int64]int64{}
 	for range roots {
