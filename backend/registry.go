@@ -102,15 +102,21 @@ func WhileUnavailable(ctx context.Context, logger *slog.Logger, msg string, attr
 	backoff := retryFirstBackoff
 	for n := 1; ; n++ {
 		err := try()
-		if err == nil || !errors.Is(err, ErrUnavailable) {
-			return n, err
+		if err == nil {
+			return n, nil
 		}
 		gaveUp := func() (int, error) {
 			return n, fmt.Errorf("gave up after %d tries in %s: %w; last try: %w",
 				n, time.Since(start).Round(time.Millisecond), context.Cause(ctx), err)
 		}
+		// Before the error's mark: a try that ctx cut short fails with
+		// ctx's error, which is not marked ErrUnavailable, and is still a
+		// wait given up, not a failure of the store.
 		if ctx.Err() != nil {
 			return gaveUp()
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			return n, err
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		logger.Warn(msg, append(attrs[:len(attrs):len(attrs)], "try", n, "error", err, "next_try_in", wait.Round(time.Millisecond))...)

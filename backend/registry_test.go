@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -144,6 +145,34 @@ func TestOpenBoundedByContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Open did not return within 10 s of its context's end")
+	}
+}
+
+// TestWhileUnavailableTryCutShort: a try that ctx's end cuts short fails
+// with ctx's error, which is not marked ErrUnavailable; the wait is still
+// reported as given up (the CLI's migrate says so), not as the store's
+// failure. Failed in CI when a deadline fell during a connect rather than
+// between tries.
+func TestWhileUnavailableTryCutShort(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tries := 0
+	n, err := backend.WhileUnavailable(ctx, slog.New(handlerFunc(func(slog.Record) {})), "waiting", nil, func() error {
+		tries++
+		if tries == 1 {
+			return errors.Join(backend.ErrUnavailable, errRefused)
+		}
+		cancel() // the deadline falls during the second try
+		return fmt.Errorf("open: %w", ctx.Err())
+	})
+	if n != 2 || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "gave up after 2 tries") {
+		t.Fatalf("try cut short by ctx: %d tries, %v; want 2 tries and a wait given up", n, err)
+	}
+	// A failure that is not the store's unavailability, ctx still live,
+	// returns as it is, at the first try.
+	final := errors.New("bad password")
+	n, err = backend.WhileUnavailable(context.Background(), slog.New(handlerFunc(func(slog.Record) {})), "waiting", nil, func() error { return final })
+	if n != 1 || err != final {
+		t.Fatalf("final failure: %d tries, %v; want 1 try and the failure itself", n, err)
 	}
 }
 
