@@ -73,7 +73,6 @@ func TestConformanceOptimistic(t *testing.T) {
 	conformance.Run(t, harnessWith(postgres.Options{ClaimStrategy: postgres.StrategyOptimistic}))
 }
 
-
 // harnessWith is the cached-statement harness with backends built with
 // opts (its Schema set per test).
 func harnessWith(opts postgres.Options) conformance.Harness {
