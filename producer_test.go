@@ -370,8 +370,13 @@ func TestWakeDuringClaimSendsSecondClaim(t *testing.T) {
 	be.mu.Lock()
 	maxOut, maxAsked := be.maxOut, be.maxAsked
 	be.mu.Unlock()
-	if maxOut != 2 || maxAsked > workers+prefetch {
-		t.Fatalf("at most %d claims in flight at once, asking for up to %d jobs together; want 2, and at most %d", maxOut, maxAsked, workers+prefetch)
+	// The job ran while the first claim was held, so a second went out;
+	// more may (a wake-up arriving while claims are out sends one at once,
+	// and an insert can wake the producer twice: its own process's
+	// wake-up and the store's), up to the engine's four
+	// (TestWakesDuringClaimsSendMoreClaims), never past the queue's room.
+	if maxOut < 2 || maxOut > 4 || maxAsked > workers+prefetch {
+		t.Fatalf("at most %d claims in flight at once, asking for up to %d jobs together; want 2 to 4, and at most %d", maxOut, maxAsked, workers+prefetch)
 	}
 }
 
