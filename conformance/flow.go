@@ -67,7 +67,7 @@ type flowRecorder struct {
 const holdMax = 5 * time.Second
 
 func newFlowRecorder(jobs int) *flowRecorder {
-	return &flowRecorder{running: map[string]int{}, keyPeak: map[string]int{}, done: make(chan int, jobs), reached: make(chan struct{}),
+	return &flowRecorder{running: map[string]int{}, keyPeak: map[string]int{}, runs: map[int64]int{}, done: make(chan int, jobs), reached: make(chan struct{}),
 		storeRunning: map[int]int{}, storePeak: map[int]int{}}
 }
 
@@ -92,9 +92,6 @@ func (r *flowRecorder) work(ctx context.Context, j *spool.Job[flowArgs]) error {
 	}
 	r.peak = max(r.peak, r.total)
 	r.keyPeak[key] = max(r.keyPeak[key], r.running[key])
-	if r.runs == nil {
-		r.runs = map[int64]int{}
-	}
 	r.runs[j.ID]++
 	failRun := r.runs[j.ID] <= j.Args.Fail
 	r.starts = append(r.starts, flowStart{key: key, n: j.Args.N, attempt: int(j.Attempt), at: time.Now(), running: r.running[key], claimed: *j.AttemptedAt})
