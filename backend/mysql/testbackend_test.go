@@ -12,18 +12,21 @@ import (
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
-// newBackend returns a backend on its own migrated database, dropped when
-// the test ends. params are added to the URL (spool_claim=optimistic, …).
+// newBackend returns a backend on a migrated database of the test's own,
+// kept between the process's tests and emptied to its migrated state when
+// the test ends (testdb.MigratedMySQLDatabase). params are added to the URL
+// (spool_claim=optimistic, …).
 func newBackend(t testing.TB, params url.Values) *mysql.Backend {
 	t.Helper()
-	name := testdb.NewMySQLDatabase(t)
-	be := openBackend(t, name, params)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return be
+	name := testdb.MigratedMySQLDatabase(t, "spool", func(ctx context.Context, database string) error {
+		be, err := mysql.Open(ctx, testdb.MySQLDatabaseURL(database, nil))
+		if err != nil {
+			return err
+		}
+		defer be.Close()
+		return be.Migrate(ctx)
+	})
+	return openBackend(t, name, params)
 }
 
 // openBackend opens another backend on an existing database, closed when

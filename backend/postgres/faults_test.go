@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	if schema := os.Getenv(childSchemaEnv); schema != "" {
 		os.Exit(runChildWorker(schema))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testdb.DropKeptSchemas()
+	os.Exit(code)
 }
 
 // runChildWorker works jobs that never finish, printing "started <id>" for

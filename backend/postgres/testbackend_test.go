@@ -54,20 +54,21 @@ func newUnmigratedOn(t testing.TB, pool *pgxpool.Pool, opts *postgres.Options) *
 	return be
 }
 
-// newBackendOn returns a backend on a fresh, migrated schema through pool
-// (the test's), dropped when the test ends.
+// newBackendOn returns a backend on a migrated schema of the test's own
+// through pool (the test's): one kept between the process's tests, emptied
+// to its migrated state when the test ends (testdb.MigratedSchema).
 func newBackendOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
 	t.Helper()
-	schema := testdb.NewSchemaName()
+	schema := testdb.MigratedSchema(t, pool, "spool", func(ctx context.Context, schema string) error {
+		be, err := postgres.New(pool, &postgres.Options{Schema: schema})
+		if err != nil {
+			return err
+		}
+		return be.Migrate(ctx)
+	})
 	be, err := postgres.New(pool, &postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatalf("new backend: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	testdb.DropSchemaAtEnd(t, pool, schema)
 	return be
 }

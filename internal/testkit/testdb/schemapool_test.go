@@ -1,0 +1,81 @@
+package testdb
+
+import (
+	"context"
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	DropKeptSchemas()
+	os.Exit(code)
+}
+
+func TestMigratedSchemaKeptEmptied(t *testing.T) {
+	pool := PostgresPool(t)
+	ctx := context.Background()
+	migrations := 0
+	migrate := func(ctx context.Context, schema string) error {
+		migrations++
+		_, err := pool.Exec(ctx, `CREATE SCHEMA `+schema+`;
+CREATE TABLE `+schema+`.parent (id bigserial PRIMARY KEY, name text NOT NULL, twice bigint GENERATED ALWAYS AS (id * 2) STORED);
+CREATE TABLE `+schema+`.child (id bigserial PRIMARY KEY, parent bigint NOT NULL REFERENCES `+schema+`.parent (id));
+CREATE FUNCTION `+schema+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no deletes'; END $$;
+CREATE TRIGGER refuse BEFORE DELETE ON `+schema+`.child FOR EACH ROW EXECUTE FUNCTION `+schema+`.refuse();
+INSERT INTO `+schema+`.parent (name) VALUES ('seed');`)
+		return err
+	}
+	kind := "sample " + NewSchemaName() // this test's own kind: no other test shares its schemas
+	var first string
+	t.Run("write", func(t *testing.T) {
+		first = MigratedSchema(t, pool, kind, migrate)
+		if _, err := pool.Exec(ctx, `INSERT INTO `+first+`.parent (name) SELECT 'row' FROM generate_series(1, 1500);
+INSERT INTO `+first+`.child (parent) VALUES (2), (3);
+UPDATE `+first+`.parent SET name = 'changed' WHERE id = 1`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("reuse", func(t *testing.T) {
+		schema := MigratedSchema(t, pool, kind, migrate)
+		if schema != first {
+			t.Fatalf("got schema %s, want the kept %s", schema, first)
+		}
+		var parents, children int
+		var name string
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.parent), (SELECT count(*) FROM `+schema+`.child),
+  (SELECT name FROM `+schema+`.parent WHERE id = 1)`).Scan(&parents, &children, &name); err != nil {
+			t.Fatal(err)
+		}
+		if parents != 1 || children != 0 || name != "seed" {
+			t.Fatalf("kept schema holds %d parents, %d children, seed named %q; want the migration's 1, 0, \"seed\"", parents, children, name)
+		}
+		var id, twice int64
+		if err := pool.QueryRow(ctx, `INSERT INTO `+schema+`.parent (name) VALUES ('next') RETURNING id, twice`).Scan(&id, &twice); err != nil {
+			t.Fatal(err)
+		}
+		if id != 2 || twice != 4 {
+			t.Fatalf("next id %d (twice %d), want 2 (4) as after a fresh migration", id, twice)
+		}
+		// A test that changes the definition: its schema is not kept.
+		if _, err := pool.Exec(ctx, `ALTER TABLE `+schema+`.parent ADD COLUMN extra int`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("changed not kept", func(t *testing.T) {
+		schema := MigratedSchema(t, pool, kind, migrate)
+		if schema == first {
+			t.Fatalf("got schema %s again after its test changed it", schema)
+		}
+		var gone bool
+		if err := pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)`, first).Scan(&gone); err != nil {
+			t.Fatal(err)
+		}
+		if !gone {
+			t.Fatalf("changed schema %s was not dropped", first)
+		}
+	})
+	if migrations != 2 {
+		t.Fatalf("%d migrations, want 2 (the first schema, and one after it was changed)", migrations)
+	}
+}
