@@ -17,6 +17,7 @@ type statements struct {
 	cancel                string
 	claim                 string
 	claimProbe            string
+	claimExtras           string
 	cleanup               string
 	createMigrationsTable string
 	dataVersion           string
@@ -90,6 +91,7 @@ func mustLoadStatements() statements {
 		"cancel":                  &s.cancel,
 		"claim":                   &s.claim,
 		"claim_probe":             &s.claimProbe,
+		"claim_extras":            &s.claimExtras,
 		"cleanup":                 &s.cleanup,
 		"create_migrations_table": &s.createMigrationsTable,
 		"data_version":            &s.dataVersion,
