@@ -36,7 +36,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		if err != nil {
 			return err
 		}
-		raws, err = collectClaimed(ctx, tx, rows, c)
+		raws, err = collectClaimed(rows, c)
 		return err
 	})
 	if err != nil {

@@ -10,11 +10,12 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// TestClaimReturnsStoredColumns claims plain jobs beside jobs whose every
-// column a claim does not return for a plain job holds something (tags,
-// metadata, an error history, unique and flow keys in bytes that are not
-// UTF-8, an output, a workflow, a batch, dependents, a finished time), and
-// checks that each claimed row is the row JobGet reads once claimed.
+// TestClaimReturnsStoredColumns claims plain jobs beside jobs whose
+// columns that are NULL or at their defaults for a plain job hold
+// something (tags, metadata, an error history, unique and flow keys in
+// bytes that are not UTF-8, an output, a workflow, a batch, dependents, a
+// finished time), each alone and all together, and checks that each
+// claimed row is the row JobGet reads once claimed.
 func TestClaimReturnsStoredColumns(t *testing.T) {
 	be := newBackend(t, nil)
 	ctx := context.Background()

@@ -122,7 +122,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		}
 		var raws []*rawJob
 		if query == stmt.claim {
-			raws, err = collectClaimed(ctx, f.tx, rows, c)
+			raws, err = collectClaimed(rows, c)
 		} else {
 			raws, err = collectRawJobs(rows)
 		}

@@ -17,7 +17,6 @@ type statements struct {
 	cancel                string
 	claim                 string
 	claimProbe            string
-	claimExtras           string
 	cleanup               string
 	createMigrationsTable string
 	dataVersion           string
@@ -91,7 +90,6 @@ func mustLoadStatements() statements {
 		"cancel":                  &s.cancel,
 		"claim":                   &s.claim,
 		"claim_probe":             &s.claimProbe,
-		"claim_extras":            &s.claimExtras,
 		"cleanup":                 &s.cleanup,
 		"create_migrations_table": &s.createMigrationsTable,
 		"data_version":            &s.dataVersion,
