@@ -3,19 +3,24 @@ package sqlite
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
 
 	"github.com/spoolq/spool/backend"
 )
 
-// claimColumns is what a claim returns, in scanClaimed's order: the columns
-// the claim does not know. The queue, the state (running), the lease and
-// the attempt time are the claim's own parameters, so they are not copied
-// out of SQLite for every row; a running job waits for nothing, so neither
-// are wait_kind and deps_left. A workflow task or batch member needs its
-// workflow and batch (DependencyOutput, a callback's batch).
-const claimColumns = `id, kind, args, priority, run_at, attempt, max_attempts, fence, created_at, finalized_at,
-  errors, tags, metadata, coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, ''),
-  has_dependents, coalesce(workflow_id, 0), coalesce(workflow_task, ''), coalesce(batch_id, 0)`
+// claimColumns is what a claim returns, in scanClaimed's order: the
+// columns the claim does not know. The queue, the state (running), the
+// lease and the attempt time are the claim's own parameters, so they are
+// not copied out of SQLite for every row; a running job waits for nothing,
+// so neither are wait_kind and deps_left. A column at its default comes
+// back as NULL (empty tags and metadata, no key, no workflow…), which the
+// driver passes without a value to allocate.
+const claimColumns = `id, kind, args, priority, run_at, attempt, max_attempts, fence, created_at,
+  nullif(tags, '[]'), nullif(metadata, '{}'), finalized_at, errors, unique_key, unique_states, output, flow_key,
+  has_dependents, workflow_id, workflow_task, batch_id`
+
+// claimColumnCount is the number of claimColumns.
+const claimColumnCount = 21
 
 // claimed is what a claim knows of every row it takes.
 type claimed struct {
@@ -25,20 +30,29 @@ type claimed struct {
 
 // collectClaimed reads the rows of a claim statement (claimColumns) and
 // closes rows; the JSON columns are decoded later, out of the write lock
-// (rawJob.decode). Kinds are interned: a batch usually holds few.
+// (rawJob.decode).
+//
+// Every column is scanned into an interface value and converted here:
+// database/sql converts an integer column into an *int64 (or an
+// sql.NullInt64) by reflection, which cost more than the rest of a row's
+// scan. Kinds are interned (a batch usually holds few), and the args of a
+// block of rows share one array.
 func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 	defer rows.Close()
 	var (
-		out                          []*rawJob
-		block                        []rawJob
-		kind, tags, meta             sql.RawBytes
-		id, prio, runAt, att, maxAtt int64
-		fence, created, uniqueStates int64
-		finalized                    sql.NullInt64
-		kinds                        = map[string]string{}
-		leasedUntil                  = fromMicros(c.now + c.leaseUS)
-		attemptedAt                  = fromMicros(c.now)
+		out         []*rawJob
+		vals        [claimColumnCount]any
+		dest        [claimColumnCount]any
+		block       []rawJob
+		arena       []byte
+		kinds       = map[string]string{}
+		leasedUntil = fromMicros(c.now + c.leaseUS)
+		attemptedAt = fromMicros(c.now)
+		cv          columnValues
 	)
+	for i := range dest {
+		dest[i] = &vals[i]
+	}
 	for rows.Next() {
 		if len(block) == 0 {
 			// Rows are allocated in blocks, not one by one.
@@ -47,36 +61,101 @@ func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 		r := &block[0]
 		block = block[1:]
 		j := &r.j
-		var args []byte
-		if err := rows.Scan(&id, &kind, &args, &prio, &runAt, &att, &maxAtt, &fence, &created, &finalized,
-			&r.errs, &tags, &meta, &j.UniqueKey, &uniqueStates, &r.out, &j.FlowKey,
-			&j.HasDependents, &j.WorkflowID, &j.WorkflowTask, &j.BatchID); err != nil {
+		if err := rows.Scan(dest[:]...); err != nil {
 			return nil, err
 		}
-		k, ok := kinds[string(kind)]
+		j.ID = cv.int(vals[0])
+		kind := cv.text(vals[1])
+		k, ok := kinds[kind]
 		if !ok {
-			k = string(kind)
+			k = kind
 			kinds[k] = k
 		}
-		j.ID, j.Queue, j.Kind, j.Args = id, c.queue, k, json.RawMessage(args)
-		j.State = backend.StateRunning
-		j.Priority, j.Attempt, j.MaxAttempts, j.Fence = int16(prio), int16(att), int16(maxAtt), int32(fence)
-		j.RunAt, j.CreatedAt = fromMicros(runAt), fromMicros(created)
-		j.UniqueStates = backend.UniqueStates(uniqueStates)
+		j.Kind = k
+		switch a := vals[2].(type) {
+		case string:
+			if cap(arena)-len(arena) < len(a) {
+				arena = make([]byte, 0, max(16<<10, len(a)))
+			}
+			at := len(arena)
+			arena = append(arena, a...)
+			j.Args = json.RawMessage(arena[at:len(arena):len(arena)])
+		case []byte: // a copy of the driver's (database/sql's scan into an any)
+			j.Args = json.RawMessage(a)
+		default:
+			cv.fail(a)
+		}
+		j.Priority, j.Attempt, j.MaxAttempts = int16(cv.int(vals[3])), int16(cv.int(vals[5])), int16(cv.int(vals[6]))
+		j.RunAt, j.Fence, j.CreatedAt = fromMicros(cv.int(vals[4])), int32(cv.int(vals[7])), fromMicros(cv.int(vals[8]))
+		r.tags, r.meta = cv.textOr(vals[9], "[]"), cv.textOr(vals[10], "{}")
+		if vals[11] != nil {
+			t := fromMicros(cv.int(vals[11]))
+			j.FinalizedAt = &t
+		}
+		r.errs, r.out = cv.nullText(vals[12]), cv.nullText(vals[15])
+		j.UniqueKey, j.UniqueStates = cv.textOr(vals[13], ""), backend.UniqueStates(cv.intOr(vals[14]))
+		j.FlowKey, j.HasDependents = cv.textOr(vals[16], ""), cv.int(vals[17]) != 0
+		j.WorkflowID, j.WorkflowTask, j.BatchID = cv.intOr(vals[18]), cv.textOr(vals[19], ""), cv.intOr(vals[20])
+		if cv.err != nil {
+			return nil, cv.err
+		}
+		j.Queue, j.State = c.queue, backend.StateRunning
 		r.leasedUntil, r.attemptedAt = leasedUntil, attemptedAt
 		j.LeasedUntil, j.AttemptedAt, j.LeasedBy = &r.leasedUntil, &r.attemptedAt, c.claimID
-		j.FinalizedAt = fromNullMicros(finalized)
-		r.tags, r.meta = constOr(tags, "[]"), constOr(meta, "{}")
 		out = append(out, r)
 	}
 	return out, rows.Err()
 }
 
-// constOr returns b as a string, without a copy when it is the common value
-// c (an empty JSON array or object).
-func constOr(b []byte, c string) string {
-	if string(b) == c {
-		return c
+// columnValues converts the values of a scan into interface values,
+// keeping the first unexpected one as its error.
+type columnValues struct{ err error }
+
+func (c *columnValues) int(v any) int64 {
+	if i, ok := v.(int64); ok {
+		return i
 	}
-	return string(b)
+	c.fail(v)
+	return 0
+}
+
+func (c *columnValues) text(v any) string {
+	switch s := v.(type) {
+	case string:
+		return s
+	case []byte:
+		return string(s)
+	}
+	c.fail(v)
+	return ""
+}
+
+// intOr is int, or 0 for NULL.
+func (c *columnValues) intOr(v any) int64 {
+	if v == nil {
+		return 0
+	}
+	return c.int(v)
+}
+
+// nullText is text, or invalid for NULL.
+func (c *columnValues) nullText(v any) sql.NullString {
+	if v == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: c.text(v), Valid: true}
+}
+
+// textOr is text, or def for NULL.
+func (c *columnValues) textOr(v any, def string) string {
+	if v == nil {
+		return def
+	}
+	return c.text(v)
+}
+
+func (c *columnValues) fail(v any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("claimed row: unexpected column value of type %T", v)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -178,22 +179,29 @@ func leftPlain(plain []backend.JobFinish, applied []backend.LeaseRef) []backend.
 // at most len(completeBuckets) statements per mode, whatever the batch sizes.
 var completeBuckets = []int{1, 4, 16, 64, 256, 1024}
 
-// completeSQLs holds the plain-completion statements by mode (0 keep,
-// 1 delete) and bucket, built once: the text is also the key of the
-// writer's prepared statement.
-var completeSQLs = sync.OnceValue(func() [2][]string {
-	var out [2][]string
+// completeSQLs holds the plain-completion statements by form (0: RETURNING
+// the applied ids, 1: counting them only), mode (0 keep, 1 delete) and
+// bucket, built once: the text is also the key of the writer's prepared
+// statement.
+var completeSQLs = sync.OnceValue(func() [2][2][]string {
+	var out [2][2][]string
 	for m, q := range []string{stmt.finishCompleteKeep, stmt.finishCompleteDelete} {
-		for _, n := range completeBuckets {
-			var ids strings.Builder
-			for i := range n {
-				if i > 0 {
-					ids.WriteString(", ")
+		counted, ok := strings.CutSuffix(strings.TrimSpace(q), "RETURNING id")
+		if !ok {
+			panic("sqlite backend: a plain-completion statement does not end in RETURNING id")
+		}
+		for f, q := range []string{q, counted} {
+			for _, n := range completeBuckets {
+				var ids strings.Builder
+				for i := range n {
+					if i > 0 {
+						ids.WriteString(", ")
+					}
+					ids.WriteByte('?')
+					ids.WriteString(strconv.Itoa(3 + i))
 				}
-				ids.WriteByte('?')
-				ids.WriteString(strconv.Itoa(3 + i))
+				out[f][m] = append(out[f][m], strings.Replace(q, "{{ids}}", ids.String(), 1))
 			}
-			out[m] = append(out[m], strings.Replace(q, "{{ids}}", ids.String(), 1))
 		}
 	}
 	return out
@@ -211,8 +219,21 @@ type completeChunk struct {
 type completes struct {
 	del    bool
 	chunks []completeChunk
-	stmts  []*sql.Stmt // prepared on the store's writer; nil for a caller's tx
+	// stmts are the chunks' statements returning the applied ids, counted
+	// those counting them, prepared on the store's writer; nil for a
+	// caller's tx.
+	stmts, counted []*sql.Stmt
+	// st is the store whose returnIDs the counting statements follow.
+	st *store
 }
+
+// countedRest is how many plain-completion calls apply their chunks by
+// the statements returning ids after a counted statement fell short (a
+// job with dependents in the chunk, which the plain statements leave
+// alone, or a lease lost): a store finishing jobs with dependents in most
+// batches (a workflow) pays for a chunk applied twice at most once in
+// countedRest+1 calls, a plain queue's never.
+const countedRest = 16
 
 // newCompletes groups fs by fence (a claim's leases mostly share one: the
 // fence counts claims of a job) and cuts each group into chunks of at most
@@ -256,29 +277,56 @@ func newCompletes(fs []backend.JobFinish, del bool) *completes {
 	return c
 }
 
-// sql returns chunk i's statement text.
-func (c *completes) sql(i int) string {
+// sql returns chunk i's statement text, in form 0 (returning the applied
+// ids) or 1 (counting them).
+func (c *completes) sql(i, form int) string {
 	m := 0
 	if c.del {
 		m = 1
 	}
-	return completeSQLs()[m][c.chunks[i].bucket]
+	return completeSQLs()[form][m][c.chunks[i].bucket]
 }
 
-// prepare prepares each chunk's statement on the store's writer pool
-// (compiled once per bucket and mode for the connection's life).
+// prepare prepares each chunk's statements on the store's writer pool
+// (compiled once per bucket, mode and form for the connection's life).
 func (c *completes) prepare(ctx context.Context, st *store) error {
+	counted := true
+	for {
+		n := st.returnIDs.Load()
+		if n <= 0 {
+			break
+		}
+		if st.returnIDs.CompareAndSwap(n, n-1) {
+			counted = false
+			break
+		}
+	}
+	c.st = st
 	for i := range c.chunks {
-		s, err := st.prepared(ctx, c.sql(i))
+		s, err := st.prepared(ctx, c.sql(i, 0))
+		if err != nil {
+			return err
+		}
+		n, err := st.prepared(ctx, c.sql(i, 1))
 		if err != nil {
 			return err
 		}
 		c.stmts = append(c.stmts, s)
+		if counted {
+			c.counted = append(c.counted, n)
+		}
 	}
 	return nil
 }
 
 // run applies every chunk in tx and appends the applied leases to out.
+//
+// In the store's own transaction a chunk is first applied by the statement
+// that only counts the rows it changed: when every lease applied (nearly
+// always), their ids are known without SQLite returning a row for each,
+// which costs a step through the driver per job. Otherwise the chunk is
+// rolled back to a savepoint and applied again by the statement that
+// returns the ids it applied.
 func (c *completes) run(ctx context.Context, tx *sql.Tx, now int64, out []backend.LeaseRef) ([]backend.LeaseRef, error) {
 	var args []any
 	for i, ch := range c.chunks {
@@ -290,6 +338,20 @@ func (c *completes) run(ctx context.Context, tx *sql.Tx, now int64, out []backen
 		for range size - len(ch.ids) {
 			args = append(args, ch.ids[0])
 		}
+		if c.counted != nil {
+			all, err := applyCounted(ctx, tx, c.counted[i], args, len(ch.ids))
+			if err != nil {
+				return out, err
+			}
+			if all {
+				for _, id := range ch.ids {
+					out = append(out, backend.LeaseRef{ID: id, Fence: ch.fence})
+				}
+				continue
+			}
+			c.st.returnIDs.Store(countedRest)
+			c.counted = nil
+		}
 		var (
 			rows *sql.Rows
 			err  error
@@ -297,7 +359,7 @@ func (c *completes) run(ctx context.Context, tx *sql.Tx, now int64, out []backen
 		if c.stmts != nil {
 			rows, err = tx.StmtContext(ctx, c.stmts[i]).QueryContext(ctx, args...)
 		} else {
-			rows, err = tx.QueryContext(ctx, c.sql(i), args...)
+			rows, err = tx.QueryContext(ctx, c.sql(i, 0), args...)
 		}
 		if err != nil {
 			return out, err
@@ -307,6 +369,32 @@ func (c *completes) run(ctx context.Context, tx *sql.Tx, now int64, out []backen
 		}
 	}
 	return out, nil
+}
+
+// applyCounted applies a chunk of n distinct leases by s, which counts the
+// rows it changed, inside a savepoint. It reports whether every lease
+// applied; if not, the chunk is rolled back, for the caller to apply it
+// again by the statement that returns which did.
+func applyCounted(ctx context.Context, tx *sql.Tx, s *sql.Stmt, args []any, n int) (bool, error) {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT spool_complete"); err != nil {
+		return false, err
+	}
+	res, err := tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	var changed int64
+	if err == nil {
+		changed, err = res.RowsAffected()
+	}
+	if err == nil && changed == int64(n) {
+		_, err = tx.ExecContext(ctx, "RELEASE spool_complete")
+		return err == nil, err
+	}
+	if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO spool_complete"); rerr != nil {
+		return false, errors.Join(err, rerr)
+	}
+	if _, rerr := tx.ExecContext(ctx, "RELEASE spool_complete"); rerr != nil {
+		return false, errors.Join(err, rerr)
+	}
+	return false, err
 }
 
 // appendIDs reads id rows, the leases of fence, onto out and closes rows.

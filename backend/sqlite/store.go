@@ -33,7 +33,11 @@ type store struct {
 	// token is the write token: a buffered channel of capacity one. Goroutines
 	// blocked on a channel are served in arrival order, so writers of this
 	// process take the write lock first come, first served.
-	token       chan struct{}
+	token chan struct{}
+	// returnIDs counts the plain-completion calls still to apply their
+	// chunks by the statements returning ids (completes.run) since a
+	// counted one fell short.
+	returnIDs   atomic.Int32
 	busy        string
 	busyTimeout time.Duration
 	hub         *wakehub.Hub

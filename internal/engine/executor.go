@@ -130,25 +130,29 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 	if !rejectExpected {
 		x.failures.record(row, &finish, took)
 	}
-	run := &runInfo{kind: row.Kind, queue: row.Queue, attempt: row.Attempt, maxAttempts: row.MaxAttempts, duration: took}
+	// run and finish are values the goroutine below does not capture (it
+	// takes copies of its own), so they stay on this goroutine's stack: no
+	// allocation per job.
+	run := runInfo{kind: row.Kind, queue: row.Queue, attempt: row.Attempt, maxAttempts: row.MaxAttempts, duration: took}
 	if settled != nil {
 		// The run's step records are still being written: its outcome
 		// follows them, and its goroutine goes on to the next job.
 		x.settling.add()
+		later, f := run, finish
 		go func() {
 			defer x.settling.done()
 			<-settled
 			if take != nil {
-				finish.Steps = take()
+				f.Steps = take()
 			}
-			x.handIn(row, finish, run, rejectExpected)
+			x.handIn(row, f, &later, rejectExpected)
 		}()
 		return
 	}
 	if take != nil {
 		finish.Steps = take()
 	}
-	x.handIn(row, finish, run, rejectExpected)
+	x.handIn(row, finish, &run, rejectExpected)
 }
 
 // handIn hands a run's outcome to the writer.
