@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -40,7 +41,7 @@ func scanJob(row scanner, extra ...any) (*backend.JobRow, error) {
 	// means something only while the job runs.
 	if j.State == backend.StateRunning {
 		j.LeasedUntil = storedTime(leasedUntil)
-		j.LeasedBy = leasedBy.String
+		j.LeasedBy = strings.TrimRight(leasedBy.String, " ") // stored padded: leaseHolder
 	}
 	j.AttemptedAt = storedTime(attemptedAt)
 	j.FinalizedAt = storedTime(finalized)

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,13 +167,27 @@ WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'spool_jobs' AND CONSTRAINT_TYPE = 'CHEC
 		}
 	}
 
+	var short int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+schema+`.spool_jobs WHERE OCTET_LENGTH(leased_by) <> 64`).Scan(&short); err != nil || short != 0 {
+		t.Fatalf("lease holders not 64 bytes wide after the upgrade: %d, %v", short, err)
+	}
+	if j, err := be.JobGet(ctx, id["running"]); err != nil || j.LeasedBy != "live" {
+		t.Fatalf("the running job after the upgrade: %+v, %v; want its holder", j, err)
+	}
 	rescued, err := be.JobRescue(ctx, &backend.JobRescueParams{})
 	if err != nil || rescued.Retried != 1 {
 		t.Fatalf("rescue after the upgrade: %+v, %v; want the expired job retried", rescued, err)
 	}
+	if j, err := be.JobGet(ctx, id["expired"]); err != nil || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "the worker gone stopped") {
+		t.Fatalf("the rescued job: %+v, %v; want its holder named in the error", j, err)
+	}
+	// The live lease is released by its holder's id, as written by version 15.
+	if n, err := be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: "live"}); err != nil || n != 1 {
+		t.Fatalf("release after the upgrade: %d, %v; want the running job", n, err)
+	}
 	claimed, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"})
-	if err != nil || len(claimed) != 2 {
-		t.Fatalf("claim after the upgrade: %d jobs, %v; want the pending and the rescued job", len(claimed), err)
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claim after the upgrade: %d jobs, %v; want the pending, the rescued and the released job", len(claimed), err)
 	}
 	fs := make([]backend.JobFinish, len(claimed))
 	for i, j := range claimed {
@@ -199,12 +214,12 @@ WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'spool_jobs' AND CONSTRAINT_TYPE = 'CHEC
 	for _, b := range buckets {
 		done += b.Completed + b.Discarded + b.Cancelled
 	}
-	if done != 5 { // completed, old, cancelled and the two just finished
-		t.Fatalf("throughput after the upgrade: %d finished, %v; want 5", done, buckets)
+	if done != 6 { // completed, old, cancelled and the three just finished
+		t.Fatalf("throughput after the upgrade: %d finished, %v; want 6", done, buckets)
 	}
 	finished, err := be.JobFinishedSince(ctx, &backend.JobFinishedSinceParams{Since: time.Now().Add(-90 * time.Minute)})
-	if err != nil || len(finished) != 5 {
-		t.Fatalf("finished since after the upgrade: %d, %v; want 5", len(finished), err)
+	if err != nil || len(finished) != 6 {
+		t.Fatalf("finished since after the upgrade: %d, %v; want 6", len(finished), err)
 	}
 	n, err := be.JobCleanup(ctx, &backend.JobCleanupParams{CompletedAge: 30 * time.Minute})
 	if err != nil || n != 1 {

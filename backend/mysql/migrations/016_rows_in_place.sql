@@ -1,14 +1,19 @@
 -- Claims and completions that rewrite a row in place (schema 16). InnoDB
 -- updates a row where it lies only when no column changes its stored
--- length; a NULL DATETIME takes no bytes, so a claim that set leased_until
--- and attempted_at and a completion that set finalized_at (and cleared the
--- lease) made the row longer or shorter, and InnoDB moved it within its
--- page. Now:
+-- length; a NULL DATETIME takes no bytes, so a claim that set leased_until,
+-- leased_by and attempted_at and a completion that set finalized_at (and
+-- cleared the lease) made the row longer or shorter, and InnoDB moved it
+-- within its page. Now:
 -- - leased_until and attempted_at hold 1000-01-01 00:00:00 when there is
 --   none, finalized_at 9999-12-31 23:59:59.999999 (after every finish, so
 --   retention's "finalized_at < cutoff" and its index range skip unfinished
 --   rows as they skipped NULL). Readers map both back to none, and NULL
 --   (a row written by hand) as well.
+-- - leased_by holds the claim's id padded with spaces to 64 bytes, and 64
+--   spaces when the job was never claimed, so that a claim (of an id up to
+--   64 bytes) overwrites a value of the same length too. The collation pads
+--   with spaces when it compares (leased_by = 'id' finds 'id   '), and
+--   readers trim them.
 -- - The lease (leased_until, leased_by) means something only while the job
 --   is running: a finish, cancel, rescue or release leaves it as it was
 --   instead of clearing it, and readers report none for any other state.
@@ -51,10 +56,14 @@ DROP PROCEDURE {{db}}.spool_migrate_16
 ALTER TABLE {{db}}.spool_jobs
   ALTER COLUMN leased_until SET DEFAULT '1000-01-01 00:00:00.000000',
   ALTER COLUMN attempted_at SET DEFAULT '1000-01-01 00:00:00.000000',
-  ALTER COLUMN finalized_at SET DEFAULT '9999-12-31 23:59:59.999999'
+  ALTER COLUMN finalized_at SET DEFAULT '9999-12-31 23:59:59.999999',
+  ALTER COLUMN leased_by SET DEFAULT '                                                                '
 -- statement
 UPDATE {{db}}.spool_jobs SET
   leased_until = COALESCE(leased_until, '1000-01-01 00:00:00.000000'),
   attempted_at = COALESCE(attempted_at, '1000-01-01 00:00:00.000000'),
-  finalized_at = COALESCE(finalized_at, '9999-12-31 23:59:59.999999')
+  finalized_at = COALESCE(finalized_at, '9999-12-31 23:59:59.999999'),
+  leased_by = IF(OCTET_LENGTH(COALESCE(leased_by, '')) < 64,
+    CONCAT(COALESCE(leased_by, ''), REPEAT(' ', 64 - OCTET_LENGTH(COALESCE(leased_by, '')))), leased_by)
 WHERE leased_until IS NULL OR attempted_at IS NULL OR finalized_at IS NULL
+  OR leased_by IS NULL OR OCTET_LENGTH(leased_by) < 64
