@@ -99,17 +99,8 @@ func DropSchemaAtEnd(t testing.TB, pool *pgxpool.Pool, schema string) {
 		// cut off by the stop). The other runs to its end, so the drop,
 		// tried again once the tables are free, goes through; each try
 		// ends a deadlock, which bounds the tries.
-		var err error
-		for try := 0; try < 5; try++ {
-			if err = awaitUnlocked(ctx, pool, schema); err != nil {
-				break
-			}
-			if _, err = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); !isDeadlock(err) {
-				break
-			}
-		}
-		if err != nil {
-			t.Errorf("drop test schema %s: %v", schema, err)
+		if err := dropSchema(ctx, pool, schema); err != nil {
+			t.Error(err)
 		}
 	})
 }
