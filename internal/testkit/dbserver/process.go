@@ -121,5 +121,27 @@ func postmasterPID(pgdata string) int {
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	if pid <= 0 || !runsIn(pid, pgdata) {
+		return 0
+	}
 	return pid
+}
+
+// runsIn reports whether process pid runs with dir as its working
+// directory, as a postmaster does in its data directory. A postmaster
+// killed with SIGKILL leaves its postmaster.pid behind, and on a machine
+// whose pid range is small (32,768) the number soon names another
+// process: a signal meant for the dead server would go to it (a stop after
+// a kill -9 fault took down another test's server that way).
+func runsIn(pid int, dir string) bool {
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return false
+	}
+	want, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	want, err = filepath.Abs(want)
+	return err == nil && cwd == want
 }

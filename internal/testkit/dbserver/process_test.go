@@ -2,7 +2,9 @@ package dbserver
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -48,5 +50,33 @@ func TestFreeLoopbackPortDistinct(t *testing.T) {
 		if high-low >= 1000 && (p < low || p >= high) {
 			t.Fatalf("port %d outside [%d, %d)", p, low, high)
 		}
+	}
+}
+
+// TestPostmasterPIDStale: a postmaster.pid whose process does not run in
+// the data directory (the server was killed and the number reused) names
+// no postmaster; one whose process does, names it.
+func TestPostmasterPIDStale(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "postmaster.pid")
+	// This test's own process: alive, but not running in dir.
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"+dir+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pid := postmasterPID(dir); pid != 0 {
+		t.Fatalf("stale pid file: got pid %d, want 0", pid)
+	}
+	// A process that runs in dir.
+	cmd := exec.Command("sleep", "30")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"+dir+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pid := postmasterPID(dir); pid != cmd.Process.Pid {
+		t.Fatalf("live pid file: got pid %d, want %d", pid, cmd.Process.Pid)
 	}
 }
