@@ -53,7 +53,7 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 		NewBackend: func(t *testing.T) backend.Backend {
 			shards := make([]backend.Backend, len(urls))
 			for i, u := range urls {
-				shards[i] = newBackendOn(t, testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement))
+				shards[i] = newFreshBackendOn(t, testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement))
 			}
 			return open(t, shards)
 		},
