@@ -32,7 +32,7 @@ func MigratedMySQLDatabase(t testing.TB, kind string, migrate func(ctx context.C
 	defer cancel()
 	mysqlSweepOnce.Do(func() { sweepMySQL(ctx, t, admin) })
 	mp := mysqlPoolFor(kind)
-	d := mp.take(ctx, admin)
+	d := mp.take()
 	if d == nil {
 		name := fmt.Sprintf("%s%d_%d", pooledSchemaPrefix, os.Getpid(), keptSerial.Add(1))
 		if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
@@ -91,7 +91,7 @@ func mysqlPoolFor(kind string) *mysqlPool {
 	return mp
 }
 
-func (mp *mysqlPool) take(ctx context.Context, admin *sql.DB) *keptDatabase {
+func (mp *mysqlPool) take() *keptDatabase {
 	mp.mu.Lock()
 	defer mp.mu.Unlock()
 	if len(mp.free) == 0 {
@@ -303,9 +303,8 @@ func sweepMySQL(ctx context.Context, t testing.TB, admin *sql.DB) {
 	}
 	rows.Close()
 	for _, name := range names {
-		pidText, _, _ := strings.Cut(strings.TrimPrefix(name, pooledSchemaPrefix), "_")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid == os.Getpid() || processAlive(pid) {
+		pid, gone := keptByGoneProcess(name)
+		if !gone {
 			continue
 		}
 		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {

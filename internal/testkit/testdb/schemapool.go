@@ -323,9 +323,8 @@ func sweep(ctx context.Context, t testing.TB, server string, pool *pgxpool.Pool)
 			return
 		}
 		for _, name := range names {
-			pidText, _, _ := strings.Cut(strings.TrimPrefix(name, pooledSchemaPrefix), "_")
-			pid, err := strconv.Atoi(pidText)
-			if err != nil || pid == os.Getpid() || processAlive(pid) {
+			pid, gone := keptByGoneProcess(name)
+			if !gone {
 				continue
 			}
 			if err := dropSchema(ctx, pool, name); err != nil {
@@ -333,6 +332,18 @@ func sweep(ctx context.Context, t testing.TB, server string, pool *pgxpool.Pool)
 			}
 		}
 	})
+}
+
+// keptByGoneProcess reads the process id from the name of a kept schema or
+// database and reports whether that process is gone (another than this
+// one, no longer running on this host).
+func keptByGoneProcess(name string) (pid int, gone bool) {
+	pidText, _, _ := strings.Cut(strings.TrimPrefix(name, pooledSchemaPrefix), "_")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid == os.Getpid() || processAlive(pid) {
+		return pid, false
+	}
+	return pid, true
 }
 
 // processAlive reports whether a process with id pid runs on this host.
