@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/modfile"
@@ -255,7 +258,7 @@ func Check(root string, log io.Writer) error {
 	}
 	defer p.Close()
 	siblings := ws.Siblings()
-	var failed []string
+	cmds := make([]*exec.Cmd, len(ws.Modules))
 	for i, m := range ws.Modules {
 		gomod := m.GoMod(ws.Root)
 		data, err := os.ReadFile(gomod)
@@ -278,15 +281,48 @@ func Check(root string, log io.Writer) error {
 		if err := os.WriteFile(strings.TrimSuffix(modfilePath, ".mod")+".sum", sum, 0o644); err != nil {
 			return fmt.Errorf("check: %w", err)
 		}
-		fmt.Fprintf(log, "check %s\n", m.Dir)
 		cmd := exec.Command("go", "vet", "./...")
 		cmd.Dir = filepath.Dir(gomod)
-		cmd.Env = append(p.Env, "GOFLAGS=-mod=readonly -modfile="+modfilePath)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(log, "%s: go vet with only its own go.mod and go.sum: %v\n%s", m.Dir, err, out)
-			failed = append(failed, m.Dir)
-		}
+		// A copy: appended to p.Env in place, every command's
+		// environment would end with the last module's go.mod.
+		cmd.Env = append(slices.Clip(p.Env), "GOFLAGS=-mod=readonly -modfile="+modfilePath)
+		cmds[i] = cmd
 	}
+	// One go vet at a time left a core idle most of the time (a module's
+	// build is a chain of packages that depend on each other), so as many
+	// run at once as there are CPUs.
+	var (
+		mu     sync.Mutex
+		failed []string
+		next   = make(chan int)
+		wg     sync.WaitGroup
+	)
+	for range max(1, runtime.NumCPU()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				dir := ws.Modules[i].Dir
+				mu.Lock()
+				fmt.Fprintf(log, "check %s\n", dir)
+				mu.Unlock()
+				out, err := cmds[i].CombinedOutput()
+				if err == nil {
+					continue
+				}
+				mu.Lock()
+				fmt.Fprintf(log, "%s: go vet with only its own go.mod and go.sum: %v\n%s", dir, err, out)
+				failed = append(failed, dir)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range cmds {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	sort.Strings(failed)
 	if len(failed) > 0 {
 		return fmt.Errorf("check: these modules do not build on their own: %s", strings.Join(failed, ", "))
 	}
