@@ -75,6 +75,18 @@ const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max
 // nowJSON is the database's now as an RFC 3339 string, for error histories.
 const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`
 
+// The stored meaning of "no time" (schema 16): leased_until and
+// attempted_at hold noTime, finalized_at holds neverTime, so that a claim
+// and a finish overwrite a value of the same length (a row rewritten in
+// place) instead of setting a NULL. neverTime is later than any finish, so
+// ranges over finish times ("finalized_at < cutoff") skip unfinished rows
+// as they skipped NULL; ranges reaching up to now bound themselves below
+// it. scanJob maps both back to nil, and NULL as well.
+const (
+	noTime    = `'1000-01-01 00:00:00.000000'`
+	neverTime = `'9999-12-31 23:59:59.999999'`
+)
+
 // pendingStates is the SQL list of pending states.
 const pendingStates = `('available', 'scheduled', 'retryable')`
 
@@ -84,7 +96,8 @@ var sqlFiles embed.FS
 // buildQueries fills in the statements of sql/*.sql for a database. It
 // fails only when a file and a field do not match (a broken build).
 func buildQueries(db string) (queries, error) {
-	r := strings.NewReplacer("{{db}}", db, "{{cols}}", jobColumns, "{{nowjson}}", nowJSON, "{{pending}}", pendingStates)
+	r := strings.NewReplacer("{{db}}", db, "{{cols}}", jobColumns, "{{nowjson}}", nowJSON, "{{pending}}", pendingStates,
+		"{{never}}", neverTime)
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim_select":         &q.claimSelect,
