@@ -18,9 +18,9 @@ func (b *Backend) JobBulk(ctx context.Context, p *backend.JobBulkParams) (*backe
 	var change string
 	switch p.Action {
 	case backend.BulkRetry:
-		change = "UPDATE " + table + " SET state = 'available', attempt = 0, run_at = UTC_TIMESTAMP(6), finalized_at = NULL WHERE id IN "
+		change = "UPDATE " + table + " SET state = 'available', attempt = 0, run_at = UTC_TIMESTAMP(6), finalized_at = " + neverTime + " WHERE id IN "
 	case backend.BulkCancel:
-		change = "UPDATE " + table + " SET state = 'cancelled', finalized_at = UTC_TIMESTAMP(6), leased_until = NULL, leased_by = NULL, wait_kind = NULL WHERE id IN "
+		change = "UPDATE " + table + " SET state = 'cancelled', finalized_at = UTC_TIMESTAMP(6), wait_kind = NULL WHERE id IN "
 	case backend.BulkDelete:
 		change = "DELETE FROM " + table + " WHERE id IN "
 	default:

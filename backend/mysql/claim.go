@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -80,7 +81,7 @@ func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimPa
 		ids[i] = j.ID
 	}
 	at := sqlTime(now)
-	res, err := tx.ExecContext(ctx, b.sql.claimUpdate+inList(ids), at, micros(p.Lease), p.ClaimID, at)
+	res, err := tx.ExecContext(ctx, b.sql.claimUpdate+inList(ids), at, micros(p.Lease), leaseHolder(p.ClaimID), at)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +92,23 @@ func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimPa
 		markClaimed(j, now, p)
 	}
 	return jobs, nil
+}
+
+// holderWidth is the stored width of leased_by (schema 16): a row holds
+// that many spaces until its first claim, and a claim id padded to it, so
+// that a claim overwrites a value of the same length and InnoDB rewrites
+// the row in place. A longer id is stored as it is (its claim grows the
+// row). The column's collation pads with spaces when it compares, so
+// "leased_by = id" matches the padded value; scanJob trims it.
+const holderWidth = 64
+
+// leaseHolder is a claim id as leased_by stores it: padded with spaces to
+// holderWidth bytes.
+func leaseHolder(claimID string) string {
+	if len(claimID) >= holderWidth {
+		return claimID
+	}
+	return claimID + strings.Repeat(" ", holderWidth-len(claimID))
 }
 
 // markClaimed applies a claim's changes to a row as read before the claim.
@@ -170,7 +188,7 @@ func (b *Backend) claimPicked(ctx context.Context, picked []*backend.JobRow, now
 	var n int64
 	err := b.retry(ctx, func() error {
 		res, err := b.db.ExecContext(ctx, b.sql.optimisticUpdate+inList(ids)+" AND (id, fence) IN "+leaseList(ids, fences),
-			at, micros(p.Lease), p.ClaimID, at)
+			at, micros(p.Lease), leaseHolder(p.ClaimID), at)
 		if err != nil {
 			return err
 		}

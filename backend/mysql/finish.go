@@ -387,10 +387,9 @@ func finishOtherSet(fs []backend.JobFinish) (string, []any) {
 		}
 		set.WriteString(" ELSE errors END,\n  ")
 	}
-	set.WriteString("finalized_at = " + finalized.sql("NULL") + ",\n  ")
+	set.WriteString("finalized_at = " + finalized.sql(neverTime) + ",\n  ")
 	set.WriteString("state = " + state.sql("state") + ",\n  ")
 	set.WriteString("run_at = " + runAt.sql("run_at") + ",\n  ")
-	set.WriteString("leased_until = NULL, leased_by = NULL,\n  ")
 	set.WriteString("attempt = " + attemptGiven.sql("attempt"))
 	return set.String(), args
 }

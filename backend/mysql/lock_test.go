@@ -123,6 +123,80 @@ func TestLockWaitTimeoutRetriedInside(t *testing.T) {
 	}
 }
 
+// TestCleanupTakesNoLockOfRowsItKeeps holds the row lock of a running job,
+// then of a job finished just now, while the leader's cleanup runs. The
+// cleanup deletes the finished job past its retention and waits for
+// neither: it finds the rows due by a plain read and deletes them by
+// primary key, so it locks no index entry of a row it keeps. A locking scan
+// of spool_jobs_finalized read one entry past its range (the next finish,
+// or a running job's, whose finalized_at holds a sentinel after every time)
+// and locked it before its row; a finish or retry of that row, holding the
+// row's lock and needing the entry, closed a deadlock
+// (TestLockWaitTimeoutRetriedInside met it when the cleanup ran during its
+// lock waits).
+func TestCleanupTakesNoLockOfRowsItKeeps(t *testing.T) {
+	t.Parallel()
+	be := newBackend(t, url.Values{"innodb_lock_wait_timeout": {"1"}})
+	ctx := context.Background()
+	res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+		{Queue: "q", Kind: "old", Args: []byte(`{}`), MaxAttempts: 3},
+		{Queue: "q", Kind: "running", Args: []byte(`{}`), MaxAttempts: 3},
+		{Queue: "q", Kind: "recent", Args: []byte(`{}`), MaxAttempts: 3},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, running, recent := res.IDs[0], res.IDs[1], res.IDs[2]
+	claimed, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 3, Lease: time.Minute, ClaimID: "c"})
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claim: %v %v", rowIDs(claimed), err)
+	}
+	leases := map[int64]backend.LeaseRef{}
+	for _, j := range claimed {
+		leases[j.ID] = j.Lease()
+	}
+	complete := func(id int64) {
+		t.Helper()
+		fr, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{{Lease: leases[id], Outcome: backend.OutcomeComplete}}})
+		if err != nil || len(fr.Rejected) != 0 {
+			t.Fatalf("complete job %d: %+v %v", id, fr, err)
+		}
+	}
+	complete(old)
+	admin := testdb.MySQLAdmin(t)
+	if _, err := admin.ExecContext(ctx, "UPDATE `"+be.Database()+"`.spool_jobs SET finalized_at = finalized_at - INTERVAL 2 HOUR WHERE id = ?", old); err != nil {
+		t.Fatal(err)
+	}
+	cleanup := func(want int) {
+		t.Helper()
+		n, err := be.JobCleanup(ctx, &backend.JobCleanupParams{CompletedAge: time.Hour})
+		if err != nil || n != want {
+			t.Fatalf("cleanup: %d %v; want %d deleted", n, err, want)
+		}
+		if m := be.Metrics(); m.LockWaitTimeouts != 0 || m.Deadlocks != 0 {
+			t.Fatalf("cleanup waited for a row it keeps: %+v", m)
+		}
+	}
+	// The running job's entry (the sentinel) is the first past the range.
+	runningLock := lockRow(t, admin, be.Database(), running)
+	cleanup(1)
+	if _, err := be.JobGet(ctx, old); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("job past its retention: %v; want it deleted", err)
+	}
+	// Now a job finished just now is the first past the range.
+	complete(recent)
+	recentLock := lockRow(t, admin, be.Database(), recent)
+	cleanup(0)
+	if err := errors.Join(runningLock.Commit(), recentLock.Commit()); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]backend.State{running: backend.StateRunning, recent: backend.StateCompleted} {
+		if j, err := be.JobGet(ctx, id); err != nil || j.State != want {
+			t.Fatalf("job %d after the cleanup: %+v %v; want %s", id, j, err, want)
+		}
+	}
+}
+
 // TestDeadlockRetriedInside builds a real deadlock: another transaction,
 // heavier (it has written many rows, so InnoDB picks the backend's as the
 // victim), holds job B's lock while the backend's finish of jobs A and B holds

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/go-sql-driver/mysql"
@@ -97,9 +98,32 @@ func (b *Backend) cleanupJobs(ctx context.Context, p *backend.JobCleanupParams, 
 	if minAge == 0 {
 		return 0, nil // every state is kept
 	}
+	due := []any{minAge, ages[0], ages[0], ages[1], ages[1], ages[2], ages[2]}
 	var n int64
 	err := b.retry(ctx, func() error {
-		res, err := b.db.ExecContext(ctx, b.sql.cleanup, minAge, ages[0], ages[0], ages[1], ages[1], ages[2], ages[2], max)
+		// Read, then delete by primary key: a locking scan of the
+		// finalized index would lock entries before rows, the reverse
+		// of a finish, and deadlock with one (cleanup_select.sql).
+		rows, err := b.db.QueryContext(ctx, b.sql.cleanupSelect, append(due, max)...)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			n = 0
+			return err
+		}
+		slices.Sort(ids) // rows locked in ascending order, as finishes lock theirs
+		res, err := b.db.ExecContext(ctx, b.sql.cleanup+inList(ids), due...)
 		if err != nil {
 			return err
 		}

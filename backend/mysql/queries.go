@@ -31,7 +31,8 @@ type queries struct {
 	lockForFinish, complete, deleteDone      string
 	finishOther                              string
 	heartbeat, heartbeatCheck, releaseClaim  string
-	rescueSelect, rescueUpdate, cleanup      string
+	rescueSelect, rescueUpdate               string
+	cleanupSelect, cleanup                   string
 	insertHead, get, listHead, retry, cancel string
 	uniqueHolder                             string
 	cancelEvent, cancelEventsPrune           string
@@ -75,16 +76,38 @@ const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max
 // nowJSON is the database's now as an RFC 3339 string, for error histories.
 const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`
 
+// The stored meaning of "no time" (schema 16): leased_until and
+// attempted_at hold noTime, finalized_at holds neverTime, so that a claim
+// and a finish overwrite a value of the same length (a row rewritten in
+// place) instead of setting a NULL. neverTime is later than any finish, so
+// ranges over finish times ("finalized_at < cutoff") skip unfinished rows
+// as they skipped NULL; ranges reaching up to now bound themselves below
+// it. scanJob maps both back to nil, and NULL as well.
+const (
+	noTime    = `'1000-01-01 00:00:00.000000'`
+	neverTime = `'9999-12-31 23:59:59.999999'`
+)
+
 // pendingStates is the SQL list of pending states.
 const pendingStates = `('available', 'scheduled', 'retryable')`
 
-//go:embed sql/*.sql sql/steps/*.sql sql/await/*.sql
+//go:embed sql/*.sql sql/fragments/*.sql sql/steps/*.sql sql/await/*.sql
 var sqlFiles embed.FS
 
 // buildQueries fills in the statements of sql/*.sql for a database. It
-// fails only when a file and a field do not match (a broken build).
+// fails only when a file and a field do not match (a broken build). A
+// part two statements share is a file of sql/fragments, NAME.sql included
+// as {{NAME}}.
 func buildQueries(db string) (queries, error) {
-	r := strings.NewReplacer("{{db}}", db, "{{cols}}", jobColumns, "{{nowjson}}", nowJSON, "{{pending}}", pendingStates)
+	base := []string{"{{db}}", db, "{{cols}}", jobColumns, "{{nowjson}}", nowJSON, "{{pending}}", pendingStates,
+		"{{never}}", neverTime}
+	var cleanupDue string
+	if err := sqltext.Load(sqlFiles, "sql/fragments", strings.NewReplacer(base...), map[string]*string{
+		"cleanup_due": &cleanupDue,
+	}); err != nil {
+		return queries{}, err
+	}
+	r := strings.NewReplacer(append(base, "{{cleanup_due}}", cleanupDue)...)
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim_select":         &q.claimSelect,
@@ -124,6 +147,7 @@ func buildQueries(db string) (queries, error) {
 		"release_claim":        &q.releaseClaim,
 		"rescue_select":        &q.rescueSelect,
 		"rescue_update":        &q.rescueUpdate,
+		"cleanup_select":       &q.cleanupSelect,
 		"cleanup":              &q.cleanup,
 		"insert_head":          &q.insertHead,
 		"unique_holder":        &q.uniqueHolder,

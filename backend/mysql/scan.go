@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -36,10 +37,14 @@ func scanJob(row scanner, extra ...any) (*backend.JobRow, error) {
 	if out != nil {
 		j.Output = json.RawMessage(out)
 	}
-	j.LeasedUntil = nullTime(leasedUntil)
-	j.AttemptedAt = nullTime(attemptedAt)
-	j.FinalizedAt = nullTime(finalized)
-	j.LeasedBy = leasedBy.String
+	// A lease is left in place when its job stops running (schema 16): it
+	// means something only while the job runs.
+	if j.State == backend.StateRunning {
+		j.LeasedUntil = storedTime(leasedUntil)
+		j.LeasedBy = strings.TrimRight(leasedBy.String, " ") // stored padded: leaseHolder
+	}
+	j.AttemptedAt = storedTime(attemptedAt)
+	j.FinalizedAt = storedTime(finalized)
 	if err := json.Unmarshal(tags, &j.Tags); err != nil {
 		return nil, fmt.Errorf("decode tags of job %d: %w", j.ID, err)
 	}
@@ -54,8 +59,11 @@ func scanJob(row scanner, extra ...any) (*backend.JobRow, error) {
 	return &j, nil
 }
 
-func nullTime(t sql.NullTime) *time.Time {
-	if !t.Valid {
+// storedTime maps a stored time to a *time.Time: nil for NULL and for the
+// sentinels noTime and neverTime, which mean "none" (no real time of the
+// backend's is before year 1001 or in year 9999).
+func storedTime(t sql.NullTime) *time.Time {
+	if !t.Valid || t.Time.Year() <= 1000 || t.Time.Year() >= 9999 {
 		return nil
 	}
 	v := t.Time

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,140 @@ FROM `+schema+`.spool_jobs`).Scan(&phases, new(string)); err != nil || phases !=
 	}
 	if fr, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs}); err != nil || len(fr.Rejected) != 0 {
 		t.Fatalf("finish after the upgrade: %+v, %v", fr, err)
+	}
+	n, err := be.JobCleanup(ctx, &backend.JobCleanupParams{CompletedAge: 30 * time.Minute})
+	if err != nil || n != 1 {
+		t.Fatalf("cleanup after the upgrade: %d, %v; want the job finished an hour ago", n, err)
+	}
+}
+
+// TestUpgradeRowsInPlace migrates a database holding jobs in every state
+// from schema 15 to 16 (sentinels for no lease, attempt or finish time; no
+// CHECK constraints) and checks that no NULL time is left, that every
+// reader maps the sentinels back to none, and that the jobs are rescued,
+// claimed, finished, retried, counted and cleaned up as before.
+func TestUpgradeRowsInPlace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := openBackend(t, testdb.NewMySQLDatabase(t), nil)
+	if err := be.MigrateTo(ctx, 15); err != nil {
+		t.Fatalf("migrate to 15: %v", err)
+	}
+	kinds := []string{"pending", "scheduled", "running", "expired", "completed", "old", "discarded", "cancelled", "waiting"}
+	var jobs []*backend.JobInsertParams
+	for _, k := range kinds {
+		jobs = append(jobs, &backend.JobInsertParams{Queue: "q", Kind: k, Args: []byte(`{}`), MaxAttempts: 3})
+	}
+	res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
+	if err != nil {
+		t.Fatalf("insert on schema 15: %v", err)
+	}
+	id := map[string]int64{}
+	for i, k := range kinds {
+		id[k] = res.IDs[i]
+	}
+	db, schema := be.DB(), "`"+be.Database()+"`"
+	// Each state as version 15's statements wrote it.
+	for _, s := range []struct {
+		kind, set string
+	}{
+		{"scheduled", `state = 'scheduled', run_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR`},
+		{"running", `state = 'running', attempt = 1, fence = 1, leased_until = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, leased_by = 'live', attempted_at = UTC_TIMESTAMP(6)`},
+		{"expired", `state = 'running', attempt = 1, fence = 1, leased_until = UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, leased_by = 'gone', attempted_at = UTC_TIMESTAMP(6)`},
+		{"completed", `state = 'completed', attempt = 1, attempted_at = UTC_TIMESTAMP(6), finalized_at = UTC_TIMESTAMP(6)`},
+		{"old", `state = 'completed', attempt = 1, attempted_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR, finalized_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR`},
+		{"discarded", `state = 'discarded', attempt = 3, attempted_at = UTC_TIMESTAMP(6), finalized_at = UTC_TIMESTAMP(6)`},
+		{"cancelled", `state = 'cancelled', finalized_at = UTC_TIMESTAMP(6)`},
+		{"waiting", `state = 'waiting', wait_kind = 'deps', deps_left = 1`},
+	} {
+		if _, err := db.ExecContext(ctx, `UPDATE `+schema+`.spool_jobs SET `+s.set+` WHERE id = ?`, id[s.kind]); err != nil {
+			t.Fatalf("write a %s job on schema 15: %v", s.kind, err)
+		}
+	}
+
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatalf("migrate 15 to the latest: %v", err)
+	}
+	var nulls, checks int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+schema+`.spool_jobs
+WHERE leased_until IS NULL OR attempted_at IS NULL OR finalized_at IS NULL`).Scan(&nulls); err != nil || nulls != 0 {
+		t.Fatalf("rows with a NULL time after the upgrade: %d, %v; want none", nulls, err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS
+WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'spool_jobs' AND CONSTRAINT_TYPE = 'CHECK' AND CONSTRAINT_NAME LIKE 'spool\_jobs\_%'`,
+		be.Database()).Scan(&checks); err != nil || checks != 0 {
+		t.Fatalf("CHECK constraints after the upgrade: %d, %v; want none", checks, err)
+	}
+	for _, k := range kinds {
+		j, err := be.JobGet(ctx, id[k])
+		if err != nil {
+			t.Fatalf("get the %s job: %v", k, err)
+		}
+		running := j.State == backend.StateRunning
+		if (j.LeasedUntil != nil) != running || (j.LeasedBy != "") != running {
+			t.Errorf("%s job (%s): lease %v by %q; want one exactly while running", k, j.State, j.LeasedUntil, j.LeasedBy)
+		}
+		if attempted := j.Attempt > 0; (j.AttemptedAt != nil) != attempted {
+			t.Errorf("%s job: attempted_at %v after %d attempts", k, j.AttemptedAt, j.Attempt)
+		}
+		if (j.FinalizedAt != nil) != j.State.IsFinal() {
+			t.Errorf("%s job (%s): finalized_at %v", k, j.State, j.FinalizedAt)
+		}
+	}
+
+	var short int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+schema+`.spool_jobs WHERE OCTET_LENGTH(leased_by) <> 64`).Scan(&short); err != nil || short != 0 {
+		t.Fatalf("lease holders not 64 bytes wide after the upgrade: %d, %v", short, err)
+	}
+	if j, err := be.JobGet(ctx, id["running"]); err != nil || j.LeasedBy != "live" {
+		t.Fatalf("the running job after the upgrade: %+v, %v; want its holder", j, err)
+	}
+	rescued, err := be.JobRescue(ctx, &backend.JobRescueParams{})
+	if err != nil || rescued.Retried != 1 {
+		t.Fatalf("rescue after the upgrade: %+v, %v; want the expired job retried", rescued, err)
+	}
+	if j, err := be.JobGet(ctx, id["expired"]); err != nil || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "the worker gone stopped") {
+		t.Fatalf("the rescued job: %+v, %v; want its holder named in the error", j, err)
+	}
+	// The live lease is released by its holder's id, as written by version 15.
+	if n, err := be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: "live"}); err != nil || n != 1 {
+		t.Fatalf("release after the upgrade: %d, %v; want the running job", n, err)
+	}
+	claimed, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"})
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claim after the upgrade: %d jobs, %v; want the pending, the rescued and the released job", len(claimed), err)
+	}
+	fs := make([]backend.JobFinish, len(claimed))
+	for i, j := range claimed {
+		fs[i] = backend.JobFinish{Lease: j.Lease(), Outcome: backend.OutcomeComplete}
+	}
+	if fr, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs}); err != nil || len(fr.Rejected) != 0 {
+		t.Fatalf("finish after the upgrade: %+v, %v", fr, err)
+	}
+	for _, j := range claimed {
+		got, err := be.JobGet(ctx, j.ID)
+		if err != nil || got.State != backend.StateCompleted || got.LeasedUntil != nil || got.LeasedBy != "" || got.FinalizedAt == nil || got.AttemptedAt == nil {
+			t.Fatalf("job %d finished after the upgrade: %+v, %v; want completed, no lease, attempted and finalized", j.ID, got, err)
+		}
+	}
+	retried, err := be.JobRetry(ctx, &backend.JobRetryParams{ID: id["discarded"]})
+	if err != nil || retried.State != backend.StateAvailable || retried.FinalizedAt != nil {
+		t.Fatalf("retry after the upgrade: %+v, %v; want available, not finalized", retried, err)
+	}
+	buckets, err := be.JobThroughput(ctx, &backend.JobThroughputParams{Window: 2 * time.Hour, Bucket: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done int64
+	for _, b := range buckets {
+		done += b.Completed + b.Discarded + b.Cancelled
+	}
+	if done != 6 { // completed, old, cancelled and the three just finished
+		t.Fatalf("throughput after the upgrade: %d finished, %v; want 6", done, buckets)
+	}
+	finished, err := be.JobFinishedSince(ctx, &backend.JobFinishedSinceParams{Since: time.Now().Add(-90 * time.Minute)})
+	if err != nil || len(finished) != 6 {
+		t.Fatalf("finished since after the upgrade: %d, %v; want 6", len(finished), err)
 	}
 	n, err := be.JobCleanup(ctx, &backend.JobCleanupParams{CompletedAge: 30 * time.Minute})
 	if err != nil || n != 1 {

@@ -520,7 +520,7 @@ WHERE workflow_id = ? AND state NOT IN ('completed', 'discarded', 'cancelled') O
 			}
 		}
 		if _, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET state = 'cancelled', finalized_at = UTC_TIMESTAMP(6),
-  leased_until = NULL, leased_by = NULL, wait_kind = NULL WHERE id IN `)+inList(ids)); err != nil {
+  wait_kind = NULL WHERE id IN `)+inList(ids)); err != nil {
 			return err
 		}
 		n = len(ids)
@@ -591,8 +591,8 @@ JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
 				set = `state = 'waiting', wait_kind = 'deps'`
 			}
 			for c := range slices.Chunk(groups[k], updateChunk) {
-				res, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET `+set+`, attempt = 0, finalized_at = NULL,
-  leased_until = NULL, leased_by = NULL, deps_left = ?, has_dependents = ? WHERE state IN ('discarded', 'cancelled') AND id IN `)+inList(c), k.deps, k.has)
+				res, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET `+set+`, attempt = 0, finalized_at = `+neverTime+`,
+  deps_left = ?, has_dependents = ? WHERE state IN ('discarded', 'cancelled') AND id IN `)+inList(c), k.deps, k.has)
 				if err != nil {
 					return err
 				}
@@ -743,7 +743,7 @@ func scanBatch(row scanner) (*backend.Batch, error) {
 		&finished, &bt.OnSuccess, &bt.OnFailure, &bt.OnComplete); err != nil {
 		return nil, err
 	}
-	bt.FinishedAt = nullTime(finished)
+	bt.FinishedAt = storedTime(finished)
 	return &bt, nil
 }
 

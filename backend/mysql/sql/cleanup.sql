@@ -1,15 +1,11 @@
--- Cleanup: params are the smallest positive age, then each state's
--- age twice (0 keeps that state), then the limit; all ages in µs.
-DELETE FROM {{db}}.spool_jobs
-WHERE finalized_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-  AND ((state = 'completed' AND ? > 0 AND finalized_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)
-    OR (state = 'discarded' AND ? > 0 AND finalized_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)
-    OR (state = 'cancelled' AND ? > 0 AND finalized_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))
-  -- A workflow's tasks stay until every one is final, a batch's jobs until
-  -- it is finished (docs/workflows.md). The DISTINCT derived table is
-  -- materialized, as a DELETE may not read its own table otherwise.
-  AND (workflow_id IS NULL OR workflow_id NOT IN (SELECT x.workflow_id FROM (SELECT DISTINCT workflow_id FROM {{db}}.spool_jobs
-    WHERE workflow_id IS NOT NULL AND state NOT IN ('completed', 'discarded', 'cancelled')) x))
-  AND (batch_id IS NULL OR batch_id NOT IN (SELECT id FROM {{db}}.spool_batches WHERE finished_at IS NULL))
-ORDER BY finalized_at
-LIMIT ?
+-- Cleanup, second step: delete the rows cleanup_select.sql read, by
+-- primary key (locking each row before its index entries, as finishes
+-- do), checking the same conditions again under the row's lock: a job
+-- retried since, or a workflow or batch no longer final, is kept. The
+-- multiple-table form is the one that takes an index hint: the id list,
+-- not a range of spool_jobs_finalized, must drive the delete. Params:
+-- those of {{cleanup_due}}; the id list, in ascending order, is
+-- appended.
+DELETE j FROM {{db}}.spool_jobs j FORCE INDEX (PRIMARY)
+WHERE {{cleanup_due}}
+  AND j.id IN 

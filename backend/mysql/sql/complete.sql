@@ -2,6 +2,8 @@
 -- and found running under their lease; or, on the fast path
 -- (completeFast), on the rows that still hold the leases given by
 -- "AND (id, fence) IN (…)" after the list. The id list is appended.
-UPDATE {{db}}.spool_jobs SET state = 'completed', finalized_at = UTC_TIMESTAMP(6),
-  leased_until = NULL, leased_by = NULL
+-- The lease stays as it was (it means nothing once the job stops
+-- running), so every column keeps its length and InnoDB rewrites the row
+-- in place.
+UPDATE {{db}}.spool_jobs SET state = 'completed', finalized_at = UTC_TIMESTAMP(6)
 WHERE state = 'running' AND id IN 

@@ -1,5 +1,5 @@
 -- Release claim: the jobs of one claim call that its caller never
 -- received go back, attempt given back; the fence keeps the lost lease
 -- void. Running rows are the phase 2 range of the claim index.
-UPDATE {{db}}.spool_jobs FORCE INDEX (spool_jobs_claim) SET state = 'available', attempt = attempt - 1, leased_until = NULL, leased_by = NULL
+UPDATE {{db}}.spool_jobs FORCE INDEX (spool_jobs_claim) SET state = 'available', attempt = attempt - 1
 WHERE phase = 2 AND leased_by = ? AND state = 'running'

@@ -4,9 +4,7 @@
 -- rescued job keeps its run_at, and so its place in the queue.
 UPDATE {{db}}.spool_jobs SET
   errors = JSON_ARRAY_APPEND(COALESCE(errors, JSON_ARRAY()), '$', JSON_OBJECT('attempt', attempt, 'at', {{nowjson}},
-    'error', CONCAT('lease expired: the worker ', COALESCE(leased_by, ''), ' stopped heartbeating (crashed, killed, paused or cut off from the database)'))),
-  finalized_at = IF(attempt >= max_attempts, UTC_TIMESTAMP(6), NULL),
-  state = IF(attempt >= max_attempts, 'discarded', 'retryable'),
-  leased_by = NULL,
-  leased_until = NULL
+    'error', CONCAT('lease expired: the worker ', RTRIM(COALESCE(leased_by, '')), ' stopped heartbeating (crashed, killed, paused or cut off from the database)'))),
+  finalized_at = IF(attempt >= max_attempts, UTC_TIMESTAMP(6), {{never}}),
+  state = IF(attempt >= max_attempts, 'discarded', 'retryable')
 WHERE state = 'running' AND leased_until < UTC_TIMESTAMP(6) AND id IN 

@@ -4,7 +4,7 @@
 SELECT FLOOR(TIMESTAMPDIFF(SECOND, '1970-01-01', finalized_at) / ?) * ? AS start,
   SUM(state = 'completed'), SUM(state = 'discarded'), SUM(state = 'cancelled')
 FROM {{db}}.spool_jobs
-WHERE finalized_at >= UTC_TIMESTAMP(6) - INTERVAL ? SECOND
+WHERE finalized_at >= UTC_TIMESTAMP(6) - INTERVAL ? SECOND AND finalized_at < {{never}}
   AND state IN ('completed', 'discarded', 'cancelled')
   AND (? = '' OR queue = ?)
 GROUP BY start

@@ -104,9 +104,9 @@ ORDER BY priority, run_at, id`,
 WHERE phase = 1 AND queue = ? AND run_at <= UTC_TIMESTAMP(6)
 ORDER BY priority, run_at, id`,
 		table: "spool_jobs",
-		// spool_jobs holds a lease end exactly on running rows.
+		// A running row holds a lease end; a finish leaves it (schema 16:
+		// a lease means nothing once the job stops running).
 		running: ", leased_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE",
-		done:    ", leased_until = NULL",
 	}
 )
 
