@@ -470,7 +470,14 @@ func (b *Backend) insertTasks(ctx context.Context, tx DBTX, rows []taskRow, work
 		uKeys[i], uStates[i], flowKeys[i] = j.UniqueKey, int16(j.UniqueStates), j.FlowKey
 		waits[i], deps[i], hasDeps[i], tasks[i] = t.waits, int32(t.deps), t.hasDeps, t.task
 	}
-	r, err := tx.Query(ctx, b.sql.wf.insertTasks, ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
+	query := b.sql.wf.insertTasksKeyless
+	for _, t := range rows {
+		if t.job.UniqueKey != "" {
+			query = b.sql.wf.insertTasks
+			break
+		}
+	}
+	r, err := tx.Query(ctx, query, ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
 		uKeys, uStates, flowKeys, waits, deps, hasDeps, workflow, batch, tasks)
 	if err != nil {
 		return nil, nil, err
