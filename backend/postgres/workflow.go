@@ -167,18 +167,26 @@ func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, 
 		// Jobs in lease rows first (schema 28: where a claim puts a
 		// workflow's tasks), then in place what they did not take (a
 		// job claimed in place, or moved back by a cancel or a rescue).
-		// The leased statements are planned with their arguments on
-		// every call (customPlan), as the plain leased finishes are: on
-		// a cached generic plan $1 is no constant, so the lookup of each
-		// candidate lease row's ids in the batch (fragments/locate.sql)
-		// scanned the whole array instead of hashing it, about a third
-		// more server CPU a completion (BENCHMARKS.md, "A DAG task's
-		// completion against a plain job's").
+		// The leased statements over more than genericPlanMax jobs are
+		// planned with their arguments on every call (customPlan), as
+		// the plain leased finishes are: on a cached generic plan $1 is
+		// no constant, so the lookup of each candidate lease row's ids
+		// in the batch (fragments/locate.sql) scanned the whole array
+		// instead of hashing it, about a third more server CPU a
+		// completion of a wide batch (BENCHMARKS.md, "A DAG task's
+		// completion against a plain job's"). A small batch keeps the
+		// cached statement: planning would cost it more than the scan.
+		plan := func(args ...any) []any {
+			if len(ids) > genericPlanMax {
+				return b.customPlan(args...)
+			}
+			return args
+		}
 		var err error
 		if completions(outcomes, errs) {
-			err = b.finishDepsRows(ctx, tx, b.sql.wf.completeDepsLeased, b.customPlan(ids, fences), &done, &set, &wake)
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.completeDepsLeased, plan(ids, fences), &done, &set, &wake)
 		} else {
-			err = b.finishDepsRows(ctx, tx, b.sql.wf.finishDepsLeased, b.customPlan(ids, fences, outcomes, delays, errs), &done, &set, &wake)
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.finishDepsLeased, plan(ids, fences, outcomes, delays, errs), &done, &set, &wake)
 		}
 		if err != nil {
 			return err
