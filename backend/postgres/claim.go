@@ -30,19 +30,47 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return b.claimOptimistic(ctx, p)
 	}
 	// A claim expected to be small leaves its jobs in place: lease rows pay
-	// only for larger batches (smallClaimMax).
+	// only for larger batches (smallClaimMax). The expectation comes from
+	// the queue's last claim, which a backlog that arrived since (a
+	// workflow's fan-out released at once, a burst of inserts) proves
+	// wrong: such a claim takes smallClaimMax jobs in place and, when it
+	// comes back full, the rest of its ask into lease rows, in a second
+	// claim, rather than hundreds of jobs in place, each of which costs the
+	// claim and the finish about twice a leased job's server time
+	// (BENCHMARKS.md, "A DAG task's completion against a plain job's").
 	small := b.inPlace || (!b.leaseRows && b.small.next(p.Queue))
-	query := b.sql.claim
-	if small {
-		query = b.sql.claimSmall
+	if !small {
+		return b.claimWith(ctx, b.sql.claim, p, p.Max)
 	}
+	if b.inPlace || p.Max <= smallClaimMax {
+		return b.claimWith(ctx, b.sql.claimSmall, p, p.Max)
+	}
+	jobs, err := b.claimWith(ctx, b.sql.claimSmall, p, smallClaimMax)
+	if err != nil || len(jobs) < smallClaimMax {
+		return jobs, err
+	}
+	rest, err := b.claimWith(ctx, b.sql.claim, p, p.Max-len(jobs))
+	if err != nil {
+		// The second claim's reply may be lost after its commit: the
+		// error makes the producer hand back the whole claim
+		// (JobReleaseClaim, by the claim id both share), the first
+		// part's jobs with it.
+		return nil, err
+	}
+	return append(jobs, rest...), nil
+}
+
+// claimWith runs one claim of up to n jobs of p's queue with query
+// (claim.sql or claim_small.sql) and records what it took.
+func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobClaimParams, n int) ([]*backend.JobRow, error) {
+	small := query == b.sql.claimSmall
 	var jobs []*backend.JobRow
 	batch := &pgx.Batch{}
 	batch.Queue(b.jobClaimTx)
 	if b.claimLock {
 		batch.Queue(b.sql.claimLock, p.Queue)
 	}
-	floored := b.queueFloored(batch, &jobs, query, p.Queue, p.Max, p.Lease, p.ClaimID)
+	floored := b.queueFloored(batch, &jobs, query, p.Queue, n, p.Lease, p.ClaimID)
 	// Close returns the first error, the commit's at the Sync included:
 	// the floor moves only for a claim that committed.
 	err := b.pool.SendBatch(ctx, batch).Close()
@@ -54,7 +82,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		b.placed.add(jobs)
 	}
 	b.dependents.addDependents(jobs)
-	b.small.claimed(p.Queue, len(jobs), p.Max)
+	b.small.claimed(p.Queue, len(jobs), n)
 	return jobs, nil
 }
 

@@ -388,8 +388,9 @@ func TestLeaseRowsFoundBySpan(t *testing.T) {
 
 // TestSmallClaims follows the default's choice of where claimed jobs are
 // held: a queue's first claim goes into lease rows; after a claim that came
-// back short of its ask with fewer than 32 jobs the next stays in place,
-// after a claim of 32 or more the next goes into lease rows again, and a
+// back short of its ask with fewer than 32 jobs the next stays in place
+// (32 of it at most, the rest in lease rows), after a claim of 32 or more
+// the next goes into lease rows again, and a
 // claim that got all of an ask below 32 leaves the choice as it was.
 // Heartbeats and finishes over jobs held both ways apply to every one of
 // them.
@@ -425,12 +426,12 @@ func TestSmallClaims(t *testing.T) {
 	insert(10)
 	rows = append(rows, claim(20, 10, 90, 0)...) // after 38 of 60: lease rows
 	insert(45)
-	rows = append(rows, claim(40, 40, 90, 40)...) // after 10 of 20: in place
-	rows = append(rows, claim(3, 3, 93, 40)...)   // after 40: lease rows
-	rows = append(rows, claim(4, 2, 95, 40)...)   // after all of an ask of 3: lease rows still
+	rows = append(rows, claim(40, 40, 98, 32)...) // after 10 of 20: 32 in place, the rest in lease rows
+	rows = append(rows, claim(3, 3, 101, 32)...)  // after 40: lease rows
+	rows = append(rows, claim(4, 2, 103, 32)...)  // after all of an ask of 3: lease rows still
 	insert(6)
-	rows = append(rows, claim(3, 3, 95, 43)...) // after 2 of 4: in place
-	rows = append(rows, claim(3, 3, 95, 46)...) // after all of an ask of 3: in place still
+	rows = append(rows, claim(3, 3, 103, 35)...) // after 2 of 4: in place
+	rows = append(rows, claim(3, 3, 103, 38)...) // after all of an ask of 3: in place still
 
 	leases := make([]backend.LeaseRef, len(rows))
 	finishes := make([]backend.JobFinish, len(rows))

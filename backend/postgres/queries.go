@@ -71,6 +71,7 @@ type workflowQueries struct {
 	finishDeps, settleParents, settleChildren, batchCount, batchFinish, release    string
 	finishDepsLeased, completeDepsLeased, workflowUnlease                          string
 	dropCallback, batchCallbacks, workflowInsert, nextIDs, insertTasks, depsInsert string
+	insertTasksKeyless                                                             string
 	workflowSummary, workflowGet, workflowJobs, workflowEdges, workflowCancel      string
 	dependencies, batchInsert, batchTotal, batchLock, batchSeal, batchGet          string
 	batchList, batchMemberList, unsettled, prune                                   string
@@ -209,6 +210,7 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 			"workflow_insert":      &q.wf.workflowInsert,
 			"next_ids":             &q.wf.nextIDs,
 			"insert_tasks":         &q.wf.insertTasks,
+			"insert_tasks_keyless": &q.wf.insertTasksKeyless,
 			"deps_insert":          &q.wf.depsInsert,
 			"workflow_summary":     &q.wf.workflowSummary,
 			"workflow_get":         &q.wf.workflowGet,

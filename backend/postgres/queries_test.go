@@ -148,3 +148,20 @@ func TestQueriesBadFragment(t *testing.T) {
 		t.Errorf("fragments including each other: %v", err)
 	}
 }
+
+// TestInsertTasksKeyless: insert_tasks_keyless.sql is insert_tasks.sql
+// without its ON CONFLICT clause, so that a change to one cannot miss the
+// other.
+func TestInsertTasksKeyless(t *testing.T) {
+	q, err := buildQueries(`"s"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clause = "ON CONFLICT DO NOTHING\n"
+	if strings.Count(q.wf.insertTasks, clause) != 1 {
+		t.Fatalf("insert_tasks.sql no longer holds %q once: %s", clause, q.wf.insertTasks)
+	}
+	if want := strings.Replace(q.wf.insertTasks, clause, "", 1); noComments(q.wf.insertTasksKeyless) != noComments(want) {
+		t.Errorf("insert_tasks_keyless.sql is not insert_tasks.sql without %q:\n%s\nwant\n%s", clause, q.wf.insertTasksKeyless, want)
+	}
+}

@@ -167,11 +167,26 @@ func (b *Backend) finishDependentsTx(ctx context.Context, db DBTX, ids []int64, 
 		// Jobs in lease rows first (schema 28: where a claim puts a
 		// workflow's tasks), then in place what they did not take (a
 		// job claimed in place, or moved back by a cancel or a rescue).
+		// The leased statements over more than genericPlanMax jobs are
+		// planned with their arguments on every call (customPlan), as
+		// the plain leased finishes are: on a cached generic plan $1 is
+		// no constant, so the lookup of each candidate lease row's ids
+		// in the batch (fragments/locate.sql) scanned the whole array
+		// instead of hashing it, about a third more server CPU a
+		// completion of a wide batch (BENCHMARKS.md, "A DAG task's
+		// completion against a plain job's"). A small batch keeps the
+		// cached statement: planning would cost it more than the scan.
+		plan := func(args ...any) []any {
+			if len(ids) > genericPlanMax {
+				return b.customPlan(args...)
+			}
+			return args
+		}
 		var err error
 		if completions(outcomes, errs) {
-			err = b.finishDepsRows(ctx, tx, b.sql.wf.completeDepsLeased, []any{ids, fences}, &done, &set, &wake)
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.completeDepsLeased, plan(ids, fences), &done, &set, &wake)
 		} else {
-			err = b.finishDepsRows(ctx, tx, b.sql.wf.finishDepsLeased, []any{ids, fences, outcomes, delays, errs}, &done, &set, &wake)
+			err = b.finishDepsRows(ctx, tx, b.sql.wf.finishDepsLeased, plan(ids, fences, outcomes, delays, errs), &done, &set, &wake)
 		}
 		if err != nil {
 			return err
@@ -463,7 +478,14 @@ func (b *Backend) insertTasks(ctx context.Context, tx DBTX, rows []taskRow, work
 		uKeys[i], uStates[i], flowKeys[i] = j.UniqueKey, int16(j.UniqueStates), j.FlowKey
 		waits[i], deps[i], hasDeps[i], tasks[i] = t.waits, int32(t.deps), t.hasDeps, t.task
 	}
-	r, err := tx.Query(ctx, b.sql.wf.insertTasks, ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
+	query := b.sql.wf.insertTasksKeyless
+	for _, t := range rows {
+		if t.job.UniqueKey != "" {
+			query = b.sql.wf.insertTasks
+			break
+		}
+	}
+	r, err := tx.Query(ctx, query, ids, queues, kinds, args, prios, runAts, delays, maxes, tags, metas,
 		uKeys, uStates, flowKeys, waits, deps, hasDeps, workflow, batch, tasks)
 	if err != nil {
 		return nil, nil, err

@@ -8,12 +8,21 @@
 WITH input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[]) AS t(id, fence)
 ),
--- locked and held: the lease rows holding any of $1, locked, and every
--- job still in them (fragments/leased_jobs.sql).
-{{leased_jobs}},
+-- locked: the lease rows holding any of $1, locked
+-- (fragments/leased_locked.sql).
+{{leased_locked}},
+-- hit: the jobs of $1 in rows flagged deps, under their fences. Each
+-- row's jobs are joined with the input as they are unnested, so that only
+-- the batch's jobs are kept, not every job still in the rows, as
+-- fragments/leased_jobs.sql keeps them: a batch of workflow tasks often
+-- finishes part of a lease row, the rest coming in the other settle
+-- writer's batches (BENCHMARKS.md, "A DAG task's completion against a
+-- plain job's").
 hit AS MATERIALIZED (
-  SELECT h.* FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
-  WHERE h.deps
+  SELECT l.id AS lease, l.claimed_at AS lease_at, i.fence AS run_fence, j.attempt + 1 AS run_attempt, j.*
+  FROM locked l CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
+  JOIN input i ON i.id = j.id AND i.fence = l.fences[j.ordinality]
+  WHERE l.deps AND j.id <> ALL (l.done)
 ),
 written AS (
   INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,

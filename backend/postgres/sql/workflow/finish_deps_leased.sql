@@ -10,14 +10,18 @@ WITH input AS MATERIALIZED (
   SELECT * FROM unnest($1::bigint[], $2::integer[], $3::smallint[], $4::bigint[], $5::jsonb[])
     AS t(id, fence, outcome, delay_us, err)
 ),
--- locked and held: the lease rows holding any of $1, locked, and every
--- job still in them (fragments/leased_jobs.sql).
-{{leased_jobs}},
+-- locked: the lease rows holding any of $1, locked
+-- (fragments/leased_locked.sql).
+{{leased_locked}},
+-- hit: the jobs of $1 in rows flagged deps, under their fences, joined
+-- with the input as they are unnested (complete_deps_leased.sql says why).
 hit AS MATERIALIZED (
-  SELECT i.outcome, i.delay_us, i.err, h.*,
-    i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND h.run_attempt >= h.max_attempts) AS final
-  FROM held h JOIN input i ON i.id = h.id AND i.fence = h.run_fence
-  WHERE h.deps
+  SELECT i.outcome, i.delay_us, i.err, l.id AS lease, l.claimed_at AS lease_at, i.fence AS run_fence,
+    j.attempt + 1 AS run_attempt, j.*,
+    i.outcome IN (1, 4, 5) OR (i.outcome = 2 AND j.attempt + 1 >= j.max_attempts) AS final
+  FROM locked l CROSS JOIN LATERAL unnest(l.jobs) WITH ORDINALITY AS j
+  JOIN input i ON i.id = j.id AND i.fence = l.fences[j.ordinality]
+  WHERE l.deps AND j.id <> ALL (l.done)
 ),
 written AS (
   INSERT INTO {{s}}.spool_jobs (id, run_at, created_at, attempted_at, finalized_at, fence, state, priority, attempt,
