@@ -43,6 +43,18 @@ func TestRecordsFlagDeletes(t *testing.T) {
 	if err != nil || !out[0].Recorded || !out[1].Recorded {
 		t.Fatalf("set: %+v %v", out, err)
 	}
+	// The job's next set finds its row flagged and says so, which keeps
+	// the flag's trigger from running again.
+	out, err = be.StepRecordMany(ctx, &backend.StepRecordManyParams{Steps: []backend.StepRecordParams{
+		{Lease: set, Name: "c", Result: json.RawMessage(`3`)},
+	}})
+	if err != nil || !out[0].Recorded {
+		t.Fatalf("second set: %+v %v", out, err)
+	}
+	if first, next := count(t, be, `SELECT job_flagged FROM spool_step_sets WHERE job_id = ? AND name = 'a'`, set.ID),
+		count(t, be, `SELECT job_flagged FROM spool_step_sets WHERE job_id = ? AND name = 'c'`, set.ID); first != 0 || next != 1 {
+		t.Fatalf("job_flagged of the first and the next set: %d, %d", first, next)
+	}
 	if _, err := be.JobSignal(ctx, &backend.JobSignalParams{JobID: sig.ID, Name: "go", Payload: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,15 @@ CREATE TRIGGER spool_steps_flag AFTER INSERT ON spool_steps
 BEGIN
   UPDATE spool_jobs SET has_records = 1 WHERE id = new.job_id AND has_records = 0;
 END;
-CREATE TRIGGER spool_step_sets_flag AFTER INSERT ON spool_step_sets
+
+-- Step sets are the records' hot path (a set per job and write): the
+-- statement that writes them (step_sets.sql) reads the job's row anyway
+-- and copies its flag into job_flagged, so that the trigger, whose
+-- statement costs as much as the set's insert, runs only for a job's
+-- first set. A writer that does not name the column leaves it NULL, and
+-- the trigger runs.
+ALTER TABLE spool_step_sets ADD COLUMN job_flagged INTEGER;
+CREATE TRIGGER spool_step_sets_flag AFTER INSERT ON spool_step_sets WHEN new.job_flagged IS NOT 1
 BEGIN
   UPDATE spool_jobs SET has_records = 1 WHERE id = new.job_id AND has_records = 0;
 END;
