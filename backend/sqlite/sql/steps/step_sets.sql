@@ -12,11 +12,9 @@
 -- are bound as parameters, not one JSON array: reading each set's fields
 -- out of JSON cost SQLite twice the rest of the insert (BENCHMARKS.md,
 -- "SQLite: a run's step records in one row"). A set not written is looked
--- at again record by record (steps.go, writeSets). job_flagged copies the
--- job's has_records, so that the flag's trigger (schema 15) runs only for
--- a job's first set.
-INSERT INTO spool_step_sets (job_id, name, names, results, fence, created_at, job_flagged)
-SELECT j.id, v.column3, v.column4, v.column5, j.fence, ?1, j.has_records
+-- at again record by record (steps.go, writeSets).
+INSERT INTO spool_step_sets (job_id, name, names, results, fence, created_at)
+SELECT j.id, v.column3, v.column4, v.column5, j.fence, ?1
 FROM (VALUES {{sets}}) AS v CROSS JOIN spool_jobs AS j
 WHERE j.id = v.column1 AND j.fence = v.column2 AND j.state = 'running'
   AND (NOT EXISTS (SELECT 1 FROM spool_step_sets AS s WHERE s.job_id = j.id)
