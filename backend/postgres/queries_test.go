@@ -150,8 +150,8 @@ func TestQueriesBadFragment(t *testing.T) {
 }
 
 // TestInsertTasksKeyless: insert_tasks_keyless.sql is insert_tasks.sql
-// without its ON CONFLICT clause, so that a change to one cannot miss the
-// other.
+// without its ON CONFLICT clause (both are fragments/task_rows.sql and
+// their ends), so that a change to one cannot miss the other.
 func TestInsertTasksKeyless(t *testing.T) {
 	q, err := buildQueries(`"s"`)
 	if err != nil {
