@@ -104,21 +104,8 @@ func (b *Backend) cleanupJobs(ctx context.Context, p *backend.JobCleanupParams, 
 		// Read, then delete by primary key: a locking scan of the
 		// finalized index would lock entries before rows, the reverse
 		// of a finish, and deadlock with one (cleanup_select.sql).
-		rows, err := b.db.QueryContext(ctx, b.sql.cleanupSelect, append(due, max)...)
-		if err != nil {
-			return err
-		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
+		ids, err := queryIDs(ctx, b.db, b.sql.cleanupSelect, append(due, max)...)
+		if err != nil || len(ids) == 0 {
 			n = 0
 			return err
 		}

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"context"
 	"embed"
 	"strconv"
 	"strings"
@@ -244,3 +245,21 @@ func sqlTime(t time.Time) string {
 }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// queryIDs runs a query whose rows are one integer column and returns them.
+func queryIDs(ctx context.Context, q DBTX, query string, args ...any) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

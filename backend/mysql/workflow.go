@@ -839,22 +839,9 @@ func (b *Backend) BatchMembers(ctx context.Context, p *backend.BatchMembersParam
 // settleStray settles, in tx, jobs with dependents that a write outside a
 // finish left final but unsettled; the leader runs it with each rescue.
 func (b *Backend) settleStray(ctx context.Context, tx DBTX) error {
-	rows, err := tx.QueryContext(ctx, b.wf(`SELECT id FROM {{db}}.spool_jobs WHERE has_dependents = 1 AND state IN ('completed', 'discarded', 'cancelled') LIMIT 1000`))
+	ids, err := queryIDs(ctx, tx, b.wf(`SELECT id FROM {{db}}.spool_jobs WHERE has_dependents = 1 AND state IN ('completed', 'discarded', 'cancelled') LIMIT 1000`))
 	if err != nil {
 		return fmt.Errorf("settle dependents: %w", err)
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	return b.settle(ctx, tx, ids)
 }
