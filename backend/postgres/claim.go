@@ -67,7 +67,11 @@ func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobCla
 	var jobs []*backend.JobRow
 	batch := &pgx.Batch{}
 	batch.Queue(b.jobClaimTx)
-	if b.claimLock {
+	// Only claims into lease rows take the lock: they are the ones that
+	// step over each other's rows in a backlog, while a small claim in
+	// place takes a few jobs and, waiting for the lock, would wait for
+	// another claim's WAL flush.
+	if b.claimLock && !small {
 		batch.Queue(b.sql.claimLock, p.Queue)
 	}
 	floored := b.queueFloored(batch, &jobs, query, p.Queue, n, p.Lease, p.ClaimID)

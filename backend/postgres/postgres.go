@@ -143,15 +143,16 @@ type Options struct {
 	// claims into lease rows unless the queue's last claim took fewer than
 	// 32 jobs.
 	Claims string
-	// ClaimLock is ClaimLockOff (the default: claims run side by side,
-	// each stepping over the rows the others hold) or ClaimLockQueue (the
-	// claims of a queue, from every process, take their rows one at a
-	// time, under a transaction-scoped advisory lock taken in the claim's
-	// own round trip and held through its commit). Measured with 8
-	// worker processes on a loaded machine, the lock did not change the
-	// server's CPU per job (1.3-1.8 times one process's either way), and
-	// it makes every claim of a queue wait for the one before's WAL flush
-	// (BENCHMARKS.md, "Worker processes: one claim at a time per queue").
+	// ClaimLock is ClaimLockQueue (the default: a queue's claims into
+	// lease rows, from every process, take their rows one at a time, under
+	// a transaction-scoped advisory lock taken in the claim's own round
+	// trip and held through its commit; small claims in place run side by
+	// side) or ClaimLockOff (every claim side by side, each stepping over
+	// the rows the others hold). With 8 worker processes on a quiet
+	// machine the lock took a drain from 0.68 to 0.82 of one process's
+	// rate and its server CPU per job from 1.45 to 1.18 times one
+	// process's, with pickup unchanged (BENCHMARKS.md, "The claim lock
+	// for backlog claims only").
 	ClaimLock string
 	// WakeRouting is WakeRoutingOn (the default: each insert's wake-up is
 	// answered by one of the processes working its queue, chosen alike by
@@ -206,7 +207,7 @@ type Backend struct {
 	strategy      string
 	inPlace       bool // Options.Claims is ClaimsInPlace
 	leaseRows     bool // Options.Claims is ClaimsLeaseRows
-	claimLock     bool // Options.ClaimLock is ClaimLockQueue
+	claimLock     bool // Options.ClaimLock is not ClaimLockOff
 	routeWakes    bool // Options.WakeRouting is WakeRoutingOn
 	window        int
 	floors        claimFloors
@@ -328,7 +329,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 	b := &Backend{
 		settleFirst:   firstSettlePart,
 		settleRows:    settlePartRows,
-		claimLock:     o.ClaimLock == ClaimLockQueue,
+		claimLock:     o.ClaimLock != ClaimLockOff,
 		routeWakes:    o.WakeRouting != WakeRoutingOff,
 		inPlace:       o.Claims == ClaimsInPlace,
 		leaseRows:     o.Claims == ClaimsLeaseRows,

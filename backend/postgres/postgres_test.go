@@ -57,14 +57,15 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 
 // TestConformanceLeaseRows runs the suite with every claim into lease rows
 // (with the default, a queue whose claims take few jobs keeps them in
-// place), the claims of a queue taking turns (spool_claim_lock=queue) and
-// wake-ups not routed (spool_wake_routing=off: every process answers every
-// wake-up). The default mode runs claims side by side with routed
-// wake-ups; the lock and the routing act before a claim and after a
-// commit, whichever form the claim takes, so one mode covers the three
-// settings that are not the defaults (one run of the suite less in CI).
+// place), claims side by side without the queue's claim lock
+// (spool_claim_lock=off) and wake-ups not routed (spool_wake_routing=off:
+// every process answers every wake-up). The default mode takes the lock
+// for claims into lease rows and routes wake-ups; the lock and the
+// routing act before a claim and after a commit, whichever form the claim
+// takes, so one mode covers the three settings that are not the defaults
+// (one run of the suite less in CI).
 func TestConformanceLeaseRows(t *testing.T) {
-	conformance.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsLeaseRows, ClaimLock: postgres.ClaimLockQueue, WakeRouting: postgres.WakeRoutingOff}))
+	conformance.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsLeaseRows, ClaimLock: postgres.ClaimLockOff, WakeRouting: postgres.WakeRoutingOff}))
 }
 
 // TestConformanceOptimistic runs the suite with the optimistic claim

@@ -125,7 +125,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	rounds := r.Flags.Int("rounds", 1, "times to run the whole list, alternating its order; medians are reported")
 	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
-	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's: queue on MariaDB, off on PostgreSQL)")
+	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
 	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing on PostgreSQL: on or off (default: the backend's, on)")
 	statements := r.Flags.String("statements", "", "PostgreSQL: load pg_stat_statements and append each phase's statements, per job, to this file")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
@@ -880,7 +880,7 @@ and iproute2.
 	--claim-lock queue|off
 		whether the workers' claims of a queue take turns under the
 		queue's claim lock (spool_claim_lock; default: the backend's,
-		queue on MariaDB, off on PostgreSQL)
+		queue)
 	--wake-routing on|off
 		whether each insert's wake-up goes to one of the worker processes
 		(spool_wake_routing, PostgreSQL; default: the backend's, on)
