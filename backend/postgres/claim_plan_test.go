@@ -881,3 +881,53 @@ func TestWideDeletedCompletionGenericPlan(t *testing.T) {
 		t.Fatalf("the deleted completion's generic plan joins the batch with the lease rows' jobs by %v, want a Hash Join", joins)
 	}
 }
+
+// TestSettleUpdatesDependentsInIDOrder plans the settle of a root, on its
+// custom and on its generic plan, and requires the dependents' update to
+// walk todo (the dependents sorted by id) in a nested loop over tuple-id
+// lookups: a dependent that takes no lock before the update is locked by
+// it, and only an update in id order keeps to the order of the lock pass.
+func TestSettleUpdatesDependentsInIDOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	job := func() *backend.JobInsertParams {
+		return &backend.JobInsertParams{Queue: "wf", Kind: "note", Args: json.RawMessage(`{}`), MaxAttempts: 5}
+	}
+	tasks := []backend.WorkflowTaskParams{{Name: "root", Job: job()}}
+	for i := range 50 {
+		tasks = append(tasks, backend.WorkflowTaskParams{Name: "t" + strconv.Itoa(i), Job: job(), Deps: []backend.WorkflowDep{{Task: 0}}})
+	}
+	w, err := b.WorkflowInsert(ctx, &backend.WorkflowInsertParams{Name: "fan", Tasks: tasks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := strconv.FormatInt(w.IDs[0], 10)
+	check := func(name string, v any) {
+		found := false
+		walkPlan(v, func(node map[string]any) {
+			if node["Node Type"] != "ModifyTable" || node["Operation"] != "Update" {
+				return
+			}
+			kids, _ := node["Plans"].([]any)
+			var outer, inner map[string]any
+			if len(kids) == 1 {
+				if loop, _ := kids[0].(map[string]any); loop["Node Type"] == "Nested Loop" {
+					if two, _ := loop["Plans"].([]any); len(two) == 2 {
+						outer, _ = two[0].(map[string]any)
+						inner, _ = two[1].(map[string]any)
+					}
+				}
+			}
+			if outer["Node Type"] == "CTE Scan" && outer["CTE Name"] == "todo" && inner["Node Type"] == "Tid Scan" {
+				found = true
+			}
+		})
+		if !found {
+			t.Errorf("%s plan: no update walks todo over tuple-id lookups: %s", name, nodeTypes(v))
+		}
+	}
+	args := `('{` + root + `}'::bigint[], '{true}'::boolean[])`
+	check("custom", preparedPlan(t, pool, "SET LOCAL plan_cache_mode = force_custom_plan", b.sql.wf.settleChildren, args))
+	check("generic", preparedPlan(t, pool, "SET LOCAL plan_cache_mode = force_generic_plan", b.sql.wf.settleChildren, args))
+}
