@@ -37,6 +37,9 @@ func FuzzSQLEnqueue(f *testing.F) {
 		{"note", `{}`, ".q", -1, -1, 0, "has space", `[]`},
 		{"note", `{}`, "q", 1 << 40, 253402300800000000, 1 << 31, "", `{"a": {"b": {}}}`},
 		{"\u212a", `"just a string"`, "default", 50, -62135596800000000, 1, ",,", `null`},
+		{"note", `{"n": 1}`, "default", 0, 0, 25, "NULL", `{}`},
+		{"note", `{"deep": ` + strings.Repeat("[", 30) + strings.Repeat("]", 30) + `}`, "q", 3, 1, 25, "", `{}`},
+		{"note", `{"deep": ` + strings.Repeat("[", 31) + strings.Repeat("]", 31) + `}`, "q", 3, 1, 25, "", `{}`},
 	}
 	for _, sd := range seeds {
 		f.Add(sd.kind, sd.args, sd.queue, sd.prio, sd.runAtUS, sd.maxAtt, sd.tags, sd.meta)
@@ -49,8 +52,15 @@ func FuzzSQLEnqueue(f *testing.F) {
 		return n
 	}
 	f.Fuzz(func(t *testing.T, kind, args, queue string, prio, runAtUS, maxAtt int64, tagList, meta string) {
-		var tags []string
-		if tagList != "" {
+		// An empty list is an empty array (a nil slice would be NULL, and
+		// every call without tags would be refused before it reached the
+		// rules); "NULL" is a NULL array.
+		tags := []string{}
+		switch tagList {
+		case "":
+		case "NULL":
+			tags = nil
+		default:
 			tags = strings.Split(tagList, ",")
 		}
 		before := count(t)

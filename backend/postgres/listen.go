@@ -55,28 +55,42 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	sendCtx, stopSend := context.WithCancel(ctx)
 	defer stopSend()
 	go rl.send(sendCtx)
-	if err := rl.check(ctx, conn); err != nil {
+	if err := rl.check(ctx, conn, nil); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	ready()
+	// The waits and the relay's polls below run without a context of
+	// their own: a context passed to pgx costs a goroutine (its watcher)
+	// per call, and a deadline a timer besides, which at the relay's
+	// thousand polls a second was a large part of its client's CPU. The
+	// connection's read deadline ends a wait when the next poll is due,
+	// and ctx's end sets it to now, which ends a wait or a poll under way.
+	nc := conn.PgConn().Conn()
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
+	defer stop()
 	for {
 		if !time.Now().Before(rl.deadline()) {
-			if err := rl.check(ctx, conn); err != nil {
+			if err := rl.check(ctx, conn, nc); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				return fmt.Errorf("listen: %w", err)
 			}
 		}
-		wctx, cancel := context.WithDeadline(ctx, rl.deadline())
-		n, err := conn.WaitForNotification(wctx)
-		due := wctx.Err() != nil
-		cancel()
+		// Set before ctx is tested: a deadline ctx's end set first would
+		// be overwritten, and the test sees that end.
+		if err := nc.SetReadDeadline(rl.deadline()); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n, err := conn.WaitForNotification(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if due {
+			if pgconn.Timeout(err) {
 				continue // the relay's poll is due
 			}
 			return fmt.Errorf("listen: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"time"
 
@@ -135,19 +136,33 @@ func (r *relay) start(now time.Time) {
 }
 
 // check runs one poll on conn and notifies every client when inserts
-// counted may have committed since the last one.
-func (r *relay) check(ctx context.Context, conn *pgx.Conn) error {
+// counted may have committed since the last one. With nc (conn's network
+// connection) set, the poll runs without ctx: ctx's end must then set nc's
+// read deadline (Listen's loop), and check clears a deadline left by a
+// wait before it polls.
+func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 	now := time.Now()
 	if r.b.noRelay {
 		r.next = now.Add(24 * time.Hour)
 		return nil
+	}
+	qctx := ctx
+	if nc != nil {
+		if err := nc.SetReadDeadline(time.Time{}); err != nil {
+			return fmt.Errorf("relay inserts from SQL: %w", err)
+		}
+		// Cleared before ctx is tested, as Listen sets its deadlines.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		qctx = context.Background()
 	}
 	r.b.relayPolls.Add(1)
 	renew := r.active && now.Sub(r.moved) < sqlQuiet
 	var count, leftUS, holder int64
 	var free bool
 	var renewed *int64
-	err := conn.QueryRow(ctx, r.poll, renew, r.name).Scan(&count, &free, &leftUS, &holder, &renewed)
+	err := conn.QueryRow(qctx, r.poll, renew, r.name).Scan(&count, &free, &leftUS, &holder, &renewed)
 	if err != nil {
 		if isUndefined(err) {
 			// A schema before version 19: there is nothing to relay.

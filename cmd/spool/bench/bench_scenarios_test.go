@@ -92,6 +92,10 @@ func TestBenchSQLEnqueue(t *testing.T) {
 	if res.Counted == 0 || res.WakeUps == 0 {
 		t.Errorf("inserts counted %d, wake-ups heard %d: want both", res.Counted, res.WakeUps)
 	}
+	if len(res.EnqueueAllCPUUS) != 2 || len(res.InsertAllCPUUS) != 2 || len(res.EnqueueClientCPUUS) != 2 || len(res.InsertClientCPUUS) != 2 {
+		t.Errorf("want the server's and the bench's CPU of both rounds, got %v %v %v %v",
+			res.EnqueueAllCPUUS, res.InsertAllCPUUS, res.EnqueueClientCPUUS, res.InsertClientCPUUS)
+	}
 	if res.PickupJobs != 100 || res.Pickup.Count != 100 {
 		t.Errorf("pickup: %d jobs, %d latencies, want 100 of each", res.PickupJobs, res.Pickup.Count)
 	}

@@ -54,13 +54,21 @@ type sqlEnqueueResult struct {
 	// The inserting sessions' server CPU per transaction, in microseconds,
 	// by round (their backends' /proc times; 0 where not readable): unlike
 	// the rates, hardly moved by other work on the machine.
-	EnqueueCPUUS []float64    `json:"enqueue_server_cpu_per_tx_us,omitempty"`
-	InsertCPUUS  []float64    `json:"insert_server_cpu_per_tx_us,omitempty"`
-	WakeUps      int64        `json:"wake_ups_heard"`
-	Counted      int64        `json:"inserts_counted"`
-	PickupRate   float64      `json:"pickup_rate"`
-	PickupJobs   int64        `json:"pickup_jobs"`
-	Pickup       LatencyStats `json:"pickup_latency"`
+	EnqueueCPUUS []float64 `json:"enqueue_server_cpu_per_tx_us,omitempty"`
+	InsertCPUUS  []float64 `json:"insert_server_cpu_per_tx_us,omitempty"`
+	// The CPU per transaction of every process of the sessions' server
+	// (the relay's polls and notifications included, on a machine of its
+	// own only), and of this process (the sessions' client side and the
+	// subscription's relay), by round.
+	EnqueueAllCPUUS    []float64    `json:"enqueue_all_server_cpu_per_tx_us,omitempty"`
+	InsertAllCPUUS     []float64    `json:"insert_all_server_cpu_per_tx_us,omitempty"`
+	EnqueueClientCPUUS []float64    `json:"enqueue_client_cpu_per_tx_us,omitempty"`
+	InsertClientCPUUS  []float64    `json:"insert_client_cpu_per_tx_us,omitempty"`
+	WakeUps            int64        `json:"wake_ups_heard"`
+	Counted            int64        `json:"inserts_counted"`
+	PickupRate         float64      `json:"pickup_rate"`
+	PickupJobs         int64        `json:"pickup_jobs"`
+	Pickup             LatencyStats `json:"pickup_latency"`
 }
 
 // Run implements cli.Command.
@@ -130,8 +138,12 @@ VALUES ('default', 'bench', '{"n":1}', 0, now(), 'available', 25, '{}', '{}')`
 	for i, conn := range conns {
 		pids[i] = int(conn.PgConn().PID())
 	}
+	// The sessions' postmaster and its children: this server's every
+	// process, apart from any other server on the machine.
+	postmaster := ParentPID(pids[0])
 	for round := range *rounds {
-		var e, p, eCPU, pCPU float64
+		var e, p float64
+		var cpu [2][3]float64 // by side: sessions, every server process, this process
 		for k := range 2 {
 			side := (k + round) % 2
 			stmt := enqueue
@@ -142,29 +154,40 @@ VALUES ('default', 'bench', '{"n":1}', 0, now(), 'available', 25, '{}', '{}')`
 			if ok {
 				before, ok = before.only(pids)
 			}
+			tree, treeOK := TreeCPU(postmaster)
+			self, selfOK := ProcessCPU()
 			rate, n, err := sqlInsertFor(ctx, conns, stmt, *duration)
 			if err != nil {
 				return WithCause(ctx, fmt.Errorf("bench sqlenqueue: %w", err))
 			}
-			var cpu float64
 			if after, ok2 := takeServerCPU(); ok && ok2 {
 				if mine, ok3 := after.only(pids); ok3 {
-					cpu = PerJobUS(before.since(mine), int(n))
+					cpu[side][0] = PerJobUS(before.since(mine), int(n))
 				}
 			}
+			if now, ok := TreeCPU(postmaster); ok && treeOK && postmaster > 1 {
+				cpu[side][1] = PerJobUS(now-tree, int(n))
+			}
+			if now, ok := ProcessCPU(); ok && selfOK {
+				cpu[side][2] = PerJobUS(now-self, int(n))
+			}
 			if side == 0 {
-				e, eCPU = rate, cpu
+				e = rate
 			} else {
-				p, pCPU = rate, cpu
+				p = rate
 			}
 		}
 		res.EnqueueRuns = append(res.EnqueueRuns, e)
 		res.InsertRuns = append(res.InsertRuns, p)
 		res.Ratios = append(res.Ratios, e/p)
-		res.EnqueueCPUUS = append(res.EnqueueCPUUS, eCPU)
-		res.InsertCPUUS = append(res.InsertCPUUS, pCPU)
-		fmt.Fprintf(r.Env.Stderr, "sqlenqueue: round %d: enqueue() %s/s, INSERT %s/s, ratio %.2f; sessions' server CPU per transaction %.1f / %.1f µs\n",
-			round+1, cli.HumanInt(e), cli.HumanInt(p), e/p, eCPU, pCPU)
+		res.EnqueueCPUUS = append(res.EnqueueCPUUS, cpu[0][0])
+		res.InsertCPUUS = append(res.InsertCPUUS, cpu[1][0])
+		res.EnqueueAllCPUUS = append(res.EnqueueAllCPUUS, cpu[0][1])
+		res.InsertAllCPUUS = append(res.InsertAllCPUUS, cpu[1][1])
+		res.EnqueueClientCPUUS = append(res.EnqueueClientCPUUS, cpu[0][2])
+		res.InsertClientCPUUS = append(res.InsertClientCPUUS, cpu[1][2])
+		fmt.Fprintf(r.Env.Stderr, "sqlenqueue: round %d: enqueue() %s/s, INSERT %s/s, ratio %.2f; CPU per transaction, enqueue() / INSERT: sessions' server %.1f / %.1f µs, the server's processes %.1f / %.1f µs, this process %.1f / %.1f µs\n",
+			round+1, cli.HumanInt(e), cli.HumanInt(p), e/p, cpu[0][0], cpu[1][0], cpu[0][1], cpu[1][1], cpu[0][2], cpu[1][2])
 	}
 	res.Enqueue, res.Insert, res.Ratio = Median(res.EnqueueRuns), Median(res.InsertRuns), Median(res.Ratios)
 	res.WakeUps = heard.Load()
@@ -288,6 +311,14 @@ func printSQLEnqueueResult(w io.Writer, r *sqlEnqueueResult) error {
 	if len(r.EnqueueCPUUS) > 0 && r.EnqueueCPUUS[0] > 0 {
 		fmt.Fprintf(tw, "server CPU µs/tx, enqueue()\t%.1f\t%s\n", Median(r.EnqueueCPUUS), FormatRuns(r.EnqueueCPUUS))
 		fmt.Fprintf(tw, "server CPU µs/tx, INSERT\t%.1f\t%s\n", Median(r.InsertCPUUS), FormatRuns(r.InsertCPUUS))
+	}
+	if len(r.EnqueueAllCPUUS) > 0 && r.EnqueueAllCPUUS[0] > 0 {
+		fmt.Fprintf(tw, "the server's processes µs/tx, enqueue()\t%.1f\t%s\n", Median(r.EnqueueAllCPUUS), FormatRuns(r.EnqueueAllCPUUS))
+		fmt.Fprintf(tw, "the server's processes µs/tx, INSERT\t%.1f\t%s\n", Median(r.InsertAllCPUUS), FormatRuns(r.InsertAllCPUUS))
+	}
+	if len(r.EnqueueClientCPUUS) > 0 && r.EnqueueClientCPUUS[0] > 0 {
+		fmt.Fprintf(tw, "this process µs/tx, enqueue()\t%.1f\t%s\n", Median(r.EnqueueClientCPUUS), FormatRuns(r.EnqueueClientCPUUS))
+		fmt.Fprintf(tw, "this process µs/tx, INSERT\t%.1f\t%s\n", Median(r.InsertClientCPUUS), FormatRuns(r.InsertClientCPUUS))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

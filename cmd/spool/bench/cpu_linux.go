@@ -86,6 +86,19 @@ func TreeCPU(root int) (time.Duration, bool) {
 	return procCPU(func(pid, ppid int, _ string) bool { return pid == root || ppid == root })
 }
 
+// ParentPID is the parent of process pid (a backend's postmaster), or 0
+// when it cannot be read.
+func ParentPID(pid int) int {
+	parent := 0
+	procCPU(func(p, ppid int, _ string) bool {
+		if p == pid {
+			parent = ppid
+		}
+		return false
+	})
+	return parent
+}
+
 // ChildPIDs lists the processes whose parent is root.
 func ChildPIDs(root int) []int {
 	var pids []int

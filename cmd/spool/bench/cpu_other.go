@@ -22,5 +22,8 @@ func (serverCPUSnapshot) since(serverCPUSnapshot) time.Duration { return 0 }
 // TreeCPU is not measured here.
 func TreeCPU(int) (time.Duration, bool) { return 0, false }
 
+// ParentPID is not known here.
+func ParentPID(int) int { return 0 }
+
 // ChildPIDs is not known here.
 func ChildPIDs(int) []int { return nil }
