@@ -347,6 +347,48 @@ func (a *askRecorder) JobClaim(ctx context.Context, p *backend.JobClaimParams) (
 	return a.gatedBackend.JobClaim(ctx, p)
 }
 
+// quietListen is an askRecorder whose store's wake-ups never reach the
+// client: its only wake-ups are the one the subscription gives at start
+// and its own inserts'; it counts the claims sent.
+type quietListen struct {
+	*askRecorder
+	claims *atomic.Int64
+}
+
+func (q quietListen) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	q.claims.Add(1)
+	return q.askRecorder.JobClaim(ctx, p)
+}
+
+func (q quietListen) Listen(ctx context.Context, ready func(), _ func(backend.Wake)) error {
+	return q.askRecorder.Listen(ctx, ready, func(backend.Wake) {})
+}
+
+// TestStartWakeSendsNoSecondClaim: the wake-up a client's subscription
+// gives its producers at start comes before their first claim, which
+// covers it; it must not send a second claim alongside the first (each
+// process's start did, on a connection of its own). While the first claim
+// is held, only the insert's wake-up sends another.
+func TestStartWakeSendsNoSecondClaim(t *testing.T) {
+	ctx := context.Background()
+	be := quietListen{&askRecorder{gatedBackend: newGated(t)}, new(atomic.Int64)}
+	c, ran := startWakeClient(t, be, spool.QueueConfig{MaxWorkers: 40, Prefetch: 60})
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(be.release) })
+	<-be.claimed // the first claim found nothing and is held in flight
+	if _, err := c.Insert(ctx, wakeArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job waited for the claim in flight: its wake-up sent no claim")
+	}
+	if n := be.claims.Load(); n != 2 {
+		t.Fatalf("%d claims sent; want 2: the held first claim and the insert's", n)
+	}
+}
+
 // TestWakeDuringClaimSendsSecondClaim: a job whose wake-up arrives while a
 // claim is held in flight runs at once, through a second claim, without
 // waiting for the first one's reply; and the two claims together ask for

@@ -43,9 +43,11 @@ func (l *listener) run(ctx context.Context, settled func()) {
 			if l.router != nil {
 				l.router.setListening(true)
 			}
-			settled()
 			// Anything inserted while we were not listening: look now.
+			// At start this comes before settled, which lets Start go on
+			// to start the producers: their first claims cover it.
 			l.wakeAll()
+			settled()
 		}, func(w backend.Wake) {
 			switch {
 			case w.Note != "":

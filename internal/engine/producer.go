@@ -437,6 +437,21 @@ func (p *producer) run() {
 				// The part for free workers; the rest is prefetch, which a
 				// flow-controlled claim treats apart.
 				forWorkers := max(0, p.maxWorkers-running-buffered)
+				// A wake-up still waiting to be read was sent before this
+				// claim: what caused it (a commit, a due time) precedes
+				// the claim's snapshot, which covers it. Read as one
+				// that arrived while the claim was out, it would send a
+				// second claim for nothing: every process's start did,
+				// since its subscription wakes it just before its first
+				// claim, and each such claim cost a connection of its own
+				// and that connection's plan of the claim.
+				select {
+				case <-p.wakeCh:
+					if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
+						relay = hops // room to claim: pass on if this one comes back full
+					}
+				default:
+				}
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
 				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, out: fetchCh})
 				lostClaims = nil // the fetch releases them, or hands them back

@@ -128,6 +128,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
 	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing on PostgreSQL: on or off (default: the backend's, on)")
 	statements := r.Flags.String("statements", "", "PostgreSQL: load pg_stat_statements and append each phase's statements, per job, to this file")
+	started := r.Flags.Duration("started", 0, "start the worker processes this long before the drain, on the paused queue, and time the drain from its resume (0: from their start)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
@@ -147,6 +148,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*rate > 0 && *rate <= 1e6, "--rate must be above 0 and at most 1000000"),
 		bench.Want(*pickupFor >= 0, "--pickup-duration must not be negative"),
 		bench.Want(*idleFor >= 0, "--idle-duration must not be negative"),
+		bench.Want(*started >= 0, "--started must not be negative"),
 		bench.Want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
@@ -188,6 +190,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 			"--prefetch", strconv.Itoa(*q.Prefetch), "--batch", strconv.Itoa(*q.Batch),
 			"--completion-delay", q.Delay.String(), "--delete-completed=" + strconv.FormatBool(*q.DeleteCompleted)},
 		strategy: *strategy, claimLock: *claimLock, wakeRouting: *wakeRouting, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
+		started: *started,
 	}
 	// A fresh server allocates its WAL or redo files and fills its caches
 	// during its first drains: one unreported drain with one process
@@ -510,11 +513,36 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	if err := e.resetStatements(ctx); err != nil {
 		return nil, fmt.Errorf("--statements: %w", err)
 	}
+	if e.load.started > 0 {
+		if err := client.QueuePause(ctx, spool.DefaultQueue); err != nil {
+			return nil, err
+		}
+		for _, w := range workers {
+			if err := w.send("go"); err != nil {
+				return nil, err
+			}
+		}
+		if !sleepUntil(ctx, time.Now().Add(e.load.started)) {
+			return nil, ctx.Err()
+		}
+		if usage0, err = usageOf(ctx, workers); err != nil {
+			return nil, err
+		}
+		if err := e.resetStatements(ctx); err != nil {
+			return nil, fmt.Errorf("--statements: %w", err)
+		}
+	}
 	server0 := e.serverCPU()
 	start := time.Now()
-	for _, w := range workers {
-		if err := w.send("go"); err != nil {
+	if e.load.started > 0 {
+		if err := client.QueueResume(ctx, spool.DefaultQueue); err != nil {
 			return nil, err
+		}
+	} else {
+		for _, w := range workers {
+			if err := w.send("go"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	written := func() int64 {
@@ -661,6 +689,11 @@ type hostsLoad struct {
 	wakeRouting     string   // the workers' spool_wake_routing ("": the backend's)
 	jobs, chunk     int      // jobs drained, inserted chunk at a time
 	deleteCompleted bool
+	// started, when positive, is how long the workers run on the paused
+	// queue before the drain, which is timed from the queue's resume: the
+	// processes' start (connections, catalog caches, plans, elections)
+	// is left out of the drain's figures.
+	started time.Duration
 }
 
 // hostsPickup is the pickup phase's load: rate jobs a second, inserted by
@@ -871,6 +904,12 @@ and iproute2.
 	--rounds N
 		run the whole list N times, in alternate order, and report each
 		figure's median over the rounds (default 1)
+	--started DURATION
+		start the worker processes this long before the drain, with the
+		queue paused, and time the drain from its resume: the figures
+		then leave out the processes' start (connections, the statements'
+		plans on each, elections), which otherwise falls in the drain, once
+		per process (default 0: the drain is timed from their start)
 	--pin
 		run the server on CPU 0 and the worker processes, and this one, on
 		the others: as on separate machines, the workers take no CPU from
