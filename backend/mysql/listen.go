@@ -34,10 +34,9 @@ const (
 // wake-up notes and cancellation events are heard at least this often.
 const headsInterval = watchCancelsInterval
 
-// listenSlowInterval is how often Listen reads listen_slow.sql: the
-// paused queues (a queue resumed elsewhere is woken within it; the
-// client's poll finds it too) and the cancellation events that committed
-// out of seq order.
+// listenSlowInterval is how often Listen reads listen_slow.sql, for the
+// cancellation events that committed out of seq order (the holder's next
+// heartbeat finds those too).
 const listenSlowInterval = 500 * time.Millisecond
 
 // newJobsBatch bounds the ids (and the notes) one read returns; more means
@@ -106,19 +105,19 @@ type standingNote struct {
 
 // heads is a read of listen_heads.sql and, when slow, listen_slow.sql.
 type heads struct {
-	job, note, cancelMax int64
-	cancelSum, paused    int64
+	job, note, cancelMax, paused int64
+	cancelSum                    int64
 }
 
 // Listen implements backend.Notifier. MySQL has no notifications, so it
 // looks, every newJobsInterval while jobs keep coming and up to
 // idleJobsInterval once none has come for idleAfter. A look reads the
 // heads (listen_heads.sql: one statement of scalar reads, the highest job
-// id, note seq and cancellation event seq), then the rows of the parts
-// that moved; while jobs keep coming, it reads the new jobs at once and
-// the heads every headsInterval. Every listenSlowInterval it also reads
-// figures of the recent cancellation events and of the paused queues
-// (listen_slow.sql). It wakes the queues of jobs other processes inserted
+// id, note seq and cancellation event seq and a figure of the paused
+// queues), then the rows of the parts that moved; while jobs keep coming,
+// it reads the new jobs at once and the heads every headsInterval. Every
+// listenSlowInterval it also reads a figure of the recent cancellation
+// events (listen_slow.sql). It wakes the queues of jobs other processes inserted
 // (routed, when Options.WakeRouting is on: every process reads the same
 // ids, and the engine wakes only the process the route picks, see
 // routeSpan), delivers the wake-up notes, wakes a queue that another
@@ -181,7 +180,7 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			}
 			lastHeads = time.Now()
 			if !slow {
-				h.cancelSum, h.paused = st.cancelSum, st.pausedSum
+				h.cancelSum = st.cancelSum
 			} else {
 				lastSlow = lastHeads
 			}
@@ -227,12 +226,12 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 // readHeads reads listen_heads.sql, and listen_slow.sql when slow.
 func (b *Backend) readHeads(ctx context.Context, slow bool) (heads, error) {
 	var h heads
-	if err := b.db.QueryRowContext(ctx, b.sql.listenHeads).Scan(&h.job, &h.note, &h.cancelMax); err != nil {
+	if err := b.db.QueryRowContext(ctx, b.sql.listenHeads).Scan(&h.job, &h.note, &h.cancelMax, &h.paused); err != nil {
 		return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
 	}
 	if slow {
-		if err := b.db.QueryRowContext(ctx, b.sql.listenSlow).Scan(&h.cancelSum, &h.paused); err != nil {
-			return h, fmt.Errorf("listen: read the recent events and paused queues: %w", err)
+		if err := b.db.QueryRowContext(ctx, b.sql.listenSlow).Scan(&h.cancelSum); err != nil {
+			return h, fmt.Errorf("listen: read the recent cancellation events: %w", err)
 		}
 	}
 	return h, nil
