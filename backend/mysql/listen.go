@@ -65,8 +65,8 @@ const routeSpan = 64
 const (
 	notePrefix    = "note:"
 	passPrefix    = "pass:"
-	noteRefresh   = 2 * time.Second
-	noteLife      = 5 * time.Second
+	noteRefresh   = 3 * time.Second
+	noteLife      = 8 * time.Second
 	noteRedeliver = time.Second
 	// noteBacklog is how many notes below the newest a Listen reads when
 	// it starts, for the standing notes of the processes already there.
