@@ -38,7 +38,7 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 		return nil, nil, fmt.Errorf("database URL scheme %q, want mysql", u.Scheme)
 	}
 	q := u.Query()
-	opts := &Options{ClaimStrategy: q.Get(ClaimParam), ClaimLock: q.Get(ClaimLockParam)}
+	opts := &Options{ClaimStrategy: q.Get(ClaimParam), ClaimLock: q.Get(ClaimLockParam), WakeRouting: q.Get(WakeRoutingParam)}
 	for _, p := range []struct {
 		name string
 		dst  *int
@@ -54,6 +54,7 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 	}
 	q.Del(ClaimParam)
 	q.Del(ClaimLockParam)
+	q.Del(WakeRoutingParam)
 	cfg, err := mysql.ParseDSN("/?" + q.Encode())
 	if err != nil {
 		return nil, nil, fmt.Errorf("database URL parameters: %w", err)
@@ -80,6 +81,9 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 	}
 	if l := opts.ClaimLock; l != "" && l != ClaimLockQueue && l != ClaimLockOff {
 		return nil, nil, fmt.Errorf("%s=%q: want queue or off", ClaimLockParam, l)
+	}
+	if r := opts.WakeRouting; r != "" && r != WakeRoutingOn && r != WakeRoutingOff {
+		return nil, nil, fmt.Errorf("%s=%q: want on or off", WakeRoutingParam, r)
 	}
 	if opts.ClaimWindow > 100000 {
 		return nil, nil, fmt.Errorf("%s=%d is out of range 1..100000", WindowParam, opts.ClaimWindow)

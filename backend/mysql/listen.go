@@ -2,7 +2,11 @@ package mysql
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -18,50 +22,127 @@ const newJobsInterval = 5 * time.Millisecond
 // idleAfter: the look interval doubles up to it, and goes back to
 // newJobsInterval as soon as a look finds a job. Every worker process
 // looks on its own, so idle fleets would otherwise cost the server 200
-// reads a second per process for nothing; the price is up to 50 ms more
-// pickup for the first job after a quiet spell.
+// reads a second per process for nothing; the price is up to
+// idleJobsInterval more pickup for the first job after a quiet spell.
 const (
-	idleJobsInterval = 50 * time.Millisecond
+	idleJobsInterval = 100 * time.Millisecond
 	idleAfter        = 2 * time.Second
 )
 
-// newJobsBatch bounds the ids one look reads; more means another look at
-// once.
+// headsInterval is how often a look that goes straight to the new jobs
+// (the last look found some) also reads the heads (listen_heads.sql):
+// wake-up notes and cancellation events are heard at least this often.
+const headsInterval = watchCancelsInterval
+
+// listenSlowInterval is how often Listen reads listen_slow.sql, for the
+// cancellation events that committed out of seq order (the holder's next
+// heartbeat finds those too).
+const listenSlowInterval = 500 * time.Millisecond
+
+// newJobsBatch bounds the ids (and the notes) one read returns; more means
+// another read at once.
 const newJobsBatch = 1000
 
-// Listen implements backend.Notifier: it wakes the queues of jobs other
-// processes insert, found by reading the jobs above the highest id it has
-// seen every newJobsInterval (idleJobsInterval when none has come for a
-// while), wakes a queue that another process resumed
-// (the paused queues, read every watchCancelsInterval), and reports
-// cancelled running jobs as WatchCancels does. A job whose insert commits after a later id's was seen
-// is not reported by itself: the next insert into its queue, or the
-// client's poll, finds it.
+// routeSpan is how many consecutive job ids share a route: the wake-ups of
+// a queue's jobs with ids in one span go to the same process. Every
+// process reads the same ids, so every process computes the same route for
+// a job whatever ids its own looks read together; a span of several ids
+// makes a look that finds a few new jobs wake one process, not one per
+// job, while a backlog (many spans) still wakes every process.
+const routeSpan = 64
+
+// Wake-up notes (spool_wake_notes, schema 17). A process's announced note
+// (backend.WakeRouter.Announce) is stored as notePrefix+SOURCE+" "+NOTE,
+// SOURCE naming the backend that wrote it; a passed-on wake-up as
+// passPrefix+HOPS+":"+QUEUE.
+//
+// Each note written costs the server a durable commit, so a process
+// rewrites an unchanged note only every noteRefresh, and every listener
+// re-delivers each source's last note every noteRedeliver until noteLife
+// has passed since it read it: the routing's members (announced every
+// second, forgotten 3.5 s after the last) stay heard, and a process that
+// ended without its leave note is forgotten noteLife after its last note.
+const (
+	notePrefix    = "note:"
+	passPrefix    = "pass:"
+	noteRefresh   = 3 * time.Second
+	noteLife      = 8 * time.Second
+	noteRedeliver = time.Second
+	// noteBacklog is how many notes below the newest a Listen reads when
+	// it starts, for the standing notes of the processes already there.
+	noteBacklog = 64
+)
+
+// Pruning of the wake-up notes: every notesPruneEvery notes it writes, a
+// process deletes those more than notesKept seqs below its own, which
+// every listener has read long since.
+const (
+	notesPruneEvery = 64
+	notesKept       = 4096
+)
+
+// listenState is what Listen's looks remember between them.
+type listenState struct {
+	lastJob, lastNote int64
+	// cancelMax is the heads' highest event seq, cancelSum and pausedSum
+	// listen_slow's figures, at the last reads of the cancellation events
+	// and of the paused queues.
+	cancelMax, cancelSum, pausedSum int64
+	// cancels holds the cancellation events seen (by seq) and when, until
+	// they leave the read's window.
+	cancels map[int64]time.Time
+	// paused is the set of paused queues at the last read.
+	paused map[string]bool
+	// standing holds each source's last announced note and when it was
+	// read, re-delivered every noteRedeliver until noteLife has passed.
+	standing map[string]standingNote
+}
+
+type standingNote struct {
+	note string
+	read time.Time
+}
+
+// heads is a read of listen_heads.sql and, when slow, listen_slow.sql.
+type heads struct {
+	job, note, cancelMax, paused int64
+	cancelSum                    int64
+}
+
+// Listen implements backend.Notifier. MySQL has no notifications, so it
+// looks, every newJobsInterval while jobs keep coming and up to
+// idleJobsInterval once none has come for idleAfter. A look reads the
+// heads (listen_heads.sql: one statement of scalar reads, the highest job
+// id, note seq and cancellation event seq and a figure of the paused
+// queues), then the rows of the parts that moved; while jobs keep coming,
+// it reads the new jobs at once and the heads every headsInterval. Every
+// listenSlowInterval it also reads a figure of the recent cancellation
+// events (listen_slow.sql). It wakes the queues of jobs other processes inserted
+// (routed, when Options.WakeRouting is on: every process reads the same
+// ids, and the engine wakes only the process the route picks, see
+// routeSpan), delivers the wake-up notes, wakes a queue that another
+// process resumed and reports cancelled running jobs as WatchCancels does.
+// A job whose insert commits after a later id's was seen is not reported
+// by itself: the next insert into its queue, or the client's poll, finds
+// it.
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	cancels := make(chan error, 1)
-	cancelsReady := make(chan struct{})
-	go func() {
-		err := b.WatchCancels(ctx, func() { close(cancelsReady) }, func(id int64) { onWake(backend.Wake{CancelledID: id}) })
-		cancel(err)
-		cancels <- err
-	}()
-	var last int64
-	if err := b.db.QueryRowContext(ctx, b.sql.maxJobID).Scan(&last); err != nil {
-		cancel(err)
-		<-cancels
-		return fmt.Errorf("read the newest job id: %w", err)
-	}
-	paused, err := b.pausedQueues(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := &listenState{cancels: map[int64]time.Time{}, paused: map[string]bool{}, standing: map[string]standingNote{}}
+	h, err := b.readHeads(ctx, true)
 	if err != nil {
-		cancel(err)
-		<-cancels
 		return err
 	}
-	select {
-	case <-cancelsReady:
-	case err := <-cancels:
+	st.lastJob, st.lastNote = h.job, max(0, h.note-noteBacklog)
+	// The cancellation events and paused queues there are now were made
+	// before ready: recorded, not reported.
+	if err := b.readCancels(ctx, st, h, nil); err != nil {
+		return err
+	}
+	if err := b.readPaused(ctx, st, h.paused, nil); err != nil {
+		return err
+	}
+	if err := b.readNotes(ctx, st, true, onWake); err != nil {
 		return err
 	}
 	// Jobs this process released from waiting (workflow.go) are heard
@@ -71,85 +152,344 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	select {
 	case <-hubReady:
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctx.Err()
 	}
 	ready()
-	interval, lastFound := newJobsInterval, time.Now()
+	var (
+		interval  = newJobsInterval
+		lastFound = time.Now()
+		lastHeads = time.Now()
+		lastSlow  = time.Now()
+		lastSent  = time.Now()
+		busy      = true // the looks of the first idleAfter go straight to the jobs
+	)
 	t := time.NewTimer(interval)
 	defer t.Stop()
-	pauses := time.NewTicker(watchCancelsInterval)
-	defer pauses.Stop()
-	queues := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
-			err := context.Cause(ctx)
-			if err == context.Canceled {
-				err = ctx.Err()
-			}
-			return err
-		case <-pauses.C:
-			now, err := b.pausedQueues(ctx)
+			return ctx.Err()
+		case <-t.C:
+		}
+		readJobs := busy
+		if !busy || time.Since(lastHeads) >= headsInterval {
+			slow := time.Since(lastSlow) >= listenSlowInterval
+			h, err := b.readHeads(ctx, slow)
 			if err != nil {
 				return err
 			}
-			for q := range paused {
-				if !now[q] {
-					onWake(backend.Wake{Queue: q})
+			lastHeads = time.Now()
+			if !slow {
+				h.cancelSum = st.cancelSum
+			} else {
+				lastSlow = lastHeads
+			}
+			readJobs = readJobs || h.job > st.lastJob
+			if h.note > st.lastNote {
+				if err := b.readNotes(ctx, st, false, onWake); err != nil {
+					return err
 				}
 			}
-			paused = now
-			continue
-		case <-t.C:
-		}
-		for {
-			n := 0
-			clear(queues)
-			rows, err := b.db.QueryContext(ctx, b.sql.newJobs, last, newJobsBatch)
-			if err != nil {
-				return fmt.Errorf("read new jobs: %w", err)
-			}
-			for rows.Next() {
-				var (
-					id    int64
-					queue string
-				)
-				if err := rows.Scan(&id, &queue); err != nil {
-					rows.Close()
-					return fmt.Errorf("read new jobs: %w", err)
+			if h.cancelMax != st.cancelMax || h.cancelSum != st.cancelSum {
+				if err := b.readCancels(ctx, st, h, onWake); err != nil {
+					return err
 				}
-				last, n = max(last, id), n+1
-				queues[queue] = true
 			}
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("read new jobs: %w", err)
-			}
-			for q := range queues {
-				onWake(backend.Wake{Queue: q})
-			}
-			if n > 0 {
-				interval, lastFound = newJobsInterval, time.Now()
-			}
-			if n < newJobsBatch {
-				break
+			if h.paused != st.pausedSum {
+				if err := b.readPaused(ctx, st, h.paused, onWake); err != nil {
+					return err
+				}
 			}
 		}
-		if time.Since(lastFound) > idleAfter {
+		found := 0
+		if readJobs {
+			if found, err = b.readNewJobs(ctx, st, onWake); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		if now.Sub(lastSent) >= noteRedeliver {
+			lastSent = now
+			st.redeliver(now, onWake)
+		}
+		if found > 0 {
+			interval, lastFound = newJobsInterval, now
+		}
+		busy = found > 0 || now.Sub(lastFound) <= idleAfter
+		if now.Sub(lastFound) > idleAfter {
 			interval = min(2*interval, idleJobsInterval)
 		}
 		t.Reset(interval)
 	}
 }
 
-// pausedQueues reads the names of the paused queues.
-func (b *Backend) pausedQueues(ctx context.Context) (map[string]bool, error) {
+// readHeads reads listen_heads.sql, and listen_slow.sql when slow.
+func (b *Backend) readHeads(ctx context.Context, slow bool) (heads, error) {
+	var h heads
+	if err := b.db.QueryRowContext(ctx, b.sql.listenHeads).Scan(&h.job, &h.note, &h.cancelMax, &h.paused); err != nil {
+		return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
+	}
+	if slow {
+		if err := b.db.QueryRowContext(ctx, b.sql.listenSlow).Scan(&h.cancelSum); err != nil {
+			return h, fmt.Errorf("listen: read the recent cancellation events: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// readNewJobs reads the jobs above st.lastJob and wakes their queues, and
+// reports how many it found.
+func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(backend.Wake)) (int, error) {
+	found := 0
+	for {
+		n := 0
+		routes, queues := map[queueSpan]bool{}, map[string]bool{}
+		rows, err := b.db.QueryContext(ctx, b.sql.newJobs, st.lastJob, newJobsBatch)
+		if err != nil {
+			return found, fmt.Errorf("listen: read new jobs: %w", err)
+		}
+		for rows.Next() {
+			var (
+				id    int64
+				queue string
+			)
+			if err := rows.Scan(&id, &queue); err != nil {
+				rows.Close()
+				return found, fmt.Errorf("listen: read new jobs: %w", err)
+			}
+			st.lastJob, n = max(st.lastJob, id), n+1
+			if b.routeWakes {
+				routes[queueSpan{queue, id / routeSpan}] = true
+			} else {
+				queues[queue] = true
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return found, fmt.Errorf("listen: read new jobs: %w", err)
+		}
+		for r := range routes {
+			onWake(backend.Wake{Queue: r.queue, Route: jobRoute(r.queue, r.span)})
+		}
+		for q := range queues {
+			onWake(backend.Wake{Queue: q})
+		}
+		found += n
+		if n < newJobsBatch {
+			return found, nil
+		}
+	}
+}
+
+// readNotes reads the wake-up notes above st.lastNote and delivers them:
+// announced notes (kept as their source's standing note) and, unless
+// first (the notes written before Listen started), passed-on wake-ups.
+func (b *Backend) readNotes(ctx context.Context, st *listenState, first bool, onWake func(backend.Wake)) error {
+	now := time.Now()
+	for {
+		n := 0
+		rows, err := b.db.QueryContext(ctx, b.sql.wakeNotesNew, st.lastNote, newJobsBatch)
+		if err != nil {
+			return fmt.Errorf("listen: read wake-up notes: %w", err)
+		}
+		var wakes []backend.Wake
+		for rows.Next() {
+			var (
+				seq  int64
+				body string
+			)
+			if err := rows.Scan(&seq, &body); err != nil {
+				rows.Close()
+				return fmt.Errorf("listen: read wake-up notes: %w", err)
+			}
+			st.lastNote, n = max(st.lastNote, seq), n+1
+			if rest, ok := strings.CutPrefix(body, notePrefix); ok {
+				if src, note, ok := strings.Cut(rest, " "); ok {
+					st.standing[src] = standingNote{note: note, read: now}
+					wakes = append(wakes, backend.Wake{Note: note})
+				}
+			} else if rest, ok := strings.CutPrefix(body, passPrefix); ok && !first {
+				hops, queue, _ := strings.Cut(rest, ":")
+				if h, err := strconv.Atoi(hops); err == nil && queue != "" {
+					wakes = append(wakes, backend.Wake{Queue: queue, Route: noteRoute(seq), Hops: h})
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("listen: read wake-up notes: %w", err)
+		}
+		// Notes first: a member heard in this read already counts for
+		// the routes of the wake-ups after it.
+		for _, w := range wakes {
+			if w.Note != "" {
+				onWake(w)
+			}
+		}
+		for _, w := range wakes {
+			if w.Note == "" {
+				onWake(w)
+			}
+		}
+		if n < newJobsBatch {
+			return nil
+		}
+	}
+}
+
+// redeliver delivers every standing note read within noteLife, and
+// forgets the others.
+func (st *listenState) redeliver(now time.Time, onWake func(backend.Wake)) {
+	for src, n := range st.standing {
+		if now.Sub(n.read) > noteLife {
+			delete(st.standing, src)
+			continue
+		}
+		onWake(backend.Wake{Note: n.note})
+	}
+}
+
+// readCancels reads the cancellation events of the last 10 seconds,
+// reports through onWake (when not nil) the ones not seen before, and
+// records h's figures as those they answer.
+func (b *Backend) readCancels(ctx context.Context, st *listenState, h heads, onWake func(backend.Wake)) error {
+	rows, err := b.db.QueryContext(ctx, b.sql.cancelEventsRecent)
+	if err != nil {
+		return fmt.Errorf("listen: read cancellation events: %w", err)
+	}
+	defer rows.Close()
+	now := time.Now()
+	var ids []int64
+	for rows.Next() {
+		var seq, id int64
+		if err := rows.Scan(&seq, &id); err != nil {
+			return fmt.Errorf("listen: read cancellation events: %w", err)
+		}
+		if _, ok := st.cancels[seq]; ok {
+			continue
+		}
+		st.cancels[seq] = now
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listen: read cancellation events: %w", err)
+	}
+	st.cancelMax, st.cancelSum = h.cancelMax, h.cancelSum
+	// Forget the events that have left the read's window (10 s by the
+	// database's clock; 30 s here leaves room for clock skew).
+	for seq, at := range st.cancels {
+		if now.Sub(at) > 30*time.Second {
+			delete(st.cancels, seq)
+		}
+	}
+	if onWake != nil {
+		for _, id := range ids {
+			onWake(backend.Wake{CancelledID: id})
+		}
+	}
+	return nil
+}
+
+// readPaused reads the paused queues, wakes through onWake (when not nil)
+// those resumed since the last read, and records sum as the heads' figure
+// it answers.
+func (b *Backend) readPaused(ctx context.Context, st *listenState, sum int64, onWake func(backend.Wake)) error {
 	all, err := b.QueuePausedAll(ctx)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("listen: %w", err)
 	}
-	out := make(map[string]bool, len(all))
+	now := make(map[string]bool, len(all))
 	for _, q := range all {
-		out[q.Queue] = true
+		now[q.Queue] = true
 	}
-	return out, nil
+	if onWake != nil {
+		for q := range st.paused {
+			if !now[q] {
+				onWake(backend.Wake{Queue: q}) // resumed elsewhere
+			}
+		}
+	}
+	st.paused, st.pausedSum = now, sum
+	return nil
+}
+
+// queueSpan names the routeSpan ids of a queue that route alike.
+type queueSpan struct {
+	queue string
+	span  int64
+}
+
+// jobRoute is the Route of the wake-up for queue's new jobs with ids in
+// span: FNV-1a over the queue's name and the span, never 0.
+func jobRoute(queue string, span int64) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(queue); i++ {
+		h ^= uint64(queue[i])
+		h *= 1099511628211
+	}
+	for i := range 8 {
+		h ^= uint64(span>>(8*i)) & 0xff
+		h *= 1099511628211
+	}
+	return h | 1
+}
+
+// noteRoute is the Route of a passed-on wake-up, from its note's seq (the
+// same in every listener), never 0.
+func noteRoute(seq int64) uint64 {
+	return jobRoute(passPrefix, seq)
+}
+
+// Announce implements backend.WakeRouter: every listener, this one's
+// included, reads the note at its next look and re-delivers it every
+// noteRedeliver until noteLife has passed. An unchanged note is written
+// again only every noteRefresh.
+func (b *Backend) Announce(ctx context.Context, note string) error {
+	b.noteMu.Lock()
+	fresh := note == b.noteLast && time.Since(b.noteAt) < noteRefresh
+	b.noteMu.Unlock()
+	if fresh {
+		return nil
+	}
+	if err := b.writeNote(ctx, notePrefix+b.noteSource+" "+note); err != nil {
+		return fmt.Errorf("announce: %w", err)
+	}
+	b.noteMu.Lock()
+	b.noteLast, b.noteAt = note, time.Now()
+	b.noteMu.Unlock()
+	return nil
+}
+
+// PassOn implements backend.WakeRouter.
+func (b *Backend) PassOn(ctx context.Context, queue string, hops int) error {
+	if err := b.writeNote(ctx, passPrefix+strconv.Itoa(hops)+":"+queue); err != nil {
+		return fmt.Errorf("pass a wake-up on: %w", err)
+	}
+	return nil
+}
+
+// RoutesWakes implements backend.WakeRouter: true unless Options.WakeRouting
+// is off.
+func (b *Backend) RoutesWakes() bool { return b.routeWakes }
+
+// writeNote appends a wake-up note, and every notesPruneEvery notes drops
+// the old ones.
+func (b *Backend) writeNote(ctx context.Context, body string) error {
+	res, err := b.db.ExecContext(ctx, b.sql.wakeNote, body)
+	if err != nil {
+		return err
+	}
+	if b.notesWritten.Add(1)%notesPruneEvery == 0 {
+		if seq, err := res.LastInsertId(); err == nil && seq > notesKept {
+			if _, err := b.db.ExecContext(ctx, b.sql.wakeNotesPrune, seq-notesKept); err != nil {
+				return fmt.Errorf("prune wake-up notes: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// newNoteSource returns a backend's name in the notes it announces.
+func newNoteSource() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

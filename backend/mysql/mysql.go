@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,16 @@ const (
 	MaxConnsParam = "spool_max_conns"
 	// ClaimLockParam sets Options.ClaimLock: queue or off.
 	ClaimLockParam = "spool_claim_lock"
+	// WakeRoutingParam sets Options.WakeRouting: on or off.
+	WakeRoutingParam = "spool_wake_routing"
+)
+
+// Wake routing modes (Options.WakeRouting).
+const (
+	// WakeRoutingOn routes each new job's wake-up to one process.
+	WakeRoutingOn = "on"
+	// WakeRoutingOff wakes every process for every new job.
+	WakeRoutingOff = "off"
 )
 
 // Claim lock modes (Options.ClaimLock).
@@ -128,6 +139,13 @@ type Options struct {
 	// processes: one claim at a time per queue"). The optimistic strategy
 	// takes no lock.
 	ClaimLock string
+	// WakeRouting is WakeRoutingOn (the default) or WakeRoutingOff. On,
+	// the wake-up for a new job goes to one of the worker processes that
+	// work its queue (backend.WakeRouter; the processes announce their
+	// queues through spool_wake_notes), instead of to every process, of
+	// which all but one would claim nothing. Off, every process claims
+	// for every new job it sees.
+	WakeRouting string
 	// Logger receives the backend's notices (the strategy chosen at
 	// start-up). Defaults to slog.Default().
 	Logger *slog.Logger
@@ -146,9 +164,19 @@ type Backend struct {
 	window   int
 	// claimLock: pessimistic claims take the queue's claim lock first.
 	claimLock bool
-	logger    *slog.Logger
-	metrics   metrics
-	closed    atomic.Bool
+	// routeWakes: Options.WakeRouting is on.
+	routeWakes bool
+	// notesWritten counts the wake-up notes this backend wrote, and
+	// noteSource names it in the notes it announces (listen.go).
+	notesWritten atomic.Uint64
+	noteSource   string
+	// noteLast is the last note announced, written at noteAt.
+	noteMu   sync.Mutex
+	noteLast string
+	noteAt   time.Time
+	logger   *slog.Logger
+	metrics  metrics
+	closed   atomic.Bool
 	// released announces jobs this process's writes took out of waiting
 	// to its own listeners (workflow.go).
 	released *wakehub.Hub
@@ -158,11 +186,12 @@ var (
 	_ backend.Backend       = (*Backend)(nil)
 	_ backend.CancelWatcher = (*Backend)(nil)
 	_ backend.Notifier      = (*Backend)(nil)
+	_ backend.WakeRouter    = (*Backend)(nil)
 )
 
 // Open connects to the database at a mysql:// URL,
 // mysql://user:password@host:port/database?params. The spool_claim,
-// spool_claim_window, spool_claim_lock and spool_max_conns parameters set Options; every other
+// spool_claim_window, spool_claim_lock, spool_wake_routing and spool_max_conns parameters set Options; every other
 // parameter goes to go-sql-driver/mysql (tls, timeout, …), except the
 // settings the backend needs, which it always sets itself (see OpenConfig).
 // The backend owns the pool and closes it.
@@ -218,6 +247,11 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 	default:
 		return nil, fmt.Errorf("open mysql: claim lock %q (want queue or off)", o.ClaimLock)
 	}
+	switch o.WakeRouting {
+	case "", WakeRoutingOn, WakeRoutingOff:
+	default:
+		return nil, fmt.Errorf("open mysql: wake routing %q (want on or off)", o.WakeRouting)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -257,7 +291,9 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		logger:   o.Logger,
 		// The lock only orders pessimistic claims; the optimistic
 		// strategy's take no locks.
-		claimLock: o.ClaimLock != ClaimLockOff,
+		claimLock:  o.ClaimLock != ClaimLockOff,
+		routeWakes: o.WakeRouting != WakeRoutingOff,
+		noteSource: newNoteSource(),
 	}
 	b.strategy, err = chooseStrategy(o.ClaimStrategy, info, o.Logger)
 	if err != nil {

@@ -24,7 +24,8 @@ import (
 // order. Every UPDATE below is written so both readings agree: a column is
 // never read after it is assigned, except by its own assignment.
 type queries struct {
-	maxJobID, newJobs                        string
+	listenHeads, listenSlow, newJobs         string
+	wakeNote, wakeNotesNew, wakeNotesPrune   string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate                 string
 	claimLock                                string
@@ -157,8 +158,12 @@ func buildQueries(db string) (queries, error) {
 		"cancel_events_prune":  &q.cancelEventsPrune,
 		"cancel_events_recent": &q.cancelEventsRecent,
 		"get":                  &q.get,
-		"max_job_id":           &q.maxJobID,
+		"listen_heads":         &q.listenHeads,
+		"listen_slow":          &q.listenSlow,
 		"new_jobs":             &q.newJobs,
+		"wake_note":            &q.wakeNote,
+		"wake_notes_new":       &q.wakeNotesNew,
+		"wake_notes_prune":     &q.wakeNotesPrune,
 		"get_for_update":       &q.getForUpdate,
 		"delete":               &q.deleteJob,
 		"throughput":           &q.throughput,

@@ -509,7 +509,12 @@ func (p *producer) run() {
 		case <-p.wakeCh:
 			more, wokeWhileFetching = true, inflight > 0
 			if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
-				if buffered > p.lowWater || p.maxWorkers+p.prefetch-running-buffered-inflightAsked <= 0 {
+				// Room asked for by claims in flight counts as room: the
+				// claim after them (wokeWhileFetching) answers this
+				// wake-up. Counted as taken, every wake-up that came
+				// while a claim was out was passed on, and the process
+				// it went to claimed for nothing.
+				if buffered > p.lowWater || p.maxWorkers+p.prefetch-running-buffered <= 0 {
 					// No room to claim: another process may have some.
 					// Passed on once only, since every process may be
 					// as busy.

@@ -113,7 +113,6 @@ func TestBenchHostsBadInput(t *testing.T) {
 		{[]string{"--rate", "0"}, "--rate must be above 0"},
 		{[]string{"--claim-lock", "table"}, "--claim-lock must be queue or off"},
 		{[]string{"--wake-routing", "maybe"}, "--wake-routing must be on or off"},
-		{[]string{"--server", "mariadb", "--wake-routing", "on"}, "--wake-routing applies to PostgreSQL"},
 		{[]string{"--server", "mariadb", "--statements", "x.txt"}, "--statements applies to PostgreSQL"},
 	} {
 		r := runLab(t, append([]string{"hosts"}, tc.args...)...)
