@@ -362,7 +362,7 @@ func TestBenchOnMySQL(t *testing.T) {
 func TestBenchBloatOnSQLite(t *testing.T) {
 	dir := t.TempDir()
 	r := mustSpool(t, "bench", "bloat", "--rate", "300", "--hold", "2s", "--baseline", "1s", "--sample", "200ms", "--json",
-		"--database-url", "sqlite://"+filepath.Join(dir, "b.db"))
+		"--database-url", "sqlite://"+filepath.Join(dir, "b.db")+"?spool_synchronous=normal")
 	var bl bloatResult
 	if err := json.Unmarshal([]byte(r.Stdout), &bl); err != nil {
 		t.Fatalf("bench bloat --json: %v\n%s", err, r.Stdout)
