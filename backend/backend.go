@@ -827,6 +827,20 @@ type WakeRouter interface {
 	PassOn(ctx context.Context, queue string, hops int) error
 }
 
+// RouteOf is a Wake.Route for the wake-up that key and n name: FNV-1a
+// over key with n mixed in, never 0. It has no per-process seed, so every
+// listening process computes the same route for the same wake-up.
+func RouteOf(key string, n uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	h ^= n
+	h *= 1099511628211
+	return h | 1
+}
+
 // Notifier is an optional capability: push wake-ups when jobs become runnable
 // and when running jobs are cancelled.
 type Notifier interface {

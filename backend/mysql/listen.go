@@ -88,9 +88,8 @@ type listenState struct {
 	// listen_slow's figures, at the last reads of the cancellation events
 	// and of the paused queues.
 	cancelMax, cancelSum, pausedSum int64
-	// cancels holds the cancellation events seen (by seq) and when, until
-	// they leave the read's window.
-	cancels map[int64]time.Time
+	// cancels holds the cancellation events seen.
+	cancels cancelsSeen
 	// paused is the set of paused queues at the last read.
 	paused map[string]bool
 	// standing holds each source's last announced note and when it was
@@ -128,7 +127,7 @@ type heads struct {
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st := &listenState{cancels: map[int64]time.Time{}, paused: map[string]bool{}, standing: map[string]standingNote{}}
+	st := &listenState{cancels: cancelsSeen{}, paused: map[string]bool{}, standing: map[string]standingNote{}}
 	h, err := b.readHeads(ctx, true)
 	if err != nil {
 		return err
@@ -347,39 +346,15 @@ func (st *listenState) redeliver(now time.Time, onWake func(backend.Wake)) {
 	}
 }
 
-// readCancels reads the cancellation events of the last 10 seconds,
-// reports through onWake (when not nil) the ones not seen before, and
-// records h's figures as those they answer.
+// readCancels reads the cancellation events, reports through onWake (when
+// not nil) the ones not seen before, and records h's figures as those they
+// answer.
 func (b *Backend) readCancels(ctx context.Context, st *listenState, h heads, onWake func(backend.Wake)) error {
-	rows, err := b.db.QueryContext(ctx, b.sql.cancelEventsRecent)
+	ids, err := b.readCancelEvents(ctx, st.cancels)
 	if err != nil {
-		return fmt.Errorf("listen: read cancellation events: %w", err)
-	}
-	defer rows.Close()
-	now := time.Now()
-	var ids []int64
-	for rows.Next() {
-		var seq, id int64
-		if err := rows.Scan(&seq, &id); err != nil {
-			return fmt.Errorf("listen: read cancellation events: %w", err)
-		}
-		if _, ok := st.cancels[seq]; ok {
-			continue
-		}
-		st.cancels[seq] = now
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("listen: read cancellation events: %w", err)
+		return fmt.Errorf("listen: %w", err)
 	}
 	st.cancelMax, st.cancelSum = h.cancelMax, h.cancelSum
-	// Forget the events that have left the read's window (10 s by the
-	// database's clock; 30 s here leaves room for clock skew).
-	for seq, at := range st.cancels {
-		if now.Sub(at) > 30*time.Second {
-			delete(st.cancels, seq)
-		}
-	}
 	if onWake != nil {
 		for _, id := range ids {
 			onWake(backend.Wake{CancelledID: id})
@@ -418,24 +393,15 @@ type queueSpan struct {
 }
 
 // jobRoute is the Route of the wake-up for queue's new jobs with ids in
-// span: FNV-1a over the queue's name and the span, never 0.
+// span.
 func jobRoute(queue string, span int64) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(queue); i++ {
-		h ^= uint64(queue[i])
-		h *= 1099511628211
-	}
-	for i := range 8 {
-		h ^= uint64(span>>(8*i)) & 0xff
-		h *= 1099511628211
-	}
-	return h | 1
+	return backend.RouteOf(queue, uint64(span))
 }
 
 // noteRoute is the Route of a passed-on wake-up, from its note's seq (the
-// same in every listener), never 0.
+// same in every listener).
 func noteRoute(seq int64) uint64 {
-	return jobRoute(passPrefix, seq)
+	return backend.RouteOf(passPrefix, uint64(seq))
 }
 
 // Announce implements backend.WakeRouter: every listener, this one's

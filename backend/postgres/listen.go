@@ -195,17 +195,10 @@ func (b *Backend) deliver(n *pgconn.Notification, onWake func(backend.Wake)) (fr
 	return fromSQL
 }
 
-// routeOf is a notification's Route: FNV-1a over its payload and its
-// sender's process id, never 0.
+// routeOf is a notification's Route: its payload and its sender's process
+// id.
 func routeOf(n *pgconn.Notification) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(n.Payload); i++ {
-		h ^= uint64(n.Payload[i])
-		h *= 1099511628211
-	}
-	h ^= uint64(n.PID)
-	h *= 1099511628211
-	return h | 1
+	return backend.RouteOf(n.Payload, uint64(n.PID))
 }
 
 // Announce implements backend.WakeRouter: a notification every listener

@@ -150,26 +150,15 @@ VALUES ('default', 'bench', '{"n":1}', 0, now(), 'available', 25, '{}', '{}')`
 			if side == 1 {
 				stmt = insert
 			}
-			before, ok := takeServerCPU()
-			if ok {
-				before, ok = before.only(pids)
-			}
+			span := startCPUSpan(func() []int { return pids })
 			tree, treeOK := TreeCPU(postmaster)
-			self, selfOK := ProcessCPU()
 			rate, n, err := sqlInsertFor(ctx, conns, stmt, *duration)
 			if err != nil {
 				return WithCause(ctx, fmt.Errorf("bench sqlenqueue: %w", err))
 			}
-			if after, ok2 := takeServerCPU(); ok && ok2 {
-				if mine, ok3 := after.only(pids); ok3 {
-					cpu[side][0] = PerJobUS(before.since(mine), int(n))
-				}
-			}
+			cpu[side][2], _, cpu[side][0] = span.perJob(int(n), "postgres")
 			if now, ok := TreeCPU(postmaster); ok && treeOK && postmaster > 1 {
 				cpu[side][1] = PerJobUS(now-tree, int(n))
-			}
-			if now, ok := ProcessCPU(); ok && selfOK {
-				cpu[side][2] = PerJobUS(now-self, int(n))
 			}
 			if side == 0 {
 				e = rate

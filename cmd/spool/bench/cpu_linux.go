@@ -90,11 +90,10 @@ func TreeCPU(root int) (time.Duration, bool) {
 // when it cannot be read.
 func ParentPID(pid int) int {
 	parent := 0
-	procCPU(func(p, ppid int, _ string) bool {
+	forEachProc(func(p, ppid int, _ string, _ []string) {
 		if p == pid {
 			parent = ppid
 		}
-		return false
 	})
 	return parent
 }
