@@ -40,7 +40,8 @@ const PGBinDir = "/usr/lib/postgresql/15/bin"
 // between the pick and the server's bind the kernel may hand it to any
 // outgoing connection (every test's database clients make many) or to the
 // next pick, and the server then fails to start. Ports handed out once are
-// not handed out again by this process.
+// not handed out again by this process, nor by another while this one
+// lives (reservePort).
 const (
 	serverPortLow  = 20000
 	serverPortHigh = 32768 // Linux's default ephemeral range starts here
@@ -78,12 +79,15 @@ func freeLoopbackPort() (int, error) {
 			if portsOut[port] {
 				continue
 			}
+			if !reservePort(port) {
+				continue
+			}
+			portsOut[port] = true // reserved for this process, free or not
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 			if err != nil {
 				continue
 			}
 			_ = l.Close()
-			portsOut[port] = true
 			return port, nil
 		}
 	}
@@ -95,12 +99,45 @@ func freeLoopbackPort() (int, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		if !portsOut[port] {
+		if !portsOut[port] && reservePort(port) {
 			portsOut[port] = true
 			return port, nil
 		}
 	}
 	return 0, errors.New("find a free port: none free on 127.0.0.1")
+}
+
+// Test binaries of several packages run at once (go test -p), each
+// starting servers, and a server restarted by its test leaves its port
+// free for a moment: another process could pick that port then and start
+// its own server on it, which the first test's clients would reach after
+// the restart. So a port is reserved across processes for the lifetime of
+// the process that picked it, by an exclusive flock on a file named after
+// it in portLockDir; the kernel drops the lock when that process exits,
+// whatever the way, and the file is reused.
+var portLocks = map[int]*os.File{} // held until the process exits; under portsMu
+
+// portLockDir holds the ports' lock files.
+func portLockDir() string { return filepath.Join(os.TempDir(), "spool-test-ports") }
+
+// reservePort takes port for this process unless another process holds it.
+// Without a lock directory it reserves nothing and says yes: the per-process
+// record still applies.
+func reservePort(port int) bool {
+	dir := portLockDir()
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return false
+	}
+	portLocks[port] = f
+	return true
 }
 
 // runLogged runs a command with a deadline, returning its output in the

@@ -1,6 +1,9 @@
 package dbserver
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +54,72 @@ func TestFreeLoopbackPortDistinct(t *testing.T) {
 			t.Fatalf("port %d outside [%d, %d)", p, low, high)
 		}
 	}
+}
+
+// TestPortReservedAcrossProcesses: a port another process picked is not
+// handed out while that process lives, even once nothing listens on it (a
+// server of its own between a stop and a restart), and is free again
+// once it has exited.
+func TestPortReservedAcrossProcesses(t *testing.T) {
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), "SPOOL_TEST_HOLD_PORT=1")
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read the child's port: %v", err)
+	}
+	port, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "port "))
+	if err != nil {
+		t.Fatalf("child said %q", line)
+	}
+	reserve := func() bool {
+		portsMu.Lock()
+		defer portsMu.Unlock()
+		return reservePort(port)
+	}
+	if reserve() {
+		t.Fatalf("port %d reserved here while the process that picked it lives", port)
+	}
+	_ = stdin.Close()
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if err := child.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	if !reserve() {
+		t.Fatalf("port %d still held after its process exited", port)
+	}
+}
+
+// TestMain runs holdPort instead of the tests in the child that
+// TestPortReservedAcrossProcesses starts.
+func TestMain(m *testing.M) {
+	if os.Getenv("SPOOL_TEST_HOLD_PORT") == "1" {
+		holdPort()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// holdPort is TestPortReservedAcrossProcesses's other process: it picks a
+// port, says which, and holds it until its standard input closes.
+func holdPort() {
+	port, err := freeLoopbackPort()
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Printf("port %d\n", port)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
 // TestPostmasterPIDStale: a postmaster.pid whose process does not run in
