@@ -114,17 +114,21 @@ func freeLoopbackPort() (int, error) {
 // the restart. So a port is reserved across processes for the lifetime of
 // the process that picked it, by an exclusive flock on a file named after
 // it in portLockDir; the kernel drops the lock when that process exits,
-// whatever the way, and the file is reused.
+// whatever the way, and the file is reused (the files are never removed:
+// an unlink would race with another process's open; there is at most one
+// per port of the range).
 var portLocks = map[int]*os.File{} // held until the process exits; under portsMu
 
-// portLockDir holds the ports' lock files.
-func portLockDir() string { return filepath.Join(os.TempDir(), "spool-test-ports") }
+// portLockDir holds the ports' lock files: one directory for every
+// process of the machine, whatever its TMPDIR (the lab's tests give each
+// command a TMPDIR of its own, and check it is left empty).
+const portLockDir = "/tmp/spool-test-ports"
 
 // reservePort takes port for this process unless another process holds it.
 // Without a lock directory it reserves nothing and says yes: the per-process
 // record still applies.
 func reservePort(port int) bool {
-	dir := portLockDir()
+	dir := portLockDir
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return true
 	}
