@@ -95,6 +95,10 @@ type producerEnv struct {
 	// gaveUp is closed when a stop gives up on handlers that ignore their
 	// context: producers exit without waiting for them.
 	gaveUp <-chan struct{}
+	// waiting counts the producers with a worker waiting for a wake-up
+	// (backend.WakeDemand): room to claim, no claim out, and the last one
+	// came back short.
+	waiting atomic.Int64
 }
 
 // dueTimes is a min-heap of future wake-up times.
@@ -333,6 +337,13 @@ func (p *producer) run() {
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
+	// waits is whether this producer counts in waiting.
+	waits := false
+	defer func() {
+		if waits {
+			p.waiting.Add(-1)
+		}
+	}()
 	var starts, late, gathers []bufferedJob
 	var gatherRules []*ManyRules
 	// flushTimer starts the calls of many-call groups that did not fill
@@ -458,6 +469,18 @@ func (p *producer) run() {
 			}
 		}
 
+		// Only a wake-up (or the poll) brings this queue its next job
+		// while it has room, no claim out, and its last claim was short;
+		// a queue whose last claim was full claims again as its workers
+		// finish, whether or not a wake-up comes.
+		if w := !stopping && !more && inflight == 0 && running+buffered < p.maxWorkers; w != waits {
+			waits = w
+			if w {
+				p.waiting.Add(1)
+			} else {
+				p.waiting.Add(-1)
+			}
+		}
 		select {
 		case <-stopCh:
 			stopping, stopCh = true, nil
