@@ -54,9 +54,9 @@ func (d *demandBackend) waiting() (bool, int) {
 
 var _ backend.WakeDemand = (*demandBackend)(nil)
 
-// TestWakeDemand: a client reports a worker waiting for a wake-up while a
-// queue has room and its last claim came back short, and none while every
-// worker is busy with jobs of a full claim; it stops reporting at its stop.
+// TestWakeDemand: a client reports a worker waiting for a job while a
+// queue has an idle worker, and none while every worker is busy; it stops
+// reporting at its stop.
 func TestWakeDemand(t *testing.T) {
 	ctx := context.Background()
 	be := &demandBackend{Backend: migratedMemory(t), funcs: map[int]func() bool{}}
@@ -101,7 +101,7 @@ func TestWakeDemand(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	awaitWaiting(true, "idle after its first claim came back empty")
+	awaitWaiting(true, "idle after its start")
 	for range 2 {
 		if _, err := c.Insert(ctx, demandArgs{}, nil); err != nil {
 			t.Fatal(err)

@@ -856,14 +856,13 @@ type Notifier interface {
 // WakeDemand is an optional capability of a Notifier some of whose
 // wake-ups cost the store work whether or not a worker waits for them
 // (PostgreSQL relays inserts from SQL by polling while they come). The
-// engine registers a function reporting whether any of its queues has a
-// worker waiting for a wake-up: room to claim, and its last claim came
-// back short, so only a wake-up brings it the next job. While no
-// registered function reports one, the store may deliver those wake-ups
-// later, within a bound it documents: a busy queue claims again as its
-// workers finish (its last claim was full), and a wake-up it would get
-// changes nothing. A Listen with no function registered counts as one
-// with no worker waiting.
+// engine registers a function reporting whether any of its queues has an
+// idle worker, which would start a job inserted now only if a wake-up
+// brought it. While no registered function reports one, the store may
+// deliver those wake-ups later, within a bound it documents: a queue whose
+// workers are all busy claims again as they finish, and a wake-up changes
+// nothing for it. A Listen with no function registered counts as one with
+// no worker idle.
 type WakeDemand interface {
 	// AddWakeDemand registers waiting, which must be cheap and safe to
 	// call from any goroutine, until remove is called.

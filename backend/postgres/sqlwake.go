@@ -32,22 +32,21 @@ import (
 //
 // The polls and the notifications they send cost the server and the
 // client about as much as the inserting sessions' own work while inserts
-// stream, so a relay polls every sqlPollEvery only while its client has a
-// worker waiting for a wake-up (backend.WakeDemand: room to claim, and
-// its last claim came back short); otherwise every sqlPollSlow, since a
-// queue whose last claim was full claims again as its workers finish. A
-// relay polling slowly says so in its name (slowName), and a relay whose
-// client has a worker waiting takes the time from it: at its next look,
-// which a relay notification it hears brings forward, so the client whose
-// workers wait for wake-ups is the one that relays them promptly.
+// stream, so a relay polls every sqlPollEvery only while its client has
+// an idle worker (backend.WakeDemand); otherwise every sqlPollSlow, since
+// a queue whose workers are all busy claims again as they finish. A relay
+// polling slowly says so in its name (slowName), and a relay whose client
+// has an idle worker takes the time from it: at its next look, which a
+// relay notification it hears brings forward, so a client whose workers
+// wait for jobs is the one that relays them promptly.
 const (
-	// sqlPollEvery is the relay's polling interval while its client has a
-	// worker waiting for a wake-up: an insert from SQL that did not notify
-	// reaches the workers about this long after its commit, at most, plus
+	// sqlPollEvery is the relay's polling interval while its client has an
+	// idle worker: an insert from SQL that did not notify reaches the
+	// workers about this long after its commit, at most, plus
 	// a notification and a claim.
 	sqlPollEvery = time.Millisecond
-	// sqlPollSlow is the interval while no worker of the relay's client
-	// waits for a wake-up: the bound on how late a wake-up comes to
+	// sqlPollSlow is the interval while no worker of the relay's client is
+	// idle: the bound on how late a wake-up comes to
 	// another client's idle worker until that client's relay takes over.
 	sqlPollSlow = 10 * time.Millisecond
 	// sqlLease is how long one renewal of spool_sql_relay holds off the
@@ -90,8 +89,8 @@ type relay struct {
 	poll   string // the polling statement
 	name   int64  // 1 to slowName-1
 	active bool
-	// fast is whether the client had a worker waiting for a wake-up at
-	// the last poll (it then polls every sqlPollEvery).
+	// fast is whether the client had an idle worker at the last poll (it
+	// then polls every sqlPollEvery).
 	fast bool
 	// slowHolder is whether the last poll found the time held by another
 	// relay polling slowly, which a fast one takes it from.
@@ -159,8 +158,8 @@ FROM %[2]s e, %[6]s.spool_sql_relay r`,
 func (r *relay) deadline() time.Time { return r.next }
 
 // heard brings the next poll forward when another relay's notification
-// arrives while that relay polls slowly and this client has a worker
-// waiting for a wake-up: the poll takes the time from it.
+// arrives while that relay polls slowly and this client has an idle
+// worker: the poll takes the time from it.
 func (r *relay) heard(now time.Time) {
 	if !r.active && r.slowHolder && !r.b.noRelay && r.b.wakeWaiting() {
 		r.next = now
@@ -270,7 +269,7 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 }
 
 // AddWakeDemand implements backend.WakeDemand: while none of the
-// registered functions reports a worker waiting, Listen's relay of inserts
+// registered functions reports an idle worker, Listen's relay of inserts
 // from SQL polls every sqlPollSlow instead of every sqlPollEvery.
 func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
 	f := &waiting
@@ -299,8 +298,8 @@ func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
 	}
 }
 
-// wakeWaiting reports whether a registered function reports a worker
-// waiting for a wake-up.
+// wakeWaiting reports whether a registered function reports an idle
+// worker.
 func (b *Backend) wakeWaiting() bool {
 	fs := b.demands.Load()
 	if fs == nil {

@@ -35,8 +35,7 @@ type Engine struct {
 	logger *slog.Logger
 
 	producers map[string]*producer // fixed at New
-	// waiting counts the producers with a worker waiting for a wake-up
-	// (producerEnv.waiting).
+	// waiting counts the producers with a worker idle (producerEnv.waiting).
 	waiting *atomic.Int64
 	// router routes wake-ups between processes (route.go); nil when the
 	// store cannot or the client does not listen. Set by Start.

@@ -95,9 +95,8 @@ type producerEnv struct {
 	// gaveUp is closed when a stop gives up on handlers that ignore their
 	// context: producers exit without waiting for them.
 	gaveUp <-chan struct{}
-	// waiting counts the producers with a worker waiting for a wake-up
-	// (backend.WakeDemand): room to claim, no claim out, and the last one
-	// came back short.
+	// waiting counts the producers with a worker idle, waiting for a
+	// job (backend.WakeDemand).
 	waiting atomic.Int64
 }
 
@@ -469,11 +468,12 @@ func (p *producer) run() {
 			}
 		}
 
-		// Only a wake-up (or the poll) brings this queue its next job
-		// while it has room, no claim out, and its last claim was short;
-		// a queue whose last claim was full claims again as its workers
-		// finish, whether or not a wake-up comes.
-		if w := !stopping && !more && inflight == 0 && running+buffered < p.maxWorkers; w != waits {
+		// An idle worker would start a job inserted now only if a
+		// wake-up (or the poll) brought it; a queue whose workers are all
+		// busy claims again as they finish, whether or not one comes.
+		// Claims out do not count: sampled while one is out (most of the
+		// time at a job a millisecond), the queue would look busy.
+		if w := !stopping && running+buffered < p.maxWorkers; w != waits {
 			waits = w
 			if w {
 				p.waiting.Add(1)
