@@ -226,8 +226,10 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 		holder, left = name, sqlLease
 		if !r.active {
 			// Taken from a relay polling slowly: this one relays from now
-			// on, and that one stops at its next poll.
-			r.active, r.moved = true, now
+			// on, and that one stops at its next poll, dropping what it
+			// owed. Inserts in flight now may be those: they are owed
+			// here, announced once the lock is free.
+			r.active, r.moved, r.owed = true, now, true
 		}
 	}
 	r.count = count
