@@ -860,9 +860,10 @@ type Notifier interface {
 // idle worker, which would start a job inserted now only if a wake-up
 // brought it. While no registered function reports one, the store may
 // deliver those wake-ups later, within a bound it documents: a queue whose
-// workers are all busy claims again as they finish, and a wake-up changes
-// nothing for it. A Listen with no function registered counts as one with
-// no worker idle.
+// workers are all busy starts no job before one of them finishes, and
+// keeps a wake-up that came meanwhile until its next claim, so a late one
+// delays a job only if a worker fell idle before it came. A Listen with no
+// function registered counts as one with no worker idle.
 type WakeDemand interface {
 	// AddWakeDemand registers waiting, which must be cheap and safe to
 	// call from any goroutine, until remove is called.

@@ -34,7 +34,9 @@ import (
 // client about as much as the inserting sessions' own work while inserts
 // stream, so a relay polls every sqlPollEvery only while its client has
 // an idle worker (backend.WakeDemand); otherwise every sqlPollSlow, since
-// a queue whose workers are all busy claims again as they finish. A relay
+// a queue whose workers are all busy starts no job before one finishes and
+// keeps a wake-up until its next claim (a worker that falls idle just
+// before the late one comes waits for it, up to sqlPollSlow). A relay
 // polling slowly says so in its name (slowName), and a relay whose client
 // has an idle worker takes the time from it: at its next look, which a
 // relay notification it hears brings forward, so a client whose workers

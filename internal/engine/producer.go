@@ -470,7 +470,8 @@ func (p *producer) run() {
 
 		// An idle worker would start a job inserted now only if a
 		// wake-up (or the poll) brought it; a queue whose workers are all
-		// busy claims again as they finish, whether or not one comes.
+		// busy starts none before one finishes, and keeps a wake-up that
+		// came meanwhile (more) for the claim after.
 		// Claims out do not count: sampled while one is out (most of the
 		// time at a job a millisecond), the queue would look busy.
 		if w := !stopping && running+buffered < p.maxWorkers; w != waits {
