@@ -853,6 +853,23 @@ type Notifier interface {
 	Listen(ctx context.Context, ready func(), onWake func(Wake)) error
 }
 
+// WakeDemand is an optional capability of a Notifier some of whose
+// wake-ups cost the store work whether or not a worker waits for them
+// (PostgreSQL relays inserts from SQL by polling while they come). The
+// engine registers a function reporting whether any of its queues has an
+// idle worker, which would start a job inserted now only if a wake-up
+// brought it. While no registered function reports one, the store may
+// deliver those wake-ups later, within a bound it documents: a queue whose
+// workers are all busy starts no job before one of them finishes, and
+// keeps a wake-up that came meanwhile until its next claim, so a late one
+// delays a job only if a worker fell idle before it came. A Listen with no
+// function registered counts as one with no worker idle.
+type WakeDemand interface {
+	// AddWakeDemand registers waiting, which must be cheap and safe to
+	// call from any goroutine, until remove is called.
+	AddWakeDemand(waiting func() bool) (remove func())
+}
+
 // CancelWatcher is an optional capability of a store that is not a
 // Notifier: deliver cancellations of running jobs, made by any process,
 // promptly (within a second), so that the lease holder stops the handler

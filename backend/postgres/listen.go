@@ -95,8 +95,11 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			}
 			return fmt.Errorf("listen: %w", err)
 		}
-		if b.deliver(n, onWake) {
+		switch {
+		case b.deliver(n, onWake):
 			rl.start(time.Now())
+		case n.Payload == relayPayload:
+			rl.heard(time.Now())
 		}
 	}
 }

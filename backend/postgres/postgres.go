@@ -245,6 +245,10 @@ type Backend struct {
 	relayName int64
 	// relayPolls counts the polls of Listen's relays (tests).
 	relayPolls atomic.Int64
+	// demands are the functions AddWakeDemand registered (copied on
+	// write under demandsMu, read without a lock at every relay poll).
+	demands   atomic.Pointer[[]*func() bool]
+	demandsMu sync.Mutex
 	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
 	// each of them notifies.
 	noRelay bool
@@ -257,6 +261,7 @@ var (
 	_ backend.Backend    = (*Backend)(nil)
 	_ backend.Notifier   = (*Backend)(nil)
 	_ backend.WakeRouter = (*Backend)(nil)
+	_ backend.WakeDemand = (*Backend)(nil)
 )
 
 // New returns a backend over an existing pool, which the caller keeps owning.

@@ -25,20 +25,41 @@ import (
 // A relay starts when a notification marked as an insert from SQL arrives
 // and takes the time if no other relay holds it; one that finds another's
 // name on the time stops (that one notifies for everybody). The holder
-// renews the time while inserts come, stops renewing after sqlQuiet
+// renews the time while inserts come, stops renewing after a quiet spell
 // without one, and stops polling once the time has lapsed. A client that
 // is not relaying checks every sqlIdleCheck whether inserts were counted
 // while nobody relayed them (a relay that died), and relays them.
+//
+// The polls and the notifications they send cost the server and the
+// client about as much as the inserting sessions' own work while inserts
+// stream, so a relay polls every sqlPollEvery only while its client has
+// an idle worker (backend.WakeDemand); otherwise every sqlPollSlow, since
+// a queue whose workers are all busy starts no job before one finishes and
+// keeps a wake-up until its next claim (a worker that falls idle just
+// before the late one comes waits for it, up to sqlPollSlow). A relay
+// polling slowly says so in its name (slowName), and a relay whose client
+// has an idle worker takes the time from it: at its next look, which a
+// relay notification it hears brings forward, so a client whose workers
+// wait for jobs is the one that relays them promptly.
 const (
-	// sqlPollEvery is the relay's polling interval: an insert from SQL
-	// that did not notify reaches the workers about this long after its
-	// commit, at most, plus a notification and a claim.
+	// sqlPollEvery is the relay's polling interval while its client has an
+	// idle worker: an insert from SQL that did not notify reaches the
+	// workers about this long after its commit, at most, plus
+	// a notification and a claim.
 	sqlPollEvery = time.Millisecond
+	// sqlPollSlow is the interval while no worker of the relay's client is
+	// idle: the bound on how late a wake-up comes to
+	// another client's idle worker until that client's relay takes over.
+	sqlPollSlow = 10 * time.Millisecond
 	// sqlLease is how long one renewal of spool_sql_relay holds off the
 	// notifications; it is renewed when less than half is left.
 	sqlLease = 50 * time.Millisecond
-	// sqlQuiet is how long the relay goes on renewing without an insert.
-	sqlQuiet = 5 * time.Millisecond
+	// sqlQuiet is how long a relay polling every sqlPollEvery goes on
+	// renewing without an insert; sqlQuietSlow one polling every
+	// sqlPollSlow (above its interval, so that a stream of inserts keeps
+	// the time held).
+	sqlQuiet     = 5 * time.Millisecond
+	sqlQuietSlow = 3 * sqlPollSlow
 	// sqlIdleCheck is how often a client that is not relaying looks at the
 	// counter.
 	sqlIdleCheck = time.Second
@@ -56,21 +77,31 @@ const relayPayload = "*" + sqlMark
 // (the second is the oid of spool_sql_enqueues).
 const sqlLockClass = 1397836887
 
-// relayNames is how many relays spool_sql_relay can name (its value is the
-// time times relayNames plus the name).
-const relayNames = 1024
+// relayNames is how many names spool_sql_relay can hold (its value is the
+// time times relayNames plus the name). A relay's name is below slowName;
+// it adds slowName while it polls every sqlPollSlow.
+const (
+	relayNames = 1024
+	slowName   = relayNames / 2
+)
 
 // relay is one Listen call's state for inserts from SQL.
 type relay struct {
 	b      *Backend
 	poll   string // the polling statement
-	name   int64  // 1 to relayNames-1
+	name   int64  // 1 to slowName-1
 	active bool
-	primed bool      // count is set
-	count  int64     // spool_sql_enqueues at the last poll
-	owed   bool      // counted inserts were in flight at the last poll
-	moved  time.Time // the last poll that saw the counter move or inserts in flight
-	next   time.Time // the next poll
+	// fast is whether the client had an idle worker at the last poll (it
+	// then polls every sqlPollEvery).
+	fast bool
+	// slowHolder is whether the last poll found the time held by another
+	// relay polling slowly, which a fast one takes it from.
+	slowHolder bool
+	primed     bool      // count is set
+	count      int64     // spool_sql_enqueues at the last poll
+	owed       bool      // counted inserts were in flight at the last poll
+	moved      time.Time // the last poll that saw the counter move or inserts in flight
+	next       time.Time // the next poll
 	// kick (buffered 1) asks send to notify every client. The
 	// notification goes from a connection of the pool, not from the
 	// polling one: a NOTIFY waits for the server's notification lock,
@@ -101,29 +132,41 @@ func newRelay(b *Backend) *relay {
 	// One round trip: the counter, whether any counted insert is still in
 	// flight (a transaction-scoped lock taken and released by this
 	// statement's own implicit transaction), the time left and the relay
-	// it names, and a renewal under this relay's name ($2) when $1 asks for
-	// one, the time is this relay's or has passed, and less than half the
-	// lease is left. The counter is read before the lock is tried: an
-	// insert counted in it took the lock before counting, so a free lock
-	// means it has ended.
+	// it names, and a write of the time under this relay's name ($2, with
+	// slowName added while it polls slowly) when $1 asks for a renewal,
+	// the time is this relay's or has passed, and less than half the
+	// lease is left; or when $3 (a relay polling fast) asks to take the
+	// time from another relay that polls slowly. The counter is read
+	// before the lock is tried: an insert counted in it took the lock
+	// before counting, so a free lock means it has ended.
 	poll := fmt.Sprintf(`SELECT e.last_value,
   pg_try_advisory_xact_lock(%[1]d, '%[2]s'::regclass::oid::integer),
   r.last_value / %[3]d - %[4]s,
   r.last_value %% %[3]d,
-  CASE WHEN $1 AND (r.last_value %% %[3]d = $2 OR r.last_value / %[3]d <= %[4]s)
+  CASE WHEN $1 AND (r.last_value %% %[8]d = $2::bigint %% %[8]d OR r.last_value / %[3]d <= %[4]s)
       AND r.last_value / %[3]d < %[4]s + %[5]d
+    OR $3::boolean AND r.last_value %% %[3]d >= %[8]d AND r.last_value %% %[8]d <> $2 %% %[8]d
     THEN setval('%[6]s.spool_sql_relay', (%[4]s + %[7]d) * %[3]d + $2) END
 FROM %[2]s e, %[6]s.spool_sql_relay r`,
-		sqlLockClass, seq, relayNames, now, sqlLease.Microseconds()/2, s, sqlLease.Microseconds())
+		sqlLockClass, seq, relayNames, now, sqlLease.Microseconds()/2, s, sqlLease.Microseconds(), slowName)
 	name := b.relayName
 	if name == 0 {
-		name = 1 + rand.Int64N(relayNames-1)
+		name = 1 + rand.Int64N(slowName-1)
 	}
 	return &relay{b: b, poll: poll, name: name, kick: make(chan struct{}, 1)}
 }
 
 // deadline is when Listen's wait should end for the relay's next poll.
 func (r *relay) deadline() time.Time { return r.next }
+
+// heard brings the next poll forward when another relay's notification
+// arrives while that relay polls slowly and this client has an idle
+// worker: the poll takes the time from it.
+func (r *relay) heard(now time.Time) {
+	if !r.active && r.slowHolder && !r.b.noRelay && r.b.wakeWaiting() {
+		r.next = now
+	}
+}
 
 // start begins relaying now (a notification from SQL arrived): the
 // counter's value at the last poll stays the baseline, so inserts counted
@@ -158,11 +201,16 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 		qctx = context.Background()
 	}
 	r.b.relayPolls.Add(1)
-	renew := r.active && now.Sub(r.moved) < sqlQuiet
+	r.fast = r.b.wakeWaiting()
+	every, quiet, name := sqlPollEvery, sqlQuiet, r.name
+	if !r.fast {
+		every, quiet, name = sqlPollSlow, sqlQuietSlow, r.name+slowName
+	}
+	renew := r.active && now.Sub(r.moved) < quiet
 	var count, leftUS, holder int64
 	var free bool
 	var renewed *int64
-	err := conn.QueryRow(qctx, r.poll, renew, r.name).Scan(&count, &free, &leftUS, &holder, &renewed)
+	err := conn.QueryRow(qctx, r.poll, renew, name, r.fast).Scan(&count, &free, &leftUS, &holder, &renewed)
 	if err != nil {
 		if isUndefined(err) {
 			// A schema before version 19: there is nothing to relay.
@@ -177,11 +225,20 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 	moved := count != r.count && !first
 	left := time.Duration(leftUS) * time.Microsecond
 	if renewed != nil {
-		holder, left = r.name, sqlLease
+		holder, left = name, sqlLease
+		if !r.active {
+			// Taken from a relay polling slowly: this one relays from now
+			// on, and that one stops at its next poll, dropping what it
+			// owed. Inserts in flight now may be those: they are owed
+			// here, announced once the lock is free.
+			r.active, r.moved, r.owed = true, now, true
+		}
 	}
 	r.count = count
-	if left > 0 && holder != r.name {
+	r.slowHolder = false
+	if left > 0 && holder%slowName != r.name {
 		// Another relay holds the time and notifies for everybody.
+		r.slowHolder = holder >= slowName
 		r.active, r.owed, r.next = false, false, now.Add(sqlIdleCheck)
 		return nil
 	}
@@ -205,14 +262,59 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 	switch {
 	case !r.active:
 		r.next = now.Add(sqlIdleCheck)
-	case !moved && !r.owed && now.Sub(r.moved) >= sqlQuiet && left < -sqlPollEvery:
+	case !moved && !r.owed && now.Sub(r.moved) >= quiet && left < -sqlPollEvery:
 		// The time has lapsed and nothing is in flight: an insert from now
 		// on notifies, which starts the relay again.
 		r.active, r.next = false, now.Add(sqlIdleCheck)
 	default:
-		r.next = now.Add(sqlPollEvery)
+		r.next = now.Add(every)
 	}
 	return nil
+}
+
+// AddWakeDemand implements backend.WakeDemand: while none of the
+// registered functions reports an idle worker, Listen's relay of inserts
+// from SQL polls every sqlPollSlow instead of every sqlPollEvery.
+func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
+	f := &waiting
+	b.demandsMu.Lock()
+	defer b.demandsMu.Unlock()
+	var fs []*func() bool
+	if old := b.demands.Load(); old != nil {
+		fs = append(fs, *old...)
+	}
+	fs = append(fs, f)
+	b.demands.Store(&fs)
+	return func() {
+		b.demandsMu.Lock()
+		defer b.demandsMu.Unlock()
+		old := b.demands.Load()
+		if old == nil {
+			return
+		}
+		fs := make([]*func() bool, 0, len(*old))
+		for _, g := range *old {
+			if g != f {
+				fs = append(fs, g)
+			}
+		}
+		b.demands.Store(&fs)
+	}
+}
+
+// wakeWaiting reports whether a registered function reports an idle
+// worker.
+func (b *Backend) wakeWaiting() bool {
+	fs := b.demands.Load()
+	if fs == nil {
+		return false
+	}
+	for _, f := range *fs {
+		if (*f)() {
+			return true
+		}
+	}
+	return false
 }
 
 // isUndefined reports an error for a table or function the schema lacks.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,5 +255,164 @@ func TestSQLRelayOneForAll(t *testing.T) {
 	}
 	if polls[0] == 0 {
 		t.Error("the relay holding the time never polled")
+	}
+}
+
+// A relay polls every sqlPollEvery while its client has a worker waiting
+// for a wake-up, else every sqlPollSlow, and says which in the name it
+// writes on the time.
+func TestSQLRelayPollsByDemand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	b, pool := scratchBackend(t)
+	b.relayName = 33
+	s := pgx.Identifier{b.schema}.Sanitize()
+	var waiting atomic.Bool
+	remove := b.AddWakeDemand(waiting.Load)
+	defer remove()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	rl := newRelay(b)
+	if err := rl.check(ctx, conn.Conn(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, fast := range []bool{false, true, false} {
+		waiting.Store(fast)
+		// The time has passed: the active relay writes it under its name.
+		if _, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', 0)`); err != nil {
+			t.Fatal(err)
+		}
+		rl.start(time.Now())
+		before := time.Now()
+		if err := rl.check(ctx, conn.Conn(), nil); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now()
+		var name int64
+		if err := pool.QueryRow(ctx, `SELECT last_value % 1024 FROM `+s+`.spool_sql_relay`).Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		want, wantName := sqlPollSlow, b.relayName+slowName
+		if fast {
+			want, wantName = sqlPollEvery, b.relayName
+		}
+		if !rl.active || rl.next.Before(before.Add(want)) || rl.next.After(after.Add(want)) {
+			t.Errorf("worker waiting %v: active %v, next poll %s after the poll, want %s", fast, rl.active, rl.next.Sub(before), want)
+		}
+		if name != wantName {
+			t.Errorf("worker waiting %v: the time names %d, want %d", fast, name, wantName)
+		}
+	}
+}
+
+// A relay whose client has a worker waiting takes the time from one that
+// polls slowly (its client has none), at the first of the other's
+// notifications it hears once it has a worker waiting; the slow one stops
+// at its next poll, and the fast one wakes both clients from then on.
+func TestSQLRelayTakeover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, pool := scratchBackend(t)
+	b, err := New(pool, &Options{Schema: a.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a.relayName, b.relayName = 11, 22
+	var bWaits atomic.Bool
+	removeDemand := b.AddWakeDemand(bWaits.Load)
+	defer removeDemand()
+	s := pgx.Identifier{a.schema}.Sanitize()
+	enqueue := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `SELECT `+s+`.enqueue('noop')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The counter's first nextval leaves last_value where it was (1):
+	// counted once before the relays start, every later insert moves it.
+	enqueue()
+	// a's slow name on the time for a minute: no insert notifies.
+	if _, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 60000000) * 1024 + $1)`, a.relayName+slowName); err != nil {
+		t.Fatal(err)
+	}
+	var wakes [2]chan struct{}
+	for i, be := range []*Backend{a, b} {
+		wake := make(chan struct{}, 100000)
+		wakes[i] = wake
+		lctx, stop := context.WithCancel(ctx)
+		ready, done := make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- be.Listen(lctx, func() { close(ready) }, func(w backend.Wake) {
+				if w.Queue == "" {
+					wake <- struct{}{}
+				}
+			})
+		}()
+		defer func() {
+			stop()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("listen: %v", err)
+			}
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("listen: %v", err)
+		}
+	}
+	holder := func() int64 {
+		t.Helper()
+		var h int64
+		if err := pool.QueryRow(ctx, `SELECT last_value % 1024 FROM `+s+`.spool_sql_relay`).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	awaitWake := func(i int, what string) {
+		t.Helper()
+		select {
+		case <-wakes[i]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("client %d heard no relay wake-up %s", i, what)
+		}
+	}
+	// No worker of b's waits: a, polling slowly, keeps the time and
+	// relays for both (it finds the insert at its next look, within
+	// sqlIdleCheck).
+	enqueue()
+	awaitWake(1, "while a relays")
+	if h := holder(); h != a.relayName+slowName {
+		t.Fatalf("the time names %d with no worker waiting anywhere, want a's slow name %d", h, a.relayName+slowName)
+	}
+	// A worker of b's waits: b takes the time at a's next notification.
+	bWaits.Store(true)
+	for holder() != b.relayName {
+		if ctx.Err() != nil {
+			t.Fatalf("the time names %d, never b's %d", holder(), b.relayName)
+		}
+		enqueue()
+		awaitWake(1, "before b took the time")
+	}
+	for _, w := range wakes {
+		for len(w) > 0 {
+			<-w
+		}
+	}
+	began := time.Now()
+	start := a.relayPolls.Load()
+	const burst = 300
+	for range burst {
+		enqueue()
+	}
+	awaitWake(0, "after the takeover")
+	awaitWake(1, "after the takeover")
+	// a stopped at its first poll after the takeover: from then on it
+	// looks once every sqlIdleCheck.
+	if polls, limit := a.relayPolls.Load()-start, 2+2*int64(time.Since(began)/sqlIdleCheck+1); polls > limit {
+		t.Errorf("the slow relay polled %d times in %s after the takeover: want at most %d", polls, time.Since(began).Round(time.Millisecond), limit)
 	}
 }

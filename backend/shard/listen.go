@@ -100,4 +100,24 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	return context.Cause(ctx)
 }
 
-var _ backend.Notifier = (*Backend)(nil)
+// AddWakeDemand implements backend.WakeDemand: waiting is registered with
+// every shard that has the capability (the client's idle workers claim
+// from every shard).
+func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
+	var removes []func()
+	for _, be := range b.shards {
+		if wd, ok := be.(backend.WakeDemand); ok {
+			removes = append(removes, wd.AddWakeDemand(waiting))
+		}
+	}
+	return func() {
+		for _, r := range removes {
+			r()
+		}
+	}
+}
+
+var (
+	_ backend.Notifier   = (*Backend)(nil)
+	_ backend.WakeDemand = (*Backend)(nil)
+)

@@ -67,5 +67,14 @@ func (b *countingNotifier) Listen(ctx context.Context, ready func(), onWake func
 	return b.n.Listen(ctx, ready, onWake)
 }
 
+// AddWakeDemand implements backend.WakeDemand where the wrapped notifier
+// does (PostgreSQL's relay of inserts from SQL polls by it).
+func (b *countingNotifier) AddWakeDemand(waiting func() bool) (remove func()) {
+	if wd, ok := b.n.(backend.WakeDemand); ok {
+		return wd.AddWakeDemand(waiting)
+	}
+	return func() {}
+}
+
 // isCompletion matches a finish that completes its job.
 func isCompletion(f backend.JobFinish) bool { return f.Outcome == backend.OutcomeComplete }

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -34,6 +35,8 @@ type Engine struct {
 	logger *slog.Logger
 
 	producers map[string]*producer // fixed at New
+	// waiting counts the producers with a worker idle (producerEnv.waiting).
+	waiting *atomic.Int64
 	// router routes wake-ups between processes (route.go); nil when the
 	// store cannot or the client does not listen. Set by Start.
 	router  *router
@@ -94,6 +97,7 @@ func New(be backend.Backend, cfg Config, logger *slog.Logger) *Engine {
 		e.exec.stepsWithOutcome = true
 	}
 	env := &producerEnv{be: be, cfg: &e.cfg, logger: logger, exec: e.exec, out: e.out, gaveUp: e.gaveUp}
+	e.waiting = &env.waiting
 	for name, q := range cfg.Queues {
 		e.producers[name] = newProducer(env, name, q)
 	}
@@ -154,6 +158,14 @@ func (e *Engine) Start(ctx context.Context) error {
 				}
 				e.goService(func() { l.router.announce(e.servicesCtx) })
 			}
+		}
+		if wd, ok := e.be.(backend.WakeDemand); ok {
+			waiting := e.waiting
+			remove := wd.AddWakeDemand(func() bool { return waiting.Load() > 0 })
+			e.goService(func() {
+				<-e.servicesCtx.Done()
+				remove()
+			})
 		}
 		e.goService(func() { l.run(e.servicesCtx, func() { once.Do(func() { close(listening) }) }) })
 		timer := time.NewTimer(listenStartWait)

@@ -95,6 +95,9 @@ type producerEnv struct {
 	// gaveUp is closed when a stop gives up on handlers that ignore their
 	// context: producers exit without waiting for them.
 	gaveUp <-chan struct{}
+	// waiting counts the producers with a worker idle, waiting for a
+	// job (backend.WakeDemand).
+	waiting atomic.Int64
 }
 
 // dueTimes is a min-heap of future wake-up times.
@@ -333,6 +336,13 @@ func (p *producer) run() {
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
+	// waits is whether this producer counts in waiting.
+	waits := false
+	defer func() {
+		if waits {
+			p.waiting.Add(-1)
+		}
+	}()
 	var starts, late, gathers []bufferedJob
 	var gatherRules []*ManyRules
 	// flushTimer starts the calls of many-call groups that did not fill
@@ -458,6 +468,20 @@ func (p *producer) run() {
 			}
 		}
 
+		// An idle worker would start a job inserted now only if a
+		// wake-up (or the poll) brought it; a queue whose workers are all
+		// busy starts none before one finishes, and keeps a wake-up that
+		// came meanwhile (more) for the claim after.
+		// Claims out do not count: sampled while one is out (most of the
+		// time at a job a millisecond), the queue would look busy.
+		if w := !stopping && running+buffered < p.maxWorkers; w != waits {
+			waits = w
+			if w {
+				p.waiting.Add(1)
+			} else {
+				p.waiting.Add(-1)
+			}
+		}
 		select {
 		case <-stopCh:
 			stopping, stopCh = true, nil

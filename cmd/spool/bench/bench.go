@@ -400,6 +400,12 @@ func (n *notifyingCounter) Listen(ctx context.Context, ready func(), onWake func
 	return n.notifier.Listen(ctx, ready, onWake)
 }
 
+// AddWakeDemand implements backend.WakeDemand where the wrapped notifier
+// does (PostgreSQL's relay of inserts from SQL polls by it).
+func (n *notifyingCounter) AddWakeDemand(waiting func() bool) (remove func()) {
+	return AddWakeDemandOf(n.notifier, waiting)
+}
+
 // PendingCount sums the jobs of a queue that are not finished.
 func PendingCount(s backend.QueueStats) int64 {
 	return s.Counts[backend.StateAvailable] + s.Counts[backend.StateScheduled] +

@@ -45,6 +45,7 @@ type sqlEnqueueResult struct {
 	Duration    string    `json:"duration"`
 	Rounds      int       `json:"rounds"`
 	Listening   bool      `json:"listening"`
+	IdleWorker  bool      `json:"idle_worker"`
 	EnqueueRuns []float64 `json:"enqueue_tps_runs"`
 	InsertRuns  []float64 `json:"insert_tps_runs"`
 	Ratios      []float64 `json:"ratio_runs"`
@@ -78,6 +79,7 @@ func (c *BenchSQLEnqueueCommand) Run(ctx context.Context, args []string) error {
 	duration := r.Flags.Duration("duration", 5*time.Second, "how long each side inserts in each round")
 	rounds := r.Flags.Int("rounds", 3, "rounds; enqueue() and the plain INSERT alternate, each round starting with the other")
 	listen := r.Flags.Bool("listen", true, "keep a worker's subscription open while inserting (without one nobody relays, and every insert from SQL notifies)")
+	idle := r.Flags.Bool("idle-worker", false, "count the subscription as a client with an idle worker, whose relay polls every millisecond (without: as one whose workers are all busy)")
 	rate := r.Flags.Float64("pickup-rate", 1000, "jobs per second enqueued from SQL in the pickup phase (0: no pickup phase)")
 	pickupFor := r.Flags.Duration("pickup-duration", 5*time.Second, "how long the pickup phase enqueues")
 	if err := r.Parse(args, c.Usage()); err != nil {
@@ -106,8 +108,11 @@ func (c *BenchSQLEnqueueCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench sqlenqueue: copy spool_jobs: %w", err)
 	}
 	res := sqlEnqueueResult{Scenario: "sqlenqueue", Store: store.Scratch.Name, Clients: *clients, Duration: duration.String(),
-		Rounds: *rounds, Listening: *listen, PickupRate: *rate}
+		Rounds: *rounds, Listening: *listen, IdleWorker: *idle, PickupRate: *rate}
 	var heard atomic.Int64
+	if *idle {
+		defer pg.AddWakeDemand(func() bool { return true })()
+	}
 	if *listen {
 		listenCtx, stopListen := context.WithCancel(ctx)
 		defer stopListen()
@@ -291,8 +296,8 @@ func (c *BenchSQLEnqueueCommand) pickup(ctx context.Context, r *ScenarioRun, sto
 }
 
 func printSQLEnqueueResult(w io.Writer, r *sqlEnqueueResult) error {
-	fmt.Fprintf(w, "sqlenqueue: %d sessions, one job per transaction, %s per side, %d round(s), subscription open: %v\n\n",
-		r.Clients, r.Duration, r.Rounds, r.Listening)
+	fmt.Fprintf(w, "sqlenqueue: %d sessions, one job per transaction, %s per side, %d round(s), subscription open: %v, with an idle worker: %v\n\n",
+		r.Clients, r.Duration, r.Rounds, r.Listening, r.IdleWorker)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SIDE\tTX/S\tRUNS")
 	fmt.Fprintf(tw, "enqueue()\t%s\t%s\n", cli.HumanInt(r.Enqueue), FormatRuns(r.EnqueueRuns))
@@ -335,10 +340,13 @@ sessions call <schema>.enqueue('bench', '{"n":1}'), one job per transaction,
 for --duration, paired in each of --rounds with the same sessions running a
 plain INSERT of the same row into a copy of spool_jobs (LIKE spool_jobs
 INCLUDING ALL: columns, defaults and indexes, no trigger), while a worker's
-subscription is open (--listen). Prints both rates, the ratio of each round
-and their median. Then enqueues jobs from SQL at --pickup-rate for
---pickup-duration while a client works them, and prints the pickup latency
-from each enqueue's commit (its reply) to its handler's start.
+subscription is open (--listen). The subscription has no worker, so its
+relay of inserts from SQL polls as that of a client whose workers are all
+busy, unless --idle-worker counts it as a client with an idle worker.
+Prints both rates, the ratio of each round and their median. Then enqueues
+jobs from SQL at --pickup-rate for --pickup-duration while a client works
+them, and prints the pickup latency from each enqueue's commit (its reply)
+to its handler's start.
 
 Flags:
 
@@ -350,6 +358,9 @@ Flags:
 		paired rounds (default 3)
 	--listen BOOL
 		keep a subscription open (default true)
+	--idle-worker
+		count the subscription as a client with an idle worker: its relay
+		polls every millisecond
 	--pickup-rate N
 		jobs per second in the pickup phase; 0 skips it (default 1000)
 	--pickup-duration DURATION

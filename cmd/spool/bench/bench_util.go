@@ -321,6 +321,27 @@ type routingBackend struct {
 	Capabilities
 }
 
+// AddWakeDemand implements backend.WakeDemand as the wrapped notifier does.
+func (b notifyingBackend) AddWakeDemand(waiting func() bool) (remove func()) {
+	return AddWakeDemandOf(b.Notifier, waiting)
+}
+
+// AddWakeDemand implements backend.WakeDemand as the wrapped notifier does.
+func (b routingBackend) AddWakeDemand(waiting func() bool) (remove func()) {
+	return AddWakeDemandOf(b.Notifier, waiting)
+}
+
+// AddWakeDemandOf registers waiting with n when n is a backend.WakeDemand
+// (PostgreSQL's relay of inserts from SQL polls by it), and does nothing
+// otherwise: a wrapper that passes wake-ups on must pass on what its
+// client says of its idle workers too.
+func AddWakeDemandOf(n backend.Notifier, waiting func() bool) (remove func()) {
+	if wd, ok := n.(backend.WakeDemand); ok {
+		return wd.AddWakeDemand(waiting)
+	}
+	return func() {}
+}
+
 // Capabilities, embedded in a wrapper of a backend, answers the optional
 // capabilities the engine asks a store about with a yes or no
 // (backend.StallCrediter, backend.OutcomeStepWriter, backend.SettleWriters) as the wrapped
