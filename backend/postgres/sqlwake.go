@@ -139,7 +139,10 @@ func newRelay(b *Backend) *relay {
 	// time from another relay that polls slowly. The counter is read
 	// before the lock is tried: an insert counted in it took the lock
 	// before counting, so a free lock means it has ended.
-	poll := fmt.Sprintf(`SELECT e.last_value,
+	// The counter is last_value less one until the sequence's first
+	// nextval (is_called false: last_value 1 then, and 1 after it too), so
+	// the first insert ever counted moves it.
+	poll := fmt.Sprintf(`SELECT e.last_value - (NOT e.is_called)::integer,
   pg_try_advisory_xact_lock(%[1]d, '%[2]s'::regclass::oid::integer),
   r.last_value / %[3]d - %[4]s,
   r.last_value %% %[3]d,
