@@ -74,18 +74,10 @@ func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobCla
 	if b.claimLock && !small {
 		batch.Queue(b.sql.claimLock, p.Queue)
 	}
-	conn, err := b.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", markNoConnectionFree(err))
-	}
-	defer conn.Release()
-	if b.claimLock && !small {
-		b.planClaim(ctx, conn.Conn(), query, p)
-	}
 	floored := b.queueFloored(batch, &jobs, query, p.Queue, n, p.Lease, p.ClaimID)
 	// Close returns the first error, the commit's at the Sync included:
 	// the floor moves only for a claim that committed.
-	err = conn.SendBatch(ctx, batch).Close()
+	err := b.pool.SendBatch(ctx, batch).Close()
 	floored(err)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", markNoConnectionFree(err))
@@ -96,32 +88,6 @@ func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobCla
 	b.dependents.addDependents(jobs)
 	b.small.claimed(p.Queue, len(jobs), n)
 	return jobs, nil
-}
-
-// planClaim builds query's generic plan on conn, the first time conn runs
-// a claim with it, by running it for no job outside the claim lock. The plan is
-// built when the statement is first bound on a connection, and in a claim
-// that is after the lock's statement: a new connection's first claim (a
-// process started while a backlog waits, a pool's replaced connection)
-// held every process's claims of the queue for the plan's build, several
-// milliseconds with the new session's catalog caches cold (BENCHMARKS.md,
-// "A new connection's claim plan outside the claim lock"). A failure
-// leaves the build to the claim.
-func (b *Backend) planClaim(ctx context.Context, conn *pgx.Conn, query string, p *backend.JobClaimParams) {
-	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
-		return // no statement is kept prepared, so no plan either
-	}
-	planned := conn.PgConn().CustomData()
-	key := "spool claim planned " + query
-	if planned[key] != nil {
-		return
-	}
-	planned[key] = true
-	batch := &pgx.Batch{}
-	batch.Queue(b.jobClaimTx)
-	var none claimKey
-	batch.Queue(query, p.Queue, 0, micros(p.Lease), p.ClaimID, none.priority, none.runAt, none.id)
-	_ = conn.SendBatch(ctx, batch).Close()
 }
 
 // queueFloored queues on batch a claim statement that starts at queue's
