@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -47,12 +48,50 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 // BEGIN, SELECT, UPDATE, COMMIT. The rows it returns are the ones it read
 // with the claim's changes applied: nobody else can change a row this
 // transaction holds.
+//
+// A claim expected to be small (the queue's last claim took fewer than
+// smallClaimMax jobs: a pickup, not a backlog) first takes up to
+// smallClaimMax jobs without the queue's claim lock, and takes the lock
+// only when that part comes back full, for the rest of its ask, in the
+// same transaction. The lock exists for a backlog's claims, which would
+// otherwise step over the hundreds of rows each other's claims hold; a
+// pickup's claim steps over a few rows at most, and waiting for the lock
+// would make it wait for every claim ahead of it, each holding the lock
+// over its round trips and its durable commit.
 func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	small := b.claimLock && b.small.next(p.Queue)
+	if small {
+		// This process's small claims of a queue still take turns, here
+		// rather than on the server: a claim sent while another was out
+		// (a wake-up that arrived meanwhile) then reads after that one's
+		// commit, and finds the jobs committed since rather than nothing,
+		// the rows the first holds being skipped.
+		release, err := b.small.turn(ctx, p.Queue)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	var jobs []*backend.JobRow
 	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
-		jobs, err = b.claimIn(ctx, tx, p)
+		if !small {
+			jobs, err = b.claimIn(ctx, tx, p)
+			return err
+		}
+		n := min(p.Max, smallClaimMax)
+		if jobs, err = b.claimRows(ctx, tx, p, n); err != nil || len(jobs) < n || n == p.Max {
+			return err
+		}
+		// Full: a backlog may have come; the rest under the lock. The
+		// rows claimed above are running now, so the second read does
+		// not return them again.
+		rest, err := b.claimIn(ctx, tx, &backend.JobClaimParams{Queue: p.Queue, Max: p.Max - n, Lease: p.Lease, ClaimID: p.ClaimID})
+		jobs = append(jobs, rest...)
 		return err
 	})
+	if err == nil && b.claimLock {
+		b.small.claimed(p.Queue, len(jobs), p.Max)
+	}
 	return jobs, err
 }
 
@@ -68,7 +107,13 @@ func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimPa
 			return nil, err
 		}
 	}
-	rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(p.Max)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
+	return b.claimRows(ctx, tx, p, p.Max)
+}
+
+// claimRows locks up to n due pending rows of p's queue in transaction tx
+// and claims them, without the claim lock.
+func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, n int) ([]*backend.JobRow, error) {
+	rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(n)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +137,53 @@ func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimPa
 		markClaimed(j, now, p)
 	}
 	return jobs, nil
+}
+
+// smallClaimMax is the most jobs a claim expected to be small takes
+// without the queue's claim lock (claimPessimistic).
+const smallClaimMax = 64
+
+// smallClaims remembers, per queue, whether the queue's last claim was
+// small: the next is expected to be small too.
+type smallClaims struct {
+	queues sync.Map // queue name → bool
+	turns  sync.Map // queue name → chan struct{} of capacity 1: the turn
+}
+
+// turn waits for the queue's turn among this process's small claims, and
+// returns the function that ends it.
+func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
+	v, ok := s.turns.Load(queue)
+	if !ok {
+		v, _ = s.turns.LoadOrStore(queue, make(chan struct{}, 1))
+	}
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// next reports whether the queue's next claim is expected to be small. A
+// queue not claimed from yet is not: its first claim may meet a backlog.
+func (s *smallClaims) next(queue string) bool {
+	v, _ := s.queues.Load(queue)
+	small, _ := v.(bool)
+	return small
+}
+
+// claimed records a claim of the queue that committed, took n jobs and
+// asked for up to asked.
+func (s *smallClaims) claimed(queue string, n, asked int) {
+	if n >= asked && n < smallClaimMax {
+		return // full, of a small ask: the backlog may be larger
+	}
+	small := n < smallClaimMax
+	if was, ok := s.queues.Load(queue); !ok || was != small {
+		s.queues.Store(queue, small)
+	}
 }
 
 // holderWidth is the stored width of leased_by (schema 16): a row holds

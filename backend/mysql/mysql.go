@@ -164,6 +164,9 @@ type Backend struct {
 	window   int
 	// claimLock: pessimistic claims take the queue's claim lock first.
 	claimLock bool
+	// small: whether each queue's next pessimistic claim is expected to
+	// be small, and so starts without the claim lock (claim.go).
+	small smallClaims
 	// routeWakes: Options.WakeRouting is on.
 	routeWakes bool
 	// notesWritten counts the wake-up notes this backend wrote, and

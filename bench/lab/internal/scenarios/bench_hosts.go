@@ -127,7 +127,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
 	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
 	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing: on or off (default: the backend's, on)")
-	statements := r.Flags.String("statements", "", "PostgreSQL: load pg_stat_statements and append each phase's statements, per job, to this file")
+	statements := r.Flags.String("statements", "", "append each phase's statements, per job, to this file (PostgreSQL: pg_stat_statements; MariaDB: global status counters)")
 	started := r.Flags.Duration("started", 0, "start the worker processes this long before the drain, on the paused queue, and time the drain from its resume (0: from their start)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
@@ -154,7 +154,6 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
 		bench.Want(*claimLock == "" || *claimLock == "queue" || *claimLock == "off", "--claim-lock must be queue or off"),
 		bench.Want(*wakeRouting == "" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be on or off"),
-		bench.Want(*statements == "" || *server == "postgres", "--statements applies to PostgreSQL"),
 		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
 		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
@@ -243,6 +242,9 @@ type hostsEnv struct {
 	// warm-up, which writes none.
 	statements string
 	round      int
+	// status counts MariaDB's statements and InnoDB's work by its global
+	// status (--statements on MariaDB), nil on PostgreSQL.
+	status *mariaStatus
 }
 
 // startHostsEnv creates the hosts and starts the server, durable as a
@@ -266,7 +268,7 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 		return nil, err
 	}
 	opts := dbserver.Options{Listen: e.hosts.ServerAddr(), TrustNet: e.hosts.Network(), Durable: true}
-	if statements != "" {
+	if statements != "" && server == "postgres" {
 		opts.Settings = []string{"shared_preload_libraries = 'pg_stat_statements'", "pg_stat_statements.track_planning = on"}
 	}
 	switch server {
@@ -282,6 +284,11 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 			return nil, err
 		}
 		e.server, e.stop, e.baseURL = s, s.Stop, s.URL()
+		if statements != "" {
+			if e.status, err = openMariaStatus(ctx, s.URL()); err != nil {
+				return nil, fmt.Errorf("--statements: %w", err)
+			}
+		}
 	}
 	if serverCPUs != "" {
 		// Backends forked later inherit the postmaster's affinity.
@@ -300,7 +307,7 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 	if e.port, err = strconv.Atoi(u.Port()); err != nil {
 		return nil, fmt.Errorf("server URL %s: %w", e.baseURL, err)
 	}
-	if statements != "" {
+	if statements != "" && server == "postgres" {
 		if err := e.statementsExec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
 			return nil, fmt.Errorf("--statements: %w", err)
 		}
@@ -324,6 +331,9 @@ func (e *hostsEnv) resetStatements(ctx context.Context) error {
 	if e.statements == "" {
 		return nil
 	}
+	if e.status != nil {
+		return e.status.reset(ctx)
+	}
 	return e.statementsExec(ctx, "SELECT pg_stat_statements_reset()")
 }
 
@@ -334,6 +344,9 @@ func (e *hostsEnv) resetStatements(ctx context.Context) error {
 func (e *hostsEnv) writeStatements(ctx context.Context, n int, phase string, jobs int64) error {
 	if e.statements == "" || e.round == 0 {
 		return e.resetStatements(ctx)
+	}
+	if e.status != nil {
+		return e.status.write(ctx, e.statements, n, e.round, phase, jobs)
 	}
 	conn, err := pgx.Connect(ctx, e.baseURL)
 	if err != nil {
@@ -399,6 +412,9 @@ func pinTree(ctx context.Context, root int, cpus string) error {
 // close stops the server and removes the hosts and the directory.
 func (e *hostsEnv) close() error {
 	var errs []error
+	if e.status != nil {
+		errs = append(errs, e.status.be.Close())
+	}
 	if e.stop != nil {
 		errs = append(errs, e.stop())
 	}
@@ -927,7 +943,10 @@ and iproute2.
 		server and append to FILE, after each measured drain and pickup
 		phase, its 15 costliest statements per 1,000 jobs and per call:
 		calls, execution and planning time (wall time, waits included),
-		rows, buffers, WAL records
+		rows, buffers, WAL records; MariaDB: the growth of its global
+		status counters per 1,000 jobs (statements by kind, rows read
+		by key and in order, row lock waits and their time, log writes
+		and fsyncs)
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N

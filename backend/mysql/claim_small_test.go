@@ -1,0 +1,103 @@
+package mysql_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+)
+
+// TestSmallClaimsPassTheClaimLock: once a queue's claims are small, a claim
+// takes its jobs while another session holds the queue's claim lock; one
+// that comes back full takes the rest of its ask under the lock, so the
+// queue's next claim, expected large, waits for the lock again.
+func TestSmallClaimsPassTheClaimLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, nil)
+	db, schema := be.DB(), "`"+be.Database()+"`"
+	insert := func(n int) {
+		t.Helper()
+		jobs := make([]*backend.JobInsertParams, n)
+		for i := range jobs {
+			jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}
+		}
+		if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(max int) ([]*backend.JobRow, error) {
+		return be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: max, Lease: time.Minute, ClaimID: "c"})
+	}
+	holdLock := func() func() {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+schema+".spool_flow_stripes (queue, stripe) VALUES ('q', -1) ON DUPLICATE KEY UPDATE stripe = stripe"); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// The queue's first claim finds nothing: its next is expected small.
+	if jobs, err := claim(10); err != nil || len(jobs) != 0 {
+		t.Fatalf("first claim: %d jobs, %v; want none", len(jobs), err)
+	}
+	release := holdLock()
+	insert(2)
+	if jobs, err := claim(10); err != nil || len(jobs) != 2 {
+		t.Fatalf("small claim with the claim lock held elsewhere: %d jobs, %v; want 2", len(jobs), err)
+	}
+	release()
+
+	// A backlog: the small part comes back full, the rest under the lock.
+	insert(100)
+	jobs, err := claim(90)
+	if err != nil || len(jobs) != 90 {
+		t.Fatalf("claim of a backlog: %d jobs, %v; want 90", len(jobs), err)
+	}
+	seen := map[int64]bool{}
+	for _, j := range jobs {
+		if seen[j.ID] || j.State != backend.StateRunning {
+			t.Fatalf("claim of a backlog returned job %d twice or not running (%s)", j.ID, j.State)
+		}
+		seen[j.ID] = true
+	}
+
+	// That claim took 64 or more: the next waits for the lock.
+	release = holdLock()
+	done := make(chan error, 1)
+	go func() {
+		jobs, err := claim(10)
+		if err == nil && len(jobs) != 10 {
+			err = errFewer(len(jobs))
+		}
+		done <- err
+	}()
+	waitFor(t, "the backlog claim to wait for the claim lock", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.PROCESSLIST
+WHERE COMMAND = 'Query' AND INFO LIKE concat('%', ?, '.spool_flow_stripes%')`, schema).Scan(&n)
+		select {
+		case err := <-done:
+			t.Fatalf("the claim returned with the lock held elsewhere: %v", err)
+		default:
+		}
+		return err == nil && n > 0
+	})
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("claim after the lock's release: %v", err)
+	}
+}
+
+type errFewer int
+
+func (e errFewer) Error() string { return "claimed fewer jobs than asked" }
