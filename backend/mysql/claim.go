@@ -12,6 +12,7 @@ import (
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/claimpick"
+	"github.com/spoolq/spool/backend/claimsize"
 )
 
 // optimisticRounds bounds the window reads of one optimistic claim: after a
@@ -59,7 +60,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 // would make it wait for every claim ahead of it, each holding the lock
 // over its round trips and its durable commit.
 func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	small := b.claimLock && b.small.next(p.Queue)
+	small := b.claimLock && b.small.Small(p.Queue)
 	if small {
 		// This process's small claims of a queue still take turns, here
 		// rather than on the server: a claim sent while another was out
@@ -90,7 +91,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		return err
 	})
 	if err == nil && b.claimLock {
-		b.small.claimed(p.Queue, len(jobs), p.Max)
+		b.small.Claimed(p.Queue, len(jobs), p.Max)
 	}
 	return jobs, err
 }
@@ -143,11 +144,12 @@ func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaim
 // without the queue's claim lock (claimPessimistic).
 const smallClaimMax = 64
 
-// smallClaims remembers, per queue, whether the queue's last claim was
-// small: the next is expected to be small too.
+// smallClaims is what a MariaDB backend knows of its queues' small claims:
+// which queues' next claims are expected small, and each queue's turn
+// among this process's small claims.
 type smallClaims struct {
-	queues sync.Map // queue name → bool
-	turns  sync.Map // queue name → chan struct{} of capacity 1: the turn
+	claimsize.Expect
+	turns sync.Map // queue name → chan struct{} of capacity 1: the turn
 }
 
 // turn waits for the queue's turn among this process's small claims, and
@@ -163,26 +165,6 @@ func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
 		return func() { <-ch }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	}
-}
-
-// next reports whether the queue's next claim is expected to be small. A
-// queue not claimed from yet is not: its first claim may meet a backlog.
-func (s *smallClaims) next(queue string) bool {
-	v, _ := s.queues.Load(queue)
-	small, _ := v.(bool)
-	return small
-}
-
-// claimed records a claim of the queue that committed, took n jobs and
-// asked for up to asked.
-func (s *smallClaims) claimed(queue string, n, asked int) {
-	if n >= asked && n < smallClaimMax {
-		return // full, of a small ask: the backlog may be larger
-	}
-	small := n < smallClaimMax
-	if was, ok := s.queues.Load(queue); !ok || was != small {
-		s.queues.Store(queue, small)
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/claimsize"
 	"github.com/spoolq/spool/backend/wakehub"
 )
 
@@ -285,6 +286,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
 	b := &Backend{
+		small:    smallClaims{Expect: claimsize.Expect{Max: smallClaimMax}},
 		released: wakehub.New(),
 		db:       db,
 		database: cfg.DBName,

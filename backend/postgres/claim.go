@@ -38,7 +38,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	// claim, rather than hundreds of jobs in place, each of which costs the
 	// claim and the finish about twice a leased job's server time
 	// (BENCHMARKS.md, "A DAG task's completion against a plain job's").
-	small := b.inPlace || (!b.leaseRows && b.small.next(p.Queue))
+	small := b.inPlace || (!b.leaseRows && b.small.Small(p.Queue))
 	if !small {
 		return b.claimWith(ctx, b.sql.claim, p, p.Max)
 	}
@@ -86,7 +86,7 @@ func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobCla
 		b.placed.add(jobs)
 	}
 	b.dependents.addDependents(jobs)
-	b.small.claimed(p.Queue, len(jobs), n)
+	b.small.Claimed(p.Queue, len(jobs), n)
 	return jobs, nil
 }
 

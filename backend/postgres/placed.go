@@ -91,34 +91,3 @@ func (p *placedJobs) forget(ids []int64, fences []int32) {
 		}
 	}
 }
-
-// smallClaims records, per queue, whether its next claim takes the small
-// form: its last claim that said something about the queue's backlog took
-// fewer than smallClaimMax jobs. A claim that got all it asked for says
-// nothing when it asked for fewer than smallClaimMax (the second claim of
-// a producer asks for 16, one with little room for less): with 8 worker
-// processes such claims sent 3-18% of a drain's jobs through the small
-// form, which costs the server more per job (BENCHMARKS.md, "Worker
-// processes: claims that took all they asked for").
-type smallClaims struct {
-	queues sync.Map // queue name → bool
-}
-
-// next reports whether the queue's next claim takes the small form.
-func (s *smallClaims) next(queue string) bool {
-	v, _ := s.queues.Load(queue)
-	small, _ := v.(bool)
-	return small
-}
-
-// claimed records the size n of a claim of the queue that committed and
-// asked for up to asked jobs.
-func (s *smallClaims) claimed(queue string, n, asked int) {
-	if n >= asked && n < smallClaimMax {
-		return // full: the backlog may be larger than the ask
-	}
-	small := n < smallClaimMax
-	if was, ok := s.queues.Load(queue); !ok || was != small {
-		s.queues.Store(queue, small)
-	}
-}

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/claimsize"
 )
 
 // DefaultSchema is the schema Spool's tables live in unless configured.
@@ -211,9 +212,15 @@ type Backend struct {
 	routeWakes    bool // Options.WakeRouting is WakeRoutingOn
 	window        int
 	floors        claimFloors
-	small         smallClaims // which queues' next claims are small
-	placed        placedJobs  // the running jobs claimed in place
-	dependents    placedJobs  // the running jobs claimed with dependents (workflow.go)
+	// small: which queues' next claims take the small form, in place. A
+	// claim that got all of a small ask says nothing about the backlog:
+	// with 8 worker processes such claims had sent 3-18% of a drain's
+	// jobs through the small form, which costs the server more per job
+	// (BENCHMARKS.md, "Worker processes: claims that took all they asked
+	// for").
+	small      claimsize.Expect
+	placed     placedJobs // the running jobs claimed in place
+	dependents placedJobs // the running jobs claimed with dependents (workflow.go)
 	// settleRate is the rows per finish (x settleRateUnit, plus one; 0:
 	// none yet) that the last settling transaction on the pool wrote, to
 	// size the next batch's first part (finishDependentsParts);
@@ -332,6 +339,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		return nil, fmt.Errorf("postgres backend: wake routing %q (want on or off)", o.WakeRouting)
 	}
 	b := &Backend{
+		small:         claimsize.Expect{Max: smallClaimMax},
 		settleFirst:   firstSettlePart,
 		settleRows:    settlePartRows,
 		claimLock:     o.ClaimLock != ClaimLockOff,
