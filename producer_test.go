@@ -370,20 +370,8 @@ func (q quietListen) Listen(ctx context.Context, ready func(), _ func(backend.Wa
 // process's start did, on a connection of its own). While the first claim
 // is held, only the insert's wake-up sends another.
 func TestStartWakeSendsNoSecondClaim(t *testing.T) {
-	ctx := context.Background()
 	be := quietListen{&askRecorder{gatedBackend: newGated(t)}, new(atomic.Int64)}
-	c, ran := startWakeClient(t, be, spool.QueueConfig{MaxWorkers: 40, Prefetch: 60})
-	var releaseOnce sync.Once
-	defer releaseOnce.Do(func() { close(be.release) })
-	<-be.claimed // the first claim found nothing and is held in flight
-	if _, err := c.Insert(ctx, wakeArgs{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the job waited for the claim in flight: its wake-up sent no claim")
-	}
+	insertWhileFirstClaimHeld(t, be.askRecorder, be, spool.QueueConfig{MaxWorkers: 40, Prefetch: 60}, "its wake-up sent no claim")
 	if n := be.claims.Load(); n != 2 {
 		t.Fatalf("%d claims sent; want 2: the held first claim and the insert's", n)
 	}
@@ -394,21 +382,9 @@ func TestStartWakeSendsNoSecondClaim(t *testing.T) {
 // waiting for the first one's reply; and the two claims together ask for
 // no more than the queue can hold (workers plus prefetch).
 func TestWakeDuringClaimSendsSecondClaim(t *testing.T) {
-	ctx := context.Background()
 	be := &askRecorder{gatedBackend: newGated(t)}
 	const workers, prefetch = 40, 60
-	c, ran := startWakeClient(t, be, spool.QueueConfig{MaxWorkers: workers, Prefetch: prefetch})
-	var releaseOnce sync.Once
-	defer releaseOnce.Do(func() { close(be.release) })
-	<-be.claimed // the first claim found nothing and is held in flight
-	if _, err := c.Insert(ctx, wakeArgs{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the job waited for the claim in flight: no second claim was sent")
-	}
+	insertWhileFirstClaimHeld(t, be, be, spool.QueueConfig{MaxWorkers: workers, Prefetch: prefetch}, "no second claim was sent")
 	be.mu.Lock()
 	maxOut, maxAsked := be.maxOut, be.maxAsked
 	be.mu.Unlock()
@@ -419,6 +395,26 @@ func TestWakeDuringClaimSendsSecondClaim(t *testing.T) {
 	// (TestWakesDuringClaimsSendMoreClaims), never past the queue's room.
 	if maxOut < 2 || maxOut > 4 || maxAsked > workers+prefetch {
 		t.Fatalf("at most %d claims in flight at once, asking for up to %d jobs together; want 2 to 4, and at most %d", maxOut, maxAsked, workers+prefetch)
+	}
+}
+
+// insertWhileFirstClaimHeld starts a client of store with queue config q,
+// inserts a job while its first claim (which found nothing) is held in
+// flight by rec, and waits for the job to run; missing says why it would
+// not. The held claim is released when the test ends.
+func insertWhileFirstClaimHeld(t *testing.T, rec *askRecorder, store backend.Backend, q spool.QueueConfig, missing string) {
+	t.Helper()
+	c, ran := startWakeClient(t, store, q)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(rec.release) }) })
+	<-rec.claimed // the first claim found nothing and is held in flight
+	if _, err := c.Insert(context.Background(), wakeArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job waited for the claim in flight: " + missing)
 	}
 }
 

@@ -870,6 +870,17 @@ type WakeDemand interface {
 	AddWakeDemand(waiting func() bool) (remove func())
 }
 
+// AddWakeDemandTo registers waiting with store when it is a WakeDemand, and
+// returns the function that removes it (one that does nothing otherwise).
+// A wrapper that passes a store's wake-ups on passes on through it what its
+// client says of its idle workers.
+func AddWakeDemandTo(store any, waiting func() bool) (remove func()) {
+	if wd, ok := store.(WakeDemand); ok {
+		return wd.AddWakeDemand(waiting)
+	}
+	return func() {}
+}
+
 // CancelWatcher is an optional capability of a store that is not a
 // Notifier: deliver cancellations of running jobs, made by any process,
 // promptly (within a second), so that the lease holder stops the handler

@@ -252,9 +252,9 @@ type Backend struct {
 	relayName int64
 	// relayPolls counts the polls of Listen's relays (tests).
 	relayPolls atomic.Int64
-	// demands are the functions AddWakeDemand registered (copied on
-	// write under demandsMu, read without a lock at every relay poll).
-	demands   atomic.Pointer[[]*func() bool]
+	// demands are the functions AddWakeDemand registered, read at every
+	// relay poll.
+	demands   []*func() bool
 	demandsMu sync.Mutex
 	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
 	// each of them notifies.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -279,40 +280,23 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 // registered functions reports an idle worker, Listen's relay of inserts
 // from SQL polls every sqlPollSlow instead of every sqlPollEvery.
 func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
-	f := &waiting
+	f := &waiting // the registration's identity
 	b.demandsMu.Lock()
 	defer b.demandsMu.Unlock()
-	var fs []*func() bool
-	if old := b.demands.Load(); old != nil {
-		fs = append(fs, *old...)
-	}
-	fs = append(fs, f)
-	b.demands.Store(&fs)
+	b.demands = append(b.demands, f)
 	return func() {
 		b.demandsMu.Lock()
 		defer b.demandsMu.Unlock()
-		old := b.demands.Load()
-		if old == nil {
-			return
-		}
-		fs := make([]*func() bool, 0, len(*old))
-		for _, g := range *old {
-			if g != f {
-				fs = append(fs, g)
-			}
-		}
-		b.demands.Store(&fs)
+		b.demands = slices.DeleteFunc(b.demands, func(g *func() bool) bool { return g == f })
 	}
 }
 
 // wakeWaiting reports whether a registered function reports an idle
 // worker.
 func (b *Backend) wakeWaiting() bool {
-	fs := b.demands.Load()
-	if fs == nil {
-		return false
-	}
-	for _, f := range *fs {
+	b.demandsMu.Lock()
+	defer b.demandsMu.Unlock()
+	for _, f := range b.demands {
 		if (*f)() {
 			return true
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spoolq/spool/backend"
 )
 
@@ -84,13 +85,7 @@ func TestSQLRelay(t *testing.T) {
 		return ok
 	}
 
-	setRelay := func(ahead time.Duration, name int64) {
-		t.Helper()
-		_, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + $1) * 1024 + $2)`, ahead.Microseconds(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setRelay := func(ahead time.Duration, name int64) { t.Helper(); setRelayTime(t, pool, b.schema, ahead, name) }
 	claim := func() []int64 {
 		t.Helper()
 		jobs, err := b.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 1000, Lease: time.Minute, ClaimID: "t#1"})
@@ -197,17 +192,9 @@ func TestSQLRelay(t *testing.T) {
 func TestSQLRelayOneForAll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, pool := scratchBackend(t)
-	b, err := New(pool, &Options{Schema: a.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	a.relayName, b.relayName = 11, 22
+	a, b, pool := twoRelayClients(t)
 	s := pgx.Identifier{a.schema}.Sanitize()
-	if _, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 60000000) * 1024 + 11)`); err != nil {
-		t.Fatal(err)
-	}
+	setRelayTime(t, pool, a.schema, time.Minute, a.relayName)
 	wakes := listenForRelays(t, ctx, a, b)
 	began := time.Now()
 	start := [2]int64{a.relayPolls.Load(), b.relayPolls.Load()}
@@ -295,13 +282,7 @@ func TestSQLRelayPollsByDemand(t *testing.T) {
 func TestSQLRelayTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, pool := scratchBackend(t)
-	b, err := New(pool, &Options{Schema: a.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	a.relayName, b.relayName = 11, 22
+	a, b, pool := twoRelayClients(t)
 	var bWaits atomic.Bool
 	removeDemand := b.AddWakeDemand(bWaits.Load)
 	defer removeDemand()
@@ -313,9 +294,7 @@ func TestSQLRelayTakeover(t *testing.T) {
 		}
 	}
 	// a's slow name on the time for a minute: no insert notifies.
-	if _, err := pool.Exec(ctx, `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 60000000) * 1024 + $1)`, a.relayName+slowName); err != nil {
-		t.Fatal(err)
-	}
+	setRelayTime(t, pool, a.schema, time.Minute, a.relayName+slowName)
 	wakes := listenForRelays(t, ctx, a, b)
 	holder := func() int64 {
 		t.Helper()
@@ -401,4 +380,29 @@ func listenForRelays(t *testing.T, ctx context.Context, backends ...*Backend) []
 		}
 	}
 	return wakes
+}
+
+// twoRelayClients returns two backends on one scratch schema, as two
+// processes, their relays named 11 and 22, and the pool they share.
+func twoRelayClients(t *testing.T) (a, b *Backend, pool *pgxpool.Pool) {
+	t.Helper()
+	a, pool = scratchBackend(t)
+	b, err := New(pool, &Options{Schema: a.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.relayName, b.relayName = 11, 22
+	return a, b, pool
+}
+
+// setRelayTime writes the relay time of schema's spool_sql_relay: ahead of
+// the database's clock, under name.
+func setRelayTime(t *testing.T, pool *pgxpool.Pool, schema string, ahead time.Duration, name int64) {
+	t.Helper()
+	s := pgx.Identifier{schema}.Sanitize()
+	_, err := pool.Exec(context.Background(), `SELECT setval('`+s+`.spool_sql_relay', (floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint + $1) * 1024 + $2)`, ahead.Microseconds(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -104,11 +104,9 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 // every shard that has the capability (the client's idle workers claim
 // from every shard).
 func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
-	var removes []func()
-	for _, be := range b.shards {
-		if wd, ok := be.(backend.WakeDemand); ok {
-			removes = append(removes, wd.AddWakeDemand(waiting))
-		}
+	removes := make([]func(), len(b.shards))
+	for i, be := range b.shards {
+		removes[i] = backend.AddWakeDemandTo(be, waiting)
 	}
 	return func() {
 		for _, r := range removes {

@@ -70,10 +70,7 @@ func (b *countingNotifier) Listen(ctx context.Context, ready func(), onWake func
 // AddWakeDemand implements backend.WakeDemand where the wrapped notifier
 // does (PostgreSQL's relay of inserts from SQL polls by it).
 func (b *countingNotifier) AddWakeDemand(waiting func() bool) (remove func()) {
-	if wd, ok := b.n.(backend.WakeDemand); ok {
-		return wd.AddWakeDemand(waiting)
-	}
-	return func() {}
+	return backend.AddWakeDemandTo(b.n, waiting)
 }
 
 // isCompletion matches a finish that completes its job.

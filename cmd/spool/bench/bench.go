@@ -403,7 +403,7 @@ func (n *notifyingCounter) Listen(ctx context.Context, ready func(), onWake func
 // AddWakeDemand implements backend.WakeDemand where the wrapped notifier
 // does (PostgreSQL's relay of inserts from SQL polls by it).
 func (n *notifyingCounter) AddWakeDemand(waiting func() bool) (remove func()) {
-	return AddWakeDemandOf(n.notifier, waiting)
+	return backend.AddWakeDemandTo(n.notifier, waiting)
 }
 
 // PendingCount sums the jobs of a queue that are not finished.

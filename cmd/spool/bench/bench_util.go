@@ -323,23 +323,12 @@ type routingBackend struct {
 
 // AddWakeDemand implements backend.WakeDemand as the wrapped notifier does.
 func (b notifyingBackend) AddWakeDemand(waiting func() bool) (remove func()) {
-	return AddWakeDemandOf(b.Notifier, waiting)
+	return backend.AddWakeDemandTo(b.Notifier, waiting)
 }
 
 // AddWakeDemand implements backend.WakeDemand as the wrapped notifier does.
 func (b routingBackend) AddWakeDemand(waiting func() bool) (remove func()) {
-	return AddWakeDemandOf(b.Notifier, waiting)
-}
-
-// AddWakeDemandOf registers waiting with n when n is a backend.WakeDemand
-// (PostgreSQL's relay of inserts from SQL polls by it), and does nothing
-// otherwise: a wrapper that passes wake-ups on must pass on what its
-// client says of its idle workers too.
-func AddWakeDemandOf(n backend.Notifier, waiting func() bool) (remove func()) {
-	if wd, ok := n.(backend.WakeDemand); ok {
-		return wd.AddWakeDemand(waiting)
-	}
-	return func() {}
+	return backend.AddWakeDemandTo(b.Notifier, waiting)
 }
 
 // Capabilities, embedded in a wrapper of a backend, answers the optional

@@ -383,18 +383,23 @@ func (e *hostsEnv) writeStatements(ctx context.Context, n int, phase string, job
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(e.statements, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(f, b.String()+"\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := appendFile(e.statements, b.String()+"\n"); err != nil {
 		return err
 	}
 	return e.resetStatements(ctx)
+}
+
+// appendFile appends text to the file name, creating it if needed.
+func appendFile(name, text string) error {
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(f, text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // pinTree sets the CPU affinity of every thread of process root and of its
@@ -528,14 +533,20 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	if err := e.resetStatements(ctx); err != nil {
 		return nil, fmt.Errorf("--statements: %w", err)
 	}
+	startWorkers := func() error {
+		for _, w := range workers {
+			if err := w.send("go"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if e.load.started > 0 {
 		if err := client.QueuePause(ctx, spool.DefaultQueue); err != nil {
 			return nil, err
 		}
-		for _, w := range workers {
-			if err := w.send("go"); err != nil {
-				return nil, err
-			}
+		if err := startWorkers(); err != nil {
+			return nil, err
 		}
 		if !sleepUntil(ctx, time.Now().Add(e.load.started)) {
 			return nil, ctx.Err()
@@ -553,12 +564,8 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		if err := client.QueueResume(ctx, spool.DefaultQueue); err != nil {
 			return nil, err
 		}
-	} else {
-		for _, w := range workers {
-			if err := w.send("go"); err != nil {
-				return nil, err
-			}
-		}
+	} else if err := startWorkers(); err != nil {
+		return nil, err
 	}
 	written := func() int64 {
 		var sum int64

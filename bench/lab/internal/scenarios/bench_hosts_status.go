@@ -3,8 +3,6 @@ package scenarios
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -89,13 +87,5 @@ func (m *mariaStatus) write(ctx context.Context, file string, n, round int, phas
 		return err
 	}
 	m.base = now
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(f, b.String()+"\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return appendFile(file, b.String()+"\n")
 }
