@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// waitFollowers waits until n groupedWriteTx calls wait for the token.
+// waitFollowers waits until n followWriteTx calls wait for the token.
 func waitFollowers(st *store, n int) {
 	for {
 		st.groupMu.Lock()
@@ -22,8 +22,8 @@ func waitFollowers(st *store, n int) {
 	}
 }
 
-// TestGroupedWritesShareTransaction: grouped writes that wait while another
-// write holds the token run in that write's transaction, after it, and
+// TestGroupedWritesShareTransaction: followWriteTx calls that wait while a
+// takingWriteTx holds the token run in its transaction, after it, and
 // commit with it; one that fails is rolled back to its savepoint alone and
 // returns its own error.
 func TestGroupedWritesShareTransaction(t *testing.T) {
@@ -50,7 +50,7 @@ func TestGroupedWritesShareTransaction(t *testing.T) {
 	leaderDone := make(chan error, 1)
 	inLeader := make(chan struct{})
 	go func() {
-		leaderDone <- st.writeTx(ctx, func(tx *sql.Tx) error {
+		leaderDone <- st.takingWriteTx(ctx, func(tx *sql.Tx) error {
 			leaderTx = tx
 			close(inLeader)
 			<-release
@@ -61,14 +61,14 @@ func TestGroupedWritesShareTransaction(t *testing.T) {
 	errFailed := errors.New("follower failed")
 	okDone, failedDone := make(chan error, 1), make(chan error, 1)
 	go func() {
-		okDone <- st.groupedWriteTx(ctx, func(tx *sql.Tx) error {
+		okDone <- st.followWriteTx(ctx, func(tx *sql.Tx) error {
 			okTx = tx
 			return insert(tx, "ok")
 		})
 	}()
 	waitFollowers(st, 1)
 	go func() {
-		failedDone <- st.groupedWriteTx(ctx, func(tx *sql.Tx) error {
+		failedDone <- st.followWriteTx(ctx, func(tx *sql.Tx) error {
 			failedTx = tx
 			if err := insert(tx, "failed"); err != nil {
 				return err
@@ -108,7 +108,7 @@ func TestGroupedWritesShareTransaction(t *testing.T) {
 	}
 }
 
-// TestGroupedWriteCancelledWhileWaiting: a grouped write whose context ends
+// TestGroupedWriteCancelledWhileWaiting: a followWriteTx whose context ends
 // while it waits is withdrawn, never run.
 func TestGroupedWriteCancelledWhileWaiting(t *testing.T) {
 	ctx := context.Background()
@@ -132,7 +132,7 @@ func TestGroupedWriteCancelledWhileWaiting(t *testing.T) {
 	ran := false
 	done := make(chan error, 1)
 	go func() {
-		done <- st.groupedWriteTx(cctx, func(*sql.Tx) error {
+		done <- st.followWriteTx(cctx, func(*sql.Tx) error {
 			ran = true
 			return nil
 		})
@@ -154,5 +154,48 @@ func TestGroupedWriteCancelledWhileWaiting(t *testing.T) {
 	st.groupMu.Unlock()
 	if left != 0 {
 		t.Errorf("%d followers left waiting", left)
+	}
+}
+
+// TestFollowerHolderTakesNoFollowers: a followWriteTx that found the token
+// free runs alone (a claim's rows are not held back by other writes); the
+// follower waiting behind it runs in a transaction of its own.
+func TestFollowerHolderTakesNoFollowers(t *testing.T) {
+	ctx := context.Background()
+	be, err := OpenPath(ctx, filepath.Join(t.TempDir(), "g.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	st := be.st
+	release, inLeader := make(chan struct{}), make(chan struct{})
+	var leaderTx, followerTx *sql.Tx
+	leaderDone := make(chan error, 1)
+	go func() {
+		leaderDone <- st.followWriteTx(ctx, func(tx *sql.Tx) error {
+			leaderTx = tx
+			close(inLeader)
+			<-release
+			return nil
+		})
+	}()
+	<-inLeader
+	done := make(chan error, 1)
+	go func() {
+		done <- st.followWriteTx(ctx, func(tx *sql.Tx) error {
+			followerTx = tx
+			return nil
+		})
+	}()
+	waitFollowers(st, 1)
+	close(release)
+	if err := <-leaderDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if followerTx == leaderTx {
+		t.Error("the follower ran in the transaction of a holder that takes none")
 	}
 }

@@ -40,31 +40,43 @@ const fairRetryInterval = time.Millisecond
 // Nothing else is done while the lock is held: callers prepare their
 // statements' arguments before and decode results after.
 func (st *store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return st.writeTxOf(ctx, fn, false)
+}
+
+// takingWriteTx is writeTx for a batch of outcomes, which also runs the
+// claims waiting for the token (followWriteTx) in its transaction, after
+// fn, each in a savepoint, before it commits (lead): a drain's claim and the
+// outcome batch written before it then pay one BEGIN IMMEDIATE and one
+// COMMIT, one WAL sync, where they paid two each, and the claim's rows come
+// back sooner than after a transaction of its own. A claim holding the token
+// runs alone: its rows are what workers wait for, and an outcome batch
+// behind it would delay them.
+func (st *store) takingWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return st.writeTxOf(ctx, fn, true)
+}
+
+func (st *store) writeTxOf(ctx context.Context, fn func(tx *sql.Tx) error, take bool) error {
 	select {
 	case st.token <- struct{}{}:
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 	defer func() { <-st.token }()
-	return st.lead(ctx, fn)
+	return st.lead(ctx, fn, take)
 }
 
-// groupedWriteTx is writeTx for the writes of the hot path, a claim and a
-// batch of outcomes, which may share a transaction: while another write
-// holds the token, fn waits as a follower, and that write's holder runs the
-// followers waiting when its own fn has returned, each in a savepoint of its
-// transaction, before it commits (lead). A drain's claim and the outcome
-// batch written beside it then pay one BEGIN IMMEDIATE and one COMMIT, one
-// WAL sync, where they paid two each. A follower's fn that fails is rolled
-// back to its savepoint and returns its error; the others commit. Every
-// follower returns once the transaction that ran it has committed (or
-// failed: then with its error). A follower not taken in time takes the
-// token itself when it is free, as writeTx does.
-func (st *store) groupedWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// followWriteTx is writeTx for a claim: while the token is held, fn waits
+// as a follower, which a takingWriteTx holding it may run in its own
+// transaction. A follower's fn that fails is rolled back to its savepoint
+// and returns its error; the holder's and the other followers' writes
+// commit. A follower returns once the transaction that ran it has
+// committed, or has failed: then with that transaction's error. One not
+// taken takes the token itself when it is free, as writeTx does.
+func (st *store) followWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	select {
 	case st.token <- struct{}{}:
 		defer func() { <-st.token }()
-		return st.lead(ctx, fn)
+		return st.lead(ctx, fn, false)
 	default:
 	}
 	r := &groupReq{fn: fn, done: make(chan error, 1)}
@@ -82,7 +94,7 @@ func (st *store) groupedWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) 
 			return <-r.done
 		}
 		defer func() { <-st.token }()
-		return st.lead(ctx, fn)
+		return st.lead(ctx, fn, false)
 	case <-ctx.Done():
 		if !st.withdraw(r) {
 			return <-r.done // taken: it runs, or ran, in the holder's transaction
@@ -91,7 +103,7 @@ func (st *store) groupedWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) 
 	}
 }
 
-// groupReq is a groupedWriteTx's fn waiting for the write token.
+// groupReq is a followWriteTx's fn waiting for the write token.
 type groupReq struct {
 	fn    func(tx *sql.Tx) error
 	taken bool       // a holder runs it; guarded by store.groupMu
@@ -131,10 +143,11 @@ func (st *store) takeGroup() []*groupReq {
 	return out
 }
 
-// lead runs fn in a write transaction, holding the token, then the
-// followers waiting (groupedWriteTx), and commits. Every follower it took
-// has its outcome sent before lead returns, so before the token is free.
-func (st *store) lead(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// lead runs fn in a write transaction, holding the token, then, with
+// take, the followers waiting (followWriteTx), and commits. Every follower
+// it took has its outcome sent before lead returns, so before the token is
+// free.
+func (st *store) lead(ctx context.Context, fn func(tx *sql.Tx) error, take bool) error {
 	tx, acquired, err := st.beginImmediate(ctx)
 	if err != nil {
 		return err
@@ -148,7 +161,10 @@ func (st *store) lead(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		st.noteHold(acquired)
 		return err
 	}
-	followers := st.takeGroup()
+	var followers []*groupReq
+	if take {
+		followers = st.takeGroup()
+	}
 	errs := make([]error, len(followers))
 	fail := func(err error) error {
 		for i, r := range followers {
@@ -284,10 +300,10 @@ func (st *store) write(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) erro
 	return st.writeTx(ctx, fn)
 }
 
-// writeGrouped is write with groupedWriteTx for the store's own transaction.
-func (st *store) writeGrouped(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) error) error {
+// writeTaking is write with takingWriteTx for the store's own transaction.
+func (st *store) writeTaking(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) error) error {
 	if tx != nil {
 		return fn(tx)
 	}
-	return st.groupedWriteTx(ctx, fn)
+	return st.takingWriteTx(ctx, fn)
 }
