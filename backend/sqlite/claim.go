@@ -30,7 +30,7 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var raws []*rawJob
-	err = b.st.followWriteTx(ctx, func(tx *sql.Tx) error {
+	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		c := claimed{queue: p.Queue, claimID: p.ClaimID, now: nowMicros(), leaseUS: p.Lease.Microseconds()}
 		rows, err := tx.StmtContext(ctx, claim).QueryContext(ctx, c.now, c.leaseUS, c.claimID, c.queue, p.Max)
 		if err != nil {

@@ -57,7 +57,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 	}
 	applied := make([]backend.LeaseRef, 0, len(p.Finishes))
 	var wake map[string]struct{}
-	err = b.st.writeTaking(ctx, tx, func(tx *sql.Tx) error {
+	err = b.st.write(ctx, tx, func(tx *sql.Tx) error {
 		var err error
 		applied = applied[:0]
 		if steps {

@@ -34,10 +34,6 @@ type store struct {
 	// blocked on a channel are served in arrival order, so writers of this
 	// process take the write lock first come, first served.
 	token chan struct{}
-	// group holds the followWriteTx calls waiting for the token, which
-	// its holder may run in its own transaction; guarded by groupMu.
-	groupMu sync.Mutex
-	group   []*groupReq
 	// returnIDs counts the plain-completion calls still to apply their
 	// chunks by the statements returning ids (completes.run) since a
 	// counted one fell short.
