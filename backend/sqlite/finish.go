@@ -192,13 +192,16 @@ var completeSQLs = sync.OnceValue(func() [2][2][]string {
 		}
 		for f, q := range []string{q, counted} {
 			for _, n := range completeBuckets {
+				// ?3, then plain ?s, which SQLite numbers on from the
+				// largest number before them (4, 5…). Numbered ones would
+				// each be a name the statement keeps in a list, and the
+				// pure-Go driver asks for every parameter's name as it
+				// binds it, each a walk of that list: for 1,024 ids, 10%
+				// of a drain's CPU.
 				var ids strings.Builder
-				for i := range n {
-					if i > 0 {
-						ids.WriteString(", ")
-					}
-					ids.WriteByte('?')
-					ids.WriteString(strconv.Itoa(3 + i))
+				ids.WriteString("?3")
+				for range n - 1 {
+					ids.WriteString(", ?")
 				}
 				out[f][m] = append(out[f][m], strings.Replace(q, "{{ids}}", ids.String(), 1))
 			}
