@@ -196,8 +196,9 @@ var completeSQLs = sync.OnceValue(func() [2][2][]string {
 				// largest number before them (4, 5…). Numbered ones would
 				// each be a name the statement keeps in a list, and the
 				// pure-Go driver asks for every parameter's name as it
-				// binds it, each a walk of that list: for 1,024 ids, 10%
-				// of a drain's CPU.
+				// binds it, each a walk of that list: quadratic in the
+				// ids (BENCHMARKS.md, "SQLite: where the drain's write
+				// lock goes").
 				var ids strings.Builder
 				ids.WriteString("?3")
 				for range n - 1 {
