@@ -25,6 +25,7 @@ import (
 // never read after it is assigned, except by its own assignment.
 type queries struct {
 	listenHeads, listenSlow, newJobs         string
+	lookerHold, lookerRelease, lookerInit    string
 	wakeNote, wakeNotesNew, wakeNotesPrune   string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate                 string
@@ -161,6 +162,9 @@ func buildQueries(db string) (queries, error) {
 		"listen_heads":         &q.listenHeads,
 		"listen_slow":          &q.listenSlow,
 		"new_jobs":             &q.newJobs,
+		"looker_hold":          &q.lookerHold,
+		"looker_release":       &q.lookerRelease,
+		"looker_init":          &q.lookerInit,
 		"wake_note":            &q.wakeNote,
 		"wake_notes_new":       &q.wakeNotesNew,
 		"wake_notes_prune":     &q.wakeNotesPrune,

@@ -126,7 +126,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
 	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
-	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing: on or off (default: the backend's, on)")
+	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing: looker (MariaDB), on or off (default: the backend's)")
 	statements := r.Flags.String("statements", "", "append each phase's statements, per job, to this file (PostgreSQL: pg_stat_statements; MariaDB: global status counters)")
 	started := r.Flags.Duration("started", 0, "start the worker processes this long before the drain, on the paused queue, and time the drain from its resume (0: from their start)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
@@ -153,7 +153,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
 		bench.Want(*claimLock == "" || *claimLock == "queue" || *claimLock == "off", "--claim-lock must be queue or off"),
-		bench.Want(*wakeRouting == "" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be on or off"),
+		bench.Want(*wakeRouting == "" || *wakeRouting == "looker" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be looker, on or off"),
 		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
 		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
@@ -942,9 +942,10 @@ and iproute2.
 		whether the workers' claims of a queue take turns under the
 		queue's claim lock (spool_claim_lock; default: the backend's,
 		queue)
-	--wake-routing on|off
+	--wake-routing looker|on|off
 		whether each insert's wake-up goes to one of the worker processes
-		(spool_wake_routing; default: the backend's, on)
+		(spool_wake_routing; default: the backend's, on for PostgreSQL,
+		looker for MariaDB: one process at a time looks for new jobs)
 	--statements FILE
 		PostgreSQL: load pg_stat_statements (track_planning on) in the
 		server and append to FILE, after each measured drain and pickup
