@@ -107,7 +107,9 @@ type standingNote struct {
 type heads struct {
 	job, note, cancelMax, paused int64
 	cancelSum                    int64
-	lease                        lease
+	// lease is the looker's lease, when leaseRead.
+	lease     lease
+	leaseRead bool
 }
 
 // Listen implements backend.Notifier. MySQL has no notifications, so it
@@ -134,7 +136,7 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	if b.looker {
 		lk = &looker{b: b, name: b.noteSource, key: b.wakeQueuesKey()}
 	}
-	h, err := b.readHeads(ctx, lk.setKey(), true)
+	h, err := b.readHeads(ctx, lk.setKey(), lk != nil, true)
 	if err != nil {
 		return err
 	}
@@ -211,9 +213,22 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 					return err
 				}
 			}
-			h, err := b.readHeads(ctx, lk.setKey(), slow)
+			// A listener that does not hold the looker's lease reads it
+			// while another holds it, or when the heads show ids it has
+			// not accounted for (those up to the lease's cursor a holder
+			// read); the holder hears of a lost lease from its renewals.
+			withLease := lk != nil && !lk.holding() && watching
+			h, err := b.readHeads(ctx, lk.setKey(), withLease, slow)
 			if err != nil {
 				return err
+			}
+			if lk != nil && !lk.holding() && !withLease && h.job > st.lastJob {
+				hl, err := b.readHeads(ctx, lk.setKey(), true, false)
+				if err != nil {
+					return err
+				}
+				hl.cancelSum = h.cancelSum
+				h = hl
 			}
 			lastHeads = time.Now()
 			if !slow {
@@ -221,7 +236,7 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			} else {
 				lastSlow = lastHeads
 			}
-			if lk != nil {
+			if lk != nil && h.leaseRead {
 				if err := b.lookerTurn(ctx, lk, st, h, onWake); err != nil {
 					return err
 				}
@@ -231,6 +246,10 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 					busy, lastFound, interval = true, time.Now(), newJobsInterval
 				}
 				watching = !lk.holding() && h.lease.live && h.lease.holder != lk.name
+				if !lk.holding() {
+					// A holder read the ids up to the cursor.
+					st.lastJob = max(st.lastJob, h.lease.cursor)
+				}
 			}
 			readJobs = looks() && (readJobs || h.job > st.lastJob)
 			if h.note > st.lastNote {
@@ -311,7 +330,13 @@ func (b *Backend) lookerTurn(ctx context.Context, lk *looker, st *listenState, h
 	if !lk.wants(h, st.lastJob) {
 		return nil
 	}
-	from := max(st.lastJob, h.lease.cursor, h.job-lookerBacklog)
+	// A lease this backend holds already (another Listen of it, for
+	// another client) says nothing of what this Listen has read.
+	cursor := h.lease.cursor
+	if h.lease.live && h.lease.holder == lk.name {
+		cursor = 0
+	}
+	from := max(st.lastJob, cursor, h.job-lookerBacklog)
 	took, err := lk.hold(ctx, from)
 	if err != nil || !took {
 		return err
@@ -324,18 +349,25 @@ func (b *Backend) lookerTurn(ctx context.Context, lk *looker, st *listenState, h
 	return nil
 }
 
-// readHeads reads listen_heads.sql, and listen_slow.sql when slow.
-func (b *Backend) readHeads(ctx context.Context, key string, slow bool) (heads, error) {
-	var (
-		h  heads
-		ls sql.NullString
-	)
-	if err := b.db.QueryRowContext(ctx, b.sql.listenHeads, key).Scan(&h.job, &h.note, &h.cancelMax, &h.paused, &ls); err != nil {
-		return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
-	}
-	var err error
-	if h.lease, err = parseLease(ls); err != nil {
-		return h, fmt.Errorf("listen: %w", err)
+// readHeads reads listen_heads.sql, or listen_heads_lease.sql (the
+// looker's lease of the set of queues key names too) when lease, and
+// listen_slow.sql when slow.
+func (b *Backend) readHeads(ctx context.Context, key string, lease, slow bool) (heads, error) {
+	var h heads
+	if !lease {
+		if err := b.db.QueryRowContext(ctx, b.sql.listenHeads).Scan(&h.job, &h.note, &h.cancelMax, &h.paused); err != nil {
+			return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
+		}
+	} else {
+		var ls sql.NullString
+		if err := b.db.QueryRowContext(ctx, b.sql.listenHeadsLease, key).Scan(&h.job, &h.note, &h.cancelMax, &h.paused, &ls); err != nil {
+			return h, fmt.Errorf("listen: read the newest job, note, event and looker's lease: %w", err)
+		}
+		var err error
+		if h.lease, err = parseLease(ls); err != nil {
+			return h, fmt.Errorf("listen: %w", err)
+		}
+		h.leaseRead = true
 	}
 	if slow {
 		if err := b.db.QueryRowContext(ctx, b.sql.listenSlow).Scan(&h.cancelSum); err != nil {
