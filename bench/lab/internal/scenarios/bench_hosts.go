@@ -973,7 +973,7 @@ and iproute2.
 		rows, buffers, WAL records; MariaDB: the growth of its global
 		status counters per 1,000 jobs (statements by kind, rows read
 		by key and in order, row lock waits and their time, log writes
-		and fsyncs)
+		and fsyncs); after the idle phase, the same per 1,000 seconds
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N
