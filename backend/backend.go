@@ -881,6 +881,30 @@ func AddWakeDemandTo(store any, waiting func() bool) (remove func()) {
 	return func() {}
 }
 
+// WakeQueues is an optional capability of a Notifier that reads the new
+// jobs for a group of listening processes in one of them: the processes
+// that work the same queues (MySQL's looker). The engine registers the
+// queues its client works before it listens; a store reads new jobs for
+// each set of queues registered with it, in one process of those that
+// registered the same set. A Listen with no set registered counts as one
+// working every queue.
+type WakeQueues interface {
+	// AddWakeQueues registers queues (in any order) until remove is
+	// called.
+	AddWakeQueues(queues []string) (remove func())
+}
+
+// AddWakeQueuesTo registers queues with store when it is a WakeQueues, and
+// returns the function that removes them (one that does nothing
+// otherwise). A wrapper that passes a store's wake-ups on passes on
+// through it the queues its client works.
+func AddWakeQueuesTo(store any, queues []string) (remove func()) {
+	if wq, ok := store.(WakeQueues); ok {
+		return wq.AddWakeQueues(queues)
+	}
+	return func() {}
+}
+
 // CancelWatcher is an optional capability of a store that is not a
 // Notifier: deliver cancellations of running jobs, made by any process,
 // promptly (within a second), so that the lease holder stops the handler

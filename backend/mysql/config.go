@@ -82,8 +82,8 @@ func ParseURL(raw string) (*mysql.Config, *Options, error) {
 	if l := opts.ClaimLock; l != "" && l != ClaimLockQueue && l != ClaimLockOff {
 		return nil, nil, fmt.Errorf("%s=%q: want queue or off", ClaimLockParam, l)
 	}
-	if r := opts.WakeRouting; r != "" && r != WakeRoutingOn && r != WakeRoutingOff {
-		return nil, nil, fmt.Errorf("%s=%q: want on or off", WakeRoutingParam, r)
+	if r := opts.WakeRouting; r != "" && r != WakeRoutingLooker && r != WakeRoutingOn && r != WakeRoutingOff {
+		return nil, nil, fmt.Errorf("%s=%q: want looker, on or off", WakeRoutingParam, r)
 	}
 	if opts.ClaimWindow > 100000 {
 		return nil, nil, fmt.Errorf("%s=%d is out of range 1..100000", WindowParam, opts.ClaimWindow)

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -106,6 +107,9 @@ type standingNote struct {
 type heads struct {
 	job, note, cancelMax, paused int64
 	cancelSum                    int64
+	// lease is the looker's lease, when leaseRead.
+	lease     lease
+	leaseRead bool
 }
 
 // Listen implements backend.Notifier. MySQL has no notifications, so it
@@ -128,11 +132,20 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := &listenState{cancels: cancelsSeen{}, paused: map[string]bool{}, standing: map[string]standingNote{}}
-	h, err := b.readHeads(ctx, true)
+	var lk *looker
+	if b.looker {
+		lk = &looker{b: b, name: b.noteSource, key: b.wakeQueuesKey()}
+	}
+	h, err := b.readHeads(ctx, lk.setKey(), lk != nil, true)
 	if err != nil {
 		return err
 	}
 	st.lastJob, st.lastNote = h.job, max(0, h.note-noteBacklog)
+	if lk != nil && !h.lease.present {
+		if err := b.lookerInit(ctx, lk, h.job); err != nil {
+			return err
+		}
+	}
 	// The cancellation events and paused queues there are now were made
 	// before ready: recorded, not reported.
 	if err := b.readCancels(ctx, st, h, nil); err != nil {
@@ -167,7 +180,23 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 		lastSlow  = time.Now()
 		lastSent  = time.Now()
 		busy      = false
+		// watching: the last heads showed the looker's lease held by
+		// another process.
+		watching = false
 	)
+	if lk != nil {
+		go lk.renew(ctx)
+		defer func() {
+			// The lease goes at once to the next process that sees a
+			// new id, not after lookerLease.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = lk.release(rctx)
+		}()
+	}
+	// looks reports whether this Listen reads the new ids: always, unless
+	// the looker's lease decides.
+	looks := func() bool { return lk == nil || lk.holding() }
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -176,12 +205,30 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			return ctx.Err()
 		case <-t.C:
 		}
-		readJobs := busy
-		if !busy || time.Since(lastHeads) >= headsInterval {
+		readJobs := busy && looks()
+		if !readJobs || time.Since(lastHeads) >= headsInterval {
 			slow := time.Since(lastSlow) >= listenSlowInterval
-			h, err := b.readHeads(ctx, slow)
+			if lk != nil {
+				if err := lk.rekey(ctx); err != nil {
+					return err
+				}
+			}
+			// A listener that does not hold the looker's lease reads it
+			// while another holds it, or when the heads show ids it has
+			// not accounted for (those up to the lease's cursor a holder
+			// read); the holder hears of a lost lease from its renewals.
+			withLease := lk != nil && !lk.holding() && watching
+			h, err := b.readHeads(ctx, lk.setKey(), withLease, slow)
 			if err != nil {
 				return err
+			}
+			if lk != nil && !lk.holding() && !withLease && h.job > st.lastJob {
+				hl, err := b.readHeads(ctx, lk.setKey(), true, false)
+				if err != nil {
+					return err
+				}
+				hl.cancelSum = h.cancelSum
+				h = hl
 			}
 			lastHeads = time.Now()
 			if !slow {
@@ -189,7 +236,22 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			} else {
 				lastSlow = lastHeads
 			}
-			readJobs = readJobs || h.job > st.lastJob
+			if lk != nil && h.leaseRead {
+				if err := b.lookerTurn(ctx, lk, st, h, onWake); err != nil {
+					return err
+				}
+				if lk.holding() && !busy {
+					// A new holder looks every newJobsInterval, for
+					// idleAfter at least.
+					busy, lastFound, interval = true, time.Now(), newJobsInterval
+				}
+				watching = !lk.holding() && h.lease.live && h.lease.holder != lk.name
+				if !lk.holding() {
+					// A holder read the ids up to the cursor.
+					st.lastJob = max(st.lastJob, h.lease.cursor)
+				}
+			}
+			readJobs = looks() && (readJobs || h.job > st.lastJob)
 			if h.note > st.lastNote {
 				if err := b.readNotes(ctx, st, false, onWake); err != nil {
 					return err
@@ -211,6 +273,9 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			if found, err = b.readNewJobs(ctx, st, onWake); err != nil {
 				return err
 			}
+			if lk != nil {
+				lk.cursor.Store(st.lastJob)
+			}
 		}
 		now := time.Now()
 		if now.Sub(lastSent) >= noteRedeliver {
@@ -224,15 +289,85 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 		if now.Sub(lastFound) > idleAfter {
 			interval = min(2*interval, idleJobsInterval)
 		}
+		if lk != nil && !lk.holding() && watching {
+			// Another process reads the new ids; this one looks at
+			// the lease now and then.
+			interval = lookerWatch
+		}
+		if lk != nil && lk.holding() && !busy {
+			if err := lk.release(ctx); err != nil {
+				return err
+			}
+		}
 		t.Reset(interval)
 	}
 }
 
-// readHeads reads listen_heads.sql, and listen_slow.sql when slow.
-func (b *Backend) readHeads(ctx context.Context, slow bool) (heads, error) {
+// lookerInit makes the looker's row of lk's set of queues, with cursor as
+// the highest id read, if there is none.
+func (b *Backend) lookerInit(ctx context.Context, lk *looker, cursor int64) error {
+	if _, err := b.db.ExecContext(ctx, b.sql.lookerInit, lk.key, cursor); err != nil {
+		return fmt.Errorf("listen: make the looker's row: %w", err)
+	}
+	return nil
+}
+
+// lookerTurn takes the looker's lease when h shows it should (looker.
+// wants), and drops it when h shows another holder. A process that takes
+// it reads on from the lease's cursor; one that takes it from a holder
+// with no idle worker also wakes every queue, for the jobs that holder
+// read and could not claim.
+func (b *Backend) lookerTurn(ctx context.Context, lk *looker, st *listenState, h heads, onWake func(backend.Wake)) error {
+	if !h.lease.present {
+		return b.lookerInit(ctx, lk, st.lastJob)
+	}
+	if lk.holding() {
+		if h.lease.live && h.lease.holder != lk.name {
+			lk.drop()
+		}
+		return nil
+	}
+	if !lk.wants(h, st.lastJob) {
+		return nil
+	}
+	// A lease this backend holds already (another Listen of it, for
+	// another client) says nothing of what this Listen has read.
+	cursor := h.lease.cursor
+	if h.lease.live && h.lease.holder == lk.name {
+		cursor = 0
+	}
+	from := max(st.lastJob, cursor, h.job-lookerBacklog)
+	took, err := lk.hold(ctx, from)
+	if err != nil || !took {
+		return err
+	}
+	st.lastJob = from
+	lk.cursor.Store(from)
+	if h.lease.live && h.lease.holder != lk.name || !h.lease.live && !h.lease.released {
+		onWake(backend.Wake{}) // every queue: what the last holder read and did not claim
+	}
+	return nil
+}
+
+// readHeads reads listen_heads.sql, or listen_heads_lease.sql (the
+// looker's lease of the set of queues key names too) when lease, and
+// listen_slow.sql when slow.
+func (b *Backend) readHeads(ctx context.Context, key string, lease, slow bool) (heads, error) {
 	var h heads
-	if err := b.db.QueryRowContext(ctx, b.sql.listenHeads).Scan(&h.job, &h.note, &h.cancelMax, &h.paused); err != nil {
-		return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
+	if !lease {
+		if err := b.db.QueryRowContext(ctx, b.sql.listenHeads).Scan(&h.job, &h.note, &h.cancelMax, &h.paused); err != nil {
+			return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
+		}
+	} else {
+		var ls sql.NullString
+		if err := b.db.QueryRowContext(ctx, b.sql.listenHeadsLease, key).Scan(&h.job, &h.note, &h.cancelMax, &h.paused, &ls); err != nil {
+			return h, fmt.Errorf("listen: read the newest job, note, event and looker's lease: %w", err)
+		}
+		var err error
+		if h.lease, err = parseLease(ls); err != nil {
+			return h, fmt.Errorf("listen: %w", err)
+		}
+		h.leaseRead = true
 	}
 	if slow {
 		if err := b.db.QueryRowContext(ctx, b.sql.listenSlow).Scan(&h.cancelSum); err != nil {

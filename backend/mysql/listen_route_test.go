@@ -14,7 +14,8 @@ import (
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
-// TestListenRoutesWakes: with wake routing on, the wake-ups Listen
+// TestListenRoutesWakes: with wake routing on (not the default, the
+// looker, which routes nothing), the wake-ups Listen
 // delivers for other processes' inserts carry a Route, the same for the
 // jobs of one queue whose ids are close; notes announced by any process
 // and passed-on wake-ups (backend.WakeRouter) reach it; with routing
@@ -22,14 +23,16 @@ import (
 func TestListenRoutesWakes(t *testing.T) {
 	t.Parallel()
 	name := testdb.NewMySQLDatabase(t)
-	listener := openBackend(t, name, nil)
+	on := url.Values{mysql.WakeRoutingParam: {mysql.WakeRoutingOn}}
+	listener := openBackend(t, name, on)
 	if err := listener.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	unrouted := openBackend(t, name, url.Values{mysql.WakeRoutingParam: {mysql.WakeRoutingOff}})
-	other := openBackend(t, name, nil)
-	if !listener.RoutesWakes() || unrouted.RoutesWakes() {
-		t.Fatalf("RoutesWakes: %v with the default, %v with %s=off; want true, false", listener.RoutesWakes(), unrouted.RoutesWakes(), mysql.WakeRoutingParam)
+	other := openBackend(t, name, on)
+	if looker := openBackend(t, name, nil); !listener.RoutesWakes() || unrouted.RoutesWakes() || looker.RoutesWakes() {
+		t.Fatalf("RoutesWakes: %v with %s=on, %v with off, %v with the default (looker); want true, false, false",
+			listener.RoutesWakes(), mysql.WakeRoutingParam, unrouted.RoutesWakes(), looker.RoutesWakes())
 	}
 	inserter, err := spool.NewClient(other, &spool.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

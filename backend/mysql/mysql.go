@@ -75,7 +75,12 @@ const (
 
 // Wake routing modes (Options.WakeRouting).
 const (
-	// WakeRoutingOn routes each new job's wake-up to one process.
+	// WakeRoutingLooker has one process at a time look for new jobs, and
+	// claim for them (the default): the holder of the looker's lease
+	// (spool_looker).
+	WakeRoutingLooker = "looker"
+	// WakeRoutingOn has every process look for new jobs, and routes each
+	// new job's wake-up to one process.
 	WakeRoutingOn = "on"
 	// WakeRoutingOff wakes every process for every new job.
 	WakeRoutingOff = "off"
@@ -140,12 +145,18 @@ type Options struct {
 	// processes: one claim at a time per queue"). The optimistic strategy
 	// takes no lock.
 	ClaimLock string
-	// WakeRouting is WakeRoutingOn (the default) or WakeRoutingOff. On,
-	// the wake-up for a new job goes to one of the worker processes that
-	// work its queue (backend.WakeRouter; the processes announce their
-	// queues through spool_wake_notes), instead of to every process, of
-	// which all but one would claim nothing. Off, every process claims
-	// for every new job it sees.
+	// WakeRouting is WakeRoutingLooker (the default), WakeRoutingOn or
+	// WakeRoutingOff. MySQL has no notifications: a process learns of the
+	// jobs other processes insert by reading the ids above the last one
+	// it saw, every few milliseconds while jobs come. Looker: one process
+	// at a time reads them fast and claims for them, the holder of a
+	// lease on the server's clock (spool_looker), held by a process with
+	// an idle worker when there is one (backend.WakeDemand); the others
+	// look now and then, and take the lease when it lapses. On: every
+	// process reads them, and the wake-up for a new job goes to one of
+	// the processes that work its queue (backend.WakeRouter; the
+	// processes announce their queues through spool_wake_notes). Off:
+	// every process reads them and claims for every new job it sees.
 	WakeRouting string
 	// Logger receives the backend's notices (the strategy chosen at
 	// start-up). Defaults to slog.Default().
@@ -168,8 +179,13 @@ type Backend struct {
 	// small: whether each queue's next pessimistic claim is expected to
 	// be small, and so starts without the claim lock (claim.go).
 	small smallClaims
-	// routeWakes: Options.WakeRouting is on.
-	routeWakes bool
+	// routeWakes: Options.WakeRouting is on; looker: it is looker.
+	routeWakes, looker bool
+	// demands are the functions AddWakeDemand registered, queueSets the
+	// queues AddWakeQueues registered (looker.go).
+	demandsMu sync.Mutex
+	demands   []*func() bool
+	queueSets []*[]string
 	// notesWritten counts the wake-up notes this backend wrote, and
 	// noteSource names it in the notes it announces (listen.go).
 	notesWritten atomic.Uint64
@@ -191,6 +207,8 @@ var (
 	_ backend.CancelWatcher = (*Backend)(nil)
 	_ backend.Notifier      = (*Backend)(nil)
 	_ backend.WakeRouter    = (*Backend)(nil)
+	_ backend.WakeDemand    = (*Backend)(nil)
+	_ backend.WakeQueues    = (*Backend)(nil)
 )
 
 // Open connects to the database at a mysql:// URL,
@@ -252,9 +270,9 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		return nil, fmt.Errorf("open mysql: claim lock %q (want queue or off)", o.ClaimLock)
 	}
 	switch o.WakeRouting {
-	case "", WakeRoutingOn, WakeRoutingOff:
+	case "", WakeRoutingLooker, WakeRoutingOn, WakeRoutingOff:
 	default:
-		return nil, fmt.Errorf("open mysql: wake routing %q (want on or off)", o.WakeRouting)
+		return nil, fmt.Errorf("open mysql: wake routing %q (want looker, on or off)", o.WakeRouting)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -297,7 +315,8 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		// The lock only orders pessimistic claims; the optimistic
 		// strategy's take no locks.
 		claimLock:  o.ClaimLock != ClaimLockOff,
-		routeWakes: o.WakeRouting != WakeRoutingOff,
+		routeWakes: o.WakeRouting == WakeRoutingOn,
+		looker:     o.WakeRouting == "" || o.WakeRouting == WakeRoutingLooker,
 		noteSource: newNoteSource(),
 	}
 	b.strategy, err = chooseStrategy(o.ClaimStrategy, info, o.Logger)

@@ -25,6 +25,8 @@ import (
 // never read after it is assigned, except by its own assignment.
 type queries struct {
 	listenHeads, listenSlow, newJobs         string
+	listenHeadsLease                         string
+	lookerHold, lookerRelease, lookerInit    string
 	wakeNote, wakeNotesNew, wakeNotesPrune   string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate                 string
@@ -161,6 +163,10 @@ func buildQueries(db string) (queries, error) {
 		"listen_heads":         &q.listenHeads,
 		"listen_slow":          &q.listenSlow,
 		"new_jobs":             &q.newJobs,
+		"listen_heads_lease":   &q.listenHeadsLease,
+		"looker_hold":          &q.lookerHold,
+		"looker_release":       &q.lookerRelease,
+		"looker_init":          &q.lookerInit,
 		"wake_note":            &q.wakeNote,
 		"wake_notes_new":       &q.wakeNotesNew,
 		"wake_notes_prune":     &q.wakeNotesPrune,

@@ -226,3 +226,38 @@ WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'spool_jobs' AND CONSTRAINT_TYPE = 'CHEC
 		t.Fatalf("cleanup after the upgrade: %d, %v; want the job finished an hour ago", n, err)
 	}
 }
+
+// TestUpgradeLooker migrates a database holding jobs from schema 17 to 18
+// (the looker's lease): the jobs already there are claimed, and a
+// listener then hears a new job another process inserts.
+func TestUpgradeLooker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := testdb.NewMySQLDatabase(t)
+	be := openBackend(t, name, nil)
+	if err := be.MigrateTo(ctx, 17); err != nil {
+		t.Fatalf("migrate to 17: %v", err)
+	}
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+		{Queue: "q", Kind: "old", Args: []byte(`{}`), MaxAttempts: 3},
+		{Queue: "q", Kind: "old", Args: []byte(`{}`), MaxAttempts: 3},
+	}}); err != nil {
+		t.Fatalf("insert on schema 17: %v", err)
+	}
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatalf("migrate to 18: %v", err)
+	}
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "upgrade"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("claim after the upgrade: %d jobs, %v; want 2", len(rows), err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	wakes := lookerListen(t, lctx, openBackend(t, name, nil))
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+		{Queue: "after_upgrade", Kind: "new", Args: []byte(`{}`), MaxAttempts: 3},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	awaitWake(t, wakes, "after_upgrade", "the listener after the upgrade")
+}

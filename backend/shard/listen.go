@@ -115,7 +115,22 @@ func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
 	}
 }
 
+// AddWakeQueues implements backend.WakeQueues: queues are registered with
+// every shard that has the capability.
+func (b *Backend) AddWakeQueues(queues []string) (remove func()) {
+	removes := make([]func(), len(b.shards))
+	for i, be := range b.shards {
+		removes[i] = backend.AddWakeQueuesTo(be, queues)
+	}
+	return func() {
+		for _, r := range removes {
+			r()
+		}
+	}
+}
+
 var (
 	_ backend.Notifier   = (*Backend)(nil)
 	_ backend.WakeDemand = (*Backend)(nil)
+	_ backend.WakeQueues = (*Backend)(nil)
 )

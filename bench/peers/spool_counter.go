@@ -73,5 +73,11 @@ func (b *countingNotifier) AddWakeDemand(waiting func() bool) (remove func()) {
 	return backend.AddWakeDemandTo(b.n, waiting)
 }
 
+// AddWakeQueues implements backend.WakeQueues where the wrapped notifier
+// does (MySQL's looker reads new jobs per set of queues).
+func (b *countingNotifier) AddWakeQueues(queues []string) (remove func()) {
+	return backend.AddWakeQueuesTo(b.n, queues)
+}
+
 // isCompletion matches a finish that completes its job.
 func isCompletion(f backend.JobFinish) bool { return f.Outcome == backend.OutcomeComplete }

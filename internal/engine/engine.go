@@ -159,6 +159,17 @@ func (e *Engine) Start(ctx context.Context) error {
 				e.goService(func() { l.router.announce(e.servicesCtx) })
 			}
 		}
+		if wq, ok := e.be.(backend.WakeQueues); ok {
+			queues := make([]string, 0, len(e.producers))
+			for q := range e.producers {
+				queues = append(queues, q)
+			}
+			remove := wq.AddWakeQueues(queues)
+			e.goService(func() {
+				<-e.servicesCtx.Done()
+				remove()
+			})
+		}
 		if wd, ok := e.be.(backend.WakeDemand); ok {
 			waiting := e.waiting
 			remove := wd.AddWakeDemand(func() bool { return waiting.Load() > 0 })

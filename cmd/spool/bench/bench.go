@@ -406,6 +406,12 @@ func (n *notifyingCounter) AddWakeDemand(waiting func() bool) (remove func()) {
 	return backend.AddWakeDemandTo(n.notifier, waiting)
 }
 
+// AddWakeQueues implements backend.WakeQueues where the wrapped notifier
+// does (MySQL's looker reads new jobs per set of queues).
+func (n *notifyingCounter) AddWakeQueues(queues []string) (remove func()) {
+	return backend.AddWakeQueuesTo(n.notifier, queues)
+}
+
 // PendingCount sums the jobs of a queue that are not finished.
 func PendingCount(s backend.QueueStats) int64 {
 	return s.Counts[backend.StateAvailable] + s.Counts[backend.StateScheduled] +

@@ -59,6 +59,26 @@ func (r *PickupRecorder) committed(seq int64) {
 	r.commit[seq].Store(int64(time.Since(r.Base)) + 1)
 }
 
+// CommittedAt returns when job seq's insert committed, and false when it
+// has not (yet).
+func (r *PickupRecorder) CommittedAt(seq int64) (time.Time, bool) {
+	if seq < 0 || seq >= int64(len(r.commit)) {
+		return time.Time{}, false
+	}
+	c := r.commit[seq].Load()
+	return r.Base.Add(time.Duration(c - 1)), c != 0
+}
+
+// StartedAt returns when job seq's handler first started, and false when
+// it has not (yet).
+func (r *PickupRecorder) StartedAt(seq int64) (time.Time, bool) {
+	if seq < 0 || seq >= int64(len(r.start)) {
+		return time.Time{}, false
+	}
+	s := r.start[seq].Load()
+	return r.Base.Add(time.Duration(s - 1)), s != 0
+}
+
 // handlerStarted records that job seq's handler started.
 func (r *PickupRecorder) handlerStarted(seq int64) { r.HandlerStartedAt(seq, time.Now()) }
 

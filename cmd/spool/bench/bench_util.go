@@ -331,6 +331,16 @@ func (b routingBackend) AddWakeDemand(waiting func() bool) (remove func()) {
 	return backend.AddWakeDemandTo(b.Notifier, waiting)
 }
 
+// AddWakeQueues implements backend.WakeQueues as the wrapped notifier does.
+func (b notifyingBackend) AddWakeQueues(queues []string) (remove func()) {
+	return backend.AddWakeQueuesTo(b.Notifier, queues)
+}
+
+// AddWakeQueues implements backend.WakeQueues as the wrapped notifier does.
+func (b routingBackend) AddWakeQueues(queues []string) (remove func()) {
+	return backend.AddWakeQueuesTo(b.Notifier, queues)
+}
+
 // Capabilities, embedded in a wrapper of a backend, answers the optional
 // capabilities the engine asks a store about with a yes or no
 // (backend.StallCrediter, backend.OutcomeStepWriter, backend.SettleWriters) as the wrapped

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -126,7 +127,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	pin := r.Flags.Bool("pin", false, "run the server on CPU 0 and the worker processes (and this one) on the others")
 	strategy := r.Flags.String("strategy", "", "claim strategy of the workers: pessimistic or optimistic (default: the backend's)")
 	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
-	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing: on or off (default: the backend's, on)")
+	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing: looker (MariaDB), on or off (default: the backend's)")
 	statements := r.Flags.String("statements", "", "append each phase's statements, per job, to this file (PostgreSQL: pg_stat_statements; MariaDB: global status counters)")
 	started := r.Flags.Duration("started", 0, "start the worker processes this long before the drain, on the paused queue, and time the drain from its resume (0: from their start)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
@@ -153,7 +154,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
 		bench.Want(*claimLock == "" || *claimLock == "queue" || *claimLock == "off", "--claim-lock must be queue or off"),
-		bench.Want(*wakeRouting == "" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be on or off"),
+		bench.Want(*wakeRouting == "" || *wakeRouting == "looker" || *wakeRouting == "on" || *wakeRouting == "off", "--wake-routing must be looker, on or off"),
 		bench.Want(*r.Common.DBURL == "", "--database-url is not used: lab hosts starts a server of its own"),
 		bench.Want(*r.Common.CPUProfile == "", "--cpuprofile is not offered: the work runs in the worker processes"),
 		bench.Want(os.Geteuid() == 0, "lab hosts needs root (it creates network namespaces)"),
@@ -496,10 +497,16 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	// The pickup phase's recorder is made before the workers start, since
 	// their reports feed it; its base and size are set when the phase
 	// begins.
-	var rec atomic.Pointer[bench.PickupRecorder]
-	onStart := func(seq int64, at time.Time) {
+	var (
+		rec       atomic.Pointer[bench.PickupRecorder]
+		attempted atomic.Pointer[[]atomic.Int64] // by seq: the claim's SELECT, Unix ns
+	)
+	onStart := func(seq int64, at time.Time, attemptedNS int64) {
 		if p := rec.Load(); p != nil {
 			p.HandlerStartedAt(seq, at)
+		}
+		if a := attempted.Load(); a != nil && seq >= 0 && seq < int64(len(*a)) {
+			(*a)[seq].CompareAndSwap(0, attemptedNS)
 		}
 	}
 	workers := make([]*hostsWorker, 0, n)
@@ -616,6 +623,8 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		total := max(1, int64(pickup.rate*pickup.d.Seconds()))
 		server0 := e.serverCPU()
 		p := bench.NewPickupRecorder(time.Now(), total)
+		att := make([]atomic.Int64, total)
+		attempted.Store(&att)
 		rec.Store(p)
 		producer := &bench.SteadyLoad{Client: client, Rate: pickup.rate, Producers: pickup.producers, Rec: p}
 		bar := r.Progress("pickup", "jobs", total, producer.Inserted.Load)
@@ -636,6 +645,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		step.PickupClaims, step.PickupEmptyClaims = pickupUsage.claims, pickupUsage.empty
 		lat, _ := p.Latencies(producer.Inserted.Load())
 		step.Pickup = bench.Summarize(bench.Durations(lat))
+		fmt.Fprintf(r.Stderr, "lab hosts: %d processes, %s\n", n, pickupTrace(p, att, producer.Inserted.Load()))
 		step.PickupJobs = producer.Inserted.Load()
 		step.Duplicates = p.Duplicates.Load()
 		if err := e.writeStatements(ctx, n, "pickup", producer.Inserted.Load()); err != nil {
@@ -649,11 +659,20 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		if !sleepUntil(ctx, time.Now().Add(3*time.Second)) {
 			return nil, ctx.Err()
 		}
+		if err := e.resetStatements(ctx); err != nil {
+			return nil, fmt.Errorf("--statements: %w", err)
+		}
 		server0, begin := e.serverCPU(), time.Now()
 		if !sleepUntil(ctx, begin.Add(pickup.idle)) {
 			return nil, ctx.Err()
 		}
-		step.IdleServerCPUShare = (e.serverCPU() - server0).Seconds() / (time.Since(begin).Seconds() * float64(e.serverCPUs))
+		idle := time.Since(begin)
+		step.IdleServerCPUShare = (e.serverCPU() - server0).Seconds() / (idle.Seconds() * float64(e.serverCPUs))
+		// Per second: the statements of 1,000 "jobs" are those of 1,000
+		// seconds.
+		if err := e.writeStatements(ctx, n, "idle, per 1,000 s (not jobs)", max(1, int64(idle.Seconds()))); err != nil {
+			return nil, fmt.Errorf("--statements: %w", err)
+		}
 	}
 	return step, nil
 }
@@ -942,9 +961,10 @@ and iproute2.
 		whether the workers' claims of a queue take turns under the
 		queue's claim lock (spool_claim_lock; default: the backend's,
 		queue)
-	--wake-routing on|off
+	--wake-routing looker|on|off
 		whether each insert's wake-up goes to one of the worker processes
-		(spool_wake_routing; default: the backend's, on)
+		(spool_wake_routing; default: the backend's, on for PostgreSQL,
+		looker for MariaDB: one process at a time looks for new jobs)
 	--statements FILE
 		PostgreSQL: load pg_stat_statements (track_planning on) in the
 		server and append to FILE, after each measured drain and pickup
@@ -953,7 +973,7 @@ and iproute2.
 		rows, buffers, WAL records; MariaDB: the growth of its global
 		status counters per 1,000 jobs (statements by kind, rows read
 		by key and in order, row lock waits and their time, log writes
-		and fsyncs)
+		and fsyncs); after the idle phase, the same per 1,000 seconds
 	--workers N
 		MaxWorkers of each process (default 100)
 	--prefetch N
@@ -978,4 +998,40 @@ and iproute2.
 	--timeout DURATION
 		give up after this long (default 0: no limit)
 `
+}
+
+// pickupTrace splits the pickup latency of the slowest 2% of the jobs,
+// and of all, at the claim's SELECT (the job's attempted_at, the server's
+// clock, on this machine): insert commit → SELECT (the wake-up and the
+// claim's wait for its turn) and SELECT → handler start (the claim's
+// commit and the dispatch).
+func pickupTrace(p *bench.PickupRecorder, attempted []atomic.Int64, n int64) string {
+	type split struct{ total, before, after time.Duration }
+	var all []split
+	for seq := range min(n, int64(len(attempted))) {
+		c, ok1 := p.CommittedAt(seq)
+		s, ok2 := p.StartedAt(seq)
+		a := attempted[seq].Load()
+		if !ok1 || !ok2 || a == 0 {
+			continue
+		}
+		at := time.Unix(0, a)
+		all = append(all, split{s.Sub(c), at.Sub(c), s.Sub(at)})
+	}
+	if len(all) == 0 {
+		return "pickup trace: no job traced"
+	}
+	slices.SortFunc(all, func(x, y split) int { return cmp.Compare(x.total, y.total) })
+	mean := func(xs []split) (b, a time.Duration) {
+		for _, x := range xs {
+			b, a = b+x.before, a+x.after
+		}
+		return b / time.Duration(len(xs)), a / time.Duration(len(xs))
+	}
+	slow := all[len(all)-max(1, len(all)/50):]
+	sb, sa := mean(slow)
+	ab, aa := mean(all)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	return fmt.Sprintf("pickup trace of %d jobs: slowest 2%% (%d, from %.1f ms): commit → claim's SELECT %.1f ms, SELECT → start %.1f ms; all: %.1f ms, %.1f ms",
+		len(all), len(slow), ms(slow[0].total), ms(sb), ms(sa), ms(ab), ms(aa))
 }

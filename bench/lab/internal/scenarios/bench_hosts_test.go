@@ -70,18 +70,20 @@ func TestBenchHosts(t *testing.T) {
 				for _, b := range blocks {
 					head, _, _ := strings.Cut(b, "\n")
 					heads = append(heads, head)
-					if !strings.Contains(b, claims) {
+					if !strings.Contains(head, ", idle, ") && !strings.Contains(b, claims) {
 						t.Errorf("--statements: no claim in block %q", head)
 					}
 				}
 				for _, want := range []string{"== 1 worker processes, round 1, drain of 3000 jobs", "== 1 worker processes, round 1, pickup of",
-					"== 3 worker processes, round 1, drain of 3000 jobs", "== 3 worker processes, round 1, pickup of"} {
+					"== 1 worker processes, round 1, idle, ",
+					"== 3 worker processes, round 1, drain of 3000 jobs", "== 3 worker processes, round 1, pickup of",
+					"== 3 worker processes, round 1, idle, "} {
 					if !slices.ContainsFunc(heads, func(h string) bool { return strings.HasPrefix(h, want) }) {
 						t.Errorf("--statements: no block %q in %q", want, heads)
 					}
 				}
-				if len(blocks) != 4 {
-					t.Errorf("--statements: %d blocks, want 4 (the warm-up writes none): %q", len(blocks), heads)
+				if len(blocks) != 6 {
+					t.Errorf("--statements: %d blocks, want 6 (the warm-up writes none): %q", len(blocks), heads)
 				}
 			}
 			pid := strconv.Itoa(os.Getpid())
@@ -112,7 +114,7 @@ func TestBenchHostsBadInput(t *testing.T) {
 		{[]string{"--database-url", "postgres://x"}, "--database-url is not used"},
 		{[]string{"--rate", "0"}, "--rate must be above 0"},
 		{[]string{"--claim-lock", "table"}, "--claim-lock must be queue or off"},
-		{[]string{"--wake-routing", "maybe"}, "--wake-routing must be on or off"},
+		{[]string{"--wake-routing", "maybe"}, "--wake-routing must be looker, on or off"},
 	} {
 		r := runLab(t, append([]string{"hosts"}, tc.args...)...)
 		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {

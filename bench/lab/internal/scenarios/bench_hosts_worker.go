@@ -30,8 +30,9 @@ import (
 //	completions this process wrote reach N; "cpu NS CLAIMS EMPTY CLAIMED
 //	CLAIMNS FINISHES FINISHNS" (its CPU time, claim calls, claims that
 //	found nothing, jobs claimed, time spent in claim calls, outcome writes
-//	and time spent in them); "start SEQ UNIXNS"
-//	when a pickup job's handler starts; "error MSG" before a failure exit.
+//	and time spent in them); "start SEQ UNIXNS ATTEMPTNS" when a pickup
+//	job's handler starts (ATTEMPTNS: its attempted_at, the server's time
+//	at the claim's SELECT); "error MSG" before a failure exit.
 
 // hostsLines writes a worker's report lines, buffered and flushed every few
 // milliseconds, so that a handler start costs no system call of its own.
@@ -73,7 +74,11 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 		return err
 	}
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[bench.SteadyArgs]) error {
-		out.printf("start %d %d", j.Args.Seq, time.Now().UnixNano())
+		var attempted int64
+		if j.AttemptedAt != nil {
+			attempted = j.AttemptedAt.UnixNano()
+		}
+		out.printf("start %d %d %d", j.Args.Seq, time.Now().UnixNano(), attempted)
 		return nil
 	})); err != nil {
 		return err
@@ -218,7 +223,7 @@ type hostsWorker struct {
 // startHostsWorker starts a worker in host i of hosts, feeding handler
 // starts to rec (set before the pickup phase) through onStart; cpus, when
 // set, is the CPU list it runs on.
-func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpus string, stderr io.Writer, onStart func(seq int64, at time.Time)) (*hostsWorker, error) {
+func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpus string, stderr io.Writer, onStart func(seq int64, at time.Time, attemptedNS int64)) (*hostsWorker, error) {
 	cmd := hosts.Command(i, self, args...)
 	if cpus != "" {
 		taskset, err := exec.LookPath("taskset")
@@ -263,11 +268,13 @@ func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpu
 				u.cpu, u.claimTime, u.finishTime = time.Duration(ns), time.Duration(claimNS), time.Duration(finishNS)
 				w.usage <- u
 			case "start":
-				seq, at, _ := strings.Cut(rest, " ")
+				seq, rest, _ := strings.Cut(rest, " ")
+				at, attempted, _ := strings.Cut(rest, " ")
 				s, err1 := strconv.ParseInt(seq, 10, 64)
 				t, err2 := strconv.ParseInt(at, 10, 64)
+				a, _ := strconv.ParseInt(attempted, 10, 64)
 				if err1 == nil && err2 == nil {
-					onStart(s, time.Unix(0, t))
+					onStart(s, time.Unix(0, t), a)
 				}
 			case "error":
 				failure = rest

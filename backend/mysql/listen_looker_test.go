@@ -1,0 +1,152 @@
+package mysql_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/mysql"
+	"github.com/spoolq/spool/internal/testkit/testdb"
+)
+
+// lookerListen starts be.Listen and returns the wake-ups it delivers for
+// queues ("" for a wake-up of every queue) once it is ready.
+func lookerListen(t *testing.T, ctx context.Context, be *mysql.Backend) <-chan string {
+	t.Helper()
+	ready, wakes := make(chan struct{}), make(chan string, 1024)
+	go func() {
+		_ = be.Listen(ctx, func() { close(ready) }, func(w backend.Wake) {
+			if w.CancelledID == 0 && w.Note == "" {
+				select {
+				case wakes <- w.Queue:
+				default:
+				}
+			}
+		})
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Listen not ready in 10 s")
+	}
+	return wakes
+}
+
+// awaitWake waits for a wake-up of queue from wakes; the deadline is one
+// that only a missing wake-up reaches.
+func awaitWake(t *testing.T, wakes <-chan string, queue, who string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case q := <-wakes:
+			if q == queue {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s: no wake-up for queue %q in 10 s", who, queue)
+		}
+	}
+}
+
+// lookerSetup makes a migrated database and a client that inserts into
+// it.
+func lookerSetup(t *testing.T) (string, *spool.Client) {
+	t.Helper()
+	name := testdb.NewMySQLDatabase(t)
+	if err := openBackend(t, name, nil).Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inserter, err := spool.NewClient(openBackend(t, name, nil), &spool.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, inserter
+}
+
+func lookerInsert(t *testing.T, c *spool.Client, queue string) {
+	t.Helper()
+	if _, err := c.Insert(context.Background(), noteArgs{}, &spool.InsertOpts{Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lookerHeld makes the looker's row of a backend with no queues
+// registered, through a listener that hears a job and stops, then sets
+// its lease as held by holder, slow or not, for another d (by the
+// server's clock), with its cursor at the newest job.
+func lookerHeld(t *testing.T, name string, inserter *spool.Client, holder string, slow bool, d time.Duration) {
+	t.Helper()
+	be := openBackend(t, name, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	wakes := lookerListen(t, ctx, be)
+	lookerInsert(t, inserter, "first")
+	awaitWake(t, wakes, "first", "the first listener")
+	cancel() // and it gives the lease up
+	db := "`" + be.Database() + "`"
+	if _, err := be.DB().Exec("UPDATE "+db+".spool_looker SET holder = ?, slow = ?, "+
+		"until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, cursor_id = (SELECT coalesce(max(id), 0) FROM "+db+".spool_jobs)",
+		holder, slow, d.Microseconds()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLookerTakesOverLapsedLease: when the looker's holder stops without
+// giving the lease up, a listener takes the lease once it lapses: a job
+// inserted while the stopped holder held it still wakes its queue, and
+// every queue is woken for what that holder had read and not claimed.
+func TestLookerTakesOverLapsedLease(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	lookerHeld(t, name, inserter, "gone", false, 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakes := lookerListen(t, ctx, openBackend(t, name, nil))
+	lookerInsert(t, inserter, "while_held")
+	awaitWake(t, wakes, "", "the listener taking over")
+	awaitWake(t, wakes, "while_held", "the listener taking over")
+}
+
+// TestLookerSlowHolderYields: a listener whose client has an idle worker
+// (backend.WakeDemand) takes the lease from a holder whose client has
+// none, however long that holder's lease still runs, and wakes every
+// queue for what that holder read.
+func TestLookerSlowHolderYields(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	lookerHeld(t, name, inserter, "busy", true, time.Hour)
+	be := openBackend(t, name, nil)
+	defer be.AddWakeDemand(func() bool { return true })()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakes := lookerListen(t, ctx, be)
+	lookerInsert(t, inserter, "to_the_idle")
+	awaitWake(t, wakes, "", "the listener with an idle worker")
+	awaitWake(t, wakes, "to_the_idle", "the listener with an idle worker")
+}
+
+// TestLookerPerQueueSet: processes that work different queues hold
+// leases of their own, so each hears the jobs of its queues; two Listen
+// calls of one backend (two clients on it) both hear them while the
+// backend holds the lease.
+func TestLookerPerQueueSet(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	a, b := openBackend(t, name, nil), openBackend(t, name, nil)
+	defer a.AddWakeQueues([]string{"qa"})()
+	defer b.AddWakeQueues([]string{"qb"})()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakesA, wakesA2, wakesB := lookerListen(t, ctx, a), lookerListen(t, ctx, a), lookerListen(t, ctx, b)
+	for range 3 {
+		lookerInsert(t, inserter, "qa")
+		lookerInsert(t, inserter, "qb")
+		awaitWake(t, wakesA, "qa", "a's first listener")
+		awaitWake(t, wakesA2, "qa", "a's second listener")
+		awaitWake(t, wakesB, "qb", "b's listener")
+	}
+}

@@ -1,0 +1,270 @@
+package mysql
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The looker (Options.WakeRouting looker, schema 18). While jobs come, the
+// process that holds the looker's lease reads the new ids every
+// newJobsInterval and claims for them itself; the others read the heads
+// every lookerWatch (notes, cancellations, paused queues and the lease)
+// and no new ids. A process takes the lease when its heads show ids above
+// the lease's cursor and the lease has lapsed (its holder gave it up after
+// idleAfter without a new job, or stopped renewing it), or when the holder
+// has no idle worker and this process has (backend.WakeDemand): the
+// process that claims for new jobs is one whose workers wait for them.
+const (
+	// lookerLease is how long a take or a renewal holds the lease, by the
+	// server's clock; the holder renews it every lookerRenew. A holder that
+	// stopped is replaced within lookerLease + lookerWatch of its last
+	// renewal, and its successor reads on from the lease's cursor.
+	lookerLease = 100 * time.Millisecond
+	lookerRenew = 30 * time.Millisecond
+	// lookerWatch is how often a process that does not hold the lease
+	// looks while another holds it: the bound on how late a process with
+	// idle workers takes the lease from a holder without any.
+	lookerWatch = 50 * time.Millisecond
+	// lookerBacklog bounds how far below the newest id a new holder starts
+	// reading: more ids than that are a backlog, which a claim after a
+	// wake-up takes without a wake-up per span.
+	lookerBacklog = 10 * newJobsBatch
+)
+
+// lease is the looker's row as the heads read it.
+type lease struct {
+	// present: the row exists.
+	present bool
+	// cursor is the highest job id its holder has read.
+	cursor int64
+	// slow: the holder had no idle worker at its last renewal. live: the
+	// lease has not lapsed. released: the holder gave it up.
+	slow, live, released bool
+	holder               string
+}
+
+// parseLease parses the heads' lease column (listen_heads.sql).
+func parseLease(v sql.NullString) (lease, error) {
+	if !v.Valid {
+		return lease{}, nil
+	}
+	f := strings.Split(v.String, " ")
+	if len(f) < 4 {
+		return lease{}, fmt.Errorf("looker's lease %q", v.String)
+	}
+	cursor, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return lease{}, fmt.Errorf("looker's lease %q: %w", v.String, err)
+	}
+	l := lease{present: true, cursor: cursor, slow: f[1] == "1", live: f[2] == "1", released: f[3] == "1"}
+	if len(f) > 4 {
+		l.holder = f[4]
+	}
+	return l, nil
+}
+
+// looker is one Listen call's part in the looker's lease of its set of
+// queues. The Listen calls of one Backend hold it under one name, the
+// Backend's: when one of them holds it, each reads the new ids for its
+// own client.
+type looker struct {
+	b    *Backend
+	name string
+	// key is the set of queues whose lease it holds or takes (wakeQueuesKey).
+	key string
+	// mu orders the lease's statements: a renewal never runs after a
+	// release, nor a release while a take is out.
+	mu sync.Mutex
+	// held: this Listen holds the lease, as far as its last statement
+	// said (written under mu).
+	held atomic.Bool
+	// cursor is the highest job id this Listen has read.
+	cursor atomic.Int64
+}
+
+// holding reports whether this Listen holds the lease.
+func (l *looker) holding() bool { return l.held.Load() }
+
+// wants reports whether this Listen should try to take the lease that h
+// shows: new ids above its cursor and above seen (the highest id this
+// Listen has seen: those it saw at its start are its start's claims'),
+// and the lease lapsed or held by a holder with no idle worker while
+// this process has one.
+func (l *looker) wants(h heads, seen int64) bool {
+	ls := h.lease
+	if !ls.present || h.job <= max(ls.cursor, seen) {
+		return false
+	}
+	return !ls.live || ls.holder == l.name || (ls.slow && l.b.wakeWaiting())
+}
+
+// hold takes or renews the lease, recording cursor; it reports whether
+// this Listen holds it now.
+func (l *looker) hold(ctx context.Context, cursor int64) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	waiting := l.b.wakeWaiting()
+	res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, lookerLease.Microseconds(), cursor, !waiting, l.key, l.name, waiting)
+	if err != nil {
+		return false, fmt.Errorf("listen: hold the looker's lease: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("listen: hold the looker's lease: %w", err)
+	}
+	l.held.Store(n > 0)
+	return n > 0, nil
+}
+
+// renew renews the lease while this Listen holds it, every lookerRenew,
+// until ctx ends; a renewal that finds the lease taken ends the holding.
+// A renewal that fails is tried again at the next tick: the lease lapses
+// meanwhile, and another process takes it.
+func (l *looker) renew(ctx context.Context) {
+	t := time.NewTicker(lookerRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !l.held.Load() {
+			continue
+		}
+		l.mu.Lock()
+		if l.held.Load() {
+			waiting := l.b.wakeWaiting()
+			res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, lookerLease.Microseconds(), l.cursor.Load(), !waiting, l.key, l.name, false)
+			if err == nil {
+				if n, err := res.RowsAffected(); err == nil && n == 0 {
+					l.held.Store(false)
+				}
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// release gives the lease up, recording the cursor: the next process to
+// see a higher id takes it at once.
+func (l *looker) release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held.Swap(false) {
+		return nil
+	}
+	if _, err := l.b.db.ExecContext(ctx, l.b.sql.lookerRelease, l.cursor.Load(), l.key, l.name); err != nil {
+		return fmt.Errorf("listen: give the looker's lease up: %w", err)
+	}
+	return nil
+}
+
+// drop forgets the lease without a statement: the heads showed another
+// holder.
+func (l *looker) drop() {
+	l.mu.Lock()
+	l.held.Store(false)
+	l.mu.Unlock()
+}
+
+// AddWakeDemand implements backend.WakeDemand: with the looker (Options.
+// WakeRouting), a process whose client has an idle worker takes the
+// looker's lease from one whose client has none.
+func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
+	f := &waiting // the registration's identity
+	b.demandsMu.Lock()
+	defer b.demandsMu.Unlock()
+	b.demands = append(b.demands, f)
+	return func() {
+		b.demandsMu.Lock()
+		defer b.demandsMu.Unlock()
+		b.demands = slices.DeleteFunc(b.demands, func(g *func() bool) bool { return g == f })
+	}
+}
+
+// wakeWaiting reports whether a registered function reports an idle
+// worker.
+func (b *Backend) wakeWaiting() bool {
+	b.demandsMu.Lock()
+	defer b.demandsMu.Unlock()
+	for _, f := range b.demands {
+		if (*f)() {
+			return true
+		}
+	}
+	return false
+}
+
+// AddWakeQueues implements backend.WakeQueues: with the looker (Options.
+// WakeRouting), the processes that work the same queues share a lease,
+// and those that work others read the new jobs for themselves.
+func (b *Backend) AddWakeQueues(queues []string) (remove func()) {
+	q := slices.Clone(queues)
+	f := &q // the registration's identity
+	b.demandsMu.Lock()
+	defer b.demandsMu.Unlock()
+	b.queueSets = append(b.queueSets, f)
+	return func() {
+		b.demandsMu.Lock()
+		defer b.demandsMu.Unlock()
+		b.queueSets = slices.DeleteFunc(b.queueSets, func(g *[]string) bool { return g == f })
+	}
+}
+
+// wakeQueuesKey names the set of queues registered with AddWakeQueues
+// (their union), as spool_looker's set_key: "" when none is registered.
+func (b *Backend) wakeQueuesKey() string {
+	b.demandsMu.Lock()
+	var all []string
+	for _, qs := range b.queueSets {
+		all = append(all, *qs...)
+	}
+	b.demandsMu.Unlock()
+	if len(all) == 0 {
+		return ""
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	h := sha256.New()
+	for _, q := range all {
+		h.Write([]byte(q))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// setKey is the set of queues whose lease the heads read: "" without the
+// looker.
+func (l *looker) setKey() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
+
+// rekey gives the lease up when the queues registered with the Backend
+// have changed (a client started or stopped on it), and goes on with the
+// lease of the new set.
+func (l *looker) rekey(ctx context.Context) error {
+	key := l.b.wakeQueuesKey()
+	if key == l.key {
+		return nil
+	}
+	if err := l.release(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.key = key
+	l.mu.Unlock()
+	return nil
+}
