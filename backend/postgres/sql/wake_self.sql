@@ -1,0 +1,9 @@
+-- The notification of a job inserted alone by this session, sent right
+-- after the insert's commit in a transaction of its own (insert_self.go):
+-- the job the session's last nextval of the jobs' ids made, in the insert
+-- trigger's format, if it is still waiting to run. Its transaction writes
+-- no WAL, so its commit flushes nothing and holds the notification lock
+-- only briefly, as the waker's does.
+SELECT pg_notify($1, j.queue || ' ' || j.priority || ' ' || floor(extract(epoch FROM j.run_at) * 1000000)::bigint)
+FROM {{s}}.spool_jobs j
+WHERE j.id = currval(pg_get_serial_sequence('{{s}}.spool_jobs', 'id')) AND j.state = 'available'
