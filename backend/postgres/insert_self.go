@@ -15,9 +15,10 @@ import (
 // due now, with the waker idle (waker.claimSelf, which the caller must
 // release after a true). Not through a transaction pooler: the
 // notification's statement must run on the session that inserted, which a
-// pooler may change between the two transactions.
+// pooler may change between the two transactions; nor on a pool whose
+// connections do not prepare statements.
 func (b *Backend) selfAnnounces(p *backend.JobInsertManyParams) bool {
-	if p.Tx != nil || b.waker == nil || b.pooled || len(p.Jobs) != 1 {
+	if p.Tx != nil || b.waker == nil || b.pooled || !b.prepares || len(p.Jobs) != 1 {
 		return false
 	}
 	if j := p.Jobs[0]; j.RunAt != nil || j.Delay > 0 {
