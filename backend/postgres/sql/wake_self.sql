@@ -3,7 +3,9 @@
 -- the job the session's last nextval of the jobs' ids made, in the insert
 -- trigger's format, if it is still waiting to run. Its transaction writes
 -- no WAL, so its commit flushes nothing and holds the notification lock
--- only briefly, as the waker's does.
+-- only briefly, as the waker's does. The sequence is the identity column's
+-- (schema 1), named as a literal so that it is looked up once, when the
+-- statement is prepared, not at every call as pg_get_serial_sequence is.
 SELECT pg_notify($1, j.queue || ' ' || j.priority || ' ' || floor(extract(epoch FROM j.run_at) * 1000000)::bigint)
 FROM {{s}}.spool_jobs j
-WHERE j.id = currval(pg_get_serial_sequence('{{s}}.spool_jobs', 'id')) AND j.state = 'available'
+WHERE j.id = currval('{{s}}.spool_jobs_id_seq') AND j.state = 'available'
