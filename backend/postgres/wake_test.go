@@ -473,3 +473,19 @@ func TestInsertAnnouncesItself(t *testing.T) {
 		announced(id, payload)
 	}
 }
+
+// The self-announcing insert's notification finds its job by primary key,
+// whatever the table holds: currval is volatile, and compared with the id
+// directly it would be evaluated for every row of a sequential scan.
+func TestWakeSelfPlan(t *testing.T) {
+	t.Parallel()
+	b, pool := scratchBackend(t)
+	fillUnanalysed(t, pool, b.schema, 2000)
+	if _, err := pool.Exec(context.Background(), `ANALYZE `+b.schema+`.spool_jobs`); err != nil {
+		t.Fatal(err)
+	}
+	plan := preparedPlan(t, pool, `SELECT nextval('`+b.schema+`.spool_jobs_id_seq')`, b.sql.wakeSelf, "('chan')")
+	if scans := tableScans(plan, "spool_jobs"); strings.Contains(scans, "Seq Scan") || !strings.Contains(scans, "spool_jobs_pkey") {
+		t.Fatalf("wake_self.sql reads spool_jobs by %q, want the primary key alone", scans)
+	}
+}
