@@ -379,3 +379,113 @@ func parseNotice(payload string) (string, claimKey, bool) {
 	payload, _ = cutSQLMark(payload)
 	return parseInsertNotice(payload)
 }
+
+// A lone job due now, inserted while the waker is idle, is announced by
+// its own insert's round trip right after its commit, with its exact claim
+// key: the notification comes while the waker is held and could send
+// nothing. A lone job not due sends nothing, and an insert the server
+// refuses returns its error, leaves no row and its connection fit for the
+// next insert, which is announced again.
+func TestInsertAnnouncesItself(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	listen := listener(t, pool, b.channel)
+	insert := func(queue string, prio int16, args string, delay time.Duration) (int64, error) {
+		res, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+			{Queue: queue, Kind: "k", Args: json.RawMessage(args), MaxAttempts: 1, Priority: prio, Delay: delay},
+		}})
+		if err != nil {
+			return 0, err
+		}
+		return res.IDs[0], nil
+	}
+	announced := func(id int64, payload string) {
+		t.Helper()
+		job, err := b.JobGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, k, ok := parseInsertNotice(payload)
+		if !ok || q != job.Queue || k.priority != job.Priority || k.runAt.UnixMicro()+1 != job.RunAt.UnixMicro() { // +1: the parser's slack
+			t.Fatalf("notification %q, want job %d's queue %s, priority %d, run at %d µs",
+				payload, id, job.Queue, job.Priority, job.RunAt.UnixMicro())
+		}
+	}
+
+	b.waker.mu.Lock() // a wake-up handed to the waker cannot be sent
+	held := true
+	t.Cleanup(func() {
+		if held {
+			b.waker.mu.Unlock()
+		}
+	})
+	type inserted struct {
+		id  int64
+		err error
+	}
+	done := make(chan inserted, 1)
+	go func() {
+		id, err := insert("qs", 4, `{}`, 0)
+		done <- inserted{id, err}
+	}()
+	payload, _ := listen()
+	r := <-done
+	b.waker.mu.Unlock()
+	held = false
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	announced(r.id, payload)
+
+	marker := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := listen(); got != "marker" {
+			t.Fatalf("before the marker came %q, want only the marker", got)
+		}
+	}
+	if _, err := insert("qs", 4, `{}`, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	marker()
+
+	// Arguments that are not JSON: the server refuses them.
+	if _, err := insert("qbad", 1, `{`, 0); err == nil {
+		t.Fatal("an insert the server refuses returned no error")
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+b.schema+`.spool_jobs WHERE queue = 'qbad'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("the refused insert left %d rows", n)
+	}
+	marker()
+	for range 3 { // on every connection of the pool that the refusal may have left
+		id, err := insert("qs", 5, `{}`, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload, _ := listen()
+		announced(id, payload)
+	}
+}
+
+// The self-announcing insert's notification finds its job by primary key,
+// whatever the table holds: currval is volatile, and compared with the id
+// directly it would be evaluated for every row of a sequential scan.
+func TestWakeSelfPlan(t *testing.T) {
+	t.Parallel()
+	b, pool := scratchBackend(t)
+	fillUnanalysed(t, pool, b.schema, 2000)
+	if _, err := pool.Exec(context.Background(), `ANALYZE `+b.schema+`.spool_jobs`); err != nil {
+		t.Fatal(err)
+	}
+	plan := preparedPlan(t, pool, `SELECT nextval('`+b.schema+`.spool_jobs_id_seq')`, b.sql.wakeSelf, "('chan')")
+	if scans := tableScans(plan, "spool_jobs"); strings.Contains(scans, "Seq Scan") || !strings.Contains(scans, "spool_jobs_pkey") {
+		t.Fatalf("wake_self.sql reads spool_jobs by %q, want the primary key alone", scans)
+	}
+}
