@@ -87,20 +87,6 @@ func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams
 		// announce: the waker announces this insert after its commit.
 		announce = p.Tx == nil && b.waker != nil
 	)
-	if announce && b.selfAnnounces(p) {
-		row, err := b.insertSelfAnnounced(ctx, query, qargs)
-		b.waker.release()
-		if err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", insertError(p.Tx, err))
-		}
-		res.IDs = append(res.IDs, row.id)
-		if row.dup {
-			res.Duplicates = []bool{true}
-		} else {
-			res.Count = 1
-		}
-		return res, nil
-	}
 	rows, err := db.Query(ctx, query, qargs...)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id, &dup, &runAt, &due}, func() error {

@@ -247,11 +247,6 @@ type Backend struct {
 	// pooled is set by Open with spool_pooler=transaction: Listen
 	// without ListenURL cannot hear anything.
 	pooled bool
-	// prepares is set when the pool's connections prepare statements
-	// (pgx's default exec mode): selfAnnounces needs named statements
-	// (insert_self.go), and a pool told to send text or unnamed
-	// statements is kept to them.
-	prepares bool
 	// relayName (tests), when set, names Listen's relay in
 	// spool_sql_relay; else a random name is drawn.
 	relayName int64
@@ -372,7 +367,6 @@ func New(pool *pgxpool.Pool, opts *Options) (*Backend, error) {
 		b.waker = newWaker(b, o.WakeGap)
 		go b.waker.run(b.ctx)
 	}
-	b.prepares = pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	return b, nil
 }
 

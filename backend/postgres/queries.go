@@ -44,9 +44,6 @@ type queries struct {
 	// a cached generic plan (smallPlanSettings).
 	completeKeepSmall, completeDeleteSmall string
 	insert, insertUnique, now              string
-	// wakeSelf announces the job a lone insert made, after its commit
-	// (insertSelfAnnounced).
-	wakeSelf string
 	// insertWake and insertUniqueWake are insert.sql and insert_unique.sql
 	// setting spool.wake for their transaction, by mode
 	// (insert_wake_MODE.sql, insert_unique_wake_MODE.sql).
@@ -154,7 +151,6 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 		"bulk_cancel":                &q.bulkCancel,
 		"bulk_delete":                &q.bulkDelete,
 		"now":                        &q.now,
-		"wake_self":                  &q.wakeSelf,
 		"get":                        &q.get,
 		"list":                       &q.list,
 		"delete":                     &q.deleteJob,

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -69,14 +68,6 @@ type waker struct {
 	pending queueKeys     // the lowest key committed per queue
 	kick    chan struct{} // buffered 1: pending has entries
 	done    chan struct{} // closed when run returns
-	// busy is set from the first add after a send until the send that
-	// takes it has returned: while it is clear the waker has nothing to
-	// gather, and an insert may announce itself (claimSelf).
-	busy atomic.Bool
-	// self is set while an insert announces itself (claimSelf): one at a
-	// time, so that inserts that overlap go through the waker, which
-	// gathers them into one notification.
-	self atomic.Bool
 }
 
 func newWaker(b *Backend, gap time.Duration) *waker {
@@ -89,7 +80,6 @@ func (w *waker) add(keys queueKeys) {
 		return
 	}
 	w.mu.Lock()
-	w.busy.Store(true) // under mu: idleUnlessPending cannot clear it before pending holds the keys
 	for q, k := range keys {
 		w.pending.note(q, k)
 	}
@@ -99,34 +89,6 @@ func (w *waker) add(keys queueKeys) {
 	default:
 	}
 }
-
-// idleUnlessPending clears busy after a send unless an add came meanwhile
-// (its keys wait for the next send).
-func (w *waker) idleUnlessPending() {
-	w.mu.Lock()
-	if len(w.pending) == 0 {
-		w.busy.Store(false)
-	}
-	w.mu.Unlock()
-}
-
-// claimSelf reports whether an insert may announce its own job right
-// after its commit, on its own connection (insertSelfAnnounced), instead
-// of handing it to the waker; release must follow a true. It may while
-// the waker is idle, no other insert announces itself and no gap is set:
-// then the waker's send would be this one insert's notification anyway,
-// a round trip later (its goroutine woken, a connection taken, the
-// statement sent), and that round trip is the largest part of a job's
-// pickup at a low insert rate after the claim itself.
-func (w *waker) claimSelf() bool {
-	if w.gap > 0 || w.busy.Load() {
-		return false
-	}
-	return w.self.CompareAndSwap(false, true)
-}
-
-// release ends an insert's claimSelf.
-func (w *waker) release() { w.self.Store(false) }
 
 // take returns and clears what is pending.
 func (w *waker) take() queueKeys {
@@ -167,7 +129,6 @@ func (w *waker) run(ctx context.Context) {
 			}
 			sent = time.Now()
 			w.send(ctx, w.take())
-			w.idleUnlessPending()
 		case <-ctx.Done():
 			w.sendLast()
 			return
