@@ -17,6 +17,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -879,6 +881,39 @@ func AddWakeDemandTo(store any, waiting func() bool) (remove func()) {
 		return wd.AddWakeDemand(waiting)
 	}
 	return func() {}
+}
+
+// WakeDemands holds the functions a WakeDemand store was given: the zero
+// value is ready, and a store's AddWakeDemand can be its Add.
+type WakeDemands struct {
+	mu sync.Mutex
+	fs []*func() bool // pointers: a registration's identity
+}
+
+// Add implements WakeDemand.AddWakeDemand.
+func (d *WakeDemands) Add(waiting func() bool) (remove func()) {
+	f := &waiting
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fs = append(d.fs, f)
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.fs = slices.DeleteFunc(d.fs, func(g *func() bool) bool { return g == f })
+	}
+}
+
+// Waiting reports whether a registered function reports an idle worker
+// (false with none registered).
+func (d *WakeDemands) Waiting() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.fs {
+		if (*f)() {
+			return true
+		}
+	}
+	return false
 }
 
 // WakeQueues is an optional capability of a Notifier that reads the new

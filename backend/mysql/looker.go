@@ -104,7 +104,7 @@ func (l *looker) wants(h heads, seen int64) bool {
 	if !ls.present || h.job <= max(ls.cursor, seen) {
 		return false
 	}
-	return !ls.live || ls.holder == l.name || (ls.slow && l.b.wakeWaiting())
+	return !ls.live || ls.holder == l.name || (ls.slow && l.b.demands.Waiting())
 }
 
 // hold takes or renews the lease, recording cursor; it reports whether
@@ -112,7 +112,7 @@ func (l *looker) wants(h heads, seen int64) bool {
 func (l *looker) hold(ctx context.Context, cursor int64) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	waiting := l.b.wakeWaiting()
+	waiting := l.b.demands.Waiting()
 	res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, lookerLease.Microseconds(), cursor, !waiting, l.key, l.name, waiting)
 	if err != nil {
 		return false, fmt.Errorf("listen: hold the looker's lease: %w", err)
@@ -143,7 +143,7 @@ func (l *looker) renew(ctx context.Context) {
 		}
 		l.mu.Lock()
 		if l.held.Load() {
-			waiting := l.b.wakeWaiting()
+			waiting := l.b.demands.Waiting()
 			res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, lookerLease.Microseconds(), l.cursor.Load(), !waiting, l.key, l.name, false)
 			if err == nil {
 				if n, err := res.RowsAffected(); err == nil && n == 0 {
@@ -181,28 +181,7 @@ func (l *looker) drop() {
 // WakeRouting), a process whose client has an idle worker takes the
 // looker's lease from one whose client has none.
 func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
-	f := &waiting // the registration's identity
-	b.demandsMu.Lock()
-	defer b.demandsMu.Unlock()
-	b.demands = append(b.demands, f)
-	return func() {
-		b.demandsMu.Lock()
-		defer b.demandsMu.Unlock()
-		b.demands = slices.DeleteFunc(b.demands, func(g *func() bool) bool { return g == f })
-	}
-}
-
-// wakeWaiting reports whether a registered function reports an idle
-// worker.
-func (b *Backend) wakeWaiting() bool {
-	b.demandsMu.Lock()
-	defer b.demandsMu.Unlock()
-	for _, f := range b.demands {
-		if (*f)() {
-			return true
-		}
-	}
-	return false
+	return b.demands.Add(waiting)
 }
 
 // AddWakeQueues implements backend.WakeQueues: with the looker (Options.
@@ -211,12 +190,12 @@ func (b *Backend) wakeWaiting() bool {
 func (b *Backend) AddWakeQueues(queues []string) (remove func()) {
 	q := slices.Clone(queues)
 	f := &q // the registration's identity
-	b.demandsMu.Lock()
-	defer b.demandsMu.Unlock()
+	b.queueSetsMu.Lock()
+	defer b.queueSetsMu.Unlock()
 	b.queueSets = append(b.queueSets, f)
 	return func() {
-		b.demandsMu.Lock()
-		defer b.demandsMu.Unlock()
+		b.queueSetsMu.Lock()
+		defer b.queueSetsMu.Unlock()
 		b.queueSets = slices.DeleteFunc(b.queueSets, func(g *[]string) bool { return g == f })
 	}
 }
@@ -224,12 +203,12 @@ func (b *Backend) AddWakeQueues(queues []string) (remove func()) {
 // wakeQueuesKey names the set of queues registered with AddWakeQueues
 // (their union), as spool_looker's set_key: "" when none is registered.
 func (b *Backend) wakeQueuesKey() string {
-	b.demandsMu.Lock()
+	b.queueSetsMu.Lock()
 	var all []string
 	for _, qs := range b.queueSets {
 		all = append(all, *qs...)
 	}
-	b.demandsMu.Unlock()
+	b.queueSetsMu.Unlock()
 	if len(all) == 0 {
 		return ""
 	}

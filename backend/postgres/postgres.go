@@ -254,8 +254,7 @@ type Backend struct {
 	relayPolls atomic.Int64
 	// demands are the functions AddWakeDemand registered, read at every
 	// relay poll.
-	demands   []*func() bool
-	demandsMu sync.Mutex
+	demands backend.WakeDemands
 	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
 	// each of them notifies.
 	noRelay bool

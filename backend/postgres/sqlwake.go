@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -167,7 +166,7 @@ func (r *relay) deadline() time.Time { return r.next }
 // arrives while that relay polls slowly and this client has an idle
 // worker: the poll takes the time from it.
 func (r *relay) heard(now time.Time) {
-	if !r.active && r.slowHolder && !r.b.noRelay && r.b.wakeWaiting() {
+	if !r.active && r.slowHolder && !r.b.noRelay && r.b.demands.Waiting() {
 		r.next = now
 	}
 }
@@ -205,7 +204,7 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 		qctx = context.Background()
 	}
 	r.b.relayPolls.Add(1)
-	r.fast = r.b.wakeWaiting()
+	r.fast = r.b.demands.Waiting()
 	every, quiet, name := sqlPollEvery, sqlQuiet, r.name
 	if !r.fast {
 		every, quiet, name = sqlPollSlow, sqlQuietSlow, r.name+slowName
@@ -280,28 +279,7 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 // registered functions reports an idle worker, Listen's relay of inserts
 // from SQL polls every sqlPollSlow instead of every sqlPollEvery.
 func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
-	f := &waiting // the registration's identity
-	b.demandsMu.Lock()
-	defer b.demandsMu.Unlock()
-	b.demands = append(b.demands, f)
-	return func() {
-		b.demandsMu.Lock()
-		defer b.demandsMu.Unlock()
-		b.demands = slices.DeleteFunc(b.demands, func(g *func() bool) bool { return g == f })
-	}
-}
-
-// wakeWaiting reports whether a registered function reports an idle
-// worker.
-func (b *Backend) wakeWaiting() bool {
-	b.demandsMu.Lock()
-	defer b.demandsMu.Unlock()
-	for _, f := range b.demands {
-		if (*f)() {
-			return true
-		}
-	}
-	return false
+	return b.demands.Add(waiting)
 }
 
 // isUndefined reports an error for a table or function the schema lacks.
