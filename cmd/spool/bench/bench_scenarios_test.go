@@ -117,6 +117,10 @@ func TestBenchSteady(t *testing.T) {
 	}
 	checkOrdered(t, "pickup", res.Pickup)
 	checkOrdered(t, "insert call", res.InsertCall)
+	// Every job's claim time comes back with it (attempted_at).
+	if sp := res.PickupSplit; sp.Jobs != int(res.Jobs) || sp.AfterP50 <= 0 {
+		t.Errorf("pickup split %+v: want every one of %d jobs, the part after the claim's start above 0", sp, res.Jobs)
+	}
 	if res.ClientCPUPerJobUS <= 0 || res.ServerCPUPerJobUS <= 0 {
 		t.Errorf("client %.1f µs, server %.1f µs a job; want both measured", res.ClientCPUPerJobUS, res.ServerCPUPerJobUS)
 	}
@@ -334,6 +338,9 @@ func TestBenchOnMySQL(t *testing.T) {
 		t.Errorf("steady on mysql: %+v", st)
 	}
 	checkOrdered(t, "pickup", st.Pickup)
+	if st.PickupSplit.Jobs != int(st.Jobs) {
+		t.Errorf("steady on mysql: pickup split of %d jobs, want %d", st.PickupSplit.Jobs, st.Jobs)
+	}
 
 	var bl bloatResult
 	run(&bl, "bloat", "--rate", "100", "--hold", "1s", "--baseline", "1s", "--sample", "200ms")

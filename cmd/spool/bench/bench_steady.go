@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,12 +48,13 @@ type PickupRecorder struct {
 	Base       time.Time
 	commit     []atomic.Int64
 	start      []atomic.Int64
-	started    atomic.Int64 // first starts
-	Duplicates atomic.Int64 // later starts of a job already started
+	began      []atomic.Int64 // the claim that took the job began (ClaimBeganAt)
+	started    atomic.Int64   // first starts
+	Duplicates atomic.Int64   // later starts of a job already started
 }
 
 func NewPickupRecorder(base time.Time, n int64) *PickupRecorder {
-	return &PickupRecorder{Base: base, commit: make([]atomic.Int64, n), start: make([]atomic.Int64, n)}
+	return &PickupRecorder{Base: base, commit: make([]atomic.Int64, n), start: make([]atomic.Int64, n), began: make([]atomic.Int64, n)}
 }
 
 // committed records that job seq's insert has committed.
@@ -93,6 +96,85 @@ func (r *PickupRecorder) HandlerStartedAt(seq int64, t time.Time) {
 	} else {
 		r.Duplicates.Add(1)
 	}
+}
+
+// ClaimBeganAt records when the claim that took job seq began, by the
+// store's clock (the job's AttemptedAt: on this machine the clocks agree).
+func (r *PickupRecorder) ClaimBeganAt(seq int64, t time.Time) {
+	if seq < 0 || seq >= int64(len(r.began)) {
+		return
+	}
+	r.began[seq].CompareAndSwap(0, int64(t.Sub(r.Base))+1)
+}
+
+// PickupSplit divides pickup latency at the moment the claim that took
+// each job began: before it, the wake-up and the claim's wait for its
+// turn; after it, the claim's statement, its commit, its reply and the
+// handler's dispatch. A claim that began before its job's insert call
+// returned (one already out, or a poll) gives a negative first part.
+type PickupSplit struct {
+	Jobs int `json:"jobs"` // jobs with all three times
+	// ClaimBeganFirst counts the jobs whose claim began before their insert
+	// call returned.
+	ClaimBeganFirst int           `json:"claim_began_first"`
+	BeforeP50       time.Duration `json:"before_claim_p50_ns"`
+	AfterP50        time.Duration `json:"after_claim_began_p50_ns"`
+	// The slowest 2% of the jobs: the least pickup among them and the
+	// means of their two parts.
+	SlowFrom   time.Duration `json:"slowest_2pct_from_ns"`
+	SlowBefore time.Duration `json:"slowest_2pct_before_claim_ns"`
+	SlowAfter  time.Duration `json:"slowest_2pct_after_claim_began_ns"`
+}
+
+// Split returns the PickupSplit of the jobs below n (Jobs 0 when no job has
+// the three times: the store records no claim time, say).
+func (r *PickupRecorder) Split(n int64) PickupSplit {
+	type part struct{ total, before, after time.Duration }
+	var all []part
+	for i := range min(n, int64(len(r.commit))) {
+		c, s, b := r.commit[i].Load(), r.start[i].Load(), r.began[i].Load()
+		if c == 0 || s == 0 || b == 0 {
+			continue
+		}
+		all = append(all, part{time.Duration(s - c), time.Duration(b - c), time.Duration(s - b)})
+	}
+	var out PickupSplit
+	if len(all) == 0 {
+		return out
+	}
+	out.Jobs = len(all)
+	before := make([]time.Duration, len(all))
+	after := make([]time.Duration, len(all))
+	for i, p := range all {
+		before[i], after[i] = p.before, p.after
+		if p.before < 0 {
+			out.ClaimBeganFirst++
+		}
+	}
+	slices.Sort(before)
+	slices.Sort(after)
+	out.BeforeP50, out.AfterP50 = before[len(before)/2], after[len(after)/2]
+	slices.SortFunc(all, func(x, y part) int { return cmp.Compare(x.total, y.total) })
+	slow := all[len(all)-max(1, len(all)/50):]
+	out.SlowFrom = slow[0].total
+	for _, p := range slow {
+		out.SlowBefore += p.before
+		out.SlowAfter += p.after
+	}
+	out.SlowBefore /= time.Duration(len(slow))
+	out.SlowAfter /= time.Duration(len(slow))
+	return out
+}
+
+// String is the split on one line, in milliseconds.
+func (p PickupSplit) String() string {
+	if p.Jobs == 0 {
+		return "no job has a claim time"
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	return fmt.Sprintf("%d jobs: insert returned → claim began p50 %.2f ms, claim began → handler p50 %.2f ms; "+
+		"claim began first for %d; slowest 2%% (from %.1f ms): %.1f ms, %.1f ms",
+		p.Jobs, ms(p.BeforeP50), ms(p.AfterP50), p.ClaimBeganFirst, ms(p.SlowFrom), ms(p.SlowBefore), ms(p.SlowAfter))
 }
 
 // Latencies returns the pickup latency of every job below n that has both
@@ -299,6 +381,9 @@ func (c *steadyWorkerConfig) newConsumer(be backend.Backend, rec *PickupRecorder
 	ws := spool.NewWorkers()
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[SteadyArgs]) error {
 		rec.handlerStarted(j.Args.Seq)
+		if j.AttemptedAt != nil {
+			rec.ClaimBeganAt(j.Args.Seq, *j.AttemptedAt)
+		}
 		return nil
 	})); err != nil {
 		return nil, err
@@ -336,6 +421,7 @@ type steadyResult struct {
 	Duplicates      int64           `json:"duplicates"`
 	StartedEarly    int             `json:"started_before_insert_returned"`
 	Pickup          LatencyStats    `json:"pickup_latency"`
+	PickupSplit     PickupSplit     `json:"pickup_split"`
 	PickupOverTime  []latencyWindow `json:"pickup_latency_over_time"`
 	InsertCall      LatencyStats    `json:"insert_call_latency"`
 	Workers         int             `json:"workers"`
@@ -435,6 +521,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		Started:         rec.started.Load(),
 		Duplicates:      rec.Duplicates.Load(),
 		StartedEarly:    early,
+		PickupSplit:     rec.Split(total),
 		PickupOverTime:  latencyWindows(samples, time.Second),
 		Workers:         *cfg.workers,
 		Prefetch:        *cfg.prefetch,
@@ -498,6 +585,7 @@ func printSteadyResult(w io.Writer, r *steadyResult) error {
 		{"pickup max", fmtMS(r.Pickup.Max)},
 		{"insert call p50/p99", fmtMS(r.InsertCall.P50) + " / " + fmtMS(r.InsertCall.P99)},
 		{"started before insert returned", fmt.Sprintf("%d (counted as 0 ms)", r.StartedEarly)},
+		{"pickup split at the claim", r.PickupSplit.String()},
 		{"duplicates", fmt.Sprint(r.Duplicates)},
 		{"client CPU per job", usText(r.ClientCPUPerJobUS)},
 		{"server CPU per job", usText(r.ServerCPUPerJobUS)},
@@ -540,6 +628,11 @@ or MySQL processes, other sessions' work included; none for SQLite), and on
 PostgreSQL on this machine the part of it spent by the run's own sessions,
 which leaves other load on the server out (and the server's background
 work: WAL writer, autovacuum).
+
+Each job's pickup is also split at the moment the claim that took it began
+(the job's attempted_at, by the store's clock): before it, the wake-up and
+the claim's wait for its turn; after it, the claim's statement, its commit
+and reply, and the handler's dispatch.
 
 The insert call returns a little after the server committed, so a job
 picked up by a claim that was already under way can start before its insert

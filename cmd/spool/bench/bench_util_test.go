@@ -97,3 +97,42 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// Split divides each job's pickup at its claim's start: medians of both
+// parts, the claims that began before their insert returned, and the
+// slowest 2%'s means; jobs lacking a time are left out.
+func TestPickupSplit(t *testing.T) {
+	base := time.Unix(1000, 0)
+	r := NewPickupRecorder(base, 102)
+	ms := func(n float64) time.Time { return base.Add(time.Duration(n * float64(time.Millisecond))) }
+	for seq := range int64(100) {
+		r.commit[seq].Store(int64(ms(float64(seq)).Sub(base)) + 1)
+		before, after := 0.2, 0.5
+		if seq < 10 {
+			before = -0.1 // a claim already out
+		}
+		if seq == 99 {
+			before, after = 30, 10 // the slowest 2% is this one and seq 98
+		}
+		if seq == 98 {
+			before, after = 10, 5
+		}
+		r.ClaimBeganAt(seq, ms(float64(seq)+before))
+		r.HandlerStartedAt(seq, ms(float64(seq)+before+after))
+	}
+	r.commit[100].Store(1) // no claim time: left out
+	r.HandlerStartedAt(100, ms(1))
+	sp := r.Split(102)
+	near := func(d time.Duration, want float64) bool {
+		return (d - time.Duration(want*float64(time.Millisecond))).Abs() < time.Microsecond
+	}
+	if sp.Jobs != 100 || sp.ClaimBeganFirst != 10 || !near(sp.BeforeP50, 0.2) || !near(sp.AfterP50, 0.5) {
+		t.Fatalf("split %+v: want 100 jobs, 10 claims first, p50s 0.2 and 0.5 ms", sp)
+	}
+	if !near(sp.SlowFrom, 15) || !near(sp.SlowBefore, 20) || !near(sp.SlowAfter, 7.5) {
+		t.Fatalf("split %+v: want the slowest 2%% from 15 ms, means 20 and 7.5 ms", sp)
+	}
+	if got := (PickupSplit{}).String(); got != "no job has a claim time" {
+		t.Errorf("empty split prints %q", got)
+	}
+}

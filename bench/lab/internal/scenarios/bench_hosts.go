@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -497,16 +496,13 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	// The pickup phase's recorder is made before the workers start, since
 	// their reports feed it; its base and size are set when the phase
 	// begins.
-	var (
-		rec       atomic.Pointer[bench.PickupRecorder]
-		attempted atomic.Pointer[[]atomic.Int64] // by seq: the claim's SELECT, Unix ns
-	)
+	var rec atomic.Pointer[bench.PickupRecorder]
 	onStart := func(seq int64, at time.Time, attemptedNS int64) {
 		if p := rec.Load(); p != nil {
 			p.HandlerStartedAt(seq, at)
-		}
-		if a := attempted.Load(); a != nil && seq >= 0 && seq < int64(len(*a)) {
-			(*a)[seq].CompareAndSwap(0, attemptedNS)
+			if attemptedNS != 0 {
+				p.ClaimBeganAt(seq, time.Unix(0, attemptedNS))
+			}
 		}
 	}
 	workers := make([]*hostsWorker, 0, n)
@@ -623,8 +619,6 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		total := max(1, int64(pickup.rate*pickup.d.Seconds()))
 		server0 := e.serverCPU()
 		p := bench.NewPickupRecorder(time.Now(), total)
-		att := make([]atomic.Int64, total)
-		attempted.Store(&att)
 		rec.Store(p)
 		producer := &bench.SteadyLoad{Client: client, Rate: pickup.rate, Producers: pickup.producers, Rec: p}
 		bar := r.Progress("pickup", "jobs", total, producer.Inserted.Load)
@@ -645,7 +639,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		step.PickupClaims, step.PickupEmptyClaims = pickupUsage.claims, pickupUsage.empty
 		lat, _ := p.Latencies(producer.Inserted.Load())
 		step.Pickup = bench.Summarize(bench.Durations(lat))
-		fmt.Fprintf(r.Stderr, "lab hosts: %d processes, %s\n", n, pickupTrace(p, att, producer.Inserted.Load()))
+		fmt.Fprintf(r.Stderr, "lab hosts: %d processes, pickup split at the claim's start: %s\n", n, p.Split(producer.Inserted.Load()))
 		step.PickupJobs = producer.Inserted.Load()
 		step.Duplicates = p.Duplicates.Load()
 		if err := e.writeStatements(ctx, n, "pickup", producer.Inserted.Load()); err != nil {
@@ -998,40 +992,4 @@ and iproute2.
 	--timeout DURATION
 		give up after this long (default 0: no limit)
 `
-}
-
-// pickupTrace splits the pickup latency of the slowest 2% of the jobs,
-// and of all, at the claim's SELECT (the job's attempted_at, the server's
-// clock, on this machine): insert commit → SELECT (the wake-up and the
-// claim's wait for its turn) and SELECT → handler start (the claim's
-// commit and the dispatch).
-func pickupTrace(p *bench.PickupRecorder, attempted []atomic.Int64, n int64) string {
-	type split struct{ total, before, after time.Duration }
-	var all []split
-	for seq := range min(n, int64(len(attempted))) {
-		c, ok1 := p.CommittedAt(seq)
-		s, ok2 := p.StartedAt(seq)
-		a := attempted[seq].Load()
-		if !ok1 || !ok2 || a == 0 {
-			continue
-		}
-		at := time.Unix(0, a)
-		all = append(all, split{s.Sub(c), at.Sub(c), s.Sub(at)})
-	}
-	if len(all) == 0 {
-		return "pickup trace: no job traced"
-	}
-	slices.SortFunc(all, func(x, y split) int { return cmp.Compare(x.total, y.total) })
-	mean := func(xs []split) (b, a time.Duration) {
-		for _, x := range xs {
-			b, a = b+x.before, a+x.after
-		}
-		return b / time.Duration(len(xs)), a / time.Duration(len(xs))
-	}
-	slow := all[len(all)-max(1, len(all)/50):]
-	sb, sa := mean(slow)
-	ab, aa := mean(all)
-	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	return fmt.Sprintf("pickup trace of %d jobs: slowest 2%% (%d, from %.1f ms): commit → claim's SELECT %.1f ms, SELECT → start %.1f ms; all: %.1f ms, %.1f ms",
-		len(all), len(slow), ms(slow[0].total), ms(sb), ms(sa), ms(ab), ms(aa))
 }
