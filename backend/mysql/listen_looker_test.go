@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"testing"
 	"time"
 
@@ -58,10 +59,10 @@ func awaitWake(t *testing.T, wakes <-chan string, queue, who string) {
 func lookerSetup(t *testing.T) (string, *spool.Client) {
 	t.Helper()
 	name := testdb.NewMySQLDatabase(t)
-	if err := openBackend(t, name, nil).Migrate(context.Background()); err != nil {
+	if err := openBackend(t, name, lookerParams).Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	inserter, err := spool.NewClient(openBackend(t, name, nil), &spool.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inserter, err := spool.NewClient(openBackend(t, name, lookerParams), &spool.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func lookerInsert(t *testing.T, c *spool.Client, queue string) {
 // server's clock), with its cursor at the newest job.
 func lookerHeld(t *testing.T, name string, inserter *spool.Client, holder string, slow bool, d time.Duration) {
 	t.Helper()
-	be := openBackend(t, name, nil)
+	be := openBackend(t, name, lookerParams)
 	ctx, cancel := context.WithCancel(context.Background())
 	wakes := lookerListen(t, ctx, be)
 	lookerInsert(t, inserter, "first")
@@ -105,7 +106,7 @@ func TestLookerTakesOverLapsedLease(t *testing.T) {
 	lookerHeld(t, name, inserter, "gone", false, 300*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wakes := lookerListen(t, ctx, openBackend(t, name, nil))
+	wakes := lookerListen(t, ctx, openBackend(t, name, lookerParams))
 	lookerInsert(t, inserter, "while_held")
 	awaitWake(t, wakes, "", "the listener taking over")
 	awaitWake(t, wakes, "while_held", "the listener taking over")
@@ -119,7 +120,7 @@ func TestLookerSlowHolderYields(t *testing.T) {
 	t.Parallel()
 	name, inserter := lookerSetup(t)
 	lookerHeld(t, name, inserter, "busy", true, time.Hour)
-	be := openBackend(t, name, nil)
+	be := openBackend(t, name, lookerParams)
 	defer be.AddWakeDemand(func() bool { return true })()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -136,7 +137,7 @@ func TestLookerSlowHolderYields(t *testing.T) {
 func TestLookerPerQueueSet(t *testing.T) {
 	t.Parallel()
 	name, inserter := lookerSetup(t)
-	a, b := openBackend(t, name, nil), openBackend(t, name, nil)
+	a, b := openBackend(t, name, lookerParams), openBackend(t, name, lookerParams)
 	defer a.AddWakeQueues([]string{"qa"})()
 	defer b.AddWakeQueues([]string{"qb"})()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -150,3 +151,6 @@ func TestLookerPerQueueSet(t *testing.T) {
 		awaitWake(t, wakesB, "qb", "b's listener")
 	}
 }
+
+// lookerParams open a backend with the looker (not the default).
+var lookerParams = url.Values{mysql.WakeRoutingParam: {mysql.WakeRoutingLooker}}

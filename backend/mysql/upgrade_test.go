@@ -234,7 +234,7 @@ func TestUpgradeLooker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := testdb.NewMySQLDatabase(t)
-	be := openBackend(t, name, nil)
+	be := openBackend(t, name, lookerParams)
 	if err := be.MigrateTo(ctx, 17); err != nil {
 		t.Fatalf("migrate to 17: %v", err)
 	}
@@ -253,7 +253,7 @@ func TestUpgradeLooker(t *testing.T) {
 	}
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	wakes := lookerListen(t, lctx, openBackend(t, name, nil))
+	wakes := lookerListen(t, lctx, openBackend(t, name, lookerParams))
 	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
 		{Queue: "after_upgrade", Kind: "new", Args: []byte(`{}`), MaxAttempts: 3},
 	}}); err != nil {
