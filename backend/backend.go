@@ -883,37 +883,52 @@ func AddWakeDemandTo(store any, waiting func() bool) (remove func()) {
 	return func() {}
 }
 
-// WakeDemands holds the functions a WakeDemand store was given: the zero
-// value is ready, and a store's AddWakeDemand can be its Add.
-type WakeDemands struct {
+// Registrations holds the values registered with a store until each one's
+// remove function is called (the functions of WakeDemand, the queue sets
+// of WakeQueues). The zero value is ready; it is safe for concurrent use.
+type Registrations[T any] struct {
 	mu sync.Mutex
-	fs []*func() bool // pointers: a registration's identity
+	vs []*T // pointers: a registration's identity
 }
 
-// Add implements WakeDemand.AddWakeDemand.
-func (d *WakeDemands) Add(waiting func() bool) (remove func()) {
-	f := &waiting
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.fs = append(d.fs, f)
+// Add registers v until remove is called.
+func (r *Registrations[T]) Add(v T) (remove func()) {
+	p := &v
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.vs = append(r.vs, p)
 	return func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		d.fs = slices.DeleteFunc(d.fs, func(g *func() bool) bool { return g == f })
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.vs = slices.DeleteFunc(r.vs, func(q *T) bool { return q == p })
 	}
 }
+
+// Range calls f with each registered value, in the order of registration,
+// until f returns false. f must not register or remove values.
+func (r *Registrations[T]) Range(f func(T) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range r.vs {
+		if !f(*v) {
+			return
+		}
+	}
+}
+
+// WakeDemands holds the functions a WakeDemand store was given: a store's
+// AddWakeDemand can be its Add.
+type WakeDemands struct{ Registrations[func() bool] }
 
 // Waiting reports whether a registered function reports an idle worker
 // (false with none registered).
 func (d *WakeDemands) Waiting() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, f := range d.fs {
-		if (*f)() {
-			return true
-		}
-	}
-	return false
+	waiting := false
+	d.Range(func(f func() bool) bool {
+		waiting = f()
+		return !waiting
+	})
+	return waiting
 }
 
 // WakeQueues is an optional capability of a Notifier that reads the new

@@ -188,27 +188,17 @@ func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
 // WakeRouting), the processes that work the same queues share a lease,
 // and those that work others read the new jobs for themselves.
 func (b *Backend) AddWakeQueues(queues []string) (remove func()) {
-	q := slices.Clone(queues)
-	f := &q // the registration's identity
-	b.queueSetsMu.Lock()
-	defer b.queueSetsMu.Unlock()
-	b.queueSets = append(b.queueSets, f)
-	return func() {
-		b.queueSetsMu.Lock()
-		defer b.queueSetsMu.Unlock()
-		b.queueSets = slices.DeleteFunc(b.queueSets, func(g *[]string) bool { return g == f })
-	}
+	return b.queueSets.Add(slices.Clone(queues))
 }
 
 // wakeQueuesKey names the set of queues registered with AddWakeQueues
 // (their union), as spool_looker's set_key: "" when none is registered.
 func (b *Backend) wakeQueuesKey() string {
-	b.queueSetsMu.Lock()
 	var all []string
-	for _, qs := range b.queueSets {
-		all = append(all, *qs...)
-	}
-	b.queueSetsMu.Unlock()
+	b.queueSets.Range(func(qs []string) bool {
+		all = append(all, qs...)
+		return true
+	})
 	if len(all) == 0 {
 		return ""
 	}

@@ -181,11 +181,10 @@ type Backend struct {
 	small smallClaims
 	// routeWakes: Options.WakeRouting is on; looker: it is looker.
 	routeWakes, looker bool
-	// demands are the functions AddWakeDemand registered, queueSets (under
-	// queueSetsMu) the queues AddWakeQueues registered (looker.go).
-	demands     backend.WakeDemands
-	queueSetsMu sync.Mutex
-	queueSets   []*[]string
+	// demands are the functions AddWakeDemand registered, queueSets the
+	// queues AddWakeQueues registered (looker.go).
+	demands   backend.WakeDemands
+	queueSets backend.Registrations[[]string]
 	// notesWritten counts the wake-up notes this backend wrote, and
 	// noteSource names it in the notes it announces (listen.go).
 	notesWritten atomic.Uint64

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -150,23 +149,7 @@ func newFloorTest(t *testing.T) *floorTest {
 	b.floors.probeEvery = time.Hour
 	b.noRelay = true // each insert notifies, with its key
 	ft := &floorTest{t: t, b: b, wakes: make(chan backend.Wake, 1000)}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- b.Listen(ctx, func() { close(ready) }, func(w backend.Wake) { ft.wakes <- w })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("listen: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("listen: %v", err)
-	}
+	listening(t, context.Background(), b, func(w backend.Wake) { ft.wakes <- w })
 	return ft
 }
 

@@ -53,20 +53,7 @@ func TestSQLRelay(t *testing.T) {
 	}
 
 	wakes := make(chan backend.Wake, 10000)
-	lctx, stop := context.WithCancel(ctx)
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- b.Listen(lctx, func() { close(ready) }, func(w backend.Wake) { wakes <- w }) }()
-	defer func() {
-		stop()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("listen: %v", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("listen: %v", err)
-	}
+	listening(t, ctx, b, func(w backend.Wake) { wakes <- w })
 	enqueue := func(db DBTX) int64 {
 		t.Helper()
 		var id int64
@@ -358,28 +345,33 @@ func listenForRelays(t *testing.T, ctx context.Context, backends ...*Backend) []
 	for i, be := range backends {
 		wake := make(chan struct{}, 100000)
 		wakes[i] = wake
-		lctx, stop := context.WithCancel(ctx)
-		ready, done := make(chan struct{}), make(chan error, 1)
-		go func() {
-			done <- be.Listen(lctx, func() { close(ready) }, func(w backend.Wake) {
-				if w.Queue == "" {
-					wake <- struct{}{}
-				}
-			})
-		}()
-		t.Cleanup(func() {
-			stop()
-			if err := <-done; !errors.Is(err, context.Canceled) {
-				t.Errorf("listen: %v", err)
+		listening(t, ctx, be, func(w backend.Wake) {
+			if w.Queue == "" {
+				wake <- struct{}{}
 			}
 		})
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatalf("listen: %v", err)
-		}
 	}
 	return wakes
+}
+
+// listening runs b.Listen with onWake until the test ends (then it must
+// end with ctx's cancellation), once it is ready.
+func listening(t *testing.T, ctx context.Context, b *Backend, onWake func(backend.Wake)) {
+	t.Helper()
+	lctx, stop := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- b.Listen(lctx, func() { close(ready) }, onWake) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("listen: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("listen: %v", err)
+	}
 }
 
 // twoRelayClients returns two backends on one scratch schema, as two

@@ -104,23 +104,21 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 // every shard that has the capability (the client's idle workers claim
 // from every shard).
 func (b *Backend) AddWakeDemand(waiting func() bool) (remove func()) {
-	removes := make([]func(), len(b.shards))
-	for i, be := range b.shards {
-		removes[i] = backend.AddWakeDemandTo(be, waiting)
-	}
-	return func() {
-		for _, r := range removes {
-			r()
-		}
-	}
+	return b.addToEach(func(be backend.Backend) func() { return backend.AddWakeDemandTo(be, waiting) })
 }
 
 // AddWakeQueues implements backend.WakeQueues: queues are registered with
 // every shard that has the capability.
 func (b *Backend) AddWakeQueues(queues []string) (remove func()) {
+	return b.addToEach(func(be backend.Backend) func() { return backend.AddWakeQueuesTo(be, queues) })
+}
+
+// addToEach registers with every shard by add, and returns the function
+// that removes all of those registrations.
+func (b *Backend) addToEach(add func(backend.Backend) (remove func())) (remove func()) {
 	removes := make([]func(), len(b.shards))
 	for i, be := range b.shards {
-		removes[i] = backend.AddWakeQueuesTo(be, queues)
+		removes[i] = add(be)
 	}
 	return func() {
 		for _, r := range removes {

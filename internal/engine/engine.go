@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -146,11 +147,8 @@ func (e *Engine) Start(ctx context.Context) error {
 				e.beat.now()
 			}
 		}, wakeRouted: e.wakeRouted}
+		queues := slices.Collect(maps.Keys(e.producers))
 		if wr, routes := e.be.(backend.WakeRouter); routes && wr.RoutesWakes() {
-			queues := make([]string, 0, len(e.producers))
-			for q := range e.producers {
-				queues = append(queues, q)
-			}
 			if l.router = newRouter(wr, e.cfg.ClientID, queues, e.logger); l.router != nil {
 				e.router = l.router
 				for _, p := range e.producers {
@@ -159,25 +157,16 @@ func (e *Engine) Start(ctx context.Context) error {
 				e.goService(func() { l.router.announce(e.servicesCtx) })
 			}
 		}
-		if wq, ok := e.be.(backend.WakeQueues); ok {
-			queues := make([]string, 0, len(e.producers))
-			for q := range e.producers {
-				queues = append(queues, q)
-			}
-			remove := wq.AddWakeQueues(queues)
-			e.goService(func() {
-				<-e.servicesCtx.Done()
-				remove()
-			})
-		}
-		if wd, ok := e.be.(backend.WakeDemand); ok {
-			waiting := e.waiting
-			remove := wd.AddWakeDemand(func() bool { return waiting.Load() > 0 })
-			e.goService(func() {
-				<-e.servicesCtx.Done()
-				remove()
-			})
-		}
+		// What the store may use to route its wake-ups (both optional
+		// capabilities; nothing for a store without them).
+		waiting := e.waiting
+		removeQueues := backend.AddWakeQueuesTo(e.be, queues)
+		removeDemand := backend.AddWakeDemandTo(e.be, func() bool { return waiting.Load() > 0 })
+		e.goService(func() {
+			<-e.servicesCtx.Done()
+			removeQueues()
+			removeDemand()
+		})
 		e.goService(func() { l.run(e.servicesCtx, func() { once.Do(func() { close(listening) }) }) })
 		timer := time.NewTimer(listenStartWait)
 		select {
