@@ -199,15 +199,54 @@ type stateError struct{ state backend.State }
 
 func (e *stateError) Error() string { return "not allowed in state " + string(e.state) }
 
-// QueuePause implements backend.Backend. MySQL has no notifications:
-// clients of a resumed queue find its jobs at their next poll.
+// QueuePause implements backend.Backend. A resume of a paused queue also
+// appends a wake-up note in its transaction, which every Listen reads and
+// turns into a wake-up of the queue (readNotes): the heads' figure of the
+// paused queues alone cannot tell a pause and a resume that both came
+// between two of a Listen's looks from no change, and the jobs inserted
+// meanwhile, whose wake-ups found the queue paused, then waited for the
+// poll.
 func (b *Backend) QueuePause(ctx context.Context, p *backend.QueuePauseParams) error {
-	q := b.sql.queueResume
+	var err error
 	if p.Paused {
-		q = b.sql.queuePause
+		_, err = b.db.ExecContext(ctx, b.sql.queuePause, p.Queue)
+	} else {
+		err = b.resume(ctx, p.Queue)
 	}
-	if _, err := b.db.ExecContext(ctx, q, p.Queue); err != nil {
+	if err != nil {
 		return fmt.Errorf("%s queue %q: %w", p.Op(), p.Queue, connWriteError(err, true))
+	}
+	return nil
+}
+
+// resume resumes queue and, when it was paused, appends its resume note in
+// the same transaction.
+func (b *Backend) resume(ctx context.Context, queue string) error {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, b.sql.queueResume, queue)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return tx.Commit() // not paused: nothing to tell
+	}
+	note, err := tx.ExecContext(ctx, b.sql.wakeNote, resumePrefix+queue)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if err := b.noteWritten(ctx, note); err != nil {
+		return fmt.Errorf("resumed; %w", err)
 	}
 	return nil
 }

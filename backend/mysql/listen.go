@@ -55,7 +55,9 @@ const routeSpan = 64
 // Wake-up notes (spool_wake_notes, schema 17). A process's announced note
 // (backend.WakeRouter.Announce) is stored as notePrefix+SOURCE+" "+NOTE,
 // SOURCE naming the backend that wrote it; a passed-on wake-up as
-// passPrefix+HOPS+":"+QUEUE.
+// passPrefix+HOPS+":"+QUEUE; a resume (QueuePause) as resumePrefix+QUEUE,
+// which wakes the queue in every listener. Listeners ignore the notes of
+// kinds they do not know.
 //
 // Each note written costs the server a durable commit, so a process
 // rewrites an unchanged note only every noteRefresh, and every listener
@@ -66,6 +68,7 @@ const routeSpan = 64
 const (
 	notePrefix    = "note:"
 	passPrefix    = "pass:"
+	resumePrefix  = "resume:"
 	noteRefresh   = 3 * time.Second
 	noteLife      = 8 * time.Second
 	noteRedeliver = time.Second
@@ -422,7 +425,8 @@ func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(
 
 // readNotes reads the wake-up notes above st.lastNote and delivers them:
 // announced notes (kept as their source's standing note) and, unless
-// first (the notes written before Listen started), passed-on wake-ups.
+// first (the notes written before Listen started), passed-on wake-ups and
+// resumed queues.
 func (b *Backend) readNotes(ctx context.Context, st *listenState, first bool, onWake func(backend.Wake)) error {
 	now := time.Now()
 	for {
@@ -452,6 +456,8 @@ func (b *Backend) readNotes(ctx context.Context, st *listenState, first bool, on
 				if h, err := strconv.Atoi(hops); err == nil && queue != "" {
 					wakes = append(wakes, backend.Wake{Queue: queue, Route: noteRoute(seq), Hops: h})
 				}
+			} else if queue, ok := strings.CutPrefix(body, resumePrefix); ok && !first && queue != "" {
+				wakes = append(wakes, backend.Wake{Queue: queue}) // not routed: a resume is rare, and any process's workers may wait for the queue
 			}
 		}
 		if err := rows.Err(); err != nil {
@@ -584,6 +590,12 @@ func (b *Backend) writeNote(ctx context.Context, body string) error {
 	if err != nil {
 		return err
 	}
+	return b.noteWritten(ctx, res)
+}
+
+// noteWritten counts a note written (res is its INSERT's result), and every
+// notesPruneEvery notes drops the old ones.
+func (b *Backend) noteWritten(ctx context.Context, res sql.Result) error {
 	if b.notesWritten.Add(1)%notesPruneEvery == 0 {
 		if seq, err := res.LastInsertId(); err == nil && seq > notesKept {
 			if _, err := b.db.ExecContext(ctx, b.sql.wakeNotesPrune, seq-notesKept); err != nil {

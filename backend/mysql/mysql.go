@@ -76,11 +76,11 @@ const (
 // Wake routing modes (Options.WakeRouting).
 const (
 	// WakeRoutingLooker has one process at a time look for new jobs, and
-	// claim for them: the holder of the looker's lease (spool_looker).
-	// Not the default yet: see docs/mysql.md, "Wake-ups".
+	// claim for them (the default): the holder of the looker's lease
+	// (spool_looker).
 	WakeRoutingLooker = "looker"
 	// WakeRoutingOn has every process look for new jobs, and routes each
-	// new job's wake-up to one process (the default).
+	// new job's wake-up to one process.
 	WakeRoutingOn = "on"
 	// WakeRoutingOff wakes every process for every new job.
 	WakeRoutingOff = "off"
@@ -145,7 +145,7 @@ type Options struct {
 	// processes: one claim at a time per queue"). The optimistic strategy
 	// takes no lock.
 	ClaimLock string
-	// WakeRouting is WakeRoutingOn (the default), WakeRoutingLooker or
+	// WakeRouting is WakeRoutingLooker (the default), WakeRoutingOn or
 	// WakeRoutingOff. MySQL has no notifications: a process learns of the
 	// jobs other processes insert by reading the ids above the last one
 	// it saw, every few milliseconds while jobs come. Looker: one process
@@ -314,8 +314,8 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		// The lock only orders pessimistic claims; the optimistic
 		// strategy's take no locks.
 		claimLock:  o.ClaimLock != ClaimLockOff,
-		routeWakes: o.WakeRouting == "" || o.WakeRouting == WakeRoutingOn,
-		looker:     o.WakeRouting == WakeRoutingLooker,
+		routeWakes: o.WakeRouting == WakeRoutingOn,
+		looker:     o.WakeRouting == "" || o.WakeRouting == WakeRoutingLooker,
 		noteSource: newNoteSource(),
 	}
 	b.strategy, err = chooseStrategy(o.ClaimStrategy, info, o.Logger)
