@@ -3,7 +3,6 @@ package mysql_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/internal/testkit/testdb"
@@ -24,22 +23,7 @@ func TestListenHearsQuickResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := openBackend(t, name, nil)
-	ready, wakes := make(chan struct{}), make(chan string, 64)
-	done := make(chan error, 1)
-	go func() {
-		done <- listener.Listen(ctx, func() { close(ready) }, func(w backend.Wake) {
-			if w.Queue != "" {
-				wakes <- w.Queue
-			}
-		})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Listen ended before ready: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Listen not ready in 10 s")
-	}
+	wakes := lookerListen(t, ctx, listener)
 	// The looks are 5 to 100 ms apart and the pause and the resume a round
 	// trip: without the resume's note most rounds go unheard.
 	for i := range 5 {
@@ -49,25 +33,7 @@ func TestListenHearsQuickResume(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// An earlier round's queue may be woken twice: by its note and,
-		// when a look fell between its pause and resume, by the figure.
-		deadline := time.After(5 * time.Second)
-	wait:
-		for {
-			select {
-			case q := <-wakes:
-				if q == queue {
-					break wait
-				}
-				if q < "quick_resume_a" || q >= queue {
-					t.Fatalf("round %d: woke %q, want %q", i, q, queue)
-				}
-			case err := <-done:
-				t.Fatalf("Listen ended: %v", err)
-			case <-deadline:
-				t.Fatalf("round %d: queue %s paused and resumed; no wake-up within 5 s", i, queue)
-			}
-		}
+		awaitWake(t, wakes, queue, "paused and resumed")
 	}
 	// A resume of a queue that was not paused tells nobody anything.
 	if err := admin.QueuePause(ctx, &backend.QueuePauseParams{Queue: "never_paused"}); err != nil {
