@@ -74,8 +74,8 @@ func TestUpgradeFrom8WithJobs(t *testing.T) {
 		t.Fatalf("schema version %+v, %v; want %d (at least 9)", v, err, LatestVersion())
 	}
 	for name, want := range map[string]string{
-		"spool_jobs_flow":       "WHERE flow_key IS NOT NULL AND state IN",
-		"spool_jobs_flow_order": "WHERE flow_key IS NOT NULL AND state IN",
+		"spool_jobs_flow":       "WHERE flow_key IS NOT NULL AND (state = 'available' OR",
+		"spool_jobs_flow_order": "WHERE flow_key IS NOT NULL AND (state = 'available' OR",
 		"spool_jobs_finished":   "WHERE finalized_at IS NOT NULL",
 	} {
 		var ddl string
@@ -205,8 +205,11 @@ WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND qu
 }
 
 // TestUpgradeFrom15WithJobs: a file at schema 15 holding jobs in every
-// state upgrades to schema 16, whose index of finished rows names no state:
-// it then holds exactly the completed, discarded and cancelled jobs; the
+// state, half of them with flow keys, upgrades to schema 16, whose partial
+// indexes have no IN lists: the flow indexes hold exactly the pending jobs
+// with a key (and the keys' listing reads them), the index of finished
+// rows, which names no state, exactly the completed, discarded and
+// cancelled jobs; the
 // reads that use it (retention's delete, the throughput and the awaited
 // completions) still plan on it and read the same rows; a claim takes the
 // due pending jobs in order, a kept completion enters the index, and
@@ -216,7 +219,11 @@ func TestUpgradeFrom15WithJobs(t *testing.T) {
 	be := openAtVersion(t, 15)
 	var jobs []*backend.JobInsertParams
 	for i := range 16 {
-		jobs = append(jobs, &backend.JobInsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5, Priority: int16(i % 3)})
+		j := &backend.JobInsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5, Priority: int16(i % 3)}
+		if i%2 == 0 {
+			j.FlowKey = "f" + string(rune('0'+i%4/2))
+		}
+		jobs = append(jobs, j)
 	}
 	ins, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
 	if err != nil {
@@ -252,17 +259,23 @@ func TestUpgradeFrom15WithJobs(t *testing.T) {
 	if v, err := be.SchemaVersion(ctx); err != nil || v.Current < 16 {
 		t.Fatalf("schema version %+v, %v; want at least 16", v, err)
 	}
-	var ddl string
-	if err := be.st.readers.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'spool_jobs_finished'`).Scan(&ddl); err != nil {
-		t.Fatal(err)
+	for name, want := range map[string]string{
+		"spool_jobs_finished":   "WHERE finalized_at IS NOT NULL",
+		"spool_jobs_flow":       "WHERE flow_key IS NOT NULL AND (state = 'available' OR state = 'scheduled' OR state = 'retryable')",
+		"spool_jobs_flow_order": "WHERE flow_key IS NOT NULL AND (state = 'available' OR state = 'scheduled' OR state = 'retryable')",
+	} {
+		var ddl string
+		if err := be.st.readers.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = ?`, name).Scan(&ddl); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(ddl, want) {
+			t.Errorf("%s after the upgrade: %s", name, ddl)
+		}
 	}
-	if !strings.HasSuffix(ddl, "WHERE finalized_at IS NOT NULL") {
-		t.Errorf("spool_jobs_finished after the upgrade: %s", ddl)
-	}
-	finished := func() []int64 {
+	indexed := func(q string) []int64 {
 		t.Helper()
 		var got []int64
-		rows, err := be.st.readers.QueryContext(ctx, `SELECT id FROM spool_jobs INDEXED BY spool_jobs_finished WHERE finalized_at IS NOT NULL ORDER BY id`)
+		rows, err := be.st.readers.QueryContext(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,6 +291,34 @@ func TestUpgradeFrom15WithJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		return got
+	}
+	finished := func() []int64 {
+		t.Helper()
+		return indexed(`SELECT id FROM spool_jobs INDEXED BY spool_jobs_finished WHERE finalized_at IS NOT NULL ORDER BY id`)
+	}
+	// The flow indexes hold the pending jobs with a key: 6, 8, 12 and 14.
+	wantFlow := []int64{ids[6], ids[8], ids[12], ids[14]}
+	for _, index := range []string{"spool_jobs_flow", "spool_jobs_flow_order"} {
+		got := indexed(`SELECT id FROM spool_jobs INDEXED BY ` + index + `
+WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND flow_key IS NOT NULL AND queue = 'q' ORDER BY id`)
+		if !slices.Equal(got, wantFlow) {
+			t.Errorf("%s holds %v, want %v", index, got, wantFlow)
+		}
+	}
+	var keys []string
+	rows, err := be.st.readers.QueryContext(ctx, stmt.flowKeys, "q", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Close(); err != nil || !slices.Equal(keys, []string{"f0", "f1"}) {
+		t.Fatalf("flow keys %v, %v; want [f0 f1]", keys, err)
 	}
 	if got := finished(); !slices.Equal(got, ids[2:6]) {
 		t.Fatalf("finished index holds %v, want %v", got, ids[2:6])
