@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +108,21 @@ func (f *flowTx) FlowSaveRates(ctx context.Context, tats map[string]time.Time) e
 // limit of 500 terms in a compound SELECT.
 const maxUnionParts = 200
 
+// flowPart returns a part of flow_take_keys.sql with its key's and its
+// maximum's parameters: numbered ?5 and ?6 in a statement's first part,
+// plain ?s in the others, which SQLite numbers on from the largest number
+// it has seen (?6, then each part's two), so the parts bind in order. The
+// pure-Go driver looks up each parameter's name as it binds it, a walk of
+// the statement's numbered parameters: numbering all of a take's (up to
+// 400) made its binds quadratic.
+func flowPart(part string, first bool) string {
+	key, most := "?", "?"
+	if first {
+		key, most = "?5", "?6"
+	}
+	return strings.NewReplacer("{{key}}", key, "{{max}}", most).Replace(part)
+}
+
 // FlowTake takes jobs of any key, or without a key, with a statement each,
 // and the keys' takes with one statement whose parts are UNION ALL'ed: the
 // write lock is held for as few statements as it can be.
@@ -162,8 +176,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 			case backend.FlowOrderStepAside:
 				part = stmt.flowPartStep
 			}
-			n := len(keyed)
-			parts = append(parts, strings.NewReplacer("{{key}}", "?"+strconv.Itoa(n+1), "{{max}}", "?"+strconv.Itoa(n+2)).Replace(part))
+			parts = append(parts, flowPart(part, len(parts) == 0))
 			keyed = append(keyed, t.Key, t.Max)
 			if len(parts) == maxUnionParts {
 				err = flush()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,9 +74,9 @@ func TestUpgradeFrom8WithJobs(t *testing.T) {
 		t.Fatalf("schema version %+v, %v; want %d (at least 9)", v, err, LatestVersion())
 	}
 	for name, want := range map[string]string{
-		"spool_jobs_flow":       "WHERE flow_key IS NOT NULL AND state IN",
-		"spool_jobs_flow_order": "WHERE flow_key IS NOT NULL AND state IN",
-		"spool_jobs_finished":   "WHERE finalized_at IS NOT NULL AND state IN",
+		"spool_jobs_flow":       "WHERE flow_key IS NOT NULL AND (state = 'available' OR",
+		"spool_jobs_flow_order": "WHERE flow_key IS NOT NULL AND (state = 'available' OR",
+		"spool_jobs_finished":   "WHERE finalized_at IS NOT NULL",
 	} {
 		var ddl string
 		if err := be.st.readers.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = ?`, name).Scan(&ddl); err != nil {
@@ -201,4 +202,209 @@ WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND qu
 	if !slices.Equal(gotIDs, want) {
 		t.Fatalf("claimed %v, want %v", gotIDs, want)
 	}
+}
+
+// TestUpgradeFrom15WithJobs: a file at schema 15 holding jobs in every
+// state, half of them with flow keys, upgrades to schema 16, whose partial
+// indexes have no IN lists: the flow indexes hold exactly the pending jobs
+// with a key (and the keys' listing reads them), the index of finished
+// rows, which names no state, exactly the completed, discarded and
+// cancelled jobs; the
+// reads that use it (retention's delete, the throughput and the awaited
+// completions) still plan on it and read the same rows; a claim takes the
+// due pending jobs in order, a kept completion enters the index, and
+// retention deletes the old finished rows only.
+func TestUpgradeFrom15WithJobs(t *testing.T) {
+	ctx := context.Background()
+	be := openAtVersion(t, 15)
+	var jobs []*backend.JobInsertParams
+	for i := range 16 {
+		j := &backend.JobInsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 5, Priority: int16(i % 3)}
+		if i%2 == 0 {
+			j.FlowKey = "f" + string(rune('0'+i%4/2))
+		}
+		jobs = append(jobs, j)
+	}
+	ins, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := ins.IDs
+	old := time.Now().Add(-time.Hour).UnixMicro()
+	// ids 0-1 running, 2-3 completed, 4 discarded, 5 cancelled (finished an
+	// hour ago), 6-7 scheduled in an hour, 8-9 retryable now, 10-11
+	// waiting; 12-15 stay available.
+	err = be.WriteTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`UPDATE spool_jobs SET state = 'running', leased_until = ?13 + 600000000, leased_by = 'c#0', fence = 1, attempt = 1 WHERE id IN (?1, ?2)`,
+			`UPDATE spool_jobs SET state = 'completed', finalized_at = ?13, attempt = 1 WHERE id IN (?3, ?4)`,
+			`UPDATE spool_jobs SET state = 'discarded', finalized_at = ?13, attempt = 5 WHERE id = ?5`,
+			`UPDATE spool_jobs SET state = 'cancelled', finalized_at = ?13 WHERE id = ?6`,
+			`UPDATE spool_jobs SET state = 'scheduled', run_at = run_at + 3600000000 WHERE id IN (?7, ?8)`,
+			`UPDATE spool_jobs SET state = 'retryable', attempt = 1 WHERE id IN (?9, ?10)`,
+			`UPDATE spool_jobs SET state = 'waiting', wait_kind = 'deps', deps_left = 1 WHERE id IN (?11, ?12)`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9], ids[10], ids[11], old); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := be.SchemaVersion(ctx); err != nil || v.Current < 16 {
+		t.Fatalf("schema version %+v, %v; want at least 16", v, err)
+	}
+	for name, want := range map[string]string{
+		"spool_jobs_finished":   "WHERE finalized_at IS NOT NULL",
+		"spool_jobs_flow":       "WHERE flow_key IS NOT NULL AND (state = 'available' OR state = 'scheduled' OR state = 'retryable')",
+		"spool_jobs_flow_order": "WHERE flow_key IS NOT NULL AND (state = 'available' OR state = 'scheduled' OR state = 'retryable')",
+	} {
+		var ddl string
+		if err := be.st.readers.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = ?`, name).Scan(&ddl); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(ddl, want) {
+			t.Errorf("%s after the upgrade: %s", name, ddl)
+		}
+	}
+	indexed := func(q string) []int64 {
+		t.Helper()
+		var got []int64
+		rows, err := be.st.readers.QueryContext(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, id)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	finished := func() []int64 {
+		t.Helper()
+		return indexed(`SELECT id FROM spool_jobs INDEXED BY spool_jobs_finished WHERE finalized_at IS NOT NULL ORDER BY id`)
+	}
+	// The flow indexes hold the pending jobs with a key: 6, 8, 12 and 14.
+	wantFlow := []int64{ids[6], ids[8], ids[12], ids[14]}
+	for _, index := range []string{"spool_jobs_flow", "spool_jobs_flow_order"} {
+		got := indexed(`SELECT id FROM spool_jobs INDEXED BY ` + index + `
+WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND flow_key IS NOT NULL AND queue = 'q' ORDER BY id`)
+		if !slices.Equal(got, wantFlow) {
+			t.Errorf("%s holds %v, want %v", index, got, wantFlow)
+		}
+	}
+	var keys []string
+	rows, err := be.st.readers.QueryContext(ctx, stmt.flowKeys, "q", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Close(); err != nil || !slices.Equal(keys, []string{"f0", "f1"}) {
+		t.Fatalf("flow keys %v, %v; want [f0 f1]", keys, err)
+	}
+	if got := finished(); !slices.Equal(got, ids[2:6]) {
+		t.Fatalf("finished index holds %v, want %v", got, ids[2:6])
+	}
+	// The reads of finished rows plan on the index.
+	for name, q := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"throughput": {stmt.throughput, []any{old, 60e6, ""}},
+		"finished":   {finishedSince, []any{old, 0, 10}},
+		"cleanup":    {stmt.cleanup, []any{old, 1, 1, 1, 10}},
+	} {
+		plan := explainPlan(t, be, q.sql, q.args...)
+		if !strings.Contains(plan, "spool_jobs_finished") {
+			t.Errorf("%s does not plan on spool_jobs_finished:\n%s", name, plan)
+		}
+	}
+	since, err := be.JobFinishedSince(ctx, &backend.JobFinishedSinceParams{Since: time.UnixMicro(old - 1)})
+	if err != nil || len(since) != 4 {
+		t.Fatalf("finished since: %d jobs, %v; want 4", len(since), err)
+	}
+	got, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]int64{ids[8], ids[9]}, ids[12:]...)
+	prio := map[int64]int16{}
+	for i, id := range ids {
+		prio[id] = jobs[i].Priority
+	}
+	slices.SortFunc(want, func(a, b int64) int { return cmp.Or(cmp.Compare(prio[a], prio[b]), cmp.Compare(a, b)) })
+	var gotIDs []int64
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+	}
+	if !slices.Equal(gotIDs, want) {
+		t.Fatalf("claimed %v, want %v", gotIDs, want)
+	}
+	// A kept completion enters the index; a retry of a finished job leaves it.
+	fin, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{{Lease: got[0].Lease(), Outcome: backend.OutcomeComplete}}})
+	if err != nil || len(fin.Rejected) != 0 {
+		t.Fatalf("finish: %+v, %v", fin, err)
+	}
+	if _, err := be.JobRetry(ctx, &backend.JobRetryParams{ID: ids[4]}); err != nil {
+		t.Fatal(err)
+	}
+	wantFinished := []int64{ids[2], ids[3], ids[5], got[0].ID}
+	slices.Sort(wantFinished)
+	if got := finished(); !slices.Equal(got, wantFinished) {
+		t.Fatalf("finished index holds %v, want %v", got, wantFinished)
+	}
+	// Retention deletes the finished rows older than half an hour: the three
+	// finished an hour ago, not the one completed now.
+	n, err := be.JobCleanup(ctx, &backend.JobCleanupParams{CompletedAge: 30 * time.Minute, DiscardedAge: 30 * time.Minute, CancelledAge: 30 * time.Minute})
+	if err != nil || n != 3 {
+		t.Fatalf("cleanup deleted %d, %v; want 3", n, err)
+	}
+	if f := finished(); !slices.Equal(f, []int64{got[0].ID}) {
+		t.Fatalf("finished index after cleanup holds %v, want [%d]", f, got[0].ID)
+	}
+	var total int
+	if err := be.st.readers.QueryRowContext(ctx, `SELECT count(*) FROM spool_jobs`).Scan(&total); err != nil || total != 13 {
+		t.Fatalf("%d jobs left, %v; want 13", total, err)
+	}
+}
+
+// explainPlan is the plan SQLite chooses for q with args.
+func explainPlan(t *testing.T, be *Backend, q string, args ...any) string {
+	t.Helper()
+	rows, err := be.st.readers.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

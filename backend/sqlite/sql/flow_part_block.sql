@@ -2,7 +2,7 @@
 -- due ({{max}} is 1; ?1 now, ?4 queue).
 SELECT id FROM (
   SELECT id, run_at FROM spool_jobs INDEXED BY spool_jobs_flow_order
-  WHERE state IN ('available', 'scheduled', 'retryable') AND flow_key IS NOT NULL AND queue = ?4 AND flow_key = {{key}}
+  WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND flow_key IS NOT NULL AND queue = ?4 AND flow_key = {{key}}
   ORDER BY id
   LIMIT {{max}}
 )

@@ -2,7 +2,7 @@
 -- {{key}}, whose jobs step aside ({{max}} is 1; ?1 now, ?4 queue).
 SELECT id FROM (
   SELECT id FROM spool_jobs INDEXED BY spool_jobs_flow_order
-  WHERE state IN ('available', 'scheduled', 'retryable') AND flow_key IS NOT NULL AND queue = ?4 AND flow_key = {{key}} AND run_at <= ?1
+  WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND flow_key IS NOT NULL AND queue = ?4 AND flow_key = {{key}} AND run_at <= ?1
   ORDER BY id
   LIMIT {{max}}
 )
