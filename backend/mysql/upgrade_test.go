@@ -261,3 +261,133 @@ func TestUpgradeLooker(t *testing.T) {
 	}
 	awaitWake(t, wakes, "after_upgrade", "the listener after the upgrade")
 }
+
+// TestUpgradeMemberIndex migrates a database holding a plain job, a
+// workflow (a task with a dependent, and its dependent waiting) and a
+// sealed batch (three members and a callback) from schema 18 to 19 (one
+// index, spool_jobs_member, for the workflow, batch and unsettled
+// indexes), after a run of 19 that stopped part way (the new index added,
+// one old one dropped, the version not recorded). It checks the indexes,
+// then that the workflow's graph and the batch's members read as before,
+// that the leader's sweep settles a task a write outside a finish left
+// final, that finishing the members releases the callback, and that
+// retention keeps a finished workflow's tasks until every one is final.
+func TestUpgradeMemberIndex(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := openBackend(t, testdb.NewMySQLDatabase(t), nil)
+	if err := be.MigrateTo(ctx, 18); err != nil {
+		t.Fatalf("migrate to 18: %v", err)
+	}
+	job := func(kind string) *backend.JobInsertParams {
+		return &backend.JobInsertParams{Queue: "q", Kind: kind, Args: []byte(`{}`), MaxAttempts: 3}
+	}
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{job("plain")}}); err != nil {
+		t.Fatalf("insert on schema 18: %v", err)
+	}
+	wf, err := be.WorkflowInsert(ctx, &backend.WorkflowInsertParams{Name: "wf", Tasks: []backend.WorkflowTaskParams{
+		{Name: "a", Job: job("task_a")},
+		{Name: "b", Job: job("task_b"), Deps: []backend.WorkflowDep{{Task: 0}}},
+	}})
+	if err != nil {
+		t.Fatalf("workflow on schema 18: %v", err)
+	}
+	bt, err := be.BatchInsert(ctx, &backend.BatchInsertParams{Name: "bt", Sealed: true,
+		Jobs:      []*backend.JobInsertParams{job("member"), job("member"), job("member")},
+		Callbacks: backend.BatchCallbacks{OnComplete: job("callback")}})
+	if err != nil {
+		t.Fatalf("batch on schema 18: %v", err)
+	}
+
+	db, schema := be.DB(), "`"+be.Database()+"`"
+	if _, err := db.ExecContext(ctx, `ALTER TABLE `+schema+`.spool_jobs
+  ADD KEY spool_jobs_member (has_dependents, workflow_id, batch_id, id), DROP KEY spool_jobs_batch`); err != nil {
+		t.Fatalf("the part of 19 done before the stop: %v", err)
+	}
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatalf("migrate 18 to the latest: %v", err)
+	}
+	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != v.Latest || v.Latest < 19 {
+		t.Fatalf("schema version %+v, %v; want the latest", v, err)
+	}
+	var keys string
+	if err := db.QueryRowContext(ctx, `SELECT GROUP_CONCAT(DISTINCT INDEX_NAME ORDER BY INDEX_NAME) FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'spool_jobs' AND INDEX_NAME IN ('spool_jobs_member', 'spool_jobs_workflow', 'spool_jobs_batch', 'spool_jobs_unsettled')`,
+		be.Database()).Scan(&keys); err != nil || keys != "spool_jobs_member" {
+		t.Fatalf("indexes after the upgrade: %q, %v; want spool_jobs_member alone", keys, err)
+	}
+
+	d, err := be.WorkflowGet(ctx, wf.ID)
+	if err != nil || len(d.Jobs) != 2 || len(d.Edges) != 1 || d.Edges[0].Parent != wf.IDs[0] || d.Edges[0].Child != wf.IDs[1] {
+		t.Fatalf("workflow after the upgrade: %+v, %v; want its 2 tasks and their edge", d, err)
+	}
+	// Pages of 2 over the members, the middle one moved to the other
+	// range of spool_jobs_member for the read (as its settled finish
+	// would), then back.
+	setDeps := func(v int) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, `UPDATE `+schema+`.spool_jobs SET has_dependents = ? WHERE id = ?`, v, bt.IDs[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pageMembers := func(when string) {
+		t.Helper()
+		var members []int64
+		for after := int64(0); ; {
+			page, err := be.BatchMembers(ctx, &backend.BatchMembersParams{ID: bt.ID, AfterID: after, Limit: 2})
+			if err != nil {
+				t.Fatalf("batch members %s: %v", when, err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, j := range page {
+				members = append(members, j.ID)
+				after = j.ID
+			}
+		}
+		if len(members) != 3 || members[0] != bt.IDs[0] || members[1] != bt.IDs[1] || members[2] != bt.IDs[2] {
+			t.Fatalf("batch members %s: %v; want %v in id order, without the callback", when, members, bt.IDs)
+		}
+	}
+	pageMembers("after the upgrade")
+	setDeps(0)
+	pageMembers("in both ranges")
+	setDeps(1)
+
+	// Task a made final by a write outside a finish: the sweep settles b.
+	if _, err := db.ExecContext(ctx, `UPDATE `+schema+`.spool_jobs SET state = 'completed', finalized_at = UTC_TIMESTAMP(6) WHERE id = ?`, wf.IDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.JobRescue(ctx, &backend.JobRescueParams{}); err != nil {
+		t.Fatalf("rescue after the upgrade: %v", err)
+	}
+	if j, err := be.JobGet(ctx, wf.IDs[1]); err != nil || j.State != backend.StateAvailable {
+		t.Fatalf("task b after the sweep: %+v, %v; want available", j, err)
+	}
+
+	// Claim the plain job, task b and the members; finish them all.
+	rows, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "upgrade"})
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("claim after the upgrade: %d jobs, %v; want 5", len(rows), err)
+	}
+	fs := make([]backend.JobFinish, len(rows))
+	for i, r := range rows {
+		fs[i] = backend.JobFinish{Lease: r.Lease(), Outcome: backend.OutcomeComplete}
+	}
+	if res, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: fs}); err != nil || len(res.Rejected) != 0 {
+		t.Fatalf("finish after the upgrade: %+v, %v", res, err)
+	}
+	if got, err := be.BatchGet(ctx, bt.ID); err != nil || got.Completed != 3 || got.FinishedAt == nil {
+		t.Fatalf("batch after its members finished: %+v, %v; want 3 completed, finished", got, err)
+	}
+	pageMembers("after they finished")
+	rows, err = be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "upgrade-2"})
+	if err != nil || len(rows) != 1 || rows[0].Kind != "callback" {
+		t.Fatalf("claim after the batch finished: %+v, %v; want its callback", rows, err)
+	}
+	list, err := be.WorkflowList(ctx, &backend.WorkflowListParams{})
+	if err != nil || len(list) != 1 || list[0].Counts[backend.StateCompleted] != 2 {
+		t.Fatalf("workflow list after the upgrade: %+v, %v; want 2 tasks completed", list, err)
+	}
+}

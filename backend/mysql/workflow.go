@@ -388,17 +388,32 @@ func b2i(v bool) int {
 	return 0
 }
 
+// workflowTasks selects a workflow's tasks (param: its id) through
+// spool_jobs_member (has_dependents, workflow_id, …): has_dependents is
+// only ever 0 or 1, so the two ranges hold every task (schema 19). The
+// edges are read from the tasks (STRAIGHT_JOIN), not the tasks from every
+// edge.
+const workflowTasks = `has_dependents IN (0, 1) AND workflow_id = ?`
+
 // WorkflowList implements backend.WorkflowStore.
 func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParams) ([]*backend.WorkflowSummary, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT w.id, w.name, w.created_at, w.tasks, coalesce(j.state, ''), count(j.id)
+	// The tasks' counts by state, once for each value of has_dependents:
+	// a join on spool_jobs_member (has_dependents, workflow_id, …) is a
+	// lookup only with has_dependents a constant (with IN (0, 1) the
+	// server reads the whole index).
+	half := `SELECT w.id, w.name, w.created_at, w.tasks, coalesce(j.state, '') AS st, count(j.id) AS n
 FROM (SELECT id, name, created_at, tasks FROM {{db}}.spool_workflows WHERE ? = 0 OR id < ? ORDER BY id DESC LIMIT ?) w
-LEFT JOIN {{db}}.spool_jobs j ON j.workflow_id = w.id
-GROUP BY w.id, w.name, w.created_at, w.tasks, j.state
-ORDER BY w.id DESC`), p.BeforeID, p.BeforeID, limit)
+LEFT JOIN {{db}}.spool_jobs j ON j.has_dependents = ? AND j.workflow_id = w.id
+GROUP BY w.id, w.name, w.created_at, w.tasks, j.state`
+	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT id, name, created_at, tasks, st, sum(n) FROM (`+half+`
+UNION ALL
+`+half+`) u
+GROUP BY id, name, created_at, tasks, st
+ORDER BY id DESC`), p.BeforeID, p.BeforeID, limit, 0, p.BeforeID, p.BeforeID, limit, 1)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -421,7 +436,7 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
-	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM {{db}}.spool_jobs WHERE workflow_id = ? ORDER BY id`), id)
+	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM {{db}}.spool_jobs WHERE `+workflowTasks+` ORDER BY id`), id)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
@@ -440,8 +455,8 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
 	d.Tasks = len(d.Jobs)
-	rows, err = b.db.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_deps d
-JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
+	rows, err = b.db.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_jobs j
+STRAIGHT_JOIN {{db}}.spool_deps d ON d.child_id = j.id WHERE j.`+workflowTasks), id)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
@@ -504,7 +519,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 			return err
 		}
 		ids, states, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs
-WHERE workflow_id = ? AND state NOT IN ('completed', 'discarded', 'cancelled') ORDER BY id FOR UPDATE`), id)
+WHERE `+workflowTasks+` AND state NOT IN ('completed', 'discarded', 'cancelled') ORDER BY id FOR UPDATE`), id)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -542,7 +557,7 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 		if err := b.lockWorkflow(ctx, tx, id); err != nil {
 			return err
 		}
-		ids, list, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE workflow_id = ? ORDER BY id FOR UPDATE`), id)
+		ids, list, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE `+workflowTasks+` ORDER BY id FOR UPDATE`), id)
 		if err != nil {
 			return err
 		}
@@ -550,8 +565,8 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 		for i, j := range ids {
 			states[j] = list[i]
 		}
-		rows, err := tx.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_deps d
-JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.workflow_id = ?`), id)
+		rows, err := tx.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_jobs j
+STRAIGHT_JOIN {{db}}.spool_deps d ON d.child_id = j.id WHERE j.`+workflowTasks), id)
 		if err != nil {
 			return err
 		}
@@ -819,8 +834,15 @@ func (b *Backend) BatchMembers(ctx context.Context, p *backend.BatchMembersParam
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM {{db}}.spool_jobs WHERE batch_id = ? AND id > ? AND id NOT IN (?, ?, ?) ORDER BY id LIMIT ?`),
-		p.ID, p.AfterID, bt.OnSuccess, bt.OnFailure, bt.OnComplete, limit)
+	// Two ranges of spool_jobs_member, each in id order (has_dependents 0
+	// and 1, the member's workflow_id NULL), each cut at the page's size,
+	// then merged: a page reads at most twice its rows.
+	member := `(SELECT id AS mid FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_member)
+WHERE has_dependents = ? AND workflow_id IS NULL AND batch_id = ? AND id > ? AND id NOT IN (?, ?, ?) ORDER BY id LIMIT ?)`
+	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM (`+member+` UNION ALL `+member+`) u
+JOIN {{db}}.spool_jobs ON id = u.mid ORDER BY id LIMIT ?`),
+		0, p.ID, p.AfterID, bt.OnSuccess, bt.OnFailure, bt.OnComplete, limit,
+		1, p.ID, p.AfterID, bt.OnSuccess, bt.OnFailure, bt.OnComplete, limit, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list members of batch %d: %w", p.ID, err)
 	}
@@ -851,10 +873,17 @@ func (b *Backend) settleStray(ctx context.Context, tx DBTX) error {
 func (b *Backend) pruneWorkflows(ctx context.Context) error {
 	for _, q := range []string{
 		`DELETE d FROM {{db}}.spool_deps d LEFT JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.id IS NULL`,
-		`DELETE w FROM {{db}}.spool_workflows w LEFT JOIN {{db}}.spool_jobs j ON j.workflow_id = w.id
-WHERE j.id IS NULL AND w.created_at < UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE`,
-		`DELETE bt FROM {{db}}.spool_batches bt LEFT JOIN {{db}}.spool_jobs j ON j.batch_id = bt.id
-WHERE bt.finished_at IS NOT NULL AND j.id IS NULL`,
+		// One join for each value of has_dependents: with a constant, each
+		// is a lookup in spool_jobs_member (has_dependents, workflow_id,
+		// batch_id, …); a batch's members have no workflow_id.
+		`DELETE w FROM {{db}}.spool_workflows w
+LEFT JOIN {{db}}.spool_jobs j0 ON j0.has_dependents = 0 AND j0.workflow_id = w.id
+LEFT JOIN {{db}}.spool_jobs j1 ON j1.has_dependents = 1 AND j1.workflow_id = w.id
+WHERE j0.id IS NULL AND j1.id IS NULL AND w.created_at < UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE`,
+		`DELETE bt FROM {{db}}.spool_batches bt
+LEFT JOIN {{db}}.spool_jobs j0 ON j0.has_dependents = 0 AND j0.workflow_id IS NULL AND j0.batch_id = bt.id
+LEFT JOIN {{db}}.spool_jobs j1 ON j1.has_dependents = 1 AND j1.workflow_id IS NULL AND j1.batch_id = bt.id
+WHERE bt.finished_at IS NOT NULL AND j0.id IS NULL AND j1.id IS NULL`,
 	} {
 		if _, err := b.db.ExecContext(ctx, b.wf(q)); err != nil {
 			return fmt.Errorf("clean up workflows and batches: %w", err)
