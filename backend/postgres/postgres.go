@@ -252,6 +252,10 @@ type Backend struct {
 	relayName int64
 	// relayPolls counts the polls of Listen's relays (tests).
 	relayPolls atomic.Int64
+	// relayLease and relayQuiet (tests), when set, replace sqlLease and
+	// sqlQuiet for Listen's relay: a test whose relay must keep the time
+	// however long its poll loop stalls on a loaded machine.
+	relayLease, relayQuiet time.Duration
 	// demands are the functions AddWakeDemand registered, read at every
 	// relay poll.
 	demands backend.WakeDemands

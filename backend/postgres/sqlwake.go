@@ -87,10 +87,13 @@ const (
 
 // relay is one Listen call's state for inserts from SQL.
 type relay struct {
-	b      *Backend
-	poll   string // the polling statement
-	name   int64  // 1 to slowName-1
-	active bool
+	b    *Backend
+	poll string // the polling statement
+	name int64  // 1 to slowName-1
+	// lease and quiet are sqlLease and sqlQuiet, or the Backend's
+	// replacements (tests).
+	lease, quiet time.Duration
+	active       bool
 	// fast is whether the client had an idle worker at the last poll (it
 	// then polls every sqlPollEvery).
 	fast bool
@@ -142,6 +145,13 @@ func newRelay(b *Backend) *relay {
 	// The counter is last_value less one until the sequence's first
 	// nextval (is_called false: last_value 1 then, and 1 after it too), so
 	// the first insert ever counted moves it.
+	lease, quiet := sqlLease, sqlQuiet
+	if b.relayLease > 0 {
+		lease = b.relayLease
+	}
+	if b.relayQuiet > 0 {
+		quiet = b.relayQuiet
+	}
 	poll := fmt.Sprintf(`SELECT e.last_value - (NOT e.is_called)::integer,
   pg_try_advisory_xact_lock(%[1]d, '%[2]s'::regclass::oid::integer),
   r.last_value / %[3]d - %[4]s,
@@ -151,12 +161,12 @@ func newRelay(b *Backend) *relay {
     OR $3::boolean AND r.last_value %% %[3]d >= %[8]d AND r.last_value %% %[8]d <> $2 %% %[8]d
     THEN setval('%[6]s.spool_sql_relay', (%[4]s + %[7]d) * %[3]d + $2) END
 FROM %[2]s e, %[6]s.spool_sql_relay r`,
-		sqlLockClass, seq, relayNames, now, sqlLease.Microseconds()/2, s, sqlLease.Microseconds(), slowName)
+		sqlLockClass, seq, relayNames, now, lease.Microseconds()/2, s, lease.Microseconds(), slowName)
 	name := b.relayName
 	if name == 0 {
 		name = 1 + rand.Int64N(slowName-1)
 	}
-	return &relay{b: b, poll: poll, name: name, kick: make(chan struct{}, 1)}
+	return &relay{b: b, poll: poll, name: name, lease: lease, quiet: quiet, kick: make(chan struct{}, 1)}
 }
 
 // deadline is when Listen's wait should end for the relay's next poll.
@@ -205,7 +215,7 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 	}
 	r.b.relayPolls.Add(1)
 	r.fast = r.b.demands.Waiting()
-	every, quiet, name := sqlPollEvery, sqlQuiet, r.name
+	every, quiet, name := sqlPollEvery, r.quiet, r.name
 	if !r.fast {
 		every, quiet, name = sqlPollSlow, sqlQuietSlow, r.name+slowName
 	}
@@ -228,7 +238,7 @@ func (r *relay) check(ctx context.Context, conn *pgx.Conn, nc net.Conn) error {
 	moved := count != r.count && !first
 	left := time.Duration(leftUS) * time.Microsecond
 	if renewed != nil {
-		holder, left = name, sqlLease
+		holder, left = name, r.lease
 		if !r.active {
 			// Taken from a relay polling slowly: this one relays from now
 			// on, and that one stops at its next poll, dropping what it

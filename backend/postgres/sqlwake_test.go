@@ -270,6 +270,13 @@ func TestSQLRelayTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	a, b, pool := twoRelayClients(t)
+	// b keeps the time once it has it, however long its poll loop stalls
+	// on a loaded machine: with the 50 ms lease, a stall of b's loop (or a
+	// gap of more than sqlQuiet between the test's inserts) lets the time
+	// lapse, and a, finding inserts counted that nobody relayed, rightly
+	// relays them until b takes the time back; what is checked here is
+	// that a stops once b holds it.
+	b.relayLease, b.relayQuiet = time.Minute, time.Minute
 	var bWaits atomic.Bool
 	removeDemand := b.AddWakeDemand(bWaits.Load)
 	defer removeDemand()
