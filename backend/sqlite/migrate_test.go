@@ -185,15 +185,23 @@ WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND qu
 	if err == nil || !strings.Contains(err.Error(), "CHECK") {
 		t.Fatalf("unknown state written: %v", err)
 	}
-	got, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
+	claimInOrder(t, be, jobs, ids, append([]int64{ids[6], ids[7]}, ids[8:]...))
+}
+
+// claimInOrder claims up to 100 jobs of queue q and checks that it got
+// want (ids of the inserted jobs, in any order) in claim order: priority,
+// then id. It returns the claimed rows.
+func claimInOrder(t *testing.T, be *Backend, jobs []*backend.JobInsertParams, ids, want []int64) []*backend.JobRow {
+	t.Helper()
+	got, err := be.JobClaim(context.Background(), &backend.JobClaimParams{Queue: "q", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]int64{ids[6], ids[7]}, ids[8:]...)
 	prio := map[int64]int16{}
 	for i, id := range ids {
 		prio[id] = jobs[i].Priority
 	}
+	want = slices.Clone(want)
 	slices.SortFunc(want, func(a, b int64) int { return cmp.Or(cmp.Compare(prio[a], prio[b]), cmp.Compare(a, b)) })
 	var gotIDs []int64
 	for _, j := range got {
@@ -202,6 +210,7 @@ WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND qu
 	if !slices.Equal(gotIDs, want) {
 		t.Fatalf("claimed %v, want %v", gotIDs, want)
 	}
+	return got
 }
 
 // TestUpgradeFrom15WithJobs: a file at schema 15 holding jobs in every
@@ -341,23 +350,7 @@ WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND fl
 	if err != nil || len(since) != 4 {
 		t.Fatalf("finished since: %d jobs, %v; want 4", len(since), err)
 	}
-	got, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 100, Lease: time.Minute, ClaimID: "c#1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := append([]int64{ids[8], ids[9]}, ids[12:]...)
-	prio := map[int64]int16{}
-	for i, id := range ids {
-		prio[id] = jobs[i].Priority
-	}
-	slices.SortFunc(want, func(a, b int64) int { return cmp.Or(cmp.Compare(prio[a], prio[b]), cmp.Compare(a, b)) })
-	var gotIDs []int64
-	for _, j := range got {
-		gotIDs = append(gotIDs, j.ID)
-	}
-	if !slices.Equal(gotIDs, want) {
-		t.Fatalf("claimed %v, want %v", gotIDs, want)
-	}
+	got := claimInOrder(t, be, jobs, ids, append([]int64{ids[8], ids[9]}, ids[12:]...))
 	// A kept completion enters the index; a retry of a finished job leaves it.
 	fin, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{{Lease: got[0].Lease(), Outcome: backend.OutcomeComplete}}})
 	if err != nil || len(fin.Rejected) != 0 {
