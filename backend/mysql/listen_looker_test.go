@@ -14,9 +14,9 @@ import (
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
-// lookerListen starts be.Listen and returns the wake-ups it delivers for
+// listenWakes starts be.Listen and returns the wake-ups it delivers for
 // queues ("" for a wake-up of every queue) once it is ready.
-func lookerListen(t *testing.T, ctx context.Context, be *mysql.Backend) <-chan string {
+func listenWakes(t *testing.T, ctx context.Context, be *mysql.Backend) <-chan string {
 	t.Helper()
 	ready, wakes := make(chan struct{}), make(chan string, 1024)
 	go func() {
@@ -84,7 +84,7 @@ func lookerHeld(t *testing.T, name string, inserter *spool.Client, holder string
 	t.Helper()
 	be := openBackend(t, name, lookerParams)
 	ctx, cancel := context.WithCancel(context.Background())
-	wakes := lookerListen(t, ctx, be)
+	wakes := listenWakes(t, ctx, be)
 	lookerInsert(t, inserter, "first")
 	awaitWake(t, wakes, "first", "the first listener")
 	cancel() // and it gives the lease up
@@ -106,7 +106,7 @@ func TestLookerTakesOverLapsedLease(t *testing.T) {
 	lookerHeld(t, name, inserter, "gone", false, 300*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wakes := lookerListen(t, ctx, openBackend(t, name, lookerParams))
+	wakes := listenWakes(t, ctx, openBackend(t, name, lookerParams))
 	lookerInsert(t, inserter, "while_held")
 	awaitWake(t, wakes, "", "the listener taking over")
 	awaitWake(t, wakes, "while_held", "the listener taking over")
@@ -124,7 +124,7 @@ func TestLookerSlowHolderYields(t *testing.T) {
 	defer be.AddWakeDemand(func() bool { return true })()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wakes := lookerListen(t, ctx, be)
+	wakes := listenWakes(t, ctx, be)
 	lookerInsert(t, inserter, "to_the_idle")
 	awaitWake(t, wakes, "", "the listener with an idle worker")
 	awaitWake(t, wakes, "to_the_idle", "the listener with an idle worker")
@@ -142,7 +142,7 @@ func TestLookerPerQueueSet(t *testing.T) {
 	defer b.AddWakeQueues([]string{"qb"})()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wakesA, wakesA2, wakesB := lookerListen(t, ctx, a), lookerListen(t, ctx, a), lookerListen(t, ctx, b)
+	wakesA, wakesA2, wakesB := listenWakes(t, ctx, a), listenWakes(t, ctx, a), listenWakes(t, ctx, b)
 	for range 3 {
 		lookerInsert(t, inserter, "qa")
 		lookerInsert(t, inserter, "qb")
@@ -152,5 +152,6 @@ func TestLookerPerQueueSet(t *testing.T) {
 	}
 }
 
-// lookerParams open a backend with the looker (not the default).
+// lookerParams open a backend with the looker by name: the looker's tests
+// hold whatever the default is.
 var lookerParams = url.Values{mysql.WakeRoutingParam: {mysql.WakeRoutingLooker}}

@@ -23,7 +23,7 @@ func TestListenHearsQuickResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := openBackend(t, name, nil)
-	wakes := lookerListen(t, ctx, listener)
+	wakes := listenWakes(t, ctx, listener)
 	// The looks are 5 to 100 ms apart and the pause and the resume a round
 	// trip: without the resume's note most rounds go unheard.
 	for i := range 5 {

@@ -253,7 +253,7 @@ func TestUpgradeLooker(t *testing.T) {
 	}
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	wakes := lookerListen(t, lctx, openBackend(t, name, lookerParams))
+	wakes := listenWakes(t, lctx, openBackend(t, name, lookerParams))
 	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
 		{Queue: "after_upgrade", Kind: "new", Args: []byte(`{}`), MaxAttempts: 3},
 	}}); err != nil {

@@ -390,10 +390,13 @@ func b2i(v bool) int {
 
 // workflowTasks selects a workflow's tasks (param: its id) through
 // spool_jobs_member (has_dependents, workflow_id, …): has_dependents is
-// only ever 0 or 1, so the two ranges hold every task (schema 19). The
-// edges are read from the tasks (STRAIGHT_JOIN), not the tasks from every
-// edge.
+// only ever 0 or 1, so the two ranges hold every task (schema 19).
 const workflowTasks = `has_dependents IN (0, 1) AND workflow_id = ?`
+
+// workflowEdges reads a workflow's edges (param: its id) from its tasks
+// (STRAIGHT_JOIN): joined the other way, the server read every edge.
+const workflowEdges = `SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_jobs j
+STRAIGHT_JOIN {{db}}.spool_deps d ON d.child_id = j.id WHERE j.` + workflowTasks
 
 // WorkflowList implements backend.WorkflowStore.
 func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParams) ([]*backend.WorkflowSummary, error) {
@@ -455,8 +458,7 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
 	d.Tasks = len(d.Jobs)
-	rows, err = b.db.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_jobs j
-STRAIGHT_JOIN {{db}}.spool_deps d ON d.child_id = j.id WHERE j.`+workflowTasks), id)
+	rows, err = b.db.QueryContext(ctx, b.wf(workflowEdges), id)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
@@ -565,8 +567,7 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 		for i, j := range ids {
 			states[j] = list[i]
 		}
-		rows, err := tx.QueryContext(ctx, b.wf(`SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_jobs j
-STRAIGHT_JOIN {{db}}.spool_deps d ON d.child_id = j.id WHERE j.`+workflowTasks), id)
+		rows, err := tx.QueryContext(ctx, b.wf(workflowEdges), id)
 		if err != nil {
 			return err
 		}
