@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 
@@ -30,9 +29,9 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var raws []*rawJob
-	err = b.st.writeConnTx(ctx, true, func(conn *sql.Conn, tx *sql.Tx) error {
+	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		c := claimed{queue: p.Queue, claimID: p.ClaimID, now: nowMicros(), leaseUS: p.Lease.Microseconds()}
-		raws, err = claimRows(ctx, conn, tx, stmts, c, p.Max)
+		raws, err = claimRows(ctx, tx, stmts, c, p.Max)
 		return err
 	})
 	if err != nil {
@@ -65,21 +64,13 @@ func (st *store) claimStmts(ctx context.Context) (claimStatements, error) {
 // claimRows claims up to max jobs of c's queue in tx, a write transaction
 // of the store: claim.sql reads the rows, then claim_lease.sql leases the
 // same rows, which the write lock keeps as they were read. It returns them
-// in claim order, as leased. With conn, tx's connection, the rows are read
-// through the driver's own (claimRead), else through database/sql.
-func claimRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, s claimStatements, c claimed, max int) ([]*rawJob, error) {
-	var (
-		raws []*rawJob
-		err  error
-	)
-	if conn != nil {
-		raws, err = claimRead(ctx, conn, c, max)
-	} else {
-		var rows *sql.Rows
-		if rows, err = tx.StmtContext(ctx, s.read).QueryContext(ctx, c.now, c.queue, max); err == nil {
-			raws, err = collectClaimed(rows, c)
-		}
+// in claim order, as leased.
+func claimRows(ctx context.Context, tx *sql.Tx, s claimStatements, c claimed, max int) ([]*rawJob, error) {
+	rows, err := tx.StmtContext(ctx, s.read).QueryContext(ctx, c.now, c.queue, max)
+	if err != nil {
+		return nil, err
 	}
+	raws, err := collectClaimed(rows, c)
 	if err != nil || len(raws) == 0 {
 		return nil, err
 	}
@@ -96,30 +87,6 @@ func claimRows(ctx context.Context, conn *sql.Conn, tx *sql.Tx, s claimStatement
 		return nil, fmt.Errorf("leased %d rows of the %d read", n, len(raws))
 	}
 	return raws, nil
-}
-
-// claimRead runs claim.sql on conn's driver connection, inside the write
-// transaction begun on conn, and reads its rows through the driver: no
-// database/sql scan per column (docs/sqlite.md, "The hot path and its
-// costs"). The statement is compiled at every claim (the driver keeps no
-// statement of a connection-level query), a few dozen instructions a job
-// of a claim of a thousand.
-func claimRead(ctx context.Context, conn *sql.Conn, c claimed, max int) ([]*rawJob, error) {
-	var raws []*rawJob
-	err := conn.Raw(func(dc any) error {
-		q, ok := dc.(driver.QueryerContext)
-		if !ok {
-			return fmt.Errorf("driver connection %T runs no query", dc)
-		}
-		rows, err := q.QueryContext(ctx, stmt.claim, []driver.NamedValue{
-			{Ordinal: 1, Value: c.now}, {Ordinal: 2, Value: c.queue}, {Ordinal: 3, Value: int64(max)}})
-		if err != nil {
-			return err
-		}
-		raws, err = collectClaimedDriver(rows, c)
-		return err
-	})
-	return raws, err
 }
 
 // JobReleaseClaim implements backend.Backend.

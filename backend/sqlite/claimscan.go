@@ -2,12 +2,8 @@ package sqlite
 
 import (
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"time"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -33,141 +29,84 @@ type claimed struct {
 	now, leaseUS   int64
 }
 
-// claimCollector turns the rows of claim.sql (claimColumns) into raw
-// jobs, as the claim leases them: attempt and fence one more than read.
+// collectClaimed reads the rows of claim.sql (claimColumns) and closes
+// rows, as the claim leases them: attempt and fence one more than read.
 // The JSON columns are decoded later, out of the write lock
 // (rawJob.decode).
 //
-// Every column arrives as an interface value and is converted here: a
-// scan into typed targets makes database/sql convert an integer column
-// into an *int64 (or an sql.NullInt64) by reflection, which cost more than
-// the rest of a row's scan. Kinds are interned (a batch usually holds
-// few), and the args of a block of rows share one array.
-type claimCollector struct {
-	c                        claimed
-	out                      []*rawJob
-	block                    []rawJob
-	arena                    []byte
-	kinds                    map[string]string
-	leasedUntil, attemptedAt time.Time
-	cv                       columnValues
-}
-
-func newClaimCollector(c claimed) *claimCollector {
-	return &claimCollector{c: c, kinds: map[string]string{}, leasedUntil: fromMicros(c.now + c.leaseUS), attemptedAt: fromMicros(c.now)}
-}
-
-// add converts one row. Its []byte values may be the driver's own buffers,
-// which the next row reuses: they are copied.
-func (k *claimCollector) add(vals []driver.Value) error {
-	if len(k.block) == 0 {
-		// Rows are allocated in blocks, not one by one.
-		k.block = make([]rawJob, min(max(len(k.out), 16), 1024))
-	}
-	r := &k.block[0]
-	k.block = k.block[1:]
-	j := &r.j
-	cv := &k.cv
-	j.ID = cv.int(vals[0])
-	kind := cv.text(vals[1])
-	kd, ok := k.kinds[kind]
-	if !ok {
-		kd = kind
-		k.kinds[kd] = kd
-	}
-	j.Kind = kd
-	switch a := vals[2].(type) {
-	case string:
-		at := k.room(len(a))
-		k.arena = append(k.arena, a...)
-		j.Args = json.RawMessage(k.arena[at:len(k.arena):len(k.arena)])
-	case []byte:
-		at := k.room(len(a))
-		k.arena = append(k.arena, a...)
-		j.Args = json.RawMessage(k.arena[at:len(k.arena):len(k.arena)])
-	default:
-		cv.fail(a)
-	}
-	j.Priority, j.Attempt, j.MaxAttempts = int16(cv.int(vals[3])), int16(cv.int(vals[5])+1), int16(cv.int(vals[6]))
-	j.RunAt, j.Fence, j.CreatedAt = fromMicros(cv.int(vals[4])), int32(cv.int(vals[7])+1), fromMicros(cv.int(vals[8]))
-	r.tags, r.meta = cv.textOr(vals[9], "[]"), cv.textOr(vals[10], "{}")
-	if vals[11] != nil {
-		t := fromMicros(cv.int(vals[11]))
-		j.FinalizedAt = &t
-	}
-	r.errs, r.out = cv.nullText(vals[12]), cv.nullText(vals[15])
-	j.UniqueKey, j.UniqueStates = cv.textOr(vals[13], ""), backend.UniqueStates(cv.intOr(vals[14]))
-	j.FlowKey, j.HasDependents = cv.textOr(vals[16], ""), cv.int(vals[17]) != 0
-	j.WorkflowID, j.WorkflowTask, j.BatchID = cv.intOr(vals[18]), cv.textOr(vals[19], ""), cv.intOr(vals[20])
-	if cv.err != nil {
-		return cv.err
-	}
-	j.Queue, j.State = k.c.queue, backend.StateRunning
-	r.leasedUntil, r.attemptedAt = k.leasedUntil, k.attemptedAt
-	j.LeasedUntil, j.AttemptedAt, j.LeasedBy = &r.leasedUntil, &r.attemptedAt, k.c.claimID
-	k.out = append(k.out, r)
-	return nil
-}
-
-// room makes room for n more bytes of args in the shared array and
-// returns where they start.
-func (k *claimCollector) room(n int) int {
-	if cap(k.arena)-len(k.arena) < n {
-		k.arena = make([]byte, 0, max(16<<10, n))
-	}
-	return len(k.arena)
-}
-
-// collectClaimed reads the rows of claim.sql through database/sql and
-// closes rows.
+// Every column is scanned into an interface value and converted here:
+// database/sql converts an integer column into an *int64 (or an
+// sql.NullInt64) by reflection, which cost more than the rest of a row's
+// scan. Kinds are interned (a batch usually holds few), and the args of a
+// block of rows share one array.
 func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 	defer rows.Close()
 	var (
-		k     = newClaimCollector(c)
-		vals  [claimColumnCount]any
-		dest  [claimColumnCount]any
-		dvals [claimColumnCount]driver.Value
+		out         []*rawJob
+		vals        [claimColumnCount]any
+		dest        [claimColumnCount]any
+		block       []rawJob
+		arena       []byte
+		kinds       = map[string]string{}
+		leasedUntil = fromMicros(c.now + c.leaseUS)
+		attemptedAt = fromMicros(c.now)
+		cv          columnValues
 	)
 	for i := range dest {
 		dest[i] = &vals[i]
 	}
 	for rows.Next() {
+		if len(block) == 0 {
+			// Rows are allocated in blocks, not one by one.
+			block = make([]rawJob, min(max(len(out), 16), 1024))
+		}
+		r := &block[0]
+		block = block[1:]
+		j := &r.j
 		if err := rows.Scan(dest[:]...); err != nil {
 			return nil, err
 		}
-		for i, v := range vals {
-			dvals[i] = v
+		j.ID = cv.int(vals[0])
+		kind := cv.text(vals[1])
+		k, ok := kinds[kind]
+		if !ok {
+			k = kind
+			kinds[k] = k
 		}
-		if err := k.add(dvals[:]); err != nil {
-			return nil, err
+		j.Kind = k
+		switch a := vals[2].(type) {
+		case string:
+			if cap(arena)-len(arena) < len(a) {
+				arena = make([]byte, 0, max(16<<10, len(a)))
+			}
+			at := len(arena)
+			arena = append(arena, a...)
+			j.Args = json.RawMessage(arena[at:len(arena):len(arena)])
+		case []byte: // a copy of the driver's (database/sql's scan into an any)
+			j.Args = json.RawMessage(a)
+		default:
+			cv.fail(a)
 		}
+		j.Priority, j.Attempt, j.MaxAttempts = int16(cv.int(vals[3])), int16(cv.int(vals[5])+1), int16(cv.int(vals[6]))
+		j.RunAt, j.Fence, j.CreatedAt = fromMicros(cv.int(vals[4])), int32(cv.int(vals[7])+1), fromMicros(cv.int(vals[8]))
+		r.tags, r.meta = cv.textOr(vals[9], "[]"), cv.textOr(vals[10], "{}")
+		if vals[11] != nil {
+			t := fromMicros(cv.int(vals[11]))
+			j.FinalizedAt = &t
+		}
+		r.errs, r.out = cv.nullText(vals[12]), cv.nullText(vals[15])
+		j.UniqueKey, j.UniqueStates = cv.textOr(vals[13], ""), backend.UniqueStates(cv.intOr(vals[14]))
+		j.FlowKey, j.HasDependents = cv.textOr(vals[16], ""), cv.int(vals[17]) != 0
+		j.WorkflowID, j.WorkflowTask, j.BatchID = cv.intOr(vals[18]), cv.textOr(vals[19], ""), cv.intOr(vals[20])
+		if cv.err != nil {
+			return nil, cv.err
+		}
+		j.Queue, j.State = c.queue, backend.StateRunning
+		r.leasedUntil, r.attemptedAt = leasedUntil, attemptedAt
+		j.LeasedUntil, j.AttemptedAt, j.LeasedBy = &r.leasedUntil, &r.attemptedAt, c.claimID
+		out = append(out, r)
 	}
-	return k.out, rows.Err()
-}
-
-// collectClaimedDriver reads the rows of claim.sql through the driver's
-// own rows, without database/sql's scan, and closes rows.
-func collectClaimedDriver(rows driver.Rows, c claimed) ([]*rawJob, error) {
-	defer rows.Close()
-	if n := len(rows.Columns()); n != claimColumnCount {
-		return nil, fmt.Errorf("claimed rows have %d columns, want %d", n, claimColumnCount)
-	}
-	var (
-		k    = newClaimCollector(c)
-		vals [claimColumnCount]driver.Value
-	)
-	for {
-		err := rows.Next(vals[:])
-		if errors.Is(err, io.EOF) {
-			return k.out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := k.add(vals[:]); err != nil {
-			return nil, err
-		}
-	}
+	return out, rows.Err()
 }
 
 // columnValues converts the values of a scan into interface values,

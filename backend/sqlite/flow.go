@@ -167,7 +167,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		case t.Any:
 			// JobClaim's own statements.
 			var raws []*rawJob
-			if raws, err = claimRows(ctx, nil, f.tx, f.stmts, c, t.Max); err == nil {
+			if raws, err = claimRows(ctx, f.tx, f.stmts, c, t.Max); err == nil {
 				var got []*backend.JobRow
 				got, err = decodeJobs(raws)
 				jobs = append(jobs, got...)

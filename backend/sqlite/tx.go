@@ -39,29 +39,13 @@ const fairRetryInterval = time.Millisecond
 // Nothing else is done while the lock is held: callers prepare their
 // statements' arguments before and decode results after.
 func (st *store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return st.writeConnTx(ctx, false, func(_ *sql.Conn, tx *sql.Tx) error { return fn(tx) })
-}
-
-// writeConnTx is writeTx, on a connection of the writer pool held for the
-// transaction when withConn is set: fn then gets that *sql.Conn too, whose
-// Raw reaches the driver's connection inside the transaction.
-func (st *store) writeConnTx(ctx context.Context, withConn bool, fn func(conn *sql.Conn, tx *sql.Tx) error) error {
 	select {
 	case st.token <- struct{}{}:
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 	defer func() { <-st.token }()
-	var conn *sql.Conn
-	if withConn {
-		c, err := st.writer.Conn(ctx)
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		defer c.Close()
-		conn = c
-	}
-	tx, acquired, err := st.beginImmediate(ctx, conn)
+	tx, acquired, err := st.beginImmediate(ctx)
 	if err != nil {
 		return err
 	}
@@ -69,7 +53,7 @@ func (st *store) writeConnTx(ctx context.Context, withConn bool, fn func(conn *s
 		st.rollback(tx)
 		return err
 	}
-	if err := fn(conn, tx); err != nil {
+	if err := fn(tx); err != nil {
 		st.rollback(tx)
 		st.noteHold(acquired)
 		return err
@@ -109,19 +93,14 @@ func (st *store) noteHold(acquired time.Time) {
 	st.noteStall(held(acquired, time.Now()))
 }
 
-// beginImmediate begins a transaction on the writer pool, or on conn, one
-// of its connections, when not nil (the driver issues BEGIN IMMEDIATE),
-// waiting for other processes' write locks as the store's busy mode says.
-// It returns when it got the lock. With the fair handler, every busy
-// attempt is recorded as a possible stall (noteBusy).
-func (st *store) beginImmediate(ctx context.Context, conn *sql.Conn) (*sql.Tx, time.Time, error) {
-	begin := st.writer.BeginTx
-	if conn != nil {
-		begin = conn.BeginTx
-	}
+// beginImmediate begins a transaction on the writer pool (the driver issues
+// BEGIN IMMEDIATE), waiting for other processes' write locks as the store's
+// busy mode says. It returns when it got the lock. With the fair handler,
+// every busy attempt is recorded as a possible stall (noteBusy).
+func (st *store) beginImmediate(ctx context.Context) (*sql.Tx, time.Time, error) {
 	if st.busy == BusyBackoff {
 		// SQLite's own handler waits inside BEGIN, up to busy_timeout.
-		tx, err := begin(ctx, nil)
+		tx, err := st.writer.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, time.Time{}, wrapBusy(err, st.busyTimeout)
 		}
@@ -129,7 +108,7 @@ func (st *store) beginImmediate(ctx context.Context, conn *sql.Conn) (*sql.Tx, t
 	}
 	start := time.Now()
 	for {
-		tx, err := begin(ctx, nil)
+		tx, err := st.writer.BeginTx(ctx, nil)
 		if err == nil {
 			return tx, time.Now(), nil
 		}
