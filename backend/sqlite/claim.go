@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/spoolq/spool/backend"
 )
@@ -25,18 +24,14 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	b.st.noteLease(p.Lease)
-	claim, err := b.st.prepared(ctx, stmt.claim)
+	stmts, err := b.st.claimStmts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var raws []*rawJob
 	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
 		c := claimed{queue: p.Queue, claimID: p.ClaimID, now: nowMicros(), leaseUS: p.Lease.Microseconds()}
-		rows, err := tx.StmtContext(ctx, claim).QueryContext(ctx, c.now, c.leaseUS, c.claimID, c.queue, p.Max)
-		if err != nil {
-			return err
-		}
-		raws, err = collectClaimed(rows, c)
+		raws, err = claimRows(ctx, tx, stmts, c, p.Max)
 		return err
 	})
 	if err != nil {
@@ -47,8 +42,51 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	slices.SortFunc(jobs, backend.ClaimOrder)
-	return jobs, nil
+	return jobs, nil // in claim order, as claim.sql reads them
+}
+
+// claimStatements are a claim's two statements (claim.sql, claim_lease.sql).
+type claimStatements struct{ read, lease *sql.Stmt }
+
+// claimStmts returns the claim's statements, prepared on the writer pool.
+func (st *store) claimStmts(ctx context.Context) (claimStatements, error) {
+	read, err := st.prepared(ctx, stmt.claim)
+	if err != nil {
+		return claimStatements{}, err
+	}
+	lease, err := st.prepared(ctx, stmt.claimLease)
+	if err != nil {
+		return claimStatements{}, err
+	}
+	return claimStatements{read: read, lease: lease}, nil
+}
+
+// claimRows claims up to max jobs of c's queue in tx, a write transaction
+// of the store: claim.sql reads the rows, then claim_lease.sql leases the
+// same rows, which the write lock keeps as they were read. It returns them
+// in claim order, as leased.
+func claimRows(ctx context.Context, tx *sql.Tx, s claimStatements, c claimed, max int) ([]*rawJob, error) {
+	rows, err := tx.StmtContext(ctx, s.read).QueryContext(ctx, c.now, c.queue, max)
+	if err != nil {
+		return nil, err
+	}
+	raws, err := collectClaimed(rows, c)
+	if err != nil || len(raws) == 0 {
+		return nil, err
+	}
+	res, err := tx.StmtContext(ctx, s.lease).ExecContext(ctx, c.now, c.queue, max, c.leaseUS, c.claimID)
+	if err != nil {
+		return nil, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	if n != int64(len(raws)) {
+		// The transaction is rolled back: nothing is leased.
+		return nil, fmt.Errorf("leased %d rows of the %d read", n, len(raws))
+	}
+	return raws, nil
 }
 
 // JobReleaseClaim implements backend.Backend.

@@ -8,13 +8,14 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// claimColumns is what a claim returns, in scanClaimed's order: the
-// columns the claim does not know. The queue, the state (running), the
-// lease and the attempt time are the claim's own parameters, so they are
-// not copied out of SQLite for every row; a running job waits for nothing,
-// so neither are wait_kind and deps_left. A column at its default comes
-// back as NULL (empty tags and metadata, no key, no workflow…), which the
-// driver passes without a value to allocate.
+// claimColumns is what a claim reads (claim.sql), in collectClaimed's
+// order: the columns the claim does not know. The queue, the state
+// (running), the lease and the attempt time are the claim's own
+// parameters, so they are not copied out of SQLite for every row; a
+// running job waits for nothing, so neither are wait_kind and deps_left.
+// attempt and fence are read before the claim increments them. A column at
+// its default comes back as NULL (empty tags and metadata, no key, no
+// workflow…), which the driver passes without a value to allocate.
 const claimColumns = `id, kind, args, priority, run_at, attempt, max_attempts, fence, created_at,
   nullif(tags, '[]'), nullif(metadata, '{}'), finalized_at, errors, unique_key, unique_states, output, flow_key,
   has_dependents, workflow_id, workflow_task, batch_id`
@@ -28,8 +29,9 @@ type claimed struct {
 	now, leaseUS   int64
 }
 
-// collectClaimed reads the rows of a claim statement (claimColumns) and
-// closes rows; the JSON columns are decoded later, out of the write lock
+// collectClaimed reads the rows of claim.sql (claimColumns) and closes
+// rows, as the claim leases them: attempt and fence one more than read.
+// The JSON columns are decoded later, out of the write lock
 // (rawJob.decode).
 //
 // Every column is scanned into an interface value and converted here:
@@ -85,8 +87,8 @@ func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 		default:
 			cv.fail(a)
 		}
-		j.Priority, j.Attempt, j.MaxAttempts = int16(cv.int(vals[3])), int16(cv.int(vals[5])), int16(cv.int(vals[6]))
-		j.RunAt, j.Fence, j.CreatedAt = fromMicros(cv.int(vals[4])), int32(cv.int(vals[7])), fromMicros(cv.int(vals[8]))
+		j.Priority, j.Attempt, j.MaxAttempts = int16(cv.int(vals[3])), int16(cv.int(vals[5])+1), int16(cv.int(vals[6]))
+		j.RunAt, j.Fence, j.CreatedAt = fromMicros(cv.int(vals[4])), int32(cv.int(vals[7])+1), fromMicros(cv.int(vals[8]))
 		r.tags, r.meta = cv.textOr(vals[9], "[]"), cv.textOr(vals[10], "{}")
 		if vals[11] != nil {
 			t := fromMicros(cv.int(vals[11]))

@@ -18,8 +18,12 @@ import (
 // and writes is the same instant.
 func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParams, claim func(backend.FlowTx) error) error {
 	b.st.noteLease(p.Lease)
-	err := b.st.writeTx(ctx, func(tx *sql.Tx) error {
-		return claim(&flowTx{tx: tx, p: p, now: nowMicros()})
+	stmts, err := b.st.claimStmts(ctx)
+	if err != nil {
+		return fmt.Errorf("claim jobs: %w", err)
+	}
+	err = b.st.writeTx(ctx, func(tx *sql.Tx) error {
+		return claim(&flowTx{tx: tx, p: p, now: nowMicros(), stmts: stmts})
 	})
 	if err != nil {
 		return fmt.Errorf("claim jobs: %w", err)
@@ -29,9 +33,10 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 
 // flowTx is a flow claim's write transaction.
 type flowTx struct {
-	tx  *sql.Tx
-	p   *backend.JobClaimFlowParams
-	now int64 // microseconds
+	tx    *sql.Tx
+	p     *backend.JobClaimFlowParams
+	now   int64 // microseconds
+	stmts claimStatements
 }
 
 func (f *flowTx) FlowRunning(ctx context.Context) (*backend.FlowRunning, error) {
@@ -134,12 +139,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		if err != nil {
 			return err
 		}
-		var raws []*rawJob
-		if query == stmt.claim {
-			raws, err = collectClaimed(rows, c)
-		} else {
-			raws, err = collectRawJobs(rows)
-		}
+		raws, err := collectRawJobs(rows)
 		if err != nil {
 			return err
 		}
@@ -165,7 +165,13 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		var err error
 		switch {
 		case t.Any:
-			err = run(stmt.claim, append(slices.Clone(base), t.Max)...) // JobClaim's own statement
+			// JobClaim's own statements.
+			var raws []*rawJob
+			if raws, err = claimRows(ctx, f.tx, f.stmts, c, t.Max); err == nil {
+				var got []*backend.JobRow
+				got, err = decodeJobs(raws)
+				jobs = append(jobs, got...)
+			}
 		case t.Key == "":
 			err = run(stmt.flowTakeKeyless, append(slices.Clone(base), t.Max, t.Window)...)
 		default:

@@ -10,12 +10,14 @@ import (
 
 // statements holds the backend's fixed statements, one file each in sql/,
 // named after the field (releaseClaim in release_claim.sql). {{cols}} is
-// jobColumns, {{claim_cols}} claimColumns and {{finish_input}} finishInput;
+// jobColumns, {{claim_cols}} claimColumns, {{finish_input}} finishInput and
+// {{NAME}} the fragment sql/fragments/NAME.sql (claim_pick);
 // {{pairs}} is left for finish.go, which puts in as many "(?, ?)" as a
 // batch needs. Nothing else is spliced in, every value is bound.
 type statements struct {
 	cancel                string
 	claim                 string
+	claimLease            string
 	claimProbe            string
 	cleanup               string
 	createMigrationsTable string
@@ -75,7 +77,7 @@ type statements struct {
 const finishInput = `(SELECT e.value->>0 AS fid, e.value->>1 AS ffence, e.value->>2 AS outcome,
   e.value->>3 AS delay, e.value->>4 AS err FROM json_each(?2) AS e)`
 
-//go:embed sql/*.sql
+//go:embed sql/*.sql sql/fragments/*.sql
 var sqlFiles embed.FS
 
 // stmt holds the statements, loaded when the package initialises. The files
@@ -84,11 +86,19 @@ var sqlFiles embed.FS
 var stmt = mustLoadStatements()
 
 func mustLoadStatements() statements {
-	var s statements
-	r := strings.NewReplacer("{{cols}}", jobColumns, "{{claim_cols}}", claimColumns, "{{finish_input}}", finishInput)
+	var (
+		s         statements
+		claimPick string
+	)
+	if err := sqltext.Load(sqlFiles, "sql/fragments", strings.NewReplacer(), map[string]*string{"claim_pick": &claimPick}); err != nil {
+		panic(fmt.Sprintf("sqlite backend: %v", err))
+	}
+	r := strings.NewReplacer("{{cols}}", jobColumns, "{{claim_cols}}", claimColumns, "{{finish_input}}", finishInput,
+		"{{claim_pick}}", claimPick)
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"cancel":                  &s.cancel,
 		"claim":                   &s.claim,
+		"claim_lease":             &s.claimLease,
 		"claim_probe":             &s.claimProbe,
 		"cleanup":                 &s.cleanup,
 		"create_migrations_table": &s.createMigrationsTable,

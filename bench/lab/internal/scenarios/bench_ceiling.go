@@ -156,6 +156,10 @@ type drainBeside struct {
 	// ServerCPUPerJobUS is the median of the drains' server CPU per job.
 	ServerCPUPerJobUS float64   `json:"server_cpu_per_job_us"`
 	ServerCPURuns     []float64 `json:"server_cpu_runs_us"`
+	// CPUPerJobUS is the median of the drains' own CPU per job (bench
+	// drain's client CPU: this process's, which holds SQLite's too).
+	CPUPerJobUS float64   `json:"cpu_per_job_us,omitempty"`
+	CPURuns     []float64 `json:"cpu_runs_us,omitempty"`
 	// FractionOf is the drain's median over each variant's median.
 	FractionOf map[string]float64 `json:"fraction_of"`
 }
@@ -289,7 +293,10 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 				return bench.WithCause(ctx, fmt.Errorf("lab ceiling: %s: %w", drains[i].Name, err))
 			}
 			drains[i].Runs = append(drains[i].Runs, jps)
-			drains[i].ServerCPURuns = append(drains[i].ServerCPURuns, cpu)
+			drains[i].ServerCPURuns = append(drains[i].ServerCPURuns, cpu.server)
+			if cpu.process > 0 {
+				drains[i].CPURuns = append(drains[i].CPURuns, cpu.process)
+			}
 		}
 	}
 	for i := range res.Variants {
@@ -309,6 +316,9 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 		d := &drains[i]
 		d.JobsPerS = bench.Median(d.Runs)
 		d.ServerCPUPerJobUS = bench.Median(d.ServerCPURuns)
+		if len(d.CPURuns) > 0 {
+			d.CPUPerJobUS = bench.Median(d.CPURuns)
+		}
 		d.FractionOf = map[string]float64{}
 		for _, v := range res.Variants {
 			if v.JobsPerS > 0 {
@@ -474,9 +484,12 @@ func (r *ceilingRun) runVariant(ctx context.Context, v ceilingVariant, batch int
 	return cli.Rate(int64(r.jobs), elapsed), cost, storeName, nil
 }
 
+// drainCPU is a drain's CPU per job, in µs: the servers' and its own.
+type drainCPU struct{ server, process float64 }
+
 // runDrain runs bench drain with the same job count on a store of its own
-// and returns its jobs/s and server CPU µs per job.
-func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (float64, float64, error) {
+// and returns its jobs/s and CPU µs per job.
+func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (float64, drainCPU, error) {
 	args := []string{"--jobs", strconv.Itoa(r.jobs), "--json", "--insert-chunk", strconv.Itoa(r.chunk), "--database-url", dsn}
 	if *r.run.Common.Quiet {
 		args = append(args, "--quiet")
@@ -485,16 +498,17 @@ func (r *ceilingRun) runDrain(ctx context.Context, dsn string, flags []string) (
 	var out bytes.Buffer
 	sub := &cli.Env{Stdout: &out, Stderr: r.run.Stderr, StderrTerminal: r.run.Env.StderrTerminal}
 	if err := bench.NewDrainCommand(sub).Run(ctx, args); err != nil {
-		return 0, 0, err
+		return 0, drainCPU{}, err
 	}
 	var res struct {
 		JobsPerS          float64 `json:"jobs_per_s"`
 		ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us"`
+		ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return 0, 0, fmt.Errorf("read drain result: %w", err)
+		return 0, drainCPU{}, fmt.Errorf("read drain result: %w", err)
 	}
-	return res.JobsPerS, res.ServerCPUPerJobUS, nil
+	return res.JobsPerS, drainCPU{server: res.ServerCPUPerJobUS, process: res.ClientCPUPerJobUS}, nil
 }
 
 // ceilingFigure draws the medians as bars.
@@ -536,13 +550,13 @@ func printCeilingResult(w io.Writer, r *ceilingResult) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"DRAIN", "JOBS/S", "RUNS", "SERVER µs/JOB"}
+	head := []string{"DRAIN", "JOBS/S", "RUNS", "SERVER µs/JOB", "CPU µs/JOB"}
 	for _, v := range r.Variants {
 		head = append(head, "OF "+v.Name)
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, d := range r.Drains {
-		row := []string{d.Name, cli.HumanInt(d.JobsPerS), bench.FormatRuns(d.Runs), cpuText(d.ServerCPUPerJobUS)}
+		row := []string{d.Name, cli.HumanInt(d.JobsPerS), bench.FormatRuns(d.Runs), cpuText(d.ServerCPUPerJobUS), cpuText(d.CPUPerJobUS)}
 		for _, v := range r.Variants {
 			row = append(row, fmt.Sprintf("%.0f%%", 100*d.FractionOf[v.Name]))
 		}
@@ -653,7 +667,9 @@ its loops are fastest at batches of about 1,000 to 2,000 (BENCHMARKS.md).
 
 With --compare-drain each round also runs bench drain on the same number of
 jobs (completed rows kept, then deleted), and the table gives each drain as
-a fraction of each variant: the share of the server's ceiling Spool reaches.
+a fraction of each variant: the share of the server's ceiling Spool reaches,
+and each drain's own CPU per job (bench drain's client CPU; for SQLite,
+which runs in the process, the whole cost).
 
 One round is one run of each variant: its figure moves with whatever else
 the machine does. For a stable median use --rounds 5 and compare within

@@ -28,6 +28,9 @@ func TestBenchCeiling(t *testing.T) {
 		t.Fatalf("want two drains beside the loops, got %+v", res.Drains)
 	}
 	for _, d := range res.Drains {
+		if d.CPUPerJobUS <= 0 || len(d.CPURuns) != 1 {
+			t.Errorf("%s: own CPU a job %v (runs %v), want one run's", d.Name, d.CPUPerJobUS, d.CPURuns)
+		}
 		for _, v := range res.Variants {
 			if want := d.JobsPerS / v.JobsPerS; d.FractionOf[v.Name] != want {
 				t.Errorf("%s as a fraction of %s: %v, want %v", d.Name, v.Name, d.FractionOf[v.Name], want)
