@@ -228,15 +228,20 @@ func mysqlCeilingSession(t mysqlLoopTable, deleteDone bool) func(ctx context.Con
 			}
 			q := finish + idList(ids)
 			if leaseList {
-				// As completeFast: the fence each claim raised, beside
-				// Spool's guard for jobs with dependents.
+				// As completeFast before the lease guard: the fence each
+				// claim raised (none with fence omitted), beside Spool's
+				// guard for jobs with dependents.
+				raised := int64(1)
+				if mysqlOmitted("fence") {
+					raised = 0
+				}
 				var b strings.Builder
 				b.WriteString(" AND NOT has_dependents AND (id, fence) IN (")
 				for i, id := range ids {
 					if i > 0 {
 						b.WriteByte(',')
 					}
-					fmt.Fprintf(&b, "(%d,%d)", id, fences[i]+1)
+					fmt.Fprintf(&b, "(%d,%d)", id, fences[i]+raised)
 				}
 				b.WriteByte(')')
 				q += b.String()
