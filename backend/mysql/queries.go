@@ -236,7 +236,7 @@ func inList(ids []int64) string {
 // one arm per fence in the order first seen, each with its ids as they
 // came. A row matches when its (id, fence) is one of the pairs, as with a
 // row-constructor list "(id, fence) IN ((…), …)", which MariaDB evaluated
-// at 5–7 µs of server CPU more per row of a 2,000-job completion
+// at 5–8 µs of server CPU more per row of a 2,000-job completion
 // (docs/mysql.md, "What a claim and a finish cost"); an integer IN list
 // is searched by bisection. A drain's leases mostly share one fence.
 func leaseGuard(ids []int64, fences []int32) string {
