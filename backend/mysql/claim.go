@@ -261,7 +261,7 @@ func (b *Backend) claimPicked(ctx context.Context, picked []*backend.JobRow, now
 	at := sqlTime(now)
 	var n int64
 	err := b.retry(ctx, func() error {
-		res, err := b.db.ExecContext(ctx, b.sql.optimisticUpdate+inList(ids)+" AND (id, fence) IN "+leaseList(ids, fences),
+		res, err := b.db.ExecContext(ctx, b.sql.optimisticUpdate+inList(ids)+leaseGuard(ids, fences),
 			at, micros(p.Lease), leaseHolder(p.ClaimID), at)
 		if err != nil {
 			return err

@@ -68,8 +68,7 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 var errLeaseMissed = errors.New("a lease did not hold")
 
 // completeFast writes a batch of plain completions (fs sorted by id) with
-// one UPDATE (or DELETE) whose condition holds the leases, "(id, fence) IN
-// (…)", in a transaction of its own: when every lease holds, that is the
+// one UPDATE (or DELETE) whose condition holds the leases (leaseGuard), in a transaction of its own: when every lease holds, that is the
 // whole finish, without the locking read of finish. When fewer rows match,
 // it rolls back and reports false, and the caller finishes the batch the
 // long way, which names the rejected leases. A batch with any other outcome,
@@ -90,7 +89,7 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 	// A job with dependents is left to the long way, which settles them
 	// in the same transaction (workflow.go): matching fewer rows sends the
 	// batch there.
-	q += inList(ids) + " AND NOT has_dependents AND (id, fence) IN " + leaseList(ids, fences)
+	q += inList(ids) + " AND NOT has_dependents" + leaseGuard(ids, fences)
 	// Every lease holds when the statement matches every row: the
 	// records the completions carry are written after it, in the same
 	// transaction (none for a job it deletes).

@@ -25,7 +25,7 @@ func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatM
 	}
 	var matched int64
 	err := b.retry(ctx, func() error {
-		res, err := b.db.ExecContext(ctx, b.sql.heartbeat+inList(ids)+" AND (id, fence) IN "+leaseList(ids, fences), micros(p.Lease))
+		res, err := b.db.ExecContext(ctx, b.sql.heartbeat+inList(ids)+leaseGuard(ids, fences), micros(p.Lease))
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"embed"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -229,20 +230,43 @@ func inList(ids []int64) string {
 	return b.String()
 }
 
-// leaseList formats (id, fence) pairs as a SQL row list: ((1,2),(3,4)).
-func leaseList(ids []int64, fences []int32) string {
-	var b strings.Builder
-	b.Grow(len(ids)*12 + 2)
-	b.WriteByte('(')
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
+// leaseGuard is the condition that holds a row to its lease, appended
+// after "id IN (ids)": " AND fence = f" when every lease has fence f,
+// else " AND (fence = f1 AND id IN (…) OR fence = f2 AND id IN (…) …)",
+// one arm per fence in the order first seen, each with its ids as they
+// came. A row matches when its (id, fence) is one of the pairs, as with a
+// row-constructor list "(id, fence) IN ((…), …)", which MariaDB evaluated
+// at 5–8 µs of server CPU more per row of a 2,000-job completion
+// (docs/mysql.md, "What a claim and a finish cost"); an integer IN list
+// is searched by bisection. A drain's leases mostly share one fence.
+func leaseGuard(ids []int64, fences []int32) string {
+	first := make([]int32, 0, 2)
+	for _, f := range fences {
+		if !slices.Contains(first, f) {
+			first = append(first, f)
 		}
-		b.WriteByte('(')
-		b.WriteString(strconv.FormatInt(id, 10))
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatInt(int64(fences[i]), 10))
-		b.WriteByte(')')
+	}
+	if len(first) == 1 {
+		return " AND fence = " + strconv.FormatInt(int64(first[0]), 10)
+	}
+	var b strings.Builder
+	b.Grow(len(ids)*8 + len(first)*24 + 8)
+	b.WriteString(" AND (")
+	group := make([]int64, 0, len(ids))
+	for k, f := range first {
+		if k > 0 {
+			b.WriteString(" OR ")
+		}
+		group = group[:0]
+		for i, g := range fences {
+			if g == f {
+				group = append(group, ids[i])
+			}
+		}
+		b.WriteString("fence = ")
+		b.WriteString(strconv.FormatInt(int64(f), 10))
+		b.WriteString(" AND id IN ")
+		b.WriteString(inList(group))
 	}
 	b.WriteByte(')')
 	return b.String()

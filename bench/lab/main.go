@@ -1,10 +1,12 @@
 // Command lab runs Spool's laboratory experiments: chaos (workers killed,
 // stalled and partitioned while a ledger audits every job), hosts (worker
 // processes in network namespaces), failover (pg_auto_failover), shards,
-// contention and ceiling (raw-SQL loops beside Spool's drain). They start
-// their own database servers and namespaces through internal/testkit, so
-// they live apart from the spool binary an operator installs; the
-// scenarios a user runs against their own database stay in 'spool bench'.
+// contention, ceiling (raw-SQL loops beside Spool's drain) and rowcost
+// (what each index and written column of MariaDB's spool_jobs costs).
+// They start their own database servers and namespaces through
+// internal/testkit, so they live apart from the spool binary an operator
+// installs; the scenarios a user runs against their own database stay in
+// 'spool bench'.
 //
 // Exit codes are the spool command's: 0 on success (and for -h), 1 when an
 // experiment fails, 2 for usage errors.

@@ -1,7 +1,7 @@
 -- Complete: the batch's plain successes, on rows lock_for_finish locked
 -- and found running under their lease; or, on the fast path
 -- (completeFast), on the rows that still hold the leases given by
--- "AND (id, fence) IN (…)" after the list. The id list is appended.
+-- the lease guard (leaseGuard) after the list. The id list is appended.
 -- The lease stays as it was (it means nothing once the job stops
 -- running), so every column keeps its length and InnoDB rewrites the row
 -- in place.

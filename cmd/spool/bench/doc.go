@@ -6,8 +6,8 @@
 // progress, result and chart output).
 //
 // The package is public so that the lab (the bench/lab module: chaos,
-// hosts, failover, shards, contention and ceiling, which start servers of
-// their own and so stay out of the spool binary) builds its experiments on
-// the same harness. Its exported names serve that one importer and carry
-// no compatibility promise.
+// hosts, failover, shards, contention, ceiling and rowcost, which start
+// servers of their own and so stay out of the spool binary) builds its
+// experiments on the same harness. Its exported names serve that one
+// importer and carry no compatibility promise.
 package bench

@@ -194,8 +194,20 @@ func (c *BenchCeilingCommand) Run(ctx context.Context, args []string) error {
 	drainFlags := fs.String("drain-flags", "", "more flags for the drains of --compare-drain, as one string")
 	chunk := fs.Int("insert-chunk", 10000, "jobs per InsertMany call")
 	alter := fs.String("alter", "", "ALTER TABLE clauses applied to the raw loops' table before they run")
+	loopOmit := fs.String("loop-omit", "", "MySQL: parts of Spool's statements the stmt-spool loops leave out (comma-separated: "+
+		strings.Join(mysqlStatementParts, ", ")+")")
 	if err := run.Parse(args, c.Usage()); err != nil {
 		return err
+	}
+	mysqlLoopOmit = nil
+	for _, p := range strings.Split(*loopOmit, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(mysqlStatementParts, p) {
+			return cli.Usagef(run.Name, "unknown --loop-omit part %q (want some of %s)", p, strings.Join(mysqlStatementParts, ", "))
+		}
+		mysqlLoopOmit = append(mysqlLoopOmit, p)
 	}
 	var wanted []string
 	if *variantList != "" {

@@ -147,3 +147,30 @@ func TestBenchCeilingMySQL(t *testing.T) {
 		t.Errorf("--alter on a Spool variant: exit %d, %s", r.Code, r.Stderr)
 	}
 }
+
+// TestBenchCeilingMySQLStatements runs the loops with Spool's statement
+// parts, whole and with parts left out, and refuses an unknown part.
+func TestBenchCeilingMySQLStatements(t *testing.T) {
+	url := testdb.MySQLURL()
+	for _, omit := range []string{"", "lease_list", "fence,finalized_at", strings.Join(mysqlStatementParts, ",")} {
+		r := mustLab(t, "ceiling", "--jobs", "500", "--loop-batch", "200", "--quiet", "--json",
+			"--variants", "stmt-spool-keep,stmt-spool-delete", "--loop-omit", omit, "--database-url", url)
+		var res ceilingResult
+		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+			t.Fatalf("lab ceiling --json: %v\n%s", err, r.Stdout)
+		}
+		if len(res.Variants) != 2 {
+			t.Fatalf("variants %+v", res.Variants)
+		}
+		for _, v := range res.Variants {
+			if v.JobsPerS <= 0 || v.StatementUS["4 finish"] <= 0 {
+				t.Errorf("--loop-omit %q: variant %+v", omit, v)
+			}
+		}
+		checkStoresDropped(t, res.Stores...)
+	}
+	if r := runLab(t, "ceiling", "--jobs", "100", "--variants", "stmt-spool-keep", "--loop-omit", "nothing",
+		"--database-url", url); r.Code != 2 || !strings.Contains(r.Stderr, "--loop-omit") {
+		t.Errorf("--loop-omit nothing: exit %d, %s", r.Code, r.Stderr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,8 +50,35 @@ func init() {
 			open:  mysqlCeilingSession(mysqlSpoolTable, true),
 			alter: mysqlAlter(mysqlSpoolTable),
 		},
+		{
+			Name: "stmt-spool-keep",
+			About: "as min-spool-keep with the columns Spool's claim and kept completion write (attempt, fence, " +
+				"leased_by padded to 64 bytes, attempted_at; finalized_at) and the completion's lease list " +
+				"((id, fence) IN …, NOT has_dependents); --loop-omit leaves parts out",
+			open:  mysqlCeilingSession(mysqlSpoolStatements, false),
+			alter: mysqlAlter(mysqlSpoolStatements),
+		},
+		{
+			Name:  "stmt-spool-delete",
+			About: "as stmt-spool-keep, then DELETE by ids with the lease list",
+			open:  mysqlCeilingSession(mysqlSpoolStatements, true),
+			alter: mysqlAlter(mysqlSpoolStatements),
+		},
 	}
 }
+
+// mysqlLoopOmit is --loop-omit: the parts of Spool's statements the
+// stmt-spool loops leave out, to price each (mysqlStatementParts).
+var mysqlLoopOmit []string
+
+// mysqlStatementParts are the parts of Spool's claim and completion that
+// the stmt-spool loops add to the minimal statements, by --loop-omit name:
+// the claim's assignments, the kept completion's, and the completions'
+// lease list.
+var mysqlStatementParts = []string{"attempt", "fence", "leased_by", "attempted_at", "finalized_at", "lease_list"}
+
+// mysqlOmitted reports whether --loop-omit names part.
+func mysqlOmitted(part string) bool { return slices.Contains(mysqlLoopOmit, part) }
 
 // mysqlLoopTable is the table a minimal loop runs on.
 type mysqlLoopTable struct {
@@ -66,6 +94,10 @@ type mysqlLoopTable struct {
 	// running and done are more assignments of the claim's UPDATE and of
 	// the keeping finish's, for the table's rules.
 	running, done string
+	// spoolStatements adds the parts of Spool's own claim and completion
+	// (mysqlStatementParts) not in --loop-omit; the claim then reads each
+	// row's fence sixth.
+	spoolStatements bool
 }
 
 var (
@@ -108,7 +140,43 @@ ORDER BY priority, run_at, id`,
 		// a lease means nothing once the job stops running).
 		running: ", leased_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE",
 	}
+	// mysqlSpoolStatements is Spool's table with the writes of Spool's own
+	// claim and completion (claim_update.sql, complete.sql, delete_done.sql,
+	// completeFast's lease list); spoolStatements marks it.
+	mysqlSpoolStatements = mysqlLoopTable{
+		claim: `SELECT id, queue, priority, run_at, args, fence FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_claim)
+WHERE phase = 1 AND queue = ? AND run_at <= UTC_TIMESTAMP(6)
+ORDER BY priority, run_at, id`,
+		table:           "spool_jobs",
+		running:         ", leased_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE",
+		spoolStatements: true,
+	}
 )
+
+// spoolParts returns t's claim and kept-completion assignments with the
+// parts of Spool's statements not omitted.
+func (t mysqlLoopTable) spoolParts() (running, done string) {
+	running, done = t.running, t.done
+	if !t.spoolStatements {
+		return running, done
+	}
+	if !mysqlOmitted("attempt") {
+		running += ", attempt = attempt + 1"
+	}
+	if !mysqlOmitted("fence") {
+		running += ", fence = fence + 1"
+	}
+	if !mysqlOmitted("leased_by") {
+		running += ", leased_by = '" + fmt.Sprintf("%-64s", "spool-bench-ceiling") + "'"
+	}
+	if !mysqlOmitted("attempted_at") {
+		running += ", attempted_at = UTC_TIMESTAMP(6)"
+	}
+	if !mysqlOmitted("finalized_at") {
+		done += ", finalized_at = UTC_TIMESTAMP(6)"
+	}
+	return running, done
+}
 
 // mysqlCeilingSession returns the open function of a minimal loop on t.
 // Each session is a connection of its own from the backend's pool (READ
@@ -139,25 +207,47 @@ func mysqlCeilingSession(t mysqlLoopTable, deleteDone bool) func(ctx context.Con
 		}
 		claim := r.Replace(t.claim) + "\nLIMIT " + strconv.Itoa(batch) + " FOR UPDATE SKIP LOCKED"
 		table := db + "." + t.table
-		running := "UPDATE " + table + " SET state = 'running'" + t.running + " WHERE id IN "
-		finish := "UPDATE " + table + " SET state = 'completed'" + t.done + " WHERE id IN "
+		runningSet, doneSet := t.spoolParts()
+		running := "UPDATE " + table + " SET state = 'running'" + runningSet + " WHERE id IN "
+		finish := "UPDATE " + table + " SET state = 'completed'" + doneSet + " WHERE id IN "
 		if deleteDone {
 			finish = "DELETE FROM " + table + " WHERE id IN "
 		}
+		leaseList := t.spoolStatements && !mysqlOmitted("lease_list")
 		spent := map[string]time.Duration{}
 		step := func(ctx context.Context) (int, error) {
-			ids, err := mysqlLoopClaim(ctx, conn, claim, running, spent)
+			ids, fences, err := mysqlLoopClaim(ctx, conn, claim, running, t.spoolStatements, spent)
 			for tries := 1; err != nil && retryableMySQL(err) && tries < 10; tries++ {
 				// A claim that locks in index order beside deletes that
 				// lock by primary key can deadlock: rolled back, it
 				// starts over, as Spool's claims do.
-				ids, err = mysqlLoopClaim(ctx, conn, claim, running, spent)
+				ids, fences, err = mysqlLoopClaim(ctx, conn, claim, running, t.spoolStatements, spent)
 			}
 			if err != nil || len(ids) == 0 {
 				return 0, err
 			}
+			q := finish + idList(ids)
+			if leaseList {
+				// As completeFast before the lease guard: the fence each
+				// claim raised (none with fence omitted), beside Spool's
+				// guard for jobs with dependents.
+				raised := int64(1)
+				if mysqlOmitted("fence") {
+					raised = 0
+				}
+				var b strings.Builder
+				b.WriteString(" AND NOT has_dependents AND (id, fence) IN (")
+				for i, id := range ids {
+					if i > 0 {
+						b.WriteByte(',')
+					}
+					fmt.Fprintf(&b, "(%d,%d)", id, fences[i]+raised)
+				}
+				b.WriteByte(')')
+				q += b.String()
+			}
 			start := time.Now()
-			res, err := conn.ExecContext(ctx, finish+idList(ids))
+			res, err := conn.ExecContext(ctx, q)
 			spent["4 finish"] += time.Since(start)
 			if err != nil {
 				return 0, fmt.Errorf("finish: %w", err)
@@ -171,9 +261,10 @@ func mysqlCeilingSession(t mysqlLoopTable, deleteDone bool) func(ctx context.Con
 	}
 }
 
-// mysqlLoopClaim runs one claim transaction and returns the claimed ids.
-// spent gets the wall time of each statement added.
-func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string, spent map[string]time.Duration) (ids []int64, err error) {
+// mysqlLoopClaim runs one claim transaction and returns the claimed ids
+// and, when withFence, the fences read before the claim. spent gets the
+// wall time of each statement added.
+func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string, withFence bool, spent map[string]time.Duration) (ids []int64, fences []int64, err error) {
 	start := time.Now()
 	lap := func(name string) {
 		now := time.Now()
@@ -182,7 +273,7 @@ func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string, 
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -192,7 +283,7 @@ func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string, 
 	lap("0 begin")
 	rows, err := tx.QueryContext(ctx, claim, spool.DefaultQueue)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
 	for rows.Next() {
 		var (
@@ -201,33 +292,39 @@ func mysqlLoopClaim(ctx context.Context, conn *sql.Conn, claim, running string, 
 			priority int
 			runAt    sql.RawBytes
 			args     sql.RawBytes
+			fence    int64
 		)
-		if err := rows.Scan(&id, &queue, &priority, &runAt, &args); err != nil {
+		dest := []any{&id, &queue, &priority, &runAt, &args}
+		if withFence {
+			dest = append(dest, &fence)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("claim: %w", err)
+			return nil, nil, fmt.Errorf("claim: %w", err)
 		}
 		ids = append(ids, id)
+		fences = append(fences, fence)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
 	lap("1 claim select")
 	if len(ids) > 0 {
 		res, err := tx.ExecContext(ctx, running+idList(ids))
 		lap("2 claim update")
 		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
+			return nil, nil, fmt.Errorf("claim: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
-			return nil, fmt.Errorf("claim: marked %d of %d locked rows (%v)", n, len(ids), err)
+			return nil, nil, fmt.Errorf("claim: marked %d of %d locked rows (%v)", n, len(ids), err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, nil, fmt.Errorf("claim: %w", err)
 	}
 	lap("3 commit")
-	return ids, nil
+	return ids, fences, nil
 }
 
 // idList renders ids as "(1,2,3)".
