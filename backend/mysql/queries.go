@@ -278,6 +278,28 @@ func leaseGuard(ids []int64, fences []int32) string {
 	return b.String()
 }
 
+// leaseGuardArms is the most fences leaseGuard groups ids by.
+const leaseGuardArms = 8
+
+// leaseList formats (id, fence) pairs as a SQL row list: ((1,2),(3,4)).
+func leaseList(ids []int64, fences []int32) string {
+	var b strings.Builder
+	b.Grow(len(ids)*12 + 2)
+	b.WriteByte('(')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('(')
+		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatInt(int64(fences[i]), 10))
+		b.WriteByte(')')
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
 // sqlTime formats a time as a DATETIME(6) literal value in UTC, to be bound
 // and CAST: the driver's own conversion of time.Time depends on the
 // connection's loc setting, which a caller's connection may set otherwise.
@@ -303,26 +325,4 @@ func queryIDs(ctx context.Context, q DBTX, query string, args ...any) ([]int64, 
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
-}
-
-// leaseGuardArms is the most fences leaseGuard groups ids by.
-const leaseGuardArms = 8
-
-// leaseList formats (id, fence) pairs as a SQL row list: ((1,2),(3,4)).
-func leaseList(ids []int64, fences []int32) string {
-	var b strings.Builder
-	b.Grow(len(ids)*12 + 2)
-	b.WriteByte('(')
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('(')
-		b.WriteString(strconv.FormatInt(id, 10))
-		b.WriteByte(',')
-		b.WriteString(strconv.FormatInt(int64(fences[i]), 10))
-		b.WriteByte(')')
-	}
-	b.WriteByte(')')
-	return b.String()
 }

@@ -134,18 +134,20 @@ func flowPart(part string, first bool) string {
 func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final bool) ([]*backend.JobRow, error) {
 	var jobs []*backend.JobRow
 	c := claimed{queue: f.p.Queue, claimID: f.p.ClaimID, now: f.now, leaseUS: f.p.Lease.Microseconds()}
-	run := func(query string, args ...any) error {
-		rows, err := f.tx.QueryContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		raws, err := collectRawJobs(rows)
+	add := func(raws []*rawJob, err error) error {
 		if err != nil {
 			return err
 		}
 		got, err := decodeJobs(raws)
 		jobs = append(jobs, got...)
 		return err
+	}
+	run := func(query string, args ...any) error {
+		rows, err := f.tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		return add(collectRawJobs(rows))
 	}
 	base := []any{f.now, f.p.Lease.Microseconds(), f.p.ClaimID, f.p.Queue}
 	var (
@@ -165,13 +167,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		var err error
 		switch {
 		case t.Any:
-			// JobClaim's own statements.
-			var raws []*rawJob
-			if raws, err = claimRows(ctx, f.tx, f.stmts, c, t.Max); err == nil {
-				var got []*backend.JobRow
-				got, err = decodeJobs(raws)
-				jobs = append(jobs, got...)
-			}
+			err = add(claimRows(ctx, f.tx, f.stmts, c, t.Max)) // JobClaim's own statements
 		case t.Key == "":
 			err = run(stmt.flowTakeKeyless, append(slices.Clone(base), t.Max, t.Window)...)
 		default:
