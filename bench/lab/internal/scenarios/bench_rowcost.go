@@ -44,7 +44,38 @@ type rowcostConfig struct {
 	omit []string
 	// min is the minimal table and statements of lab ceiling's min-keep.
 	min bool
+	// side creates the side table schema 20 would add beside spool_jobs
+	// (rowcostSideTable, with or without a foreign key onto the copy):
+	// it stays empty, as it would for plain jobs, so what is counted is
+	// what its presence costs them (with the foreign key, the lookup each
+	// delete of the copy makes in it).
+	side string
 }
+
+// rowcostSchema20 drops what schema 20 would move to a side table: the
+// four indexes that only keyed jobs use (docs/mysql.md, "What a claim and
+// a finish cost").
+const rowcostSchema20 = "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY spool_jobs_member"
+
+// rowcostSideTable is the side table (a row only for a job with a flow
+// key, a unique key, or a workflow or batch), beside the copy; %s is an
+// optional constraint clause.
+const rowcostSideTable = `CREATE TABLE rowcost.k (
+  id BIGINT NOT NULL,
+  queue VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  priority SMALLINT NOT NULL,
+  run_at DATETIME(6) NOT NULL,
+  flow_wait VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  unique_active VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  has_dependents TINYINT NOT NULL DEFAULT 0,
+  workflow_id BIGINT NULL,
+  batch_id BIGINT NULL,
+  PRIMARY KEY (id),
+  UNIQUE KEY k_unique (unique_active),
+  KEY k_flow (queue, flow_wait, priority, run_at, id),
+  KEY k_flow_order (queue, flow_wait),
+  KEY k_member (has_dependents, workflow_id, batch_id, id)%s
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`
 
 // rowcostConfigs are the configurations, in the order each round runs them.
 var rowcostConfigs = []rowcostConfig{
@@ -65,6 +96,12 @@ var rowcostConfigs = []rowcostConfig{
 	{Name: "lease guard", omit: []string{"lease_list", "lease_guard"}},
 	{Name: "omit all parts", omit: mysqlStatementParts},
 	{Name: "minimal table", min: true},
+	{Name: "side table FK", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
+		side: fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE")},
+	{Name: "side table", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
+		side: fmt.Sprintf(rowcostSideTable, "")},
+	{Name: "side table -flow_wait-unique_active", drop: rowcostSchema20 + ", DROP COLUMN flow_wait, DROP COLUMN unique_active",
+		omit: []string{"lease_list", "lease_guard"}, side: fmt.Sprintf(rowcostSideTable, "")},
 }
 
 // rowcostRow is one configuration's result, µs of server CPU per job:
@@ -250,6 +287,9 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		return err
 	}
 	omitted := func(p string) bool { return slices.Contains(cfg.omit, p) }
+	if err := exec("DROP TABLE IF EXISTS rowcost.k"); err != nil {
+		return out, err
+	}
 	if err := exec("DROP TABLE IF EXISTS rowcost.t"); err != nil {
 		return out, err
 	}
@@ -267,6 +307,9 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		err = exec("CREATE TABLE rowcost.t LIKE rowcost_src.spool_jobs")
 		if err == nil && cfg.drop != "" {
 			err = exec("ALTER TABLE rowcost.t " + cfg.drop)
+		}
+		if err == nil && cfg.side != "" {
+			err = exec(cfg.side)
 		}
 		fill = "INSERT INTO rowcost.t (" + rc.cols + ") SELECT " + rc.cols + " FROM rowcost_src.spool_jobs"
 		claim = "SELECT id, fence FROM rowcost.t FORCE INDEX (spool_jobs_claim) WHERE phase = 1 AND queue = 'default' AND run_at <= UTC_TIMESTAMP(6) ORDER BY priority, run_at, id"
@@ -432,7 +475,13 @@ each part of Spool's statements left out (omit attempt, fence,
 leased_by, attempted_at, finalized_at, lease_list); the completion's
 leases as the lease guard ("fence = f") instead of the row list "(id,
 fence) IN (…)"; none of those parts; the minimal table of lab ceiling's
-min-keep.
+min-keep. Schema 20's table for a plain job, with the lease guard: the
+four indexes only keyed jobs use dropped, and the side table that would
+hold those jobs' keys created empty beside the copy, with a foreign key
+that deletes its rows with their job ("side table FK": every delete of
+the copy looks in it) or without ("side table": keyed jobs' deletes
+would name it); "side table -flow_wait-unique_active" also drops the
+two stored generated columns that fed the dropped indexes.
 
 Flags:
 
