@@ -238,6 +238,9 @@ type Backend struct {
 	orphansAfter int64
 	wake         string
 	waker        *waker // WakeAfterCommit's sender
+	// nowInsert is held by the one insert of this backend that notifies in
+	// its own transaction (insert_wake_now.sql) while it runs.
+	nowInsert atomic.Bool
 	// claimTx is the settings statement of a claim's transaction: the
 	// planner settings, and with ClaimCommitAsync an asynchronous commit.
 	// jobClaimTx is JobClaim's: claimTx on the generic plan
