@@ -79,15 +79,21 @@ func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams
 		// announces the jobs after the commit (wake.go), or nobody does.
 		query = wakeQuery[b.wake]
 	}
-	if announce && b.waker.gap == 0 && n == 1 && !backend.AnyUnique(p.Jobs) && b.nowInsert.CompareAndSwap(false, true) {
-		// A lone job, with no other such insert of this backend in
+	if announce {
+		// A lone job, inserted while no other insert of this backend is in
 		// flight, is announced by its own transaction: the waker's
 		// transaction and round trip cost the server and the client more
-		// than the NOTIFY does in the insert's, and come later. Not with
-		// a wake gap, whose wake-ups are gathered by the waker.
-		defer b.nowInsert.Store(false)
-		query, announce = b.sql.insertWakeNow, false
-		qargs = append(qargs, b.channel)
+		// than the NOTIFY does in the insert's, and come later. Inserts
+		// that overlap leave their wake-ups to the waker, so that they do
+		// not commit one at a time behind each other's WAL flush (the
+		// notification lock); so does every insert with a wake gap, whose
+		// wake-ups the waker gathers.
+		alone := b.inserting.Add(1) == 1
+		defer b.inserting.Add(-1)
+		if alone && b.waker.gap == 0 && n == 1 && !backend.AnyUnique(p.Jobs) {
+			query, announce = b.sql.insertWakeNow, false
+			qargs = append(qargs, b.channel)
+		}
 	}
 	res := &backend.JobInsertManyResult{IDs: make([]int64, 0, n)}
 	var (

@@ -382,9 +382,9 @@ func parseNotice(payload string) (string, claimKey, bool) {
 
 // A lone job inserted outside a caller's transaction is announced by its
 // own transaction (insert_wake_now.sql), with the waker's payload, and a
-// job scheduled for later by nobody; while another such insert of the
-// backend is in flight, and for two jobs or a unique one, the job goes to
-// the waker instead. The waker is stopped first, so a notification can
+// job scheduled for later by nobody; while another insert of the backend
+// is in flight, and for two jobs or a unique one, the job goes to the
+// waker instead. The waker is stopped first, so a notification can
 // only come from the insert's transaction and the waker's pending keys
 // show what was handed to it.
 func TestWakeLoneInsertAtCommit(t *testing.T) {
@@ -453,11 +453,11 @@ func TestWakeLoneInsertAtCommit(t *testing.T) {
 	marker()
 	pending()
 
-	// Another lone insert of the backend in flight: this one goes to the
+	// Another insert of the backend in flight: this one goes to the
 	// waker.
-	b.nowInsert.Store(true)
+	b.inserting.Add(1)
 	insert(job("busy"))
-	b.nowInsert.Store(false)
+	b.inserting.Add(-1)
 	marker()
 	pending("busy")
 

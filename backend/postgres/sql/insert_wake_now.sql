@@ -4,9 +4,10 @@
 -- (parseInsertNotice), when the job is due now. The notification goes
 -- out at the commit, with no transaction and round trip of its own
 -- afterwards (the waker's). Sent only for one job, by a backend with no
--- other such insert in flight (Backend.nowInsert): a notifying commit
--- holds the server's notification lock across its WAL flush, so each
--- process makes at most one of them wait for another.
+-- other insert in flight (Backend.inserting): a notifying commit holds
+-- the server's notification lock across its WAL flush, so inserts that
+-- overlap leave their wake-ups to the waker rather than commit one at a
+-- time.
 WITH spool_wake AS MATERIALIZED (SELECT set_config('spool.wake', 'after', true)),
 ins AS (
 {{insert_rows}}
