@@ -72,10 +72,28 @@ func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams
 		query, wakeQuery = b.sql.insertUnique, b.sql.insertUniqueWake
 		qargs = []any{queues, kinds, args, prios, runAts, delays, maxAtt, tags, metadata, uKeys, uStates, flowKeys}
 	}
+	// announce: the waker announces this insert after its commit.
+	announce := p.Tx == nil && b.waker != nil
 	if p.Tx == nil && b.wake != WakeAtCommit {
 		// The statement tells the trigger to skip its NOTIFY; the waker
 		// announces the jobs after the commit (wake.go), or nobody does.
 		query = wakeQuery[b.wake]
+	}
+	if announce {
+		// A lone job, inserted while no other insert of this backend is in
+		// flight, is announced by its own transaction: the waker's
+		// transaction and round trip cost the server and the client more
+		// than the NOTIFY does in the insert's, and come later. Inserts
+		// that overlap leave their wake-ups to the waker, so that they do
+		// not commit one at a time behind each other's WAL flush (the
+		// notification lock); so does every insert with a wake gap, whose
+		// wake-ups the waker gathers.
+		alone := b.inserting.Add(1) == 1
+		defer b.inserting.Add(-1)
+		if alone && b.waker.gap == 0 && n == 1 && !backend.AnyUnique(p.Jobs) {
+			query, announce = b.sql.insertWakeNow, false
+			qargs = append(qargs, b.channel)
+		}
 	}
 	res := &backend.JobInsertManyResult{IDs: make([]int64, 0, n)}
 	var (
@@ -84,8 +102,6 @@ func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams
 		runAt time.Time
 		due   bool
 		wake  queueKeys // the lowest key of the due jobs by queue
-		// announce: the waker announces this insert after its commit.
-		announce = p.Tx == nil && b.waker != nil
 	)
 	rows, err := db.Query(ctx, query, qargs...)
 	if err == nil {

@@ -238,6 +238,10 @@ type Backend struct {
 	orphansAfter int64
 	wake         string
 	waker        *waker // WakeAfterCommit's sender
+	// inserting counts this backend's inserts outside a caller's
+	// transaction in flight: one that starts alone may notify in its own
+	// transaction (insert_wake_now.sql).
+	inserting atomic.Int64
 	// claimTx is the settings statement of a claim's transaction: the
 	// planner settings, and with ClaimCommitAsync an asynchronous commit.
 	// jobClaimTx is JobClaim's: claimTx on the generic plan

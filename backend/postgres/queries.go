@@ -47,7 +47,10 @@ type queries struct {
 	// insertWake and insertUniqueWake are insert.sql and insert_unique.sql
 	// setting spool.wake for their transaction, by mode
 	// (insert_wake_MODE.sql, insert_unique_wake_MODE.sql).
-	insertWake, insertUniqueWake            map[string]string
+	insertWake, insertUniqueWake map[string]string
+	// insertWakeNow is insert_wake_after.sql notifying in its own
+	// transaction (insert_wake_now.sql), channel as $11.
+	insertWakeNow                           string
 	get, list, retry, cancel, stats         string
 	deleteJob, throughput                   string
 	leaderElect, leaderResign               string
@@ -186,6 +189,7 @@ func loadQueries(fsys fs.FS, schema string) (queries, error) {
 		"flow_prune_rates":           &q.flow.pruneRates,
 		"flow_quick":                 &q.flow.quick,
 		"insert_wake_after":          wake[WakeAfterCommit],
+		"insert_wake_now":            &q.insertWakeNow,
 		"insert_wake_off":            wake[WakeOff],
 		"insert_unique_wake_after":   wake["unique_"+WakeAfterCommit],
 		"insert_unique_wake_off":     wake["unique_"+WakeOff],

@@ -11,7 +11,9 @@ import (
 const (
 	// WakeAfterCommit announces the jobs after the inserting transaction
 	// commits, in a transaction of its own that one statement sends for
-	// every insert committed meanwhile. The default.
+	// every insert committed meanwhile. The default. A lone job inserted
+	// while no other insert of the backend is in flight, with no WakeGap,
+	// is announced by its own transaction instead (insert_wake_now.sql).
 	WakeAfterCommit = "after"
 	// WakeAtCommit notifies in the inserting transaction, as inserts in a
 	// caller's transaction always do: each notifying commit then waits for

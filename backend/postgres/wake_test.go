@@ -379,3 +379,95 @@ func parseNotice(payload string) (string, claimKey, bool) {
 	payload, _ = cutSQLMark(payload)
 	return parseInsertNotice(payload)
 }
+
+// A lone job inserted outside a caller's transaction is announced by its
+// own transaction (insert_wake_now.sql), with the waker's payload, and a
+// job scheduled for later by nobody; while another insert of the backend
+// is in flight, and for two jobs or a unique one, the job goes to the
+// waker instead. The waker is stopped first, so a notification can
+// only come from the insert's transaction and the waker's pending keys
+// show what was handed to it.
+func TestWakeLoneInsertAtCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, pool := scratchBackend(t)
+	b.cancel()
+	<-b.waker.done
+	listen := listener(t, pool, b.channel)
+	next := func() string {
+		t.Helper()
+		payload, _ := listen()
+		return payload
+	}
+	marker := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(); got != "marker" {
+			t.Fatalf("came %q, want only the marker", got)
+		}
+	}
+	job := func(queue string) *backend.JobInsertParams {
+		return &backend.JobInsertParams{Queue: queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1, Priority: 4}
+	}
+	insert := func(jobs ...*backend.JobInsertParams) *backend.JobInsertManyResult {
+		t.Helper()
+		res, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Count != len(jobs) || len(res.IDs) != len(jobs) {
+			t.Fatalf("inserted %d of %d jobs, ids %v", res.Count, len(jobs), res.IDs)
+		}
+		return res
+	}
+	pending := func(want ...string) {
+		t.Helper()
+		got := b.waker.take()
+		if len(got) != len(want) {
+			t.Fatalf("the waker holds %v, want queues %v", got, want)
+		}
+		for _, q := range want {
+			if _, ok := got[q]; !ok {
+				t.Fatalf("the waker holds %v, want queues %v", got, want)
+			}
+		}
+	}
+
+	insert(job("lone"))
+	got := next()
+	if q, k, ok := parseInsertNotice(got); !ok || q != "lone" || k.priority != 4 {
+		t.Fatalf("lone insert: notification %q, want queue lone at priority 4", got)
+	}
+	if _, fromSQL := cutSQLMark(got); fromSQL {
+		t.Fatalf("lone insert: notification %q is marked as an insert from SQL", got)
+	}
+	marker()
+	pending()
+
+	later := job("later")
+	at := time.Now().Add(time.Hour)
+	later.RunAt = &at
+	insert(later)
+	marker()
+	pending()
+
+	// Another insert of the backend in flight: this one goes to the
+	// waker.
+	b.inserting.Add(1)
+	insert(job("busy"))
+	b.inserting.Add(-1)
+	marker()
+	pending("busy")
+
+	insert(job("two"), job("two"))
+	marker()
+	pending("two")
+
+	unique := job("unique")
+	unique.UniqueKey, unique.UniqueStates = "u1", 15
+	insert(unique)
+	marker()
+	pending("unique")
+}
