@@ -21,21 +21,7 @@ func TestWakeModes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	after, pool := scratchBackend(t)
-	listen := listener(t, pool, after.channel)
-	next := func() string {
-		t.Helper()
-		payload, _ := listen()
-		return payload
-	}
-	marker := func() {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, after.channel); err != nil {
-			t.Fatal(err)
-		}
-		if got := next(); got != "marker" {
-			t.Fatalf("after the wake-up came %q, want only the marker", got)
-		}
-	}
+	next, marker := notices(t, pool, after.channel)
 	insert := func(b *Backend, queue string, prio int16) {
 		t.Helper()
 		_, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
@@ -199,6 +185,30 @@ func listener(t *testing.T, pool *pgxpool.Pool, channel string) func() (string, 
 		}
 		return n.Payload, time.Now()
 	}
+}
+
+// notices listens on channel and returns next, the payload of the next
+// notification, and marker, which sends a marker notification and fails
+// the test unless the marker is what comes next: the notifications of one
+// channel arrive in commit order, so nothing else was sent before it.
+func notices(t *testing.T, pool *pgxpool.Pool, channel string) (next func() string, marker func()) {
+	t.Helper()
+	listen := listener(t, pool, channel)
+	next = func() string {
+		t.Helper()
+		payload, _ := listen()
+		return payload
+	}
+	marker = func() {
+		t.Helper()
+		if _, err := pool.Exec(context.Background(), `SELECT pg_notify($1, 'marker')`, channel); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(); got != "marker" {
+			t.Fatalf("came %q, want only the marker", got)
+		}
+	}
+	return next, marker
 }
 
 // A finish announces what it makes pending and due at once (a release, a
@@ -393,21 +403,7 @@ func TestWakeLoneInsertAtCommit(t *testing.T) {
 	b, pool := scratchBackend(t)
 	b.cancel()
 	<-b.waker.done
-	listen := listener(t, pool, b.channel)
-	next := func() string {
-		t.Helper()
-		payload, _ := listen()
-		return payload
-	}
-	marker := func() {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, 'marker')`, b.channel); err != nil {
-			t.Fatal(err)
-		}
-		if got := next(); got != "marker" {
-			t.Fatalf("came %q, want only the marker", got)
-		}
-	}
+	next, marker := notices(t, pool, b.channel)
 	job := func(queue string) *backend.JobInsertParams {
 		return &backend.JobInsertParams{Queue: queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1, Priority: 4}
 	}
