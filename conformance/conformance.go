@@ -154,6 +154,7 @@ func Run(t *testing.T, h Harness) {
 		{"HeartbeatKeepsLongJob", testHeartbeatKeepsLongJob},
 		{"HeartbeatNeverShortensLease", testHeartbeatNeverShortens},
 		{"LostLeaseCancelsJob", testLostLeaseCancelsJob},
+		{"LostLeaseSlowRead", testLostLeaseSlowRead},
 		{"RescueExpiredLease", testRescue},
 		{"RescueDiscardsAtMaxAttempts", testRescueDiscards},
 		{"RescueKeepsPlaceInQueue", testRescueKeepsPlace},

@@ -237,7 +237,39 @@ func testHeartbeatKeepsLongJob(t *testing.T, h Harness) {
 }
 
 func testLostLeaseCancelsJob(t *testing.T, h Harness) {
-	be := h.NewBackend(t)
+	lostLeaseCancelsJobOn(t, h.NewBackend(t), 2*time.Second)
+}
+
+// slowGets is a backend whose job reads take delay longer than the
+// store's, as on a loaded database, unless their context ends first.
+type slowGets struct {
+	backend.Backend
+	delay time.Duration
+}
+
+func (b *slowGets) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	select {
+	case <-time.After(b.delay):
+	case <-ctx.Done():
+		return nil, fmt.Errorf("get job %d: %w", id, context.Cause(ctx))
+	}
+	return b.Backend.JobGet(ctx, id)
+}
+
+// testLostLeaseSlowRead: the read that tells why a lease was lost takes
+// longer than the time between heartbeats (a third of the lease) but less
+// than the lease: the handler is cancelled at once, and the warning still
+// names the cause, a little later.
+func testLostLeaseSlowRead(t *testing.T, h Harness) {
+	const lease = 3 * time.Second
+	lostLeaseCancelsJobOn(t, &slowGets{Backend: h.NewBackend(t), delay: lease / 2}, lease)
+}
+
+// lostLeaseCancelsJobOn runs one job on a client of be with the given
+// lease and cancels it while it runs: the handler's context ends with
+// ErrLeaseLost, a warning names the job and the user's cancellation, and
+// the handler's late success does not overwrite the cancellation.
+func lostLeaseCancelsJobOn(t *testing.T, be backend.Backend, lease time.Duration) {
 	causes := make(chan error, 1)
 	started := make(chan int64, 1)
 	ws := spool.NewWorkers()
@@ -250,7 +282,7 @@ func testLostLeaseCancelsJob(t *testing.T, h Harness) {
 	cfg := fastConfig(ws, 1)
 	// Long enough that a loaded machine's slow heartbeats do not lose the
 	// lease to rescue before the user's cancel does (HeartbeatKeepsLongJob).
-	cfg.LeaseDuration = 2 * time.Second
+	cfg.LeaseDuration = lease
 	warned := make(chan string, 1)
 	cfg.Logger = slog.New(&logWatch{msg: "cancelled by a user", seen: warned})
 	c := newClient(t, be, cfg)

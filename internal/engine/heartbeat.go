@@ -85,14 +85,21 @@ func (h *heartbeat) run(ctx context.Context) {
 		inFlight.Add(1)
 		go func() {
 			defer inFlight.Done()
-			defer out.Add(-1)
-			h.beat(ctx, leases, interval)
+			explain := h.beat(ctx, leases, interval)
+			// The beat's slot is free once its answer is applied: the
+			// lost leases' causes are read and logged after it.
+			out.Add(-1)
+			if explain != nil {
+				explain()
+			}
 		}()
 	}
 }
 
-// beat sends one heartbeat for leases and applies its answer.
-func (h *heartbeat) beat(ctx context.Context, leases []backend.LeaseRef, interval time.Duration) {
+// beat sends one heartbeat for leases and applies its answer. It returns
+// the work that reads and logs why leases were lost, if any were, to be
+// run after the beat has given up its slot.
+func (h *heartbeat) beat(ctx context.Context, leases []backend.LeaseRef, interval time.Duration) (explain func()) {
 	sentAt := time.Now()
 	hbCtx, cancel := h.untilLeasesEnd(ctx, leases, sentAt.Add(h.cfg.LeaseDuration-interval))
 	res, err := h.be.JobHeartbeatMany(hbCtx, &backend.JobHeartbeatManyParams{Leases: leases, Lease: h.cfg.LeaseDuration})
@@ -109,7 +116,7 @@ func (h *heartbeat) beat(ctx context.Context, leases []backend.LeaseRef, interva
 		default:
 			h.logger.Warn("spool: heartbeat failed; leases not extended", "jobs", len(leases), "took", took.Round(time.Millisecond), "write", backend.WriteFate(err), "error", err)
 		}
-		return
+		return nil
 	}
 	if took > interval && ctx.Err() == nil {
 		h.slow.note(h.logger, "spool: heartbeats land late: the database took longer to extend the leases than the time between beats", "took", took.Round(time.Millisecond), "between_beats", interval, "lease", h.cfg.LeaseDuration)
@@ -123,8 +130,9 @@ func (h *heartbeat) beat(ctx context.Context, leases []backend.LeaseRef, interva
 		h.logger.Warn("spool: heartbeat failed on part of the store; those leases not extended", "jobs", len(res.Unextended), "of", len(leases), "error", res.Err)
 	}
 	if len(res.Lost) > 0 {
-		h.leasesLost(ctx, res.Lost, interval)
+		return h.leasesLost(ctx, res.Lost, interval)
 	}
+	return nil
 }
 
 // untilLeasesEnd returns a context that ends when the latest known end of
@@ -212,34 +220,41 @@ func (h *heartbeat) leaseEnded(jobs []runningJob) {
 // maxLossLookups bounds the rows read to explain lost leases after one beat.
 const maxLossLookups = 20
 
-// leasesLost cancels the handlers whose lease a heartbeat found lost and
-// logs why each was lost, read from the job's row. A lease ended by the
-// commit of the handler's own CompleteTx is no news.
-func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, timeout time.Duration) {
+// leasesLost cancels the handlers whose lease a heartbeat found lost, and
+// returns explain, which logs why each was lost, read from the job's row.
+// A lease ended by the commit of the handler's own CompleteTx is no news.
+//
+// Whether a lease in a CompleteTx transaction ended by that commit is
+// read within timeout, before anything is cancelled. The causes are read
+// afterwards, by explain, within a lease of their own: the handlers are
+// cancelled by then, so a slow read only delays the warning, and a read
+// cut off at the beat's interval on a loaded database would leave the
+// warning without its cause.
+func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, timeout time.Duration) (explain func()) {
 	running, inTx := h.running.sortLost(lost)
 	if len(running) == 0 && len(inTx) == 0 {
-		return
+		return nil
 	}
-	lctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	rows := make(map[backend.LeaseRef]*backend.JobRow, len(running)+len(inTx))
 	errs := make(map[backend.LeaseRef]error)
 	lookups := 0
-	lookup := func(l backend.LeaseRef) {
+	lookup := func(ctx context.Context, l backend.LeaseRef) {
 		if lookups >= maxLossLookups {
 			return
 		}
 		lookups++
-		row, err := h.be.JobGet(lctx, l.ID)
+		row, err := h.be.JobGet(ctx, l.ID)
 		if err != nil {
 			errs[l] = err
 			return
 		}
 		rows[l] = row
 	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var committed []backend.LeaseRef
 	for _, l := range inTx {
-		lookup(l)
+		lookup(lctx, l)
 		row, err := rows[l], errs[l]
 		switch {
 		case row != nil && row.Fence == l.Fence && row.State == backend.StateCompleted:
@@ -267,21 +282,25 @@ func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, tim
 		h.cfg.Observer.leasesLost(q, k)
 	}
 	if n == 0 {
-		return
+		return nil
 	}
-	causes := make([]string, 0, len(running))
-	for _, l := range running {
-		if _, ok := rows[l]; !ok && errs[l] == nil {
-			lookup(l)
+	return func() {
+		ectx, cancel := context.WithTimeout(ctx, h.cfg.LeaseDuration)
+		defer cancel()
+		causes := make([]string, 0, len(running))
+		for _, l := range running {
+			if _, ok := rows[l]; !ok && errs[l] == nil {
+				lookup(ectx, l)
+			}
+			if row, err := rows[l], errs[l]; row != nil || err != nil {
+				causes = append(causes, fmt.Sprintf("job %d: %s", l.ID, leaseLossCause(l, row, err)))
+			}
 		}
-		if row, err := rows[l], errs[l]; row != nil || err != nil {
-			causes = append(causes, fmt.Sprintf("job %d: %s", l.ID, leaseLossCause(l, row, err)))
+		if len(causes) < len(running) {
+			causes = append(causes, fmt.Sprintf("%d more not looked up", len(running)-len(causes)))
 		}
+		h.logger.Warn("spool: job leases no longer held; cancelling those jobs' handlers", "jobs", n, "causes", strings.Join(causes, "; "))
 	}
-	if len(causes) < len(running) {
-		causes = append(causes, fmt.Sprintf("%d more not looked up", len(running)-len(causes)))
-	}
-	h.logger.Warn("spool: job leases no longer held; cancelling those jobs' handlers", "jobs", n, "causes", strings.Join(causes, "; "))
 }
 
 // leaseLossCause says, from the job's row as it is now, why the lease l is
