@@ -26,3 +26,11 @@ const SessionSQLMode = sqlMode
 // MigrateTo applies the migrations up to version n, as an older release
 // did, for tests of the upgrade path.
 func (b *Backend) MigrateTo(ctx context.Context, n int) error { return b.migrate(ctx, n) }
+
+// LookerName is the name under which the backend's Listen calls hold the
+// looker's lease.
+func (b *Backend) LookerName() string { return b.noteSource }
+
+// WakeQueuesKey is the looker's set key of the queues registered with
+// AddWakeQueues.
+func (b *Backend) WakeQueuesKey() string { return b.wakeQueuesKey() }

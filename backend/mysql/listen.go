@@ -250,8 +250,9 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 				}
 				watching = !lk.holding() && h.lease.live && h.lease.holder != lk.name
 				if !lk.holding() {
-					// A holder read the ids up to the cursor.
-					st.lastJob = max(st.lastJob, h.lease.cursor)
+					// Another process's holder read the ids up to the
+					// cursor and woke its queues' processes for them.
+					st.lastJob = max(st.lastJob, lk.othersCursor(h.lease))
 				}
 			}
 			readJobs = looks() && (readJobs || h.job > st.lastJob)
@@ -333,13 +334,7 @@ func (b *Backend) lookerTurn(ctx context.Context, lk *looker, st *listenState, h
 	if !lk.wants(h, st.lastJob) {
 		return nil
 	}
-	// A lease this backend holds already (another Listen of it, for
-	// another client) says nothing of what this Listen has read.
-	cursor := h.lease.cursor
-	if h.lease.live && h.lease.holder == lk.name {
-		cursor = 0
-	}
-	from := max(st.lastJob, cursor, h.job-lookerBacklog)
+	from := max(st.lastJob, lk.othersCursor(h.lease), h.job-lookerBacklog)
 	took, err := lk.hold(ctx, from)
 	if err != nil || !took {
 		return err

@@ -152,6 +152,30 @@ func TestLookerPerQueueSet(t *testing.T) {
 	}
 }
 
+// TestLookerCursorOfOwnBackend: when the lease is held by the listener's
+// own backend (another Listen of it, for another client), its cursor says
+// nothing of what this Listen has read: a job at or below that cursor
+// still wakes this Listen's client. The lease is written as another
+// Listen of the backend would leave it, holding on for an hour with its
+// cursor past the next job's id, before the job is inserted.
+func TestLookerCursorOfOwnBackend(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	a := openBackend(t, name, lookerParams)
+	defer a.AddWakeQueues([]string{"qa"})()
+	db := "`" + a.Database() + "`"
+	if _, err := a.DB().Exec("INSERT INTO "+db+".spool_looker (set_key, holder, until, cursor_id, slow) "+
+		"VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, (SELECT coalesce(max(id), 0) + 1000 FROM "+db+".spool_jobs), 0)",
+		a.WakeQueuesKey(), a.LookerName()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakes := listenWakes(t, ctx, a)
+	lookerInsert(t, inserter, "qa")
+	awaitWake(t, wakes, "qa", "the listener whose backend holds the lease")
+}
+
 // lookerParams open a backend with the looker by name: the looker's tests
 // hold whatever the default is.
 var lookerParams = url.Values{mysql.WakeRoutingParam: {mysql.WakeRoutingLooker}}

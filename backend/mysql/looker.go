@@ -98,13 +98,24 @@ func (l *looker) holding() bool { return l.held.Load() }
 // shows: new ids above its cursor and above seen (the highest id this
 // Listen has seen: those it saw at its start are its start's claims'),
 // and the lease lapsed or held by a holder with no idle worker while
-// this process has one.
+// this process has one. The cursor of a lease this backend holds or held
+// (another Listen of it, for another client) counts for nothing: that
+// Listen read those ids for its own client.
 func (l *looker) wants(h heads, seen int64) bool {
 	ls := h.lease
-	if !ls.present || h.job <= max(ls.cursor, seen) {
+	if !ls.present || h.job <= max(l.othersCursor(ls), seen) {
 		return false
 	}
 	return !ls.live || ls.holder == l.name || (ls.slow && l.b.demands.Waiting())
+}
+
+// othersCursor is the lease's cursor as ids another process read for
+// this backend's queues, 0 when the holder is this backend.
+func (l *looker) othersCursor(ls lease) int64 {
+	if ls.holder == l.name {
+		return 0
+	}
+	return ls.cursor
 }
 
 // hold takes or renews the lease, recording cursor; it reports whether
