@@ -68,8 +68,9 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 var errLeaseMissed = errors.New("a lease did not hold")
 
 // completeFast writes a batch of plain completions (fs sorted by id) with
-// one UPDATE (or DELETE) whose condition holds the leases (leaseGuard), in a transaction of its own: when every lease holds, that is the
-// whole finish, without the locking read of finish. When fewer rows match,
+// one UPDATE (or DELETE) whose condition holds the leases (leaseGuard),
+// in a transaction of its own: when every lease holds, that is the whole
+// finish, without the locking read of finish. When fewer rows match,
 // it rolls back and reports false, and the caller finishes the batch the
 // long way, which names the rejected leases. A batch with any other outcome,
 // or with two leases of one job, is left to the long way at once.

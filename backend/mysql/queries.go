@@ -235,10 +235,9 @@ func inList(ids []int64) string {
 // else " AND (fence = f1 AND id IN (…) OR fence = f2 AND id IN (…) …)",
 // one arm per fence in the order first seen, each with its ids as they
 // came. A row matches when its (id, fence) is one of the pairs, as with a
-// row-constructor list "(id, fence) IN ((…), …)", which MariaDB evaluated
-// at 5–8 µs of server CPU more per row of a 2,000-job completion
-// (docs/mysql.md, "What a claim and a finish cost"); an integer IN list
-// is searched by bisection. A drain's leases mostly share one fence.
+// row-constructor list "(id, fence) IN ((…), …)", which MariaDB evaluates
+// row by row at a cost docs/mysql.md prices ("What a claim and a finish
+// cost"); an integer IN list is searched by bisection. A drain's leases mostly share one fence.
 // With more than leaseGuardArms distinct fences (jobs retried, snoozed or
 // waiting many times, side by side), the arms would be tried one by one
 // for every row, so the guard is the row list again.

@@ -250,17 +250,14 @@ SELECT 'default', 'rowcost', '{"n":1}', 1, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND,
 WHERE table_schema = 'rowcost_src' AND table_name = 'spool_jobs' AND extra NOT LIKE '%GENERATED%'`).Scan(&rc.cols)
 }
 
-// ticks is the server's CPU so far, in clock ticks (10 ms).
-func (rc *rowcost) ticks() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", rc.pid))
-	if err != nil {
-		return 0, err
+// cpu is the server's CPU so far (mariadbd runs as one process, so its
+// tree is itself).
+func (rc *rowcost) cpu() (time.Duration, error) {
+	d, ok := bench.TreeCPU(rc.pid)
+	if !ok {
+		return 0, fmt.Errorf("read the CPU of mariadbd (pid %d) from /proc", rc.pid)
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	k, err2 := strconv.ParseInt(f[12], 10, 64)
-	return u + k, errors.Join(err1, err2)
+	return d, nil
 }
 
 // purged waits until InnoDB's history list is (nearly) empty, so that the
@@ -335,20 +332,20 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 	if err := rc.purged(ctx); err != nil {
 		return out, err
 	}
-	t0, err := rc.ticks()
+	t0, err := rc.cpu()
 	if err == nil {
 		err = exec(fill)
 	}
 	if err == nil {
 		err = rc.purged(ctx)
 	}
-	t1, terr := rc.ticks()
+	t1, terr := rc.cpu()
 	if err = errors.Join(err, terr); err != nil {
 		return out, err
 	}
-	var claimTicks, finishTicks int64
+	var claimCPU, finishCPU time.Duration
 	for {
-		a, err := rc.ticks()
+		a, err := rc.cpu()
 		if err != nil {
 			return out, err
 		}
@@ -359,11 +356,11 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 			}
 			return out, err
 		}
-		b, err := rc.ticks()
+		b, err := rc.cpu()
 		if err != nil {
 			return out, err
 		}
-		claimTicks += b - a
+		claimCPU += b - a
 		q := "UPDATE rowcost.t SET state = 'completed'" + done + " WHERE state = 'running' AND id IN " + idList(ids)
 		if del {
 			q = "DELETE FROM rowcost.t WHERE state = 'running' AND id IN " + idList(ids)
@@ -377,16 +374,7 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		case omitted("lease_guard"):
 			q += " AND NOT has_dependents" + rowcostLeaseGuard(ids, fences)
 		case !cfg.min && !omitted("lease_list"):
-			var sb strings.Builder
-			sb.WriteString(" AND NOT has_dependents AND (id, fence) IN (")
-			for i, id := range ids {
-				if i > 0 {
-					sb.WriteByte(',')
-				}
-				fmt.Fprintf(&sb, "(%d,%d)", id, fences[i])
-			}
-			sb.WriteByte(')')
-			q += sb.String()
+			q += " AND NOT has_dependents AND (id, fence) IN " + leaseRowList(ids, fences, 0)
 		}
 		res, err := rc.db.ExecContext(ctx, q)
 		if err != nil {
@@ -395,24 +383,24 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
 			return out, fmt.Errorf("finish: %d of %d rows (%v)", n, len(ids), err)
 		}
-		c, err := rc.ticks()
+		c, err := rc.cpu()
 		if err != nil {
 			return out, err
 		}
-		finishTicks += c - b
+		finishCPU += c - b
 	}
 	// The completions' purge runs beside them; what is left is theirs.
-	b, err := rc.ticks()
+	b, err := rc.cpu()
 	if err == nil {
 		err = rc.purged(ctx)
 	}
-	c, terr := rc.ticks()
+	c, terr := rc.cpu()
 	if err = errors.Join(err, terr); err != nil {
 		return out, err
 	}
-	finishTicks += c - b
-	us := func(t int64) float64 { return float64(t) * 10000 / float64(rc.jobs) }
-	return [3]float64{us(t1 - t0), us(claimTicks), us(finishTicks)}, nil
+	finishCPU += c - b
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(rc.jobs) }
+	return [3]float64{us(t1 - t0), us(claimCPU), us(finishCPU)}, nil
 }
 
 // claim runs one claim transaction: the locking read, the claim's UPDATE

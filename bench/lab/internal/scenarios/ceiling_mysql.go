@@ -235,16 +235,7 @@ func mysqlCeilingSession(t mysqlLoopTable, deleteDone bool) func(ctx context.Con
 				if mysqlOmitted("fence") {
 					raised = 0
 				}
-				var b strings.Builder
-				b.WriteString(" AND NOT has_dependents AND (id, fence) IN (")
-				for i, id := range ids {
-					if i > 0 {
-						b.WriteByte(',')
-					}
-					fmt.Fprintf(&b, "(%d,%d)", id, fences[i]+raised)
-				}
-				b.WriteByte(')')
-				q += b.String()
+				q += " AND NOT has_dependents AND (id, fence) IN " + leaseRowList(ids, fences, raised)
 			}
 			start := time.Now()
 			res, err := conn.ExecContext(ctx, q)
@@ -336,6 +327,21 @@ func idList(ids []int64) string {
 			b.WriteByte(',')
 		}
 		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// leaseRowList renders (id, fence+raise) pairs as the row list
+// "((1,2),(3,4))" of the completion before the lease guard.
+func leaseRowList(ids, fences []int64, raise int64) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "(%d,%d)", id, fences[i]+raise)
 	}
 	b.WriteByte(')')
 	return b.String()
