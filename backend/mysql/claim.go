@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -81,7 +80,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 			return err
 		}
 		n := min(p.Max, smallClaimMax)
-		if jobs, err = b.claimRows(ctx, tx, p, n, nil); err != nil || len(jobs) < n || n == p.Max {
+		if jobs, err = b.claimRows(ctx, tx, p, n); err != nil || len(jobs) < n || n == p.Max {
 			return err
 		}
 		// Full: a backlog may have come; the rest under the lock. The
@@ -103,95 +102,19 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 // rows another holds (SKIP LOCKED checks every one against InnoDB's lock
 // table), which made the server's CPU per job grow with the number of
 // processes claiming.
-//
-// Under the lock a claim also reads and moves the queue's claim floor
-// (schema 20, kept in the lock's row): it reads above the last row the
-// previous claim under the lock took, not over the claim index entries
-// that claims delete-marked and the purge has not removed yet, and reads
-// from the head at least every claimHeadEvery, for the jobs left below the
-// floor (readClaimFloor).
 func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	if !b.claimLock {
-		return b.claimRows(ctx, tx, p, p.Max, nil)
-	}
-	f, err := b.readClaimFloor(ctx, tx, p.Queue)
-	if err != nil {
-		return nil, err
-	}
-	jobs, err := b.claimRows(ctx, tx, p, p.Max, f)
-	if err != nil {
-		return nil, err
-	}
-	if len(jobs) > 0 || f == nil {
-		// jobs is in claim order: its last row is the new floor. A read
-		// from the head that found nothing records the read, floor and
-		// all cleared.
-		var prio, runAt, id any
-		if len(jobs) > 0 {
-			last := jobs[len(jobs)-1]
-			prio, runAt, id = last.Priority, sqlTime(last.RunAt), last.ID
-		}
-		if _, err := tx.ExecContext(ctx, b.sql.claimFloorSet, prio, runAt, id, f == nil, p.Queue); err != nil {
+	if b.claimLock {
+		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue); err != nil {
 			return nil, err
 		}
 	}
-	return jobs, nil
+	return b.claimRows(ctx, tx, p, p.Max)
 }
 
-// claimHeadEvery is how often, at least, a claim under a queue's claim
-// lock reads from the queue's head rather than above its claim floor: the
-// longest a due job below the floor waits beyond the next such claim.
-const claimHeadEvery = time.Second
-
-// claimFloor is the claim-order key of the last row a queue's last claim
-// under the claim lock took.
-type claimFloor struct {
-	priority int16
-	runAt    time.Time
-	id       int64
-}
-
-// readClaimFloor takes the queue's claim lock in transaction tx (creating
-// its row on first use) and returns the floor this claim reads above, or
-// nil when it reads from the head: the queue has no floor yet, or no
-// claim has read from the head for claimHeadEvery.
-//
-// Jobs below the floor are the ones a claim from the head takes first:
-// those whose key is earlier than the floor's and that became pending
-// after a claim passed them (an insert committed after a later one was
-// claimed, a released claim's or a rescued job's, which keep their
-// run_at, the rows of a small claim that rolled back, a job inserted with
-// a past run time). The floor bounds only its own priority, so a job of a
-// more urgent priority is claimed at once.
-func (b *Backend) readClaimFloor(ctx context.Context, tx *sql.Tx, queue string) (*claimFloor, error) {
-	var (
-		prio  sql.NullInt16
-		runAt sql.NullTime
-		id    sql.NullInt64
-		head  bool
-	)
-	err := tx.QueryRowContext(ctx, b.sql.claimFloor, micros(claimHeadEvery), queue).Scan(&prio, &runAt, &id, &head)
-	if errors.Is(err, sql.ErrNoRows) {
-		// First claim of the queue: the row is created, and locked.
-		_, err = tx.ExecContext(ctx, b.sql.claimLock, queue)
-		return nil, err
-	}
-	if err != nil || head {
-		return nil, err
-	}
-	return &claimFloor{priority: prio.Int16, runAt: runAt.Time, id: id.Int64}, nil
-}
-
-// claimRows locks up to n due pending rows of p's queue in transaction tx,
-// above floor f when it is not nil, and claims them. It takes no claim
-// lock itself.
-func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, n int, f *claimFloor) ([]*backend.JobRow, error) {
-	q, args := b.sql.claimSelect, []any{p.Queue, p.Queue}
-	if f != nil {
-		at := sqlTime(f.runAt)
-		q, args = b.sql.claimSelectFloor, append(args, f.priority, f.priority, f.priority, at, at, f.id)
-	}
-	rows, err := tx.QueryContext(ctx, q+"\nLIMIT "+strconv.Itoa(n)+" FOR UPDATE SKIP LOCKED", args...)
+// claimRows locks up to n due pending rows of p's queue in transaction tx
+// and claims them, without the claim lock.
+func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, n int) ([]*backend.JobRow, error) {
+	rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(n)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,3 @@ func (b *Backend) LookerName() string { return b.noteSource }
 // WakeQueuesKey is the looker's set key of the queues registered with
 // AddWakeQueues.
 func (b *Backend) WakeQueuesKey() string { return b.wakeQueuesKey() }
-
-// ClaimSelectFloor is the pessimistic claim's SELECT above a claim floor.
-func (b *Backend) ClaimSelectFloor() string { return b.sql.claimSelectFloor }

@@ -25,35 +25,34 @@ import (
 // order. Every UPDATE below is written so both readings agree: a column is
 // never read after it is assigned, except by its own assignment.
 type queries struct {
-	listenHeads, listenSlow, newJobs            string
-	listenHeadsLease                            string
-	lookerHold, lookerRelease, lookerInit       string
-	wakeNote, wakeNotesNew, wakeNotesPrune      string
-	getForUpdate, deleteJob, throughput         string
-	claimSelect, claimUpdate                    string
-	claimLock                                   string
-	claimFloor, claimSelectFloor, claimFloorSet string
-	window, optimisticUpdate, optimisticWon     string
-	lockForFinish, complete, deleteDone         string
-	finishOther                                 string
-	heartbeat, heartbeatCheck, releaseClaim     string
-	rescueSelect, rescueUpdate                  string
-	cleanupSelect, cleanup                      string
-	insertHead, get, listHead, retry, cancel    string
-	uniqueHolder                                string
-	cancelEvent, cancelEventsPrune              string
-	cancelEventsRecent, record                  string
-	stats, leaderUpdate, leaderInsert           string
-	leaderResign, schemaVersion                 string
-	queuePause, queueResume, queuePausedAll     string
-	periodicRecord, periodicGet                 string
-	periodicList                                string
-	flowLock, flowRunning                       string
-	flowLockShared, flowLockStripe              string
-	flowKeyNext, flowRates, flowSaveRate        string
-	flowTakeAny, flowTakeKey, flowTakeBlock     string
-	flowTakeStep, flowHead, flowTakeIDs         string
-	flowUse, flowUseRates, flowPruneRates       string
+	listenHeads, listenSlow, newJobs         string
+	listenHeadsLease                         string
+	lookerHold, lookerRelease, lookerInit    string
+	wakeNote, wakeNotesNew, wakeNotesPrune   string
+	getForUpdate, deleteJob, throughput      string
+	claimSelect, claimUpdate                 string
+	claimLock                                string
+	window, optimisticUpdate, optimisticWon  string
+	lockForFinish, complete, deleteDone      string
+	finishOther                              string
+	heartbeat, heartbeatCheck, releaseClaim  string
+	rescueSelect, rescueUpdate               string
+	cleanupSelect, cleanup                   string
+	insertHead, get, listHead, retry, cancel string
+	uniqueHolder                             string
+	cancelEvent, cancelEventsPrune           string
+	cancelEventsRecent, record               string
+	stats, leaderUpdate, leaderInsert        string
+	leaderResign, schemaVersion              string
+	queuePause, queueResume, queuePausedAll  string
+	periodicRecord, periodicGet              string
+	periodicList                             string
+	flowLock, flowRunning                    string
+	flowLockShared, flowLockStripe           string
+	flowKeyNext, flowRates, flowSaveRate     string
+	flowTakeAny, flowTakeKey, flowTakeBlock  string
+	flowTakeStep, flowHead, flowTakeIDs      string
+	flowUse, flowUseRates, flowPruneRates    string
 	// The statements of durable steps and signals (sql/steps/) and of
 	// debounced inserts and the finished-job feed (sql/await/).
 	steps stepQueries
@@ -135,9 +134,6 @@ func buildQueries(db string) (queries, error) {
 		"flow_use_rates":       &q.flowUseRates,
 		"claim_update":         &q.claimUpdate,
 		"claim_lock":           &q.claimLock,
-		"claim_floor":          &q.claimFloor,
-		"claim_select_floor":   &q.claimSelectFloor,
-		"claim_floor_set":      &q.claimFloorSet,
 		"window":               &q.window,
 		"queue_pause":          &q.queuePause,
 		"queue_resume":         &q.queueResume,
