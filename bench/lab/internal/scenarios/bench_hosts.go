@@ -418,6 +418,7 @@ func pinTree(ctx context.Context, root int, cpus string) error {
 func (e *hostsEnv) close() error {
 	var errs []error
 	if e.status != nil {
+		e.status.stopSampler()
 		errs = append(errs, e.status.be.Close())
 	}
 	if e.stop != nil {
