@@ -102,7 +102,29 @@ var rowcostConfigs = []rowcostConfig{
 		side: fmt.Sprintf(rowcostSideTable, "")},
 	{Name: "side table -flow_wait-unique_active", drop: rowcostSchema20 + ", DROP COLUMN flow_wait, DROP COLUMN unique_active",
 		omit: []string{"lease_list", "lease_guard"}, side: fmt.Sprintf(rowcostSideTable, "")},
+	{Name: "-json checks", drop: rowcostNoJSONChecks},
+	{Name: "side table -json", drop: rowcostSchema20 + ", DROP COLUMN flow_wait, DROP COLUMN unique_active, DROP COLUMN errors, DROP COLUMN tags, DROP COLUMN metadata, DROP COLUMN output",
+		omit: []string{"lease_list", "lease_guard"}},
+	{Name: "narrow", drop: rowcostSchema20 + ", " + rowcostNarrow, omit: []string{"lease_list", "lease_guard"}},
+	{Name: "narrow claim index only", drop: rowcostSchema20 + ", DROP KEY spool_jobs_finalized, " + rowcostNarrow,
+		omit: []string{"lease_list", "lease_guard"}},
 }
+
+// rowcostNoJSONChecks declares the JSON columns as LONGTEXT without the
+// JSON_VALID check MariaDB attaches to its JSON alias, which a statement
+// may evaluate for every column of every row it writes.
+const rowcostNoJSONChecks = "MODIFY args LONGTEXT NOT NULL, MODIFY errors LONGTEXT NULL, MODIFY tags LONGTEXT NOT NULL, " +
+	"MODIFY metadata LONGTEXT NOT NULL, MODIFY output LONGTEXT NULL"
+
+// rowcostNarrow drops every column a plain job's claim and completion
+// neither read nor write (after rowcostSchema20 has dropped the indexes on
+// some of them): what the row's width costs, against a table that would
+// keep those columns in a table of their own, written at insert and read
+// by id.
+const rowcostNarrow = "DROP COLUMN unique_active, DROP COLUMN flow_wait, DROP COLUMN unique_key, DROP COLUMN unique_states, " +
+	"DROP COLUMN flow_key, DROP COLUMN errors, DROP COLUMN tags, DROP COLUMN metadata, DROP COLUMN output, DROP COLUMN kind, " +
+	"DROP COLUMN wait_kind, DROP COLUMN workflow_task, DROP COLUMN wait_signal, DROP COLUMN created_at, DROP COLUMN max_attempts, " +
+	"DROP COLUMN deps_left, DROP COLUMN workflow_id, DROP COLUMN batch_id"
 
 // rowcostRow is one configuration's result, µs of server CPU per job:
 // medians over rounds, then every round.
@@ -308,7 +330,13 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		if err == nil && cfg.side != "" {
 			err = exec(cfg.side)
 		}
-		fill = "INSERT INTO rowcost.t (" + rc.cols + ") SELECT " + rc.cols + " FROM rowcost_src.spool_jobs"
+		cols := rc.cols
+		if err == nil && cfg.drop != "" {
+			// The copy's own stored columns: a configuration may drop some.
+			err = rc.db.QueryRowContext(ctx, `SELECT group_concat(column_name ORDER BY ordinal_position) FROM information_schema.columns
+WHERE table_schema = 'rowcost' AND table_name = 't' AND extra NOT LIKE '%GENERATED%'`).Scan(&cols)
+		}
+		fill = "INSERT INTO rowcost.t (" + cols + ") SELECT " + cols + " FROM rowcost_src.spool_jobs"
 		claim = "SELECT id, fence FROM rowcost.t FORCE INDEX (spool_jobs_claim) WHERE phase = 1 AND queue = 'default' AND run_at <= UTC_TIMESTAMP(6) ORDER BY priority, run_at, id"
 		set = ", leased_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE"
 		for _, p := range []struct{ name, sql string }{
@@ -469,7 +497,12 @@ hold those jobs' keys created empty beside the copy, with a foreign key
 that deletes its rows with their job ("side table FK": every delete of
 the copy looks in it) or without ("side table": keyed jobs' deletes
 would name it); "side table -flow_wait-unique_active" also drops the
-two stored generated columns that fed the dropped indexes.
+two stored generated columns that fed the dropped indexes. What the
+row's width costs: "-json checks" declares the JSON columns without
+MariaDB's JSON_VALID check; "narrow" is schema 20's table for a plain
+job without every column its claim and completion neither read nor
+write (they would live in a table of their own, read by id), and
+"narrow claim index only" also without spool_jobs_finalized.
 
 Flags:
 
