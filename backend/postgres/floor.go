@@ -50,20 +50,19 @@ import (
 // notifications every claim starts from the head, as before.
 //
 // A floor is a process's own, but the processes working a backlog take
-// turns on its claim lock: between two claims of one process, the others'
-// claims took the rows above its floor, and its next claim walked all their
-// entries (8 processes: 9.4 pending-index entries read per job claimed
-// against 1.5 with one). So a claim under the claim lock also reads the
-// queue's shared floor (spool_claim_floors, schema 31), where the claim
-// before it, from whichever process, ended, and starts at the higher of the
-// two; and it writes its own end there. A row pending below the shared
-// floor is one the claims passed (a late commit) or one written back
-// below them, and each way that arises lowers some process's own floor
-// as above. The key so reported also caps where that process's next claim
-// may start (queueFloor.cap), however high the shared floor, so the
-// process told of a row is the one that does not skip it; the probe below
-// each process's own floor, which claims keep near the shared one, finds
-// the rest.
+// turns on its claim lock: between two claims of one process the others'
+// claims took the rows above its floor, and its next claim walked all
+// their entries, still in the index (docs/internals-postgres.md, step 3).
+// So a claim under the claim lock also reads the queue's shared floor
+// (spool_claim_floors, schema 31), where the claim before it ended,
+// whichever process sent it, starts at the higher of the two, and writes
+// its own end there. A row pending below the shared floor is one the
+// claims passed (a late commit) or one written back below them, and each
+// way that arises lowers some process's own floor as above. The key so
+// reported also caps where that process's claims may start
+// (queueFloor.cap), however high the shared floor, so the process told of
+// a row does not skip it; the probe below each process's own floor, which
+// its claims keep near the shared one, finds the rest.
 type claimFloors struct {
 	mu         sync.Mutex
 	listening  int // subscribed Listen calls
