@@ -71,10 +71,11 @@ func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobCla
 	// step over each other's rows in a backlog, while a small claim in
 	// place takes a few jobs and, waiting for the lock, would wait for
 	// another claim's WAL flush.
-	if b.claimLock && !small {
+	locked := b.claimLock && !small
+	if locked {
 		batch.Queue(b.sql.claimLock, p.Queue)
 	}
-	floored := b.queueFloored(batch, &jobs, query, p.Queue, n, p.Lease, p.ClaimID)
+	floored := b.queueFloored(batch, &jobs, query, p.Queue, n, p.Lease, p.ClaimID, locked)
 	// Close returns the first error, the commit's at the Sync included:
 	// the floor moves only for a claim that committed.
 	err := b.pool.SendBatch(ctx, batch).Close()
@@ -93,15 +94,25 @@ func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobCla
 // queueFloored queues on batch a claim statement that starts at queue's
 // claim floor (claim.sql, claim_in_place.sql, claim_small.sql,
 // flow_quick.sql: queue, n, lease, claim id, the floor's key, then extra),
-// its rows read into jobs. The returned function, called with the batch's error once it is back, sorts
+// its rows read into jobs. claim.sql is also given the shared floor's
+// arguments: locked says the claim holds the queue's claim lock, under
+// which it may start at the shared floor and writes its end there. The returned function, called with the batch's error once it is back, sorts
 // jobs into claim order (UPDATE … RETURNING does not keep the CTE's) and
 // moves the floor past the last, or leaves the floor on an error.
-func (b *Backend) queueFloored(batch *pgx.Batch, jobs *[]*backend.JobRow, query, queue string, n int, lease time.Duration, claimID string, extra ...any) func(error) {
+func (b *Backend) queueFloored(batch *pgx.Batch, jobs *[]*backend.JobRow, query, queue string, n int, lease time.Duration, claimID string, locked bool, extra ...any) func(error) {
 	ticket := b.floors.begin(queue, time.Now())
 	if ticket.probe {
 		b.startProbe(queue, ticket.bound)
 	}
 	args := append([]any{queue, n, micros(lease), claimID, ticket.bound.priority, ticket.bound.runAt, ticket.bound.id}, extra...)
+	if query == b.sql.claim {
+		args = append(args, locked && ticket.shared, locked)
+		if c := ticket.cap; c != nil {
+			args = append(args, c.priority, c.runAt, c.id)
+		} else {
+			args = append(args, nil, nil, nil)
+		}
+	}
 	batch.Queue(query, args...).Query(func(rows pgx.Rows) (err error) {
 		*jobs, err = collectJobs(rows)
 		return err

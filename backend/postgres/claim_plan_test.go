@@ -97,7 +97,7 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 				}
 			}
 			var raw []byte
-			if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+b.sql.claim, "default", 1100, int64(60e6), "t#1", headKey.priority, headKey.runAt, headKey.id).Scan(&raw); err != nil {
+			if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+b.sql.claim, "default", 1100, int64(60e6), "t#1", headKey.priority, headKey.runAt, headKey.id, true, true, nil, nil, nil).Scan(&raw); err != nil {
 				return err
 			}
 			var v any
@@ -124,10 +124,17 @@ func TestClaimPlanIgnoresStaleStatistics(t *testing.T) {
 	// JobClaim runs its statements on their generic plans: built on this
 	// table, they too reach spool_jobs and spool_queues by index scans
 	// only (claimPlanSettings).
-	args := `('default', 1100, 60000000, 't#1', ` + strconv.Itoa(int(headKey.priority)) + `, '-infinity', 0)`
-	for _, st := range []struct{ name, query string }{{"claim", b.sql.claim}, {"small claim", b.sql.claimSmall}} {
-		for _, table := range []string{"spool_jobs", "spool_queues"} {
-			scans := preparedPlanScans(t, pool, claimSettings+claimPlanSettings, st.query, args, table)
+	args := `'default', 1100, 60000000, 't#1', ` + strconv.Itoa(int(headKey.priority)) + `, '-infinity', 0`
+	for _, st := range []struct{ name, query, args string }{
+		{"claim", b.sql.claim, "(" + args + ", true, true, 0, '-infinity', 5)"},
+		{"small claim", b.sql.claimSmall, "(" + args + ")"},
+	} {
+		tables := []string{"spool_jobs", "spool_queues"}
+		if st.query == b.sql.claim {
+			tables = append(tables, "spool_claim_floors")
+		}
+		for _, table := range tables {
+			scans := preparedPlanScans(t, pool, claimSettings+claimPlanSettings, st.query, st.args, table)
 			for _, scan := range strings.Split(scans, ", ") {
 				// The claim deletes the rows it locked by their tuple ids.
 				if !strings.HasPrefix(scan, "Index Scan") && scan != "Tid Scan on spool_jobs" {
@@ -756,7 +763,7 @@ func TestClaimTakesRowsChangedAfterItsSnapshot(t *testing.T) {
 			if _, err := tx.Exec(ctx, claimSettings); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, gated, "default", 10, int64(60e6), "t#1", 0, "-infinity", 0)
+			rows, err := tx.Query(ctx, gated, "default", 10, int64(60e6), "t#1", 0, "-infinity", 0, false, false, nil, nil, nil)
 			if err != nil {
 				return err
 			}

@@ -48,6 +48,21 @@ import (
 //
 // Floors are used only while Listen is subscribed; without the
 // notifications every claim starts from the head, as before.
+//
+// A floor is a process's own, but the processes working a backlog take
+// turns on its claim lock: between two claims of one process the others'
+// claims took the rows above its floor, and its next claim walked all
+// their entries, still in the index (docs/internals-postgres.md, step 3).
+// So a claim under the claim lock also reads the queue's shared floor
+// (spool_claim_floors, schema 31), where the claim before it ended,
+// whichever process sent it, starts at the higher of the two, and writes
+// its own end there. A row pending below the shared floor is one the
+// claims passed (a late commit) or one written back below them, and each
+// way that arises lowers some process's own floor as above. The key so
+// reported also caps where that process's claims may start
+// (queueFloor.cap), however high the shared floor, so the process told of
+// a row does not skip it; the probe below each process's own floor, which
+// its claims keep near the shared one, finds the rest.
 type claimFloors struct {
 	mu         sync.Mutex
 	listening  int // subscribed Listen calls
@@ -89,6 +104,12 @@ type queueFloor struct {
 	reported  *claimKey // the lowest bound a report asked for while claims were in flight
 	probing   bool      // a probe below the floor is running
 	nextProbe time.Time // the next probe is due then
+	// cap, when set, is the lowest bound a report asked for that no
+	// claim has passed since: no claim starts above it, whatever the
+	// shared floor. A claim that began after the last report and took a
+	// job above it clears it. capSeq counts the reports.
+	cap    *claimKey
+	capSeq uint64
 }
 
 // Probes run at least this often per queue, and at most as often as
@@ -108,6 +129,13 @@ type claimTicket struct {
 	probe   bool // the caller should start a probe below bound
 	counted bool // begin counted the claim in flight
 	gen     uint64
+	// shared is whether the claim may start at the queue's shared floor,
+	// if higher than bound: it has a floor of its own (not full). cap, when
+	// set, is the highest start it may take. capSeq is the queue's report
+	// count when the claim began.
+	shared bool
+	cap    *claimKey
+	capSeq uint64
 }
 
 // begin returns where a claim of queue should start.
@@ -120,9 +148,9 @@ func (f *claimFloors) begin(queue string, now time.Time) claimTicket {
 	}
 	q := f.queue(queue)
 	q.inflight++
-	t.counted, t.gen = true, q.gen
+	t.counted, t.gen, t.capSeq = true, q.gen, q.capSeq
 	if q.valid {
-		t.bound, t.full = q.bound, false
+		t.bound, t.full, t.shared, t.cap = q.bound, false, true, q.cap
 		if !q.probing && !now.Before(q.nextProbe) {
 			t.probe, q.probing = true, true
 		}
@@ -160,6 +188,9 @@ func (f *claimFloors) end(t claimTicket, last *claimKey, now time.Time) {
 	}()
 	if q.gen != t.gen {
 		return
+	}
+	if q.cap != nil && q.capSeq == t.capSeq && last != nil && q.cap.less(*last) {
+		q.cap = nil // this claim started at or below it and went past it
 	}
 	if t.full {
 		q.nextProbe = now.Add(f.probeInterval(0))
@@ -203,6 +234,10 @@ func (f *claimFloors) lower(queue string, key claimKey) {
 	if q.inflight > 0 && (q.reported == nil || b.less(*q.reported)) {
 		q.reported = &b
 	}
+	if q.cap == nil || b.less(*q.cap) {
+		q.cap = &b
+	}
+	q.capSeq++
 }
 
 // reset makes the next claim of queue start at the head.

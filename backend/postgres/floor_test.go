@@ -94,6 +94,51 @@ func TestFloorResetAndListening(t *testing.T) {
 	}
 }
 
+// A claim may start at the shared floor only below every key reported
+// since a claim last went past it (the cap), and a full claim from the head
+// never uses the shared floor.
+func TestFloorCapBoundsSharedStart(t *testing.T) {
+	f := listeningFloors()
+	now := time.Now()
+	first := f.begin("q", now)
+	if first.shared {
+		t.Fatalf("a claim from the head may start at the shared floor: %+v", first)
+	}
+	f.end(first, keyPtr(0, 10, 5), now)
+	tk := f.begin("q", now)
+	if !tk.shared || tk.cap != nil {
+		t.Fatalf("claim with a floor of its own: %+v, want shared and no cap", tk)
+	}
+	f.end(tk, keyPtr(0, 12, 6), now)
+
+	// A key above the process's own floor leaves that floor, but caps the
+	// start: the shared floor may be above it.
+	f.lower("q", key(0, 20, 7))
+	tk = f.begin("q", now)
+	if tk.bound != key(0, 12, 6) || tk.cap == nil || *tk.cap != key(0, 20, 6) {
+		t.Fatalf("after a report above the floor: %+v, want bound (0, 12, 6), cap just below (0, 20, 7)", tk)
+	}
+	// A claim that stopped short of the cap leaves it.
+	f.end(tk, keyPtr(0, 15, 1), now)
+	tk = f.begin("q", now)
+	if tk.cap == nil {
+		t.Fatal("a claim that ended below the cap cleared it")
+	}
+	// One that went past it, with no report since it began, clears it.
+	f.end(tk, keyPtr(0, 30, 1), now)
+	tk = f.begin("q", now)
+	if tk.cap != nil {
+		t.Fatalf("cap %+v after a claim went past it", *tk.cap)
+	}
+	// A report while a claim runs outlives that claim, wherever it ends.
+	f.lower("q", key(0, 40, 3))
+	f.end(tk, keyPtr(0, 50, 1), now)
+	if tk = f.begin("q", now); tk.cap == nil || *tk.cap != key(0, 40, 2) {
+		t.Fatalf("after a report during a claim: %+v, want cap just below (0, 40, 3)", tk)
+	}
+	f.end(tk, nil, now)
+}
+
 func TestFloorProbesRecur(t *testing.T) {
 	f := &claimFloors{}
 	f.listen(+1)
@@ -287,7 +332,7 @@ func TestFloorSkipsDeadEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+ft.b.sql.claim,
-			"default", 1, int64(60e6), "t#2", bound.priority, bound.runAt, bound.id).Scan(&plan); err != nil {
+			"default", 1, int64(60e6), "t#2", bound.priority, bound.runAt, bound.id, false, false, nil, nil, nil).Scan(&plan); err != nil {
 			t.Fatal(err)
 		}
 		p := plan[0]["Plan"].(map[string]any)
@@ -398,4 +443,114 @@ func TestFloorSeesJobRescuedElsewhere(t *testing.T) {
 	}
 	ft.awaitWakes(4)
 	wantIDs(t, "claim after the rescue", ft.claim(10), first, third)
+}
+
+// leasing makes b claim into lease rows under the claim lock, so that its
+// claims read and write the queue's shared floor whatever their size.
+func leasing(b *Backend) *Backend {
+	b.leaseRows = true
+	return b
+}
+
+// Two processes taking turns on a backlog: the claim of one starts where
+// the other's last claim ended (the shared floor), not at its own floor
+// below all the rows the other claimed, whose entries a held snapshot keeps.
+func TestFloorSharedSkipsOthersClaims(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	pool := ft.b.pool
+	leasing(ft.b)
+	other, err := New(pool, &Options{Schema: ft.b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	leasing(other)
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 20000)`, ft.b.schema)); err != nil {
+		t.Fatal(err)
+	}
+	ft.awaitWakes(1)
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT txid_current()`); err != nil {
+		t.Fatal(err)
+	}
+	mine := ft.claim(1000)
+	var last int64
+	for range 18 {
+		jobs, err := other.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 1000, Lease: time.Minute, ClaimID: "o#1"})
+		if err != nil || len(jobs) != 1000 {
+			t.Fatalf("other process's claim: %d jobs, %v", len(jobs), err)
+		}
+		last = jobs[len(jobs)-1].ID
+	}
+	buffers := func(bound claimKey, shared bool) float64 {
+		var plan []map[string]any
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) // the claim is undone
+		if _, err := tx.Exec(ctx, claimSettings); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+ft.b.sql.claim,
+			"default", 1, int64(60e6), "t#2", bound.priority, bound.runAt, bound.id, shared, false, nil, nil, nil).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		p := plan[0]["Plan"].(map[string]any)
+		return p["Shared Hit Blocks"].(float64) + p["Shared Read Blocks"].(float64)
+	}
+	floor := ft.b.floors.begin("default", time.Now())
+	ft.b.floors.end(floor, nil, time.Now())
+	if floor.full || floor.bound.id != mine[len(mine)-1] {
+		t.Fatalf("floor %+v, want one at the process's last job %d", floor, mine[len(mine)-1])
+	}
+	shared, own := buffers(floor.bound, true), buffers(floor.bound, false)
+	t.Logf("claim of one job behind the other process's 18,000 claimed jobs: %.0f buffers from the shared floor, %.0f from its own", shared, own)
+	if shared > 50 || own < 10*shared {
+		t.Fatalf("from its own floor %.0f buffers, from the shared one %.0f: want the shared floor to skip the other's claims", own, shared)
+	}
+	wantIDs(t, "claim after the other process's", ft.claim(1), last+1)
+}
+
+// A job that commits after another process's claims passed its key lies
+// below the shared floor: its notification caps where this process's next
+// claim starts, so that claim takes it.
+func TestFloorSharedSeesLateCommit(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	leasing(ft.b)
+	other, err := New(ft.b.pool, &Options{Schema: ft.b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	leasing(other)
+	a := ft.insert(ft.b.pool, 0)
+	ft.awaitWakes(1)
+	wantIDs(t, "first claim", ft.claim(10), a)
+	tx, err := ft.b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	late := ft.insert(tx, 0) // run_at: this transaction's start
+	b, c := ft.insert(ft.b.pool, 0), ft.insert(ft.b.pool, 0)
+	ft.awaitWakes(3)
+	jobs, err := other.JobClaim(ctx, &backend.JobClaimParams{Queue: "default", Max: 10, Lease: time.Minute, ClaimID: "o#1"})
+	if err != nil || len(jobs) != 2 || jobs[0].ID != b || jobs[1].ID != c {
+		t.Fatalf("other process's claim: %v, %v; want %d and %d", jobs, err, b, c)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ft.awaitWakes(4)
+	wantIDs(t, "claim after the late commit", ft.claim(10), late)
 }

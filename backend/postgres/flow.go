@@ -89,7 +89,7 @@ func (b *Backend) JobClaimFlow(ctx context.Context, p *backend.JobClaimFlowParam
 	if q := p.Quick; q != nil {
 		// The whole claim, with the claim floor, and its commit.
 		r.Quick = &backend.FlowQuickResult{Striped: striped}
-		floored = b.queueFloored(batch, &r.Quick.Jobs, b.sql.flow.quick, p.Queue, q.Want, p.Lease, p.ClaimID, q.Extra, q.Limit, q.KeyLimit, q.Stripes)
+		floored = b.queueFloored(batch, &r.Quick.Jobs, b.sql.flow.quick, p.Queue, q.Want, p.Lease, p.ClaimID, false, q.Extra, q.Limit, q.KeyLimit, q.Stripes)
 		batch.Queue("COMMIT")
 		f.committed = true
 	}
@@ -212,7 +212,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		switch {
 		case t.Any:
 			var got []*backend.JobRow
-			done := f.b.queueFloored(batch, &got, f.b.claimSQL(), f.p.Queue, t.Max, f.p.Lease, f.p.ClaimID)
+			done := f.b.queueFloored(batch, &got, f.b.claimSQL(), f.p.Queue, t.Max, f.p.Lease, f.p.ClaimID, false)
 			floored = append(floored, func(err error) {
 				jobs = append(jobs, got...)
 				done(err)

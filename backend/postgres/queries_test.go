@@ -66,7 +66,7 @@ func TestClaimSmallArms(t *testing.T) {
 		return strings.Join(lines[2:], "\n")
 	}
 	for _, name := range []string{"higher", "above"} {
-		if big, small := arm(q.claim, name), arm(q.claimSmall, name); big != small {
+		if big, small := arm(ownFloorOnly(t, q.claim), name), arm(q.claimSmall, name); big != small {
 			t.Errorf("%s arm differs:\nclaim.sql:\n%s\nclaim_small.sql:\n%s", name, big, small)
 		}
 	}
@@ -87,8 +87,8 @@ func TestClaimVariants(t *testing.T) {
 	if strings.Count(q.claim, leasable) != 2 {
 		t.Fatalf("claim.sql no longer decides leasable in its two arms (%q): %s", leasable, q.claim)
 	}
-	if want := strings.ReplaceAll(q.claim, leasable, inPlace); noComments(q.claimInPlace) != noComments(want) {
-		t.Errorf("claim_in_place.sql is not claim.sql with leasable false:\n%s\nwant\n%s", q.claimInPlace, want)
+	if want := strings.ReplaceAll(ownFloorOnly(t, q.claim), leasable, inPlace); noComments(q.claimInPlace) != noComments(want) {
+		t.Errorf("claim_in_place.sql is not claim.sql with leasable false and without the shared floor:\n%s\nwant\n%s", q.claimInPlace, want)
 	}
 	rest, ok := strings.CutPrefix(q.claimInPlace, "WITH ")
 	if !ok || strings.Contains(rest, "$8") {
@@ -98,6 +98,35 @@ func TestClaimVariants(t *testing.T) {
 	if !strings.HasSuffix(noComments(q.flow.quick), noComments(tail)) {
 		t.Errorf("flow_quick.sql does not end with claim_in_place.sql's CTEs taking (SELECT n FROM allowed) jobs:\n%s\nwant the end\n%s", q.flow.quick, tail)
 	}
+}
+
+// ownFloorOnly returns claim.sql as it would be without the shared claim
+// floor (floor.go), which only it reads and writes: its CTEs fl, ends and
+// frontier left out, and its arms starting at the process's own floor ($5,
+// $6, $7) as the other claims' do. Comment lines are left out.
+func ownFloorOnly(t *testing.T, claim string) string {
+	t.Helper()
+	s := noComments(claim)
+	start, end := strings.Index(s, "fl AS MATERIALIZED ("), strings.Index(s, "higher AS MATERIALIZED (")
+	if start < 0 || end < start {
+		t.Fatalf("claim.sql no longer opens with the floor fl before its arm higher: %s", claim)
+	}
+	s = s[:start] + s[end:]
+	start, end = strings.Index(s, "),\nends AS MATERIALIZED ("), strings.Index(s, "\nSELECT m.id, m.queue")
+	if start < 0 || end < start {
+		t.Fatalf("claim.sql no longer writes the shared floor (ends, frontier) after its other CTEs: %s", claim)
+	}
+	s = s[:start] + ")" + s[end:]
+	for _, r := range [][2]string{
+		{"priority < (SELECT fl.priority FROM fl)", "priority < $5::smallint"},
+		{"(priority, run_at, id) > (SELECT fl.priority, fl.run_at, fl.id FROM fl)", "(priority, run_at, id) > ($5::smallint, $6::timestamptz, $7::bigint)"},
+	} {
+		if strings.Count(s, r[0]) != 1 {
+			t.Fatalf("claim.sql's arms no longer start at fl as %q: %s", r[0], claim)
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	return s
 }
 
 // noComments returns stmt without its comment lines.
