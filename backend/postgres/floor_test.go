@@ -321,30 +321,13 @@ func TestFloorSkipsDeadEntries(t *testing.T) {
 			t.Fatalf("claimed %d", len(got))
 		}
 	}
-	buffers := func(bound claimKey) float64 {
-		var plan []map[string]any
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx) // the claim is undone
-		if _, err := tx.Exec(ctx, claimSettings); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+ft.b.sql.claim,
-			"default", 1, int64(60e6), "t#2", bound.priority, bound.runAt, bound.id, false, false, nil, nil, nil).Scan(&plan); err != nil {
-			t.Fatal(err)
-		}
-		p := plan[0]["Plan"].(map[string]any)
-		return p["Shared Hit Blocks"].(float64) + p["Shared Read Blocks"].(float64)
-	}
 	// Each EXPLAIN ANALYZE claims one job, rolled back after.
 	floor := ft.b.floors.begin("default", time.Now())
 	ft.b.floors.end(floor, nil, time.Now())
 	if floor.full {
 		t.Fatal("no floor after 19 claims")
 	}
-	above, head := buffers(floor.bound), buffers(headKey)
+	above, head := ft.claimBuffers(floor.bound, false), ft.claimBuffers(headKey, false)
 	t.Logf("claim of one job behind 19,000 dead entries: %.0f buffers above the floor, %.0f from the head", above, head)
 	if above > 50 || head < 10*above {
 		t.Fatalf("from the head %.0f buffers, above the floor %.0f: want the floor to skip the dead entries", head, above)
@@ -490,29 +473,12 @@ func TestFloorSharedSkipsOthersClaims(t *testing.T) {
 		}
 		last = jobs[len(jobs)-1].ID
 	}
-	buffers := func(bound claimKey, shared bool) float64 {
-		var plan []map[string]any
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx) // the claim is undone
-		if _, err := tx.Exec(ctx, claimSettings); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+ft.b.sql.claim,
-			"default", 1, int64(60e6), "t#2", bound.priority, bound.runAt, bound.id, shared, false, nil, nil, nil).Scan(&plan); err != nil {
-			t.Fatal(err)
-		}
-		p := plan[0]["Plan"].(map[string]any)
-		return p["Shared Hit Blocks"].(float64) + p["Shared Read Blocks"].(float64)
-	}
 	floor := ft.b.floors.begin("default", time.Now())
 	ft.b.floors.end(floor, nil, time.Now())
 	if floor.full || floor.bound.id != mine[len(mine)-1] {
 		t.Fatalf("floor %+v, want one at the process's last job %d", floor, mine[len(mine)-1])
 	}
-	shared, own := buffers(floor.bound, true), buffers(floor.bound, false)
+	shared, own := ft.claimBuffers(floor.bound, true), ft.claimBuffers(floor.bound, false)
 	t.Logf("claim of one job behind the other process's 18,000 claimed jobs: %.0f buffers from the shared floor, %.0f from its own", shared, own)
 	if shared > 50 || own < 10*shared {
 		t.Fatalf("from its own floor %.0f buffers, from the shared one %.0f: want the shared floor to skip the other's claims", own, shared)
@@ -553,4 +519,28 @@ func TestFloorSharedSeesLateCommit(t *testing.T) {
 	}
 	ft.awaitWakes(4)
 	wantIDs(t, "claim after the late commit", ft.claim(10), late)
+}
+
+// claimBuffers is the shared buffers claim.sql reads to claim one job
+// starting at bound (at the queue's shared floor, if higher, when shared),
+// from EXPLAIN ANALYZE in a transaction rolled back after, which undoes the
+// claim.
+func (ft *floorTest) claimBuffers(bound claimKey, shared bool) float64 {
+	ft.t.Helper()
+	ctx := context.Background()
+	var plan []map[string]any
+	tx, err := ft.b.pool.Begin(ctx)
+	if err != nil {
+		ft.t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, claimSettings); err != nil {
+		ft.t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+ft.b.sql.claim,
+		"default", 1, int64(60e6), "t#2", bound.priority, bound.runAt, bound.id, shared, false, nil, nil, nil).Scan(&plan); err != nil {
+		ft.t.Fatal(err)
+	}
+	p := plan[0]["Plan"].(map[string]any)
+	return p["Shared Hit Blocks"].(float64) + p["Shared Read Blocks"].(float64)
 }
