@@ -305,17 +305,7 @@ func TestFloorSkipsDeadEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	ft.awaitWakes(1)
-	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx)
-	if _, err := holder.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := holder.Exec(ctx, `SELECT txid_current()`); err != nil {
-		t.Fatal(err)
-	}
+	ft.holdSnapshot()
 	for range 19 {
 		if got := ft.claim(1000); len(got) != 1000 {
 			t.Fatalf("claimed %d", len(got))
@@ -453,17 +443,7 @@ func TestFloorSharedSkipsOthersClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	ft.awaitWakes(1)
-	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx)
-	if _, err := holder.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := holder.Exec(ctx, `SELECT txid_current()`); err != nil {
-		t.Fatal(err)
-	}
+	ft.holdSnapshot()
 	mine := ft.claim(1000)
 	var last int64
 	for range 18 {
@@ -543,4 +523,22 @@ func (ft *floorTest) claimBuffers(bound claimKey, shared bool) float64 {
 	}
 	p := plan[0]["Plan"].(map[string]any)
 	return p["Shared Hit Blocks"].(float64) + p["Shared Read Blocks"].(float64)
+}
+
+// holdSnapshot holds a snapshot open until the test ends, so that the
+// claimed rows' pending-index entries stay for the claims to walk.
+func (ft *floorTest) holdSnapshot() {
+	ft.t.Helper()
+	ctx := context.Background()
+	holder, err := ft.b.pool.Begin(ctx)
+	if err != nil {
+		ft.t.Fatal(err)
+	}
+	ft.t.Cleanup(func() { _ = holder.Rollback(ctx) })
+	if _, err := holder.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`); err != nil {
+		ft.t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT txid_current()`); err != nil {
+		ft.t.Fatal(err)
+	}
 }
