@@ -433,12 +433,7 @@ func TestFloorSharedSkipsOthersClaims(t *testing.T) {
 	ctx := context.Background()
 	pool := ft.b.pool
 	leasing(ft.b)
-	other, err := New(pool, &Options{Schema: ft.b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
-	leasing(other)
+	other := ft.otherProcess()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.spool_jobs (kind) SELECT 'noop' FROM generate_series(1, 20000)`, ft.b.schema)); err != nil {
 		t.Fatal(err)
 	}
@@ -473,12 +468,7 @@ func TestFloorSharedSeesLateCommit(t *testing.T) {
 	ft := newFloorTest(t)
 	ctx := context.Background()
 	leasing(ft.b)
-	other, err := New(ft.b.pool, &Options{Schema: ft.b.schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
-	leasing(other)
+	other := ft.otherProcess()
 	a := ft.insert(ft.b.pool, 0)
 	ft.awaitWakes(1)
 	wantIDs(t, "first claim", ft.claim(10), a)
@@ -541,4 +531,16 @@ func (ft *floorTest) holdSnapshot() {
 	if _, err := holder.Exec(ctx, `SELECT txid_current()`); err != nil {
 		ft.t.Fatal(err)
 	}
+}
+
+// otherProcess is a second backend on the same schema, as another worker
+// process would have, claiming into lease rows under the claim lock.
+func (ft *floorTest) otherProcess() *Backend {
+	ft.t.Helper()
+	other, err := New(ft.b.pool, &Options{Schema: ft.b.schema})
+	if err != nil {
+		ft.t.Fatal(err)
+	}
+	ft.t.Cleanup(func() { other.Close() })
+	return leasing(other)
 }
