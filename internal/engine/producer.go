@@ -138,7 +138,10 @@ type fetchResult struct {
 	// their end, however long the reply took to arrive (a pause, a slow
 	// network, CPU starvation).
 	sentAt time.Time
-	err    error
+	// seq numbers the claim among the producer's claims, in the order
+	// they were sent.
+	seq uint64
+	err error
 	// unreleased are claim ids still to release (failed claims whose jobs
 	// may be leased to us unseen), including this fetch's if it failed.
 	unreleased []string
@@ -316,17 +319,28 @@ func (p *producer) run() {
 		inflight      int
 		inflightAsked int
 		more          = true // the database may have jobs for us
-		// wokeWhileFetching records a wake-up (or poll) that arrived while a
-		// claim was in flight: the claim's snapshot may predate the job that
-		// caused it, so a short claim must not clear more.
+		// wokeWhileFetching records a wake-up (or poll) that arrived
+		// after the last claim was sent, while claims were out: another
+		// claim may go out at once (mayClaim).
 		wokeWhileFetching bool
-		stopping          bool
-		gaveUp            bool // the stop gave up waiting for handlers
-		gaveUpCh          = p.gaveUp
-		failures          int
-		retryAt           time.Time
-		fetchCh           = make(chan fetchResult, maxClaimsOut)
-		stopCh            = p.stopCh
+		// sent counts the claims sent. A short reply clears more only if
+		// its claim was sent after moreSince: the count of claims sent
+		// when the last sign of waiting jobs came (a wake-up or poll while
+		// claims were out, a full reply, a failed claim's retry, a late
+		// release). With claims out at once, replies arrive in any order:
+		// an older claim's short reply, whose snapshot may predate the
+		// sign, must not clear more that a newer one's set. A queue with
+		// one idle worker and a claim out from before a resume took one
+		// job through a second claim (full), then the first claim's empty
+		// reply cleared more, and the other jobs waited for the poll.
+		sent, moreSince uint64
+		stopping        bool
+		gaveUp          bool // the stop gave up waiting for handlers
+		gaveUpCh        = p.gaveUp
+		failures        int
+		retryAt         time.Time
+		fetchCh         = make(chan fetchResult, maxClaimsOut)
+		stopCh          = p.stopCh
 		// lostClaims are ids of failed claims to release before claiming again.
 		lostClaims []string
 		// relay, when above 0, is the hops of the pass-on due if the next
@@ -407,7 +421,7 @@ func (p *producer) run() {
 			if len(late) > 0 {
 				p.releaseLate(late)
 				clear(late)
-				late, more = late[:0], true
+				late, more, moreSince = late[:0], true, sent
 			}
 			p.mu.Lock()
 		}
@@ -463,7 +477,8 @@ func (p *producer) run() {
 				default:
 				}
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
-				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, out: fetchCh})
+				sent++
+				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh})
 				lostClaims = nil // the fetch releases them, or hands them back
 			}
 		}
@@ -513,7 +528,15 @@ func (p *producer) run() {
 				}
 				relay = 0
 			}
-			more = len(r.rows) == r.asked || r.more || wokeWhileFetching
+			switch {
+			case len(r.rows) == r.asked || r.more:
+				more, moreSince = true, sent
+			case r.seq > moreSince:
+				// Sent after every sign of waiting jobs, a wake-up
+				// during this claim's flight included: its snapshot
+				// covers them all.
+				more = false
+			}
 			if r.held && len(r.rows) < r.asked {
 				wait := cfg.FlowPollInterval
 				if r.retryIn > 0 {
@@ -527,11 +550,11 @@ func (p *producer) run() {
 			p.mu.Unlock()
 		case <-retryC:
 			retryC = nil
-			more = true
+			more, moreSince = true, sent
 		case <-heldTimer.C:
-			more, wokeWhileFetching = true, inflight > 0
+			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 		case <-p.wakeCh:
-			more, wokeWhileFetching = true, inflight > 0
+			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 			if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
 				// Room asked for by claims in flight counts as room: the
 				// claim after them (wokeWhileFetching) answers this
@@ -550,7 +573,7 @@ func (p *producer) run() {
 				}
 			}
 		case <-poll.C:
-			more, wokeWhileFetching = true, inflight > 0
+			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 			// Jobs held unstarted (buffered or gathered) go back if the
 			// queue was paused elsewhere.
 			if p.releaseStale() || p.groups.jobs > 0 {
@@ -606,6 +629,7 @@ func (p *producer) mayClaim(inflight int, wokeWhileFetching bool, lostClaims int
 type fetchReq struct {
 	n, forWorkers int
 	lostClaims    []string
+	seq           uint64 // the claim's place in the order claims were sent
 	out           chan<- fetchResult
 }
 
@@ -629,7 +653,7 @@ func (p *producer) claim(r fetchReq) {
 // producer exits.
 func (p *producer) fetcher(r fetchReq) {
 	for {
-		p.fetch(r.n, r.forWorkers, r.lostClaims, r.out)
+		p.fetch(r)
 		select {
 		case r = <-p.fetchReqs:
 		case <-p.exited:
@@ -643,12 +667,14 @@ func (p *producer) fetcher(r fetchReq) {
 // lease holder: if the claim fails, its jobs may still have been claimed (the
 // reply was lost, not the commit), so the id is kept and released before the
 // next claim rather than leaving those jobs to wait out their lease.
-func (p *producer) fetch(n, forWorkers int, lostClaims []string, out chan<- fetchResult) {
+func (p *producer) fetch(r fetchReq) {
+	n, forWorkers, lostClaims, seq := r.n, r.forWorkers, r.lostClaims, r.seq
+	out := r.out
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	unreleased, err := p.releaseClaimsCtx(ctx, lostClaims)
 	if err != nil {
-		out <- fetchResult{asked: n, err: fmt.Errorf("release the jobs of an earlier claim whose reply was lost: %w", err), unreleased: unreleased}
+		out <- fetchResult{asked: n, seq: seq, err: fmt.Errorf("release the jobs of an earlier claim whose reply was lost: %w", err), unreleased: unreleased}
 		return
 	}
 	claimID := fmt.Sprintf("%s#%d", p.cfg.ClientID, p.claimSeq.Add(1))
@@ -659,7 +685,7 @@ func (p *producer) fetch(n, forWorkers int, lostClaims []string, out chan<- fetc
 			unreleased = []string{claimID}
 		}
 		p.cfg.Observer.claimed(p.queue, len(res.Jobs), time.Since(sentAt), err)
-		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
+		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
 		return
 	}
 	rows, err := p.be.JobClaim(ctx, &backend.JobClaimParams{
@@ -672,7 +698,7 @@ func (p *producer) fetch(n, forWorkers int, lostClaims []string, out chan<- fetc
 		unreleased = []string{claimID}
 	}
 	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
-	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, err: err, unreleased: unreleased}
+	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
 }
 
 // claimFlow claims up to n jobs of a flow-controlled queue: the controller
