@@ -237,7 +237,8 @@ func inList(ids []int64) string {
 // came. A row matches when its (id, fence) is one of the pairs, as with a
 // row-constructor list "(id, fence) IN ((…), …)", which MariaDB evaluates
 // row by row at a cost docs/mysql.md prices ("What a claim and a finish
-// cost"); an integer IN list is searched by bisection. A drain's leases mostly share one fence.
+// cost"); an integer IN list is searched by bisection. A drain's leases
+// mostly share one fence.
 // With more than leaseGuardArms distinct fences (jobs retried, snoozed or
 // waiting many times, side by side), the arms would be tried one by one
 // for every row, so the guard is the row list again.

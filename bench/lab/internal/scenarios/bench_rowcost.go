@@ -100,15 +100,23 @@ var rowcostConfigs = []rowcostConfig{
 		side: fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE")},
 	{Name: "side table", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
 		side: fmt.Sprintf(rowcostSideTable, "")},
-	{Name: "side table -flow_wait-unique_active", drop: rowcostSchema20 + ", DROP COLUMN flow_wait, DROP COLUMN unique_active",
+	{Name: "side table -flow_wait-unique_active", drop: rowcostSchema20 + ", " + rowcostGenerated,
 		omit: []string{"lease_list", "lease_guard"}, side: fmt.Sprintf(rowcostSideTable, "")},
 	{Name: "-json checks", drop: rowcostNoJSONChecks},
-	{Name: "side table -json", drop: rowcostSchema20 + ", DROP COLUMN flow_wait, DROP COLUMN unique_active, DROP COLUMN errors, DROP COLUMN tags, DROP COLUMN metadata, DROP COLUMN output",
+	{Name: "side table -json", drop: rowcostSchema20 + ", " + rowcostGenerated + ", " + rowcostJSON,
 		omit: []string{"lease_list", "lease_guard"}},
 	{Name: "narrow", drop: rowcostSchema20 + ", " + rowcostNarrow, omit: []string{"lease_list", "lease_guard"}},
 	{Name: "narrow claim index only", drop: rowcostSchema20 + ", DROP KEY spool_jobs_finalized, " + rowcostNarrow,
 		omit: []string{"lease_list", "lease_guard"}},
 }
+
+// rowcostGenerated drops the two stored generated columns that fed
+// schema 20's dropped indexes.
+const rowcostGenerated = "DROP COLUMN flow_wait, DROP COLUMN unique_active"
+
+// rowcostJSON drops the JSON columns a plain job's claim and completion
+// never touch.
+const rowcostJSON = "DROP COLUMN errors, DROP COLUMN tags, DROP COLUMN metadata, DROP COLUMN output"
 
 // rowcostNoJSONChecks declares the JSON columns as LONGTEXT without the
 // JSON_VALID check MariaDB attaches to its JSON alias, which a statement
@@ -121,8 +129,8 @@ const rowcostNoJSONChecks = "MODIFY args LONGTEXT NOT NULL, MODIFY errors LONGTE
 // some of them): what the row's width costs, against a table that would
 // keep those columns in a table of their own, written at insert and read
 // by id.
-const rowcostNarrow = "DROP COLUMN unique_active, DROP COLUMN flow_wait, DROP COLUMN unique_key, DROP COLUMN unique_states, " +
-	"DROP COLUMN flow_key, DROP COLUMN errors, DROP COLUMN tags, DROP COLUMN metadata, DROP COLUMN output, DROP COLUMN kind, " +
+const rowcostNarrow = rowcostGenerated + ", " + rowcostJSON + ", DROP COLUMN unique_key, DROP COLUMN unique_states, " +
+	"DROP COLUMN flow_key, DROP COLUMN kind, " +
 	"DROP COLUMN wait_kind, DROP COLUMN workflow_task, DROP COLUMN wait_signal, DROP COLUMN created_at, DROP COLUMN max_attempts, " +
 	"DROP COLUMN deps_left, DROP COLUMN workflow_id, DROP COLUMN batch_id"
 
@@ -233,7 +241,6 @@ type rowcost struct {
 	jobs, batch int
 	be          *mysql.Backend
 	db          *sql.DB
-	cols        string // spool_jobs' stored columns
 }
 
 // open creates the databases (rowcost_src with Spool's schema and the
@@ -263,13 +270,10 @@ func (rc *rowcost) open(ctx context.Context, baseURL string) error {
 	if _, err := rc.db.ExecContext(ctx, "SET SESSION max_recursive_iterations = "+strconv.Itoa(rc.jobs+1)); err != nil {
 		return err
 	}
-	if _, err := rc.db.ExecContext(ctx, `INSERT INTO rowcost_src.spool_jobs (queue, kind, args, priority, run_at, state, max_attempts, tags, metadata, created_at)
+	_, err = rc.db.ExecContext(ctx, `INSERT INTO rowcost_src.spool_jobs (queue, kind, args, priority, run_at, state, max_attempts, tags, metadata, created_at)
 WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?)
-SELECT 'default', 'rowcost', '{"n":1}', 1, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 'available', 25, '[]', '{}', UTC_TIMESTAMP(6) FROM s`, rc.jobs); err != nil {
-		return err
-	}
-	return rc.db.QueryRowContext(ctx, `SELECT group_concat(column_name ORDER BY ordinal_position) FROM information_schema.columns
-WHERE table_schema = 'rowcost_src' AND table_name = 'spool_jobs' AND extra NOT LIKE '%GENERATED%'`).Scan(&rc.cols)
+SELECT 'default', 'rowcost', '{"n":1}', 1, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 'available', 25, '[]', '{}', UTC_TIMESTAMP(6) FROM s`, rc.jobs)
+	return err
 }
 
 // cpu is the server's CPU so far (mariadbd runs as one process, so its
@@ -330,9 +334,10 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		if err == nil && cfg.side != "" {
 			err = exec(cfg.side)
 		}
-		cols := rc.cols
-		if err == nil && cfg.drop != "" {
-			// The copy's own stored columns: a configuration may drop some.
+		// The copy's stored columns, which a configuration may have dropped
+		// some of: the source has them all.
+		var cols string
+		if err == nil {
 			err = rc.db.QueryRowContext(ctx, `SELECT group_concat(column_name ORDER BY ordinal_position) FROM information_schema.columns
 WHERE table_schema = 'rowcost' AND table_name = 't' AND extra NOT LIKE '%GENERATED%'`).Scan(&cols)
 		}
