@@ -22,6 +22,9 @@ func (serverCPUSnapshot) since(serverCPUSnapshot) time.Duration { return 0 }
 // TreeCPU is not measured here.
 func TreeCPU(int) (time.Duration, bool) { return 0, false }
 
+// TreeFaults is not measured here.
+func TreeFaults(int) (int64, bool) { return 0, false }
+
 // ParentPID is not known here.
 func ParentPID(int) int { return 0 }
 

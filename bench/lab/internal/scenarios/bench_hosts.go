@@ -79,6 +79,10 @@ type hostsStep struct {
 	// per job; ServerCPUPerJobUS the server's (its processes only).
 	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us"`
 	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us"`
+	// ServerFaultsPerJob is the server's minor page faults during the drain
+	// per job: each connection's backend faults in the shared memory it
+	// touches for the first time, which some virtual machines make costly.
+	ServerFaultsPerJob float64 `json:"server_faults_per_job"`
 	// ServerCPUShare is the server's CPU time over the drain's wall time
 	// and the CPUs it may use (all, or the one it is pinned to): near 1, the
 	// server is what limits the drain.
@@ -91,6 +95,9 @@ type hostsStep struct {
 	// phase per job inserted: at a modest rate, mostly what idle processes
 	// cost it (their polls and wake-up claims).
 	PickupServerCPUPerJobUS float64 `json:"pickup_server_cpu_per_job_us"`
+	// PickupServerFaultsPerJob is the server's minor page faults during the
+	// pickup phase per job inserted.
+	PickupServerFaultsPerJob float64 `json:"pickup_server_faults_per_job"`
 	// DrainClaims and PickupClaims count the workers' claim calls in each
 	// phase; the Empty ones found no job (a wake-up another process
 	// answered first, or a poll).
@@ -441,6 +448,12 @@ func (e *hostsEnv) serverCPU() time.Duration {
 	return d
 }
 
+// serverFaults is the server's minor page faults so far.
+func (e *hostsEnv) serverFaults() int64 {
+	n, _ := bench.TreeFaults(e.server.PID())
+	return n
+}
+
 // onBridge returns dsn with its host replaced by the server's bridge
 // address, as the hosts reach it.
 func (e *hostsEnv) onBridge(dsn string) (string, error) {
@@ -562,7 +575,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 			return nil, fmt.Errorf("--statements: %w", err)
 		}
 	}
-	server0 := e.serverCPU()
+	server0, faults0 := e.serverCPU(), e.serverFaults()
 	start := time.Now()
 	if e.load.started > 0 {
 		if err := client.QueueResume(ctx, spool.DefaultQueue); err != nil {
@@ -582,7 +595,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	err = waitWritten(ctx, workers, written, int64(jobs))
 	bar.Stop()
 	elapsed := time.Since(start)
-	server1 := e.serverCPU()
+	server1, faults1 := e.serverCPU(), e.serverFaults()
 	step.Connections = conns.stop(n)
 	if err != nil {
 		return nil, err
@@ -614,11 +627,12 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	step.DrainFinishes = drainUsage.finishes
 	step.DrainClaimMS, step.DrainFinishMS = bench.MS(drainUsage.claimTime), bench.MS(drainUsage.finishTime)
 	step.ServerCPUPerJobUS = bench.PerJobUS(server1-server0, jobs)
+	step.ServerFaultsPerJob = float64(faults1-faults0) / float64(jobs)
 	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(e.serverCPUs))
 
 	if pickup.d > 0 {
 		total := max(1, int64(pickup.rate*pickup.d.Seconds()))
-		server0 := e.serverCPU()
+		server0, faults0 := e.serverCPU(), e.serverFaults()
 		p := bench.NewPickupRecorder(time.Now(), total)
 		rec.Store(p)
 		producer := &bench.SteadyLoad{Client: client, Rate: pickup.rate, Producers: pickup.producers, Rec: p}
@@ -632,6 +646,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 			return nil, fmt.Errorf("pickup phase: %w", err)
 		}
 		step.PickupServerCPUPerJobUS = bench.PerJobUS(e.serverCPU()-server0, int(max(1, producer.Inserted.Load())))
+		step.PickupServerFaultsPerJob = float64(e.serverFaults()-faults0) / float64(max(1, producer.Inserted.Load()))
 		usage2, err := usageOf(ctx, workers)
 		if err != nil {
 			return nil, err
@@ -702,6 +717,8 @@ func medianStep(steps []hostsStep) hostsStep {
 	out.ClientCPUPerJobUS = of(func(s *hostsStep) float64 { return s.ClientCPUPerJobUS })
 	out.ServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.ServerCPUPerJobUS })
 	out.ServerCPUShare = of(func(s *hostsStep) float64 { return s.ServerCPUShare })
+	out.ServerFaultsPerJob = of(func(s *hostsStep) float64 { return s.ServerFaultsPerJob })
+	out.PickupServerFaultsPerJob = of(func(s *hostsStep) float64 { return s.PickupServerFaultsPerJob })
 	out.PickupServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.PickupServerCPUPerJobUS })
 	out.IdleServerCPUShare = of(func(s *hostsStep) float64 { return s.IdleServerCPUShare })
 	out.Pickup = bench.LatencyStats{
@@ -881,15 +898,15 @@ func printHosts(w io.Writer, r *hostsResult) error {
 	fmt.Fprintf(w, "lab hosts: %s (durable), %d CPUs%s; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
 		r.Server, r.CPUs, pinned, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver CPU share\tjobs/claim\tconnections each\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup claims/job\tempty\tidle server CPU\t")
+	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver faults/job\tserver CPU share\tjobs/claim\tconnections each\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup server faults/job\tpickup claims/job\tempty\tidle server CPU\t")
 	for _, s := range r.Steps {
 		conns := make([]string, len(s.Connections))
 		for i, c := range s.Connections {
 			conns[i] = strconv.Itoa(c)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
-			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerCPUShare, ratio(float64(len(s.DrainRuns)*r.Jobs), float64(s.DrainClaims-s.DrainEmptyClaims)),
-			strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS,
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
+			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerFaultsPerJob, s.ServerCPUShare, ratio(float64(len(s.DrainRuns)*r.Jobs), float64(s.DrainClaims-s.DrainEmptyClaims)),
+			strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS, s.PickupServerFaultsPerJob,
 			ratio(float64(s.PickupClaims), float64(s.PickupJobs)), 100*ratio(float64(s.PickupEmptyClaims), float64(s.PickupClaims)), s.IdleServerCPUShare)
 	}
 	return tw.Flush()
@@ -917,8 +934,10 @@ completion written), then inserts --rate jobs a second for
 --pickup-duration and measures pickup latency (insert commit to handler
 start, across processes); an unreported drain with one process warms the
 new server first. It reports the connections the server saw from
-each host, the workers' and the server's CPU time per job, and the server's
-share of the machine's CPUs: near 1, the database is the limit. Needs root
+each host, the workers' and the server's CPU time per job, the server's
+minor page faults per job (each new connection's backend faults in the
+shared memory it touches, which some virtual machines make slow), and the
+server's share of the machine's CPUs: near 1, the database is the limit. Needs root
 and iproute2.
 
 	--server postgres|mariadb
