@@ -651,27 +651,3 @@ func TestLateReplyJobsClaimedAgain(t *testing.T) {
 		t.Fatalf("no warning naming the late reply; logs:\n%s", logs.String())
 	}
 }
-
-// heldClaims is a memory store whose claims pass a conformance.ClaimGate.
-type heldClaims struct {
-	*memory.Backend
-	*conformance.ClaimGate
-}
-
-func (h heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	rows, err := h.Backend.JobClaim(ctx, p)
-	h.Pass()
-	return rows, err
-}
-
-// TestStaleShortClaimKeepsMore: with claims out at once, their replies
-// arrive in any order, and an older claim's short reply says nothing of
-// the jobs a newer claim was sent for (conformance.ResumeWithClaimInFlight:
-// a claim held in flight across a resume, its empty reply arriving after a
-// newer claim's full one). PostgreSQL's conformance test PauseRunningClient
-// failed so under load: the first waiting job run, the second left
-// available.
-func TestStaleShortClaimKeepsMore(t *testing.T) {
-	gate := conformance.NewClaimGate()
-	conformance.ResumeWithClaimInFlight(t, heldClaims{migratedMemory(t), gate}, gate, nil)
-}

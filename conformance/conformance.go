@@ -62,6 +62,11 @@ type Harness struct {
 	// backend. A store with no schema to migrate (one in memory) leaves it
 	// nil and names InsertUnmigrated in Exceptions, with that reason.
 	NewUnmigrated func(t *testing.T) backend.Backend
+	// HoldClaims returns be with each claim passing gate after it ran
+	// (ClaimGate.Pass), as a reply that load delays would; be's optional
+	// interfaces (a Notifier, a Waker) must stay visible, so the wrapper
+	// embeds the store's own type. ResumeWithClaimInFlight needs it.
+	HoldClaims func(be backend.Backend, gate *ClaimGate) backend.Backend
 	// Exceptions names the tests of guarantees the backend documents it
 	// does not give, each with the reason. They are skipped with that
 	// reason; a name that is no test fails the run. A backend whose
@@ -180,6 +185,7 @@ func Run(t *testing.T, h Harness) {
 		{"PauseStopsClaims", testPauseStopsClaims},
 		{"PauseRunningClient", testPauseRunningClient},
 		{"PauseReleasesPrefetched", testPauseReleasesPrefetched},
+		{"ResumeWithClaimInFlight", testResumeWithClaimInFlight},
 		{"StartStopStress", testStartStopStress},
 		{"UniqueInsert", testUniqueInsert},
 		{"UniqueStates", testUniqueStates},

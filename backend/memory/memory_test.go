@@ -27,6 +27,9 @@ func harness() conformance.Harness {
 			t.Cleanup(func() { _ = other.Close() })
 			return other
 		},
+		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
+			return heldClaims{be.(*memory.Backend), gate}
+		},
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			return harnessTx{be.(*memory.Backend).Begin()}
 		},
@@ -62,4 +65,17 @@ func TestOpenByURL(t *testing.T) {
 	if _, err := other.JobGet(ctx, res.IDs[0]); err == nil {
 		t.Error("memory://another sees the job of memory://shared-by-url")
 	}
+}
+
+// heldClaims is a memory store whose claims pass a conformance.ClaimGate
+// (Harness.HoldClaims); the embedded backend keeps its optional interfaces.
+type heldClaims struct {
+	*memory.Backend
+	*conformance.ClaimGate
+}
+
+func (h heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := h.Backend.JobClaim(ctx, p)
+	h.Pass()
+	return rows, err
 }

@@ -57,6 +57,9 @@ func harness() conformance.Harness {
 			t.Cleanup(func() { engines.Delete(other) })
 			return other
 		},
+		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
+			return heldClaims{be.(*mongo.Backend), gate}
+		},
 		// The backend refuses every caller transaction (ErrTxType): the
 		// tests of transactions are exceptions, and InsertUnmigrated,
 		// which passes one to an unmigrated store, gets the schema error
@@ -164,4 +167,17 @@ func TestConformanceServer(t *testing.T) {
 		return other
 	}
 	conformance.Run(t, h)
+}
+
+// heldClaims is a MongoDB backend whose claims pass a conformance.ClaimGate
+// (Harness.HoldClaims); the embedded backend keeps its optional interfaces.
+type heldClaims struct {
+	*mongo.Backend
+	*conformance.ClaimGate
+}
+
+func (h heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := h.Backend.JobClaim(ctx, p)
+	h.Pass()
+	return rows, err
 }

@@ -40,6 +40,9 @@ func harness(strategy string) conformance.Harness {
 		NewUnmigrated: func(t *testing.T) backend.Backend {
 			return openBackend(t, testdb.NewMySQLDatabase(t), strategyParams(strategy))
 		},
+		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
+			return heldClaims{be.(*mysql.Backend), gate}
+		},
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*mysql.Backend).DB().BeginTx(context.Background(), nil)
 			if err != nil {
@@ -57,3 +60,16 @@ func TestConformance(t *testing.T) { conformance.Run(t, harness(mysql.StrategyAu
 
 // TestConformanceOptimistic runs the suite with the optimistic strategy.
 func TestConformanceOptimistic(t *testing.T) { conformance.Run(t, harness(mysql.StrategyOptimistic)) }
+
+// heldClaims is a MySQL backend whose claims pass a conformance.ClaimGate
+// (Harness.HoldClaims); the embedded backend keeps its optional interfaces.
+type heldClaims struct {
+	*mysql.Backend
+	*conformance.ClaimGate
+}
+
+func (h heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := h.Backend.JobClaim(ctx, p)
+	h.Pass()
+	return rows, err
+}

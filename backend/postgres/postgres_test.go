@@ -36,6 +36,9 @@ func harness(mode pgx.QueryExecMode) conformance.Harness {
 			}
 			return other
 		},
+		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
+			return heldClaims{be.(*postgres.Backend), gate}
+		},
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*postgres.Backend).Pool().Begin(context.Background())
 			if err != nil {

@@ -78,6 +78,9 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 			}
 			return open(t, shards)
 		},
+		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
+			return heldShardClaims{be.(*shard.Backend), gate}
+		},
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			sb := be.(*shard.Backend)
 			tx := shard.NewLazyTx(func(ctx context.Context, s int) (backend.Tx, error) {

@@ -37,6 +37,9 @@ func memoryHarness(n int, opts *shard.Options) conformance.Harness {
 			}
 			return open(t, shards)
 		},
+		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
+			return heldClaims{be.(*shard.Backend), gate}
+		},
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			sb := be.(*shard.Backend)
 			return shard.NewLazyTx(func(_ context.Context, s int) (backend.Tx, error) {
@@ -67,4 +70,17 @@ func spreadByKey() *conformance.Spread {
 		KeyStore: func(be backend.Backend, key string) int { return be.(*shard.Backend).KeyShard(key) },
 		PerStore: shard.ConformancePerShardByKey,
 	}
+}
+
+// heldClaims is a sharded backend whose claims pass a conformance.ClaimGate
+// (Harness.HoldClaims); the embedded backend keeps its optional interfaces.
+type heldClaims struct {
+	*shard.Backend
+	*conformance.ClaimGate
+}
+
+func (h heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := h.Backend.JobClaim(ctx, p)
+	h.Pass()
+	return rows, err
 }

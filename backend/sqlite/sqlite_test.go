@@ -59,6 +59,9 @@ func harness() conformance.Harness {
 		Reopen: func(t *testing.T, be backend.Backend) backend.Backend {
 			return reopen(t, be.(*sqlite.Backend))
 		},
+		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
+			return heldClaims{be.(*sqlite.Backend), gate}
+		},
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*sqlite.Backend).DB().BeginTx(context.Background(), nil)
 			if err != nil {
@@ -73,3 +76,16 @@ func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
 
 // BackendTx implements conformance.BackendTxer.
 func (t sqlTx) BackendTx() backend.Tx { return t.Tx }
+
+// heldClaims is an SQLite backend whose claims pass a conformance.ClaimGate
+// (Harness.HoldClaims); the embedded backend keeps its optional interfaces.
+type heldClaims struct {
+	*sqlite.Backend
+	*conformance.ClaimGate
+}
+
+func (h heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := h.Backend.JobClaim(ctx, p)
+	h.Pass()
+	return rows, err
+}
