@@ -3,6 +3,8 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -73,7 +75,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		}
 		defer release()
 	}
-	if !small && b.claimLock && b.claimMarked {
+	if !small && b.claimLock && b.claimMarked && p.Max <= b.server.maxPacket/markedIDBytes {
 		jobs, err := b.claimMarkedRows(ctx, p)
 		if err == nil {
 			b.small.Claimed(p.Queue, len(jobs), p.Max)
@@ -133,16 +135,24 @@ func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimPa
 // is left out. An error after the commit leaves claimed rows the caller
 // never receives; JobReleaseClaim gives them back.
 func (b *Backend) claimMarkedRows(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	conn, err := b.db.Conn(ctx)
+	conn, err := b.markConn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	var claimed int64
+	var (
+		claimed int64
+		again   bool
+	)
 	err = b.retry(ctx, func() error {
-		if _, err := conn.ExecContext(ctx, "SET @spool_claimed = NULL"); err != nil {
-			return err
+		// A user variable is no part of the transaction: a claim rolled
+		// back (a deadlock) leaves its ids in it.
+		if again {
+			if _, err := conn.ExecContext(ctx, "SET @spool_claimed = NULL"); err != nil {
+				return err
+			}
 		}
+		again = true
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -172,6 +182,34 @@ func (b *Backend) claimMarkedRows(ctx context.Context, p *backend.JobClaimParams
 	}
 	return jobs, nil
 }
+
+// markConn takes a connection of the pool for a one-statement claim, whose
+// session variable pins the claim to it, and sets @spool_claimed to NULL.
+// A pooled connection found dead (the server closed it while idle) is
+// replaced once, as database/sql does for statements on the pool itself:
+// nothing was sent on it.
+func (b *Backend) markConn(ctx context.Context) (*sql.Conn, error) {
+	for attempt := 1; ; attempt++ {
+		conn, err := b.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		_, err = conn.ExecContext(ctx, "SET @spool_claimed = NULL")
+		if err == nil {
+			return conn, nil
+		}
+		_ = conn.Close()
+		if attempt == 2 || !errors.Is(err, driver.ErrBadConn) {
+			return nil, err
+		}
+	}
+}
+
+// markedIDBytes bounds the bytes an id takes in @spool_claimed (up to 19
+// digits and a comma): a claim whose list could pass max_allowed_packet,
+// past which CONCAT_WS returns NULL (and the claim's UPDATE fails on a NULL
+// fence), takes the two-statement path instead.
+const markedIDBytes = 32
 
 // claimMark takes the queue's claim lock and claims up to p.Max rows in
 // transaction tx with claim_mark.sql, and returns how many it claimed.
