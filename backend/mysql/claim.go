@@ -3,8 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -75,13 +73,6 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		}
 		defer release()
 	}
-	if !small && b.claimLock && b.claimMarked && p.Max <= b.server.maxPacket/markedIDBytes {
-		jobs, err := b.claimMarkedRows(ctx, p)
-		if err == nil {
-			b.small.Claimed(p.Queue, len(jobs), p.Max)
-		}
-		return jobs, err
-	}
 	var jobs []*backend.JobRow
 	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
 		if !small {
@@ -118,110 +109,6 @@ func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimPa
 		}
 	}
 	return b.claimRows(ctx, tx, p, p.Max)
-}
-
-// claimMarkedRows is a backlog's pessimistic claim on MariaDB: under the
-// queue's claim lock, one UPDATE locks (skipping rows others hold) and
-// claims up to p.Max rows and leaves their ids in the session's
-// @spool_claimed (claim_mark.sql); the rows are read by those ids after the
-// commit, on the same connection (claim_read.sql). The lock is held over
-// two round trips (the UPDATE, the COMMIT) and no rows cross the network
-// while it is: the claims of a queue take turns on it, and the SELECT's
-// rows, read by the worker inside the turn, were what stretched each turn
-// with the number of processes.
-//
-// A row the read does not find running under this claim (cancelled or
-// deleted between the commit and the read) is not this claim's to run, and
-// is left out. An error after the commit leaves claimed rows the caller
-// never receives; JobReleaseClaim gives them back.
-func (b *Backend) claimMarkedRows(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	conn, err := b.markConn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	var (
-		claimed int64
-		again   bool
-	)
-	err = b.retry(ctx, func() error {
-		// A user variable is no part of the transaction: a claim rolled
-		// back (a deadlock) leaves its ids in it.
-		if again {
-			if _, err := conn.ExecContext(ctx, "SET @spool_claimed = NULL"); err != nil {
-				return err
-			}
-		}
-		again = true
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if claimed, err = b.claimMark(ctx, tx, p); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		return tx.Commit()
-	})
-	if err != nil || claimed == 0 {
-		return nil, err
-	}
-	rows, err := conn.QueryContext(ctx, b.sql.claimRead)
-	if err != nil {
-		return nil, err
-	}
-	read, _, err := collectHeads(rows)
-	if err != nil {
-		return nil, err
-	}
-	jobs := read[:0]
-	for _, j := range read {
-		if j.State == backend.StateRunning && j.LeasedBy == p.ClaimID {
-			jobs = append(jobs, j)
-		}
-	}
-	return jobs, nil
-}
-
-// markConn takes a connection of the pool for a one-statement claim, whose
-// session variable pins the claim to it, and sets @spool_claimed to NULL.
-// A pooled connection found dead (the server closed it while idle) is
-// replaced once, as database/sql does for statements on the pool itself:
-// nothing was sent on it.
-func (b *Backend) markConn(ctx context.Context) (*sql.Conn, error) {
-	for attempt := 1; ; attempt++ {
-		conn, err := b.db.Conn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		_, err = conn.ExecContext(ctx, "SET @spool_claimed = NULL")
-		if err == nil {
-			return conn, nil
-		}
-		_ = conn.Close()
-		if attempt == 2 || !errors.Is(err, driver.ErrBadConn) {
-			return nil, err
-		}
-	}
-}
-
-// markedIDBytes bounds the bytes an id takes in @spool_claimed (up to 19
-// digits and a comma): a claim whose list could pass max_allowed_packet,
-// past which CONCAT_WS returns NULL (and the claim's UPDATE fails on a NULL
-// fence), takes the two-statement path instead.
-const markedIDBytes = 32
-
-// claimMark takes the queue's claim lock and claims up to p.Max rows in
-// transaction tx with claim_mark.sql, and returns how many it claimed.
-func (b *Backend) claimMark(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) (int64, error) {
-	if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue); err != nil {
-		return 0, err
-	}
-	res, err := tx.ExecContext(ctx, b.sql.claimMark, p.Queue, p.Queue, p.Max, micros(p.Lease), leaseHolder(p.ClaimID))
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
 }
 
 // claimRows locks up to n due pending rows of p's queue in transaction tx

@@ -176,11 +176,6 @@ type Backend struct {
 	window   int
 	// claimLock: pessimistic claims take the queue's claim lock first.
 	claimLock bool
-	// claimMarked: a pessimistic claim under the claim lock claims its rows
-	// in one statement and reads them after its commit (claimMarked in
-	// claim.go): MariaDB, whose UPDATE takes a derived table read FOR
-	// UPDATE SKIP LOCKED and whose JSON_TABLE reads the ids back.
-	claimMarked bool
 	// small: whether each queue's next pessimistic claim is expected to
 	// be small, and so starts without the claim lock (claim.go).
 	small smallClaims
@@ -318,11 +313,10 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		logger:   o.Logger,
 		// The lock only orders pessimistic claims; the optimistic
 		// strategy's take no locks.
-		claimLock:   o.ClaimLock != ClaimLockOff,
-		claimMarked: info.mariaDB,
-		routeWakes:  o.WakeRouting == WakeRoutingOn,
-		looker:      o.WakeRouting == "" || o.WakeRouting == WakeRoutingLooker,
-		noteSource:  newNoteSource(),
+		claimLock:  o.ClaimLock != ClaimLockOff,
+		routeWakes: o.WakeRouting == WakeRoutingOn,
+		looker:     o.WakeRouting == "" || o.WakeRouting == WakeRoutingLooker,
+		noteSource: newNoteSource(),
 	}
 	b.strategy, err = chooseStrategy(o.ClaimStrategy, info, o.Logger)
 	if err != nil {

@@ -31,7 +31,7 @@ type queries struct {
 	wakeNote, wakeNotesNew, wakeNotesPrune   string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate                 string
-	claimLock, claimMark, claimRead          string
+	claimLock                                string
 	window, optimisticUpdate, optimisticWon  string
 	lockForFinish, complete, deleteDone      string
 	finishOther                              string
@@ -134,8 +134,6 @@ func buildQueries(db string) (queries, error) {
 		"flow_use_rates":       &q.flowUseRates,
 		"claim_update":         &q.claimUpdate,
 		"claim_lock":           &q.claimLock,
-		"claim_mark":           &q.claimMark,
-		"claim_read":           &q.claimRead,
 		"window":               &q.window,
 		"queue_pause":          &q.queuePause,
 		"queue_resume":         &q.queueResume,

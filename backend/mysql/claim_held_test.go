@@ -10,13 +10,15 @@ import (
 	"github.com/spoolq/spool/backend"
 )
 
-// TestBacklogClaimSkipsHeldRows: a backlog's claim, which on MariaDB claims
-// its rows in one statement under the queue's claim lock, neither waits for
-// nor takes the rows other transactions hold (two pending rows locked by a
-// claim or a cancel in flight, a job inserted in a transaction still open):
-// it claims the others at once, and returns them as stored, running under
-// its lease. Once the other transactions end, the next claim takes the
-// rest.
+// TestBacklogClaimSkipsHeldRows: a backlog's claim, under the queue's claim
+// lock, neither waits for nor takes the rows other transactions hold (two
+// pending rows locked by a claim or a cancel in flight, a job inserted in a
+// transaction still open): it claims the others at once, and returns them
+// as stored, running under its lease. Once the other transactions end, the
+// next claim takes the rest. A claim by one UPDATE … ORDER BY … LIMIT n
+// fails here (it waits for each held row, with the claim lock held), and so
+// does a multi-table UPDATE over a SKIP LOCKED derived table whose join the
+// optimizer starts from spool_jobs (docs/benchmarks/2026-12-01c.md).
 func TestBacklogClaimSkipsHeldRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
