@@ -100,6 +100,7 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 // notifications, a queue's jobs on several servers) placement by key runs,
 // and each conformance run here migrates three schemas per test.
 func TestSharded(t *testing.T) {
+	t.Parallel() // beside the conformance modes (TestConformance)
 	urls := startClusters(t, 3)
 	t.Run("ConformanceByKey", func(t *testing.T) {
 		h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})
