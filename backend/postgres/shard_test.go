@@ -51,11 +51,7 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 	}
 	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
-			shards := make([]backend.Backend, len(urls))
-			for i, u := range urls {
-				shards[i] = newFreshBackendOn(t, testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement))
-			}
-			return open(t, shards)
+			return open(t, newFreshBackendsAt(t, urls))
 		},
 		NewUnmigrated: func(t *testing.T) backend.Backend {
 			shards := make([]backend.Backend, len(urls))
