@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if schema := os.Getenv(childSchemaEnv); schema != "" {
 		os.Exit(runChildWorker(schema))
 	}
+	// The conformance modes and the sharded run are parallel tests: as
+	// many of their tests at once as the suite allows, whatever the cores.
+	testdb.DefaultParallel(conformance.MaxParallel)
 	code := m.Run()
 	testdb.DropKeptSchemas()
 	os.Exit(code)

@@ -50,11 +50,21 @@ func harness(mode pgx.QueryExecMode) conformance.Harness {
 	}
 }
 
-func TestConformance(t *testing.T) { conformance.Run(t, harness(pgx.QueryExecModeCacheStatement)) }
+// TestConformance runs the suite with pgx's default, cached statements.
+// Each mode of the suite (and TestSharded's) is a parallel test, so their
+// tests run side by side and the package's parallel tests with them: each
+// test has a schema of its own, and conformance.MaxParallel bounds how
+// many of the suite's tests run at once over all the modes (TestMain sets
+// -parallel to it).
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance.Run(t, harness(pgx.QueryExecModeCacheStatement))
+}
 
 // TestConformanceSimpleProtocol runs the suite with pgx's simple protocol,
 // as behind PgBouncer in transaction mode before version 1.21.
 func TestConformanceSimpleProtocol(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, harness(pgx.QueryExecModeSimpleProtocol))
 }
 
@@ -68,12 +78,14 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 // takes, so one mode covers the three settings that are not the defaults
 // (one run of the suite less in CI).
 func TestConformanceLeaseRows(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, harnessWith(postgres.Options{Claims: postgres.ClaimsLeaseRows, ClaimLock: postgres.ClaimLockOff, WakeRouting: postgres.WakeRoutingOff}))
 }
 
 // TestConformanceOptimistic runs the suite with the optimistic claim
 // strategy (spool_claim=optimistic), kept for comparison with MySQL.
 func TestConformanceOptimistic(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, harnessWith(postgres.Options{ClaimStrategy: postgres.StrategyOptimistic}))
 }
 

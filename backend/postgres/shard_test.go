@@ -51,11 +51,7 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 	}
 	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
-			shards := make([]backend.Backend, len(urls))
-			for i, u := range urls {
-				shards[i] = newFreshBackendOn(t, testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement))
-			}
-			return open(t, shards)
+			return open(t, newFreshBackendsAt(t, urls))
 		},
 		NewUnmigrated: func(t *testing.T) backend.Backend {
 			shards := make([]backend.Backend, len(urls))
@@ -103,6 +99,7 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 // notifications, a queue's jobs on several servers) placement by key runs,
 // and each conformance run here migrates three schemas per test.
 func TestSharded(t *testing.T) {
+	t.Parallel() // beside the conformance modes (TestConformance)
 	urls := startClusters(t, 3)
 	t.Run("ConformanceByKey", func(t *testing.T) {
 		h := shardHarness(urls, &shard.Options{Placement: shard.ByKey})

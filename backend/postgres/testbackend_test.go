@@ -2,12 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/spoolq/spool/backend"
 	"github.com/spoolq/spool/backend/postgres"
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
@@ -73,25 +75,44 @@ func newBackendOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
 	return be
 }
 
-// newFreshBackendOn returns a backend on a freshly migrated schema of the
-// test's own through pool, dropped when the test ends. The sharded
-// conformance run uses it: with kept schemas, a shard's heartbeats failed
-// for the rest of the first test they met in two CI runs
-// (TestSharded/ConformanceByKey/HeartbeatKeepsLongJob), which the runs on
-// one server never showed; until that is understood the sharded run
-// migrates its schemas as before.
-func newFreshBackendOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
+// newFreshBackendsAt returns a backend on a freshly migrated schema of the
+// test's own on each server of urls, all dropped when the test ends. The
+// servers migrate their schemas at once, as they drop them: the sharded
+// conformance run makes three per test, which one after the other took
+// most of a test's time there. That run uses fresh schemas: with kept
+// ones, a shard's heartbeats failed for the rest of the first test they
+// met in two CI runs (TestSharded/ConformanceByKey/HeartbeatKeepsLongJob),
+// which the runs on one server never showed; until that is understood the
+// sharded run migrates its schemas as before.
+func newFreshBackendsAt(t testing.TB, urls []string) []backend.Backend {
 	t.Helper()
-	schema := testdb.NewSchemaName()
-	be, err := postgres.New(pool, &postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatalf("new backend: %v", err)
+	pools := make([]*pgxpool.Pool, len(urls))
+	schemas := make([]string, len(urls))
+	for i, u := range urls {
+		pools[i] = testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement)
+		schemas[i] = testdb.NewSchemaName()
 	}
+	// Registered first, so a schema a failed migration left is dropped too.
+	testdb.DropSchemasAtEnd(t, pools, schemas)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := be.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
+	bes := make([]backend.Backend, len(urls))
+	errs := make([]error, len(urls))
+	var wg sync.WaitGroup
+	for i := range urls {
+		wg.Go(func() {
+			be, err := postgres.New(pools[i], &postgres.Options{Schema: schemas[i]})
+			if err == nil {
+				err = be.Migrate(ctx)
+			}
+			bes[i], errs[i] = be, err
+		})
 	}
-	testdb.DropSchemaAtEnd(t, pool, schema)
-	return be
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("migrate shard %d: %v", i, err)
+		}
+	}
+	return bes
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,6 +102,27 @@ func DropSchemaAtEnd(t testing.TB, pool *pgxpool.Pool, schema string) {
 		// ends a deadlock, which bounds the tries.
 		if err := dropSchema(ctx, pool, schema); err != nil {
 			t.Error(err)
+		}
+	})
+}
+
+// DropSchemasAtEnd is DropSchemaAtEnd for schemas[i] through pools[i], one
+// on each of several servers (a sharded store's): they drop them at once.
+func DropSchemasAtEnd(t testing.TB, pools []*pgxpool.Pool, schemas []string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		errs := make([]error, len(pools))
+		var wg sync.WaitGroup
+		for i := range pools {
+			wg.Go(func() { errs[i] = dropSchema(ctx, pools[i], schemas[i]) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
 		}
 	})
 }
