@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/backend"
 )
 
 // ClaimGate holds one claim in flight, as a reply slowed by load would be:
@@ -45,29 +44,30 @@ func (g *ClaimGate) Held() <-chan struct{} { return g.held }
 // Release lets the held claim's reply go; later calls do nothing.
 func (g *ClaimGate) Release() { g.once.Do(func() { close(g.release) }) }
 
-// ResumeWithClaimInFlight checks that the jobs inserted while a queue was
-// paused all run after its resume when a claim sent during the pause is
+// testResumeWithClaimInFlight checks that the jobs inserted while a queue
+// was paused all run after its resume when a claim sent during the pause is
 // still in flight across the resume, though the client polls only hourly.
-// With four workers, one busy with a blocking job, that claim (held by
-// gate, worker's claims passing it) finds the queue paused; after the
+// With four workers, one busy with a blocking job, that claim (held by a
+// ClaimGate through Harness.HoldClaims) finds the queue paused; after the
 // resume and the blocking job's end, a second claim, for the slot the first
 // left unasked, takes one waiting job and comes back full; the held
 // claim's empty reply then arrives, and must not make the client believe
-// the queue empty. admin, another handle of worker's store (another
-// process), pauses, inserts and resumes; with nil, the worker's own client
-// does.
-func ResumeWithClaimInFlight(t *testing.T, worker backend.Backend, gate *ClaimGate, admin backend.Backend) {
-	t.Helper()
+// the queue empty. Another handle of the store (another process) pauses,
+// inserts and resumes.
+func testResumeWithClaimInFlight(t *testing.T, h Harness) {
+	if h.HoldClaims == nil {
+		t.Fatal("Harness.HoldClaims is nil: give the store's wrapper, or name ResumeWithClaimInFlight in Exceptions with the reason")
+	}
+	be := h.NewBackend(t)
+	gate := NewClaimGate()
+	worker, admin := h.HoldClaims(be, gate), h.Reopen(t, be)
 	ctx := context.Background()
 	ws, started, block := blockingWorkers()
 	cfg := fastConfig(ws, 4)
 	cfg.PollInterval = time.Hour
 	c := newClient(t, worker, cfg)
 	start(t, c)
-	a := c
-	if admin != nil {
-		a = newClient(t, admin, &spool.Config{Logger: quietLogger(t)})
-	}
+	a := newClient(t, admin, &spool.Config{Logger: quietLogger(t)})
 	// Cleanups run last first: the held claim and the blocking handler go
 	// before the client's stop, which waits for them.
 	var blockOnce sync.Once
@@ -114,16 +114,4 @@ func ResumeWithClaimInFlight(t *testing.T, worker backend.Backend, gate *ClaimGa
 			t.Fatalf("of the waiting jobs only %v started within 15 s of the held claim's reply: its empty reply cleared the client's belief that jobs wait", seen)
 		}
 	}
-}
-
-// testResumeWithClaimInFlight runs ResumeWithClaimInFlight on the harness's
-// store, with the pause, the inserts and the resume sent by another handle
-// of it (another process).
-func testResumeWithClaimInFlight(t *testing.T, h Harness) {
-	if h.HoldClaims == nil {
-		t.Fatal("Harness.HoldClaims is nil: give the store's wrapper, or name ResumeWithClaimInFlight in Exceptions with the reason")
-	}
-	be := h.NewBackend(t)
-	gate := NewClaimGate()
-	ResumeWithClaimInFlight(t, h.HoldClaims(be, gate), gate, h.Reopen(t, be))
 }

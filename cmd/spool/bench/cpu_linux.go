@@ -83,7 +83,12 @@ func statTicks(f []string) (int64, bool) {
 // apart from every other on the machine. A backend that ended between two
 // reads drops out, so measure over a span in which connections stay open.
 func TreeCPU(root int) (time.Duration, bool) {
-	return procCPU(func(pid, ppid int, _ string) bool { return pid == root || ppid == root })
+	return procCPU(inTree(root))
+}
+
+// inTree selects process root and its children.
+func inTree(root int) func(pid, ppid int, name string) bool {
+	return func(pid, ppid int, _ string) bool { return pid == root || ppid == root }
 }
 
 // TreeFaults is the minor page faults of process root and its children so
@@ -92,19 +97,11 @@ func TreeCPU(root int) (time.Duration, bool) {
 // maps its shared memory page by page. Like TreeCPU, a backend that ended
 // between two reads drops out.
 func TreeFaults(root int) (int64, bool) {
-	var n int64
-	found := false
-	forEachProc(func(pid, ppid int, _ string, f []string) {
-		if pid != root && ppid != root {
-			return
-		}
-		// minflt is field 10 of the line.
-		if v, err := strconv.ParseInt(f[7], 10, 64); err == nil {
-			n += v
-			found = true
-		}
+	// minflt is field 10 of the line.
+	return procSum(inTree(root), func(f []string) (int64, bool) {
+		v, err := strconv.ParseInt(f[7], 10, 64)
+		return v, err == nil
 	})
-	return n, found
 }
 
 // ParentPID is the parent of process pid (a backend's postmaster), or 0
@@ -133,20 +130,25 @@ func ChildPIDs(root int) []int {
 // procCPU adds up the CPU time of the processes match selects by PID,
 // parent PID and name.
 func procCPU(match func(pid, ppid int, name string) bool) (time.Duration, bool) {
-	var ticks int64
+	ticks, found := procSum(match, statTicks)
+	return time.Duration(ticks) * 10 * time.Millisecond, found
+}
+
+// procSum adds up value of the /proc/PID/stat fields (after the name) of
+// the processes match selects; false when none had one.
+func procSum(match func(pid, ppid int, name string) bool, value func(fields []string) (int64, bool)) (int64, bool) {
+	var sum int64
 	found := false
 	forEachProc(func(pid, ppid int, name string, f []string) {
 		if !match(pid, ppid, name) {
 			return
 		}
-		t, ok := statTicks(f)
-		if !ok {
-			return
+		if v, ok := value(f); ok {
+			sum += v
+			found = true
 		}
-		ticks += t
-		found = true
 	})
-	return time.Duration(ticks) * 10 * time.Millisecond, found
+	return sum, found
 }
 
 // forEachProc calls f for every process whose /proc/PID/stat it can read,

@@ -89,6 +89,13 @@ func PostgresPoolAt(t testing.TB, url string, mode pgx.QueryExecMode) *pgxpool.P
 // that the backends' modules can require it for their tests without a cycle.
 func DropSchemaAtEnd(t testing.TB, pool *pgxpool.Pool, schema string) {
 	t.Helper()
+	DropSchemasAtEnd(t, []*pgxpool.Pool{pool}, []string{schema})
+}
+
+// DropSchemasAtEnd is DropSchemaAtEnd for schemas[i] through pools[i], one
+// on each of several servers (a sharded store's): they drop them at once.
+func DropSchemasAtEnd(t testing.TB, pools []*pgxpool.Pool, schemas []string) {
+	t.Helper()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -100,19 +107,6 @@ func DropSchemaAtEnd(t testing.TB, pool *pgxpool.Pool, schema string) {
 		// cut off by the stop). The other runs to its end, so the drop,
 		// tried again once the tables are free, goes through; each try
 		// ends a deadlock, which bounds the tries.
-		if err := dropSchema(ctx, pool, schema); err != nil {
-			t.Error(err)
-		}
-	})
-}
-
-// DropSchemasAtEnd is DropSchemaAtEnd for schemas[i] through pools[i], one
-// on each of several servers (a sharded store's): they drop them at once.
-func DropSchemasAtEnd(t testing.TB, pools []*pgxpool.Pool, schemas []string) {
-	t.Helper()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		errs := make([]error, len(pools))
 		var wg sync.WaitGroup
 		for i := range pools {
