@@ -74,6 +74,17 @@ type producer struct {
 	router *router
 	relay  atomic.Int64
 
+	// announced sums the jobs that counted wake-ups (wakeJobs) announced
+	// since the last claim; uncounted is set by a wake-up that did not
+	// count them. A claim made only for counted wake-ups asks for no
+	// more than they announced: the jobs committed meanwhile have
+	// wake-ups of their own, which would find them taken. With 8 worker
+	// processes at 1,000 jobs a second a third of the claims came back
+	// empty that way, and at one process as many (BENCHMARKS.md,
+	// "Claims that ask for the jobs they were woken for").
+	announced atomic.Int64
+	uncounted atomic.Bool
+
 	// timerMu guards the due times this process knows of (wakeAt) and the
 	// timer armed for the earliest of them.
 	timerMu   sync.Mutex
@@ -141,7 +152,9 @@ type fetchResult struct {
 	// seq numbers the claim among the producer's claims, in the order
 	// they were sent.
 	seq uint64
-	err error
+	// limited is the request's: a full reply is no sign of more jobs.
+	limited bool
+	err     error
 	// unreleased are claim ids still to release (failed claims whose jobs
 	// may be leased to us unseen), including this fetch's if it failed.
 	unreleased []string
@@ -222,13 +235,32 @@ func (p *producer) checkPaused() {
 }
 
 // wakeRouted is a wake-up routed to this process (route.go), passed on
-// hops times so far.
-func (p *producer) wakeRouted(hops int) {
+// hops times so far, announcing jobs jobs (0: uncounted).
+func (p *producer) wakeRouted(hops, jobs int) {
 	p.relay.Store(int64(hops) + 1)
-	p.wake()
+	p.wakeJobs(jobs)
 }
 
+// wakeJobs is a wake-up that announces jobs jobs, each announced by no
+// other wake-up (0: uncounted, as wake).
+func (p *producer) wakeJobs(jobs int) {
+	if jobs <= 0 {
+		p.wake()
+		return
+	}
+	p.announced.Add(int64(jobs))
+	p.signal()
+}
+
+// wake is a wake-up that does not count its jobs: the next claim asks for
+// all the queue has room for.
 func (p *producer) wake() {
+	p.uncounted.Store(true)
+	p.signal()
+}
+
+// signal makes run look at its queue.
+func (p *producer) signal() {
 	select {
 	case p.wakeCh <- struct{}{}:
 	default:
@@ -347,6 +379,10 @@ func (p *producer) run() {
 		// claim comes back full: a routed wake-up made it, and more jobs
 		// than it took may wait for the other processes.
 		relay int
+		// uncountedSign records a sign of waiting jobs since the last
+		// claim that does not count them (a poll, a full reply, a retry, a
+		// late release): the next claim asks for all it has room for.
+		uncountedSign = true
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
@@ -421,7 +457,7 @@ func (p *producer) run() {
 			if len(late) > 0 {
 				p.releaseLate(late)
 				clear(late)
-				late, more, moreSince = late[:0], true, sent
+				late, more, moreSince, uncountedSign = late[:0], true, sent, true
 			}
 			p.mu.Lock()
 		}
@@ -476,9 +512,18 @@ func (p *producer) run() {
 					}
 				default:
 				}
+				// A claim made only for wake-ups that counted their jobs
+				// asks for those jobs and no more (announced).
+				uncounted := p.uncounted.Swap(false) || uncountedSign
+				announced := int(p.announced.Swap(0))
+				uncountedSign = false
+				limited := !uncounted && p.flow == nil && announced > 0 && announced < n
+				if limited {
+					n = announced
+				}
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
 				sent++
-				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh})
+				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh, limited: limited})
 				lostClaims = nil // the fetch releases them, or hands them back
 			}
 		}
@@ -523,14 +568,20 @@ func (p *producer) run() {
 			}
 			failures = 0
 			if relay > 0 {
-				if len(r.rows) == r.asked {
+				if len(r.rows) == r.asked && !r.limited {
 					p.router.passOn(p.queue, relay)
 				}
 				relay = 0
 			}
 			switch {
-			case len(r.rows) == r.asked || r.more:
-				more, moreSince = true, sent
+			case len(r.rows) == r.asked && !r.limited || r.more || r.limited && len(r.rows) < r.asked:
+				// A limited claim's full reply says only that the jobs it
+				// was woken for were there. A short one may have found
+				// them locked by a claim that took others in their place,
+				// still unseen by this one's snapshot: the claim after it
+				// asks for all it has room for, so none is left for the
+				// poll.
+				more, moreSince, uncountedSign = true, sent, true
 			case r.seq > moreSince:
 				// Sent after every sign of waiting jobs, a wake-up
 				// during this claim's flight included: its snapshot
@@ -550,9 +601,9 @@ func (p *producer) run() {
 			p.mu.Unlock()
 		case <-retryC:
 			retryC = nil
-			more, moreSince = true, sent
+			more, moreSince, uncountedSign = true, sent, true
 		case <-heldTimer.C:
-			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
+			more, wokeWhileFetching, moreSince, uncountedSign = true, inflight > 0, sent, true
 		case <-p.wakeCh:
 			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 			if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
@@ -573,7 +624,7 @@ func (p *producer) run() {
 				}
 			}
 		case <-poll.C:
-			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
+			more, wokeWhileFetching, moreSince, uncountedSign = true, inflight > 0, sent, true
 			// Jobs held unstarted (buffered or gathered) go back if the
 			// queue was paused elsewhere.
 			if p.releaseStale() || p.groups.jobs > 0 {
@@ -631,6 +682,8 @@ type fetchReq struct {
 	lostClaims    []string
 	seq           uint64 // the claim's place in the order claims were sent
 	out           chan<- fetchResult
+	// limited: n is what counted wake-ups announced, not the room left.
+	limited bool
 }
 
 // claim sends r's claim from a goroutine of its own: an idle fetcher's,
@@ -698,7 +751,7 @@ func (p *producer) fetch(r fetchReq) {
 		unreleased = []string{claimID}
 	}
 	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
-	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
+	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased, limited: r.limited}
 }
 
 // claimFlow claims up to n jobs of a flow-controlled queue: the controller
