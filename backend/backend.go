@@ -765,10 +765,6 @@ type Wake struct {
 	// Hops counts the times a routed wake-up was passed on
 	// (WakeRouter.PassOn).
 	Hops int
-	// Jobs, when above 0, is how many jobs of Queue this wake-up announces,
-	// each announced by no other wake-up: a claim made for it alone need
-	// take no more (0: the store does not know, and more may wait).
-	Jobs int
 	// Note is a note a process announced to every listener
 	// (WakeRouter.Announce); the other fields are then unset.
 	Note string

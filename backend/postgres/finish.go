@@ -295,12 +295,8 @@ const notifySQL = `SELECT pg_notify($1, x) FROM unnest($2::text[]) x`
 // key, in the insert trigger's format (parseInsertNotice).
 func duePayloads(keys queueKeys) []string {
 	payloads := make([]string, 0, len(keys))
-	for q, w := range keys {
-		p := q + " " + strconv.Itoa(int(w.key.priority)) + " " + strconv.FormatInt(w.key.runAt.UnixMicro(), 10)
-		if w.counted && w.jobs > 0 {
-			p += " " + strconv.Itoa(w.jobs)
-		}
-		payloads = append(payloads, p)
+	for q, k := range keys {
+		payloads = append(payloads, q+" "+strconv.Itoa(int(k.priority))+" "+strconv.FormatInt(k.runAt.UnixMicro(), 10))
 	}
 	return payloads
 }

@@ -287,12 +287,11 @@ func (f *claimFloors) queue(name string) *queueFloor {
 
 // parseInsertNotice parses an insert notification's payload, "QUEUE PRIORITY
 // RUN_AT_MICROS" (migration 2: a lower bound of the keys the statement
-// inserted), the same with " JOBS" after it (insertNoticeJobs), or a bare
-// "QUEUE" (migration 1). ok is false for a bare queue or a payload it
-// cannot read.
+// inserted) or a bare "QUEUE" (migration 1). ok is false for a bare queue or
+// a payload it cannot read.
 func parseInsertNotice(payload string) (queue string, key claimKey, ok bool) {
 	fields := strings.Fields(payload)
-	if len(fields) != 3 && len(fields) != 4 {
+	if len(fields) != 3 {
 		if len(fields) > 0 {
 			return fields[0], claimKey{}, false
 		}
@@ -307,20 +306,4 @@ func parseInsertNotice(payload string) (queue string, key claimKey, ok bool) {
 	// before 14): a microsecond of slack keeps the lowered floor below the
 	// rows whatever the rounding. Id 0 is below every id.
 	return fields[0], claimKey{priority: int16(prio), runAt: time.UnixMicro(us - 1).UTC()}, true
-}
-
-// insertNoticeJobs is the count of jobs an insert notification announces:
-// its fourth field, written by this backend's own inserts (duePayloads,
-// insert_wake_now.sql), or 0 when it has none (the insert trigger, a
-// release) or cannot be read.
-func insertNoticeJobs(payload string) int {
-	fields := strings.Fields(payload)
-	if len(fields) != 4 {
-		return 0
-	}
-	n, err := strconv.Atoi(fields[3])
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }

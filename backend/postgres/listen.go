@@ -190,7 +190,7 @@ func (b *Backend) deliver(n *pgconn.Notification, onWake func(backend.Wake)) (fr
 		return fromSQL
 	}
 	b.floors.lower(queue, key)
-	w := backend.Wake{Queue: queue, Jobs: insertNoticeJobs(payload)}
+	w := backend.Wake{Queue: queue}
 	if b.routeWakes {
 		w.Route = routeOf(n)
 	}

@@ -37,48 +37,19 @@ const WakeGapParam = "spool_wake_gap"
 const MaxWakeGap = time.Second
 
 // queueKeys holds, by queue, the lowest claim key of the jobs a wake-up
-// announces, and how many jobs it announces when that is known.
-type queueKeys map[string]wakeKey
-
-// wakeKey is one queue's part of a wake-up: the lowest key, and the count
-// of the jobs announced (jobs), valid when counted is set.
-type wakeKey struct {
-	key     claimKey
-	jobs    int
-	counted bool
-}
+// announces.
+type queueKeys map[string]claimKey
 
 // note keeps k if it is below every key of its queue so far, making the
-// map on first use. The queue's count becomes unknown: the callers that
-// note a key for several jobs at once (a release, a rescue) do not count
-// them.
+// map on first use.
 func (m *queueKeys) note(queue string, k claimKey) {
-	m.merge(queue, wakeKey{key: k})
-}
-
-// noteJob is note for exactly one job: the queue's count goes up by one
-// while every key noted for it was counted.
-func (m *queueKeys) noteJob(queue string, k claimKey) {
-	m.merge(queue, wakeKey{key: k, jobs: 1, counted: true})
-}
-
-// merge adds w to queue's part: the lower key, the sum of the counts
-// (known only when both are).
-func (m *queueKeys) merge(queue string, w wakeKey) {
+	if cur, ok := (*m)[queue]; ok && !k.less(cur) {
+		return
+	}
 	if *m == nil {
 		*m = queueKeys{}
 	}
-	cur, ok := (*m)[queue]
-	if !ok {
-		(*m)[queue] = w
-		return
-	}
-	if w.key.less(cur.key) {
-		cur.key = w.key
-	}
-	cur.jobs += w.jobs
-	cur.counted = cur.counted && w.counted
-	(*m)[queue] = cur
+	(*m)[queue] = k
 }
 
 // waker announces jobs after their commit. An insert hands it the lowest
@@ -112,7 +83,7 @@ func (w *waker) add(keys queueKeys) {
 	}
 	w.mu.Lock()
 	for q, k := range keys {
-		w.pending.merge(q, k)
+		w.pending.note(q, k)
 	}
 	w.mu.Unlock()
 	select {

@@ -27,10 +27,7 @@ type listener struct {
 	// router, when set, decides which routable wake-ups this process
 	// answers (route.go); wakeRouted wakes a producer for one it answers.
 	router     *router
-	wakeRouted func(queue string, hops, jobs int)
-	// wakeJobs wakes a producer for a wake-up that counts its jobs
-	// (backend.Wake.Jobs).
-	wakeJobs func(queue string, jobs int)
+	wakeRouted func(queue string, hops int)
 }
 
 // run listens until ctx ends, reconnecting with jittered backoff. settled is
@@ -63,10 +60,8 @@ func (l *listener) run(ctx context.Context, settled func()) {
 				l.wakeAll()
 			case w.Route != 0 && l.router != nil:
 				if mine, _ := l.router.answers(w.Queue, w.Route, time.Now()); mine {
-					l.wakeRouted(w.Queue, w.Hops, w.Jobs)
+					l.wakeRouted(w.Queue, w.Hops)
 				}
-			case w.Jobs > 0:
-				l.wakeJobs(w.Queue, w.Jobs)
 			default:
 				l.wake(w.Queue)
 			}

@@ -74,17 +74,6 @@ type producer struct {
 	router *router
 	relay  atomic.Int64
 
-	// announced sums the jobs that counted wake-ups (wakeJobs) announced
-	// since the last claim; uncounted is set by a wake-up that did not
-	// count them. A claim made only for counted wake-ups asks for no
-	// more than they announced: the jobs committed meanwhile have
-	// wake-ups of their own, which would find them taken. With 8 worker
-	// processes at 1,000 jobs a second a third of the claims came back
-	// empty that way, and at one process as many (BENCHMARKS.md,
-	// "Claims that ask for the jobs they were woken for").
-	announced atomic.Int64
-	uncounted atomic.Bool
-
 	// timerMu guards the due times this process knows of (wakeAt) and the
 	// timer armed for the earliest of them.
 	timerMu   sync.Mutex
@@ -152,9 +141,7 @@ type fetchResult struct {
 	// seq numbers the claim among the producer's claims, in the order
 	// they were sent.
 	seq uint64
-	// limited is the request's: a full reply is no sign of more jobs.
-	limited bool
-	err     error
+	err error
 	// unreleased are claim ids still to release (failed claims whose jobs
 	// may be leased to us unseen), including this fetch's if it failed.
 	unreleased []string
@@ -235,32 +222,13 @@ func (p *producer) checkPaused() {
 }
 
 // wakeRouted is a wake-up routed to this process (route.go), passed on
-// hops times so far, announcing jobs jobs (0: uncounted).
-func (p *producer) wakeRouted(hops, jobs int) {
+// hops times so far.
+func (p *producer) wakeRouted(hops int) {
 	p.relay.Store(int64(hops) + 1)
-	p.wakeJobs(jobs)
+	p.wake()
 }
 
-// wakeJobs is a wake-up that announces jobs jobs, each announced by no
-// other wake-up (0: uncounted, as wake).
-func (p *producer) wakeJobs(jobs int) {
-	if jobs <= 0 {
-		p.wake()
-		return
-	}
-	p.announced.Add(int64(jobs))
-	p.signal()
-}
-
-// wake is a wake-up that does not count its jobs: the next claim asks for
-// all the queue has room for.
 func (p *producer) wake() {
-	p.uncounted.Store(true)
-	p.signal()
-}
-
-// signal makes run look at its queue.
-func (p *producer) signal() {
 	select {
 	case p.wakeCh <- struct{}{}:
 	default:
@@ -379,10 +347,6 @@ func (p *producer) run() {
 		// claim comes back full: a routed wake-up made it, and more jobs
 		// than it took may wait for the other processes.
 		relay int
-		// uncountedSign records a sign of waiting jobs since the last
-		// claim that does not count them (a poll, a full reply, a retry, a
-		// late release): the next claim asks for all it has room for.
-		uncountedSign = true
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
@@ -457,7 +421,7 @@ func (p *producer) run() {
 			if len(late) > 0 {
 				p.releaseLate(late)
 				clear(late)
-				late, more, moreSince, uncountedSign = late[:0], true, sent, true
+				late, more, moreSince = late[:0], true, sent
 			}
 			p.mu.Lock()
 		}
@@ -512,18 +476,9 @@ func (p *producer) run() {
 					}
 				default:
 				}
-				// A claim made only for wake-ups that counted their jobs
-				// asks for those jobs and no more (announced).
-				uncounted := p.uncounted.Swap(false) || uncountedSign
-				announced := int(p.announced.Swap(0))
-				uncountedSign = false
-				limited := !uncounted && p.flow == nil && announced > 0 && announced < n
-				if limited {
-					n = announced
-				}
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
 				sent++
-				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh, limited: limited})
+				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh})
 				lostClaims = nil // the fetch releases them, or hands them back
 			}
 		}
@@ -568,20 +523,14 @@ func (p *producer) run() {
 			}
 			failures = 0
 			if relay > 0 {
-				if len(r.rows) == r.asked && !r.limited {
+				if len(r.rows) == r.asked {
 					p.router.passOn(p.queue, relay)
 				}
 				relay = 0
 			}
 			switch {
-			case len(r.rows) == r.asked && !r.limited || r.more || r.limited && len(r.rows) < r.asked:
-				// A limited claim's full reply says only that the jobs it
-				// was woken for were there. A short one may have found
-				// them locked by a claim that took others in their place,
-				// still unseen by this one's snapshot: the claim after it
-				// asks for all it has room for, so none is left for the
-				// poll.
-				more, moreSince, uncountedSign = true, sent, true
+			case len(r.rows) == r.asked || r.more:
+				more, moreSince = true, sent
 			case r.seq > moreSince:
 				// Sent after every sign of waiting jobs, a wake-up
 				// during this claim's flight included: its snapshot
@@ -601,9 +550,9 @@ func (p *producer) run() {
 			p.mu.Unlock()
 		case <-retryC:
 			retryC = nil
-			more, moreSince, uncountedSign = true, sent, true
+			more, moreSince = true, sent
 		case <-heldTimer.C:
-			more, wokeWhileFetching, moreSince, uncountedSign = true, inflight > 0, sent, true
+			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 		case <-p.wakeCh:
 			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 			if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
@@ -624,7 +573,7 @@ func (p *producer) run() {
 				}
 			}
 		case <-poll.C:
-			more, wokeWhileFetching, moreSince, uncountedSign = true, inflight > 0, sent, true
+			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 			// Jobs held unstarted (buffered or gathered) go back if the
 			// queue was paused elsewhere.
 			if p.releaseStale() || p.groups.jobs > 0 {
@@ -682,8 +631,6 @@ type fetchReq struct {
 	lostClaims    []string
 	seq           uint64 // the claim's place in the order claims were sent
 	out           chan<- fetchResult
-	// limited: n is what counted wake-ups announced, not the room left.
-	limited bool
 }
 
 // claim sends r's claim from a goroutine of its own: an idle fetcher's,
@@ -751,7 +698,7 @@ func (p *producer) fetch(r fetchReq) {
 		unreleased = []string{claimID}
 	}
 	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
-	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased, limited: r.limited}
+	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
 }
 
 // claimFlow claims up to n jobs of a flow-controlled queue: the controller
