@@ -116,6 +116,14 @@ type hostsStep struct {
 	// had nothing to do.
 	IdleServerCPUShare float64 `json:"idle_server_cpu_share"`
 	Duplicates         int64   `json:"pickup_duplicate_starts"`
+	// PickupJobsPerS is the rate the pickup phase inserted at: below the
+	// rate asked for, the inserting goroutines were starved of CPU and the
+	// phase's figures are of a lighter load.
+	PickupJobsPerS float64 `json:"pickup_jobs_per_s"`
+	// ProbeServerUS is the server's CPU time a `SELECT 1` round trip,
+	// measured before the step's drain (hostsEnv.probe): how fast the
+	// machine ran the server then.
+	ProbeServerUS float64 `json:"probe_server_us"`
 }
 
 // Run implements cli.Command.
@@ -235,6 +243,7 @@ type hostsEnv struct {
 	server  interface{ PID() int }
 	stop    func() error
 	baseURL string // the server's URL on 127.0.0.1
+	kind    string // "postgres" or "mariadb"
 	port    int
 	dir     string
 	keepDir bool
@@ -265,7 +274,7 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 	if err != nil {
 		return nil, err
 	}
-	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr, workerCPUs: workerCPUs, serverCPUs: runtime.NumCPU(), statements: statements}
+	e = &hostsEnv{dir: dir, keepDir: keep, self: self, stderr: stderr, workerCPUs: workerCPUs, serverCPUs: runtime.NumCPU(), statements: statements, kind: server}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.close())
@@ -542,6 +551,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	}
 
 	step = &hostsStep{Processes: n}
+	if step.ProbeServerUS, err = e.probe(ctx); err != nil {
+		return nil, err
+	}
 	conns := startConnectionSampler(e.hosts, e.port)
 	usage0, err := usageOf(ctx, workers)
 	if err != nil {
@@ -657,6 +669,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		step.Pickup = bench.Summarize(bench.Durations(lat))
 		fmt.Fprintf(r.Stderr, "lab hosts: %d processes, pickup split at the claim's start: %s\n", n, p.Split(producer.Inserted.Load()))
 		step.PickupJobs = producer.Inserted.Load()
+		step.PickupJobsPerS = float64(step.PickupJobs) / pickup.d.Seconds()
 		step.Duplicates = p.Duplicates.Load()
 		if err := e.writeStatements(ctx, n, "pickup", producer.Inserted.Load()); err != nil {
 			return nil, fmt.Errorf("--statements: %w", err)
@@ -721,6 +734,8 @@ func medianStep(steps []hostsStep) hostsStep {
 	out.PickupServerFaultsPerJob = of(func(s *hostsStep) float64 { return s.PickupServerFaultsPerJob })
 	out.PickupServerCPUPerJobUS = of(func(s *hostsStep) float64 { return s.PickupServerCPUPerJobUS })
 	out.IdleServerCPUShare = of(func(s *hostsStep) float64 { return s.IdleServerCPUShare })
+	out.PickupJobsPerS = of(func(s *hostsStep) float64 { return s.PickupJobsPerS })
+	out.ProbeServerUS = of(func(s *hostsStep) float64 { return s.ProbeServerUS })
 	out.Pickup = bench.LatencyStats{
 		Count: int(of(func(s *hostsStep) float64 { return float64(s.Pickup.Count) })),
 		Mean:  of(func(s *hostsStep) float64 { return s.Pickup.Mean }),
@@ -898,15 +913,15 @@ func printHosts(w io.Writer, r *hostsResult) error {
 	fmt.Fprintf(w, "lab hosts: %s (durable), %d CPUs%s; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
 		r.Server, r.CPUs, pinned, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "processes\tjobs/s\tclient µs/job\tserver µs/job\tserver faults/job\tserver CPU share\tjobs/claim\tconnections each\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup server faults/job\tpickup claims/job\tempty\tidle server CPU\t")
+	fmt.Fprintln(tw, "processes\tprobe µs\tjobs/s\tclient µs/job\tserver µs/job\tserver faults/job\tserver CPU share\tjobs/claim\tconnections each\tpickup jobs/s\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup server faults/job\tpickup claims/job\tempty\tidle server CPU\t")
 	for _, s := range r.Steps {
 		conns := make([]string, len(s.Connections))
 		for i, c := range s.Connections {
 			conns[i] = strconv.Itoa(c)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.0f\t%s\t%.2f\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, cli.HumanInt(s.DrainJobsPerS),
+		fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.0f\t%s\t%s\t%.2f\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, s.ProbeServerUS, cli.HumanInt(s.DrainJobsPerS),
 			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerFaultsPerJob, s.ServerCPUShare, ratio(float64(len(s.DrainRuns)*r.Jobs), float64(s.DrainClaims-s.DrainEmptyClaims)),
-			strings.Join(conns, " "), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS, s.PickupServerFaultsPerJob,
+			strings.Join(conns, " "), cli.HumanInt(s.PickupJobsPerS), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS, s.PickupServerFaultsPerJob,
 			ratio(float64(s.PickupClaims), float64(s.PickupJobs)), 100*ratio(float64(s.PickupEmptyClaims), float64(s.PickupClaims)), s.IdleServerCPUShare)
 	}
 	return tw.Flush()
@@ -937,8 +952,13 @@ new server first. It reports the connections the server saw from
 each host, the workers' and the server's CPU time per job, the server's
 minor page faults per job (each new connection's backend faults in the
 shared memory it touches, which some virtual machines make slow), and the
-server's share of the machine's CPUs: near 1, the database is the limit. Needs root
-and iproute2.
+server's share of the machine's CPUs: near 1, the database is the limit.
+Before each drain a speed probe times 2,000 SELECT 1 round trips on one
+connection: the server's CPU a statement ("probe µs"). The work is the
+same in every run, so runs whose probes differ by much ran on a machine of
+a different speed and their figures do not compare. The pickup phase's
+achieved rate is shown beside its latencies: below --rate, the inserting
+goroutines were starved of CPU. Needs root and iproute2.
 
 	--server postgres|mariadb
 		the server to start (default postgres)

@@ -55,6 +55,11 @@ func TestBenchHosts(t *testing.T) {
 						want, s.PickupJobs, s.Pickup.Count, s.Duplicates)
 				}
 				checkOrdered(t, "pickup", s.Pickup)
+				// The probe's 2,000 round trips cost the server CPU; the
+				// pickup rate is the count over the phase's second.
+				if s.ProbeServerUS <= 0 || s.PickupJobsPerS != float64(s.PickupJobs) {
+					t.Errorf("%d processes: probe %.1f µs a statement, pickup %.1f jobs/s for %d jobs in 1 s", want, s.ProbeServerUS, s.PickupJobsPerS, s.PickupJobs)
+				}
 			}
 			checkPlot(t, plotPath)
 			{
