@@ -34,3 +34,7 @@ func (b *Backend) LookerName() string { return b.noteSource }
 // WakeQueuesKey is the looker's set key of the queues registered with
 // AddWakeQueues.
 func (b *Backend) WakeQueuesKey() string { return b.wakeQueuesKey() }
+
+// HeadsReads is how many times the backend's Listen calls read the heads
+// (their looks).
+func (b *Backend) HeadsReads() int64 { return b.headsReads.Load() }
