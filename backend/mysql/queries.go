@@ -30,7 +30,7 @@ type queries struct {
 	lookerHold, lookerRelease, lookerInit    string
 	wakeNote, wakeNotesNew, wakeNotesPrune   string
 	getForUpdate, deleteJob, throughput      string
-	claimSelect, claimUpdate                 string
+	claimSelect, claimUpdate, claimDue       string
 	claimLock                                string
 	window, optimisticUpdate, optimisticWon  string
 	lockForFinish, complete, deleteDone      string
@@ -137,6 +137,7 @@ func buildQueries(db string) (queries, error) {
 		"flow_prune_rates":        &q.flowPruneRates,
 		"flow_use_rates":          &q.flowUseRates,
 		"claim_update":            &q.claimUpdate,
+		"claim_due":               &q.claimDue,
 		"claim_lock":              &q.claimLock,
 		"window":                  &q.window,
 		"queue_pause":             &q.queuePause,
