@@ -35,9 +35,9 @@ const (
 // wake-up notes and cancellation events are heard at least this often.
 const headsInterval = watchCancelsInterval
 
-// listenSlowInterval is how often the heads carry listen_slow_col.sql, for the
-// cancellation events that committed out of seq order (the holder's next
-// heartbeat finds those too).
+// listenSlowInterval is how often the heads carry the figure of
+// listen_slow_col.sql, for the cancellation events that committed out of
+// seq order (the holder's next heartbeat finds those too).
 const listenSlowInterval = 500 * time.Millisecond
 
 // newJobsBatch bounds the ids (and the notes) one read returns; more means
@@ -88,9 +88,9 @@ const (
 // listenState is what Listen's looks remember between them.
 type listenState struct {
 	lastJob, lastNote int64
-	// cancelMax is the heads' highest event seq, cancelSum and pausedSum
-	// the figure of listen_slow_col.sql, at the last reads of the cancellation events
-	// and of the paused queues.
+	// cancelMax is the heads' highest event seq, cancelSum the figure of
+	// listen_slow_col.sql and pausedSum that of the paused queues, at the
+	// last reads of the cancellation events and of the paused queues.
 	cancelMax, cancelSum, pausedSum int64
 	// cancels holds the cancellation events seen.
 	cancels cancelsSeen
@@ -126,11 +126,12 @@ type heads struct {
 // listenSlowInterval the heads also carry a figure of the recent
 // cancellation events (listen_heads_slow.sql), and a listener that does
 // not hold the looker's lease reads the lease with them
-// (listen_heads_lease.sql; looker.go). It wakes the queues of jobs other processes inserted
-// (routed, when Options.WakeRouting is on: every process reads the same
-// ids, and the engine wakes only the process the route picks, see
-// routeSpan), delivers the wake-up notes, wakes a queue that another
-// process resumed and reports cancelled running jobs as WatchCancels does.
+// (listen_heads_lease.sql; looker.go). It wakes the queues of jobs other
+// processes inserted (routed, when Options.WakeRouting is on: every
+// process reads the same ids, and the engine wakes only the process the
+// route picks, see routeSpan), delivers the wake-up notes, wakes a queue
+// that another process resumed and reports cancelled running jobs as
+// WatchCancels does.
 // A job whose insert commits after a later id's was seen is not reported
 // by itself: the next insert into its queue, or the client's poll, finds
 // it.
