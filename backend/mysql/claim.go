@@ -72,6 +72,21 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 			return nil, err
 		}
 		defer release()
+		if b.small.wasEmpty(p.Queue) {
+			// The last claim found nothing: most likely a poll of an
+			// idle queue, so a plain read first, one round trip where
+			// the claim's transaction takes three (BEGIN, SELECT,
+			// COMMIT). With 8 idle processes, each one's polls were
+			// half of its statements.
+			var due bool
+			if err := b.db.QueryRowContext(ctx, b.sql.claimDue, p.Queue).Scan(&due); err != nil {
+				return nil, err
+			}
+			if !due {
+				b.claimsProbedEmpty.Add(1)
+				return nil, nil
+			}
+		}
 	}
 	var jobs []*backend.JobRow
 	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
@@ -92,6 +107,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	})
 	if err == nil && b.claimLock {
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
+		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
 	return jobs, err
 }
@@ -150,6 +166,26 @@ const smallClaimMax = 64
 type smallClaims struct {
 	claimsize.Expect
 	turns sync.Map // queue name → chan struct{} of capacity 1: the turn
+	// empty holds the queues whose last pessimistic claim in this
+	// process came back empty: their next small claim probes first.
+	empty sync.Map // queue name → struct{}
+}
+
+// wasEmpty reports whether the queue's last claim came back empty.
+func (s *smallClaims) wasEmpty(queue string) bool {
+	_, ok := s.empty.Load(queue)
+	return ok
+}
+
+// setEmpty records whether the queue's last claim came back empty.
+func (s *smallClaims) setEmpty(queue string, empty bool) {
+	if empty {
+		if _, ok := s.empty.Load(queue); !ok {
+			s.empty.Store(queue, struct{}{})
+		}
+	} else if _, ok := s.empty.Load(queue); ok {
+		s.empty.Delete(queue)
+	}
 }
 
 // turn waits for the queue's turn among this process's small claims, and

@@ -101,3 +101,50 @@ WHERE COMMAND = 'Query' AND INFO LIKE concat('%', ?, '.spool_flow_stripes%')`, s
 type errFewer int
 
 func (e errFewer) Error() string { return "claimed fewer jobs than asked" }
+
+// TestClaimAfterEmptyProbes: a small claim of a queue whose last claim
+// came back empty is answered by a plain read when the queue has no due
+// job (a poll of an idle queue: one round trip instead of a transaction),
+// and still claims the jobs that came meanwhile; a scheduled job is not
+// due, so the probe answers for it too.
+func TestClaimAfterEmptyProbes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, nil)
+	claim := func() []*backend.JobRow {
+		t.Helper()
+		jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	insert := func(runAt *time.Time) {
+		t.Helper()
+		if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+			{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3, RunAt: runAt},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs := claim(); len(jobs) != 0 {
+		t.Fatalf("first claim: %d jobs, want none", len(jobs))
+	}
+	later := time.Now().Add(time.Hour)
+	insert(&later)
+	for i := range 2 {
+		if jobs := claim(); len(jobs) != 0 {
+			t.Fatalf("claim %d of an idle queue: %d jobs, want none", i+2, len(jobs))
+		}
+	}
+	if n := be.ClaimsProbedEmpty(); n != 2 {
+		t.Fatalf("%d claims of the idle queue answered by the probe, want 2", n)
+	}
+	insert(nil)
+	if jobs := claim(); len(jobs) != 1 {
+		t.Fatalf("claim after a job came: %d jobs, want 1", len(jobs))
+	}
+	if n := be.ClaimsProbedEmpty(); n != 2 {
+		t.Fatalf("the probe answered the claim of a due job (%d probed empty, want 2)", n)
+	}
+}

@@ -34,3 +34,11 @@ func (b *Backend) LookerName() string { return b.noteSource }
 // WakeQueuesKey is the looker's set key of the queues registered with
 // AddWakeQueues.
 func (b *Backend) WakeQueuesKey() string { return b.wakeQueuesKey() }
+
+// HeadsReads is how many times the backend's Listen calls read the heads
+// (their looks).
+func (b *Backend) HeadsReads() int64 { return b.headsReads.Load() }
+
+// ClaimsProbedEmpty is how many claims the probe of an idle queue
+// answered without a transaction.
+func (b *Backend) ClaimsProbedEmpty() int64 { return b.claimsProbedEmpty.Load() }

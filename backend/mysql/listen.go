@@ -35,9 +35,9 @@ const (
 // wake-up notes and cancellation events are heard at least this often.
 const headsInterval = watchCancelsInterval
 
-// listenSlowInterval is how often Listen reads listen_slow.sql, for the
-// cancellation events that committed out of seq order (the holder's next
-// heartbeat finds those too).
+// listenSlowInterval is how often the heads carry the figure of
+// listen_slow_col.sql, for the cancellation events that committed out of
+// seq order (the holder's next heartbeat finds those too).
 const listenSlowInterval = 500 * time.Millisecond
 
 // newJobsBatch bounds the ids (and the notes) one read returns; more means
@@ -88,9 +88,9 @@ const (
 // listenState is what Listen's looks remember between them.
 type listenState struct {
 	lastJob, lastNote int64
-	// cancelMax is the heads' highest event seq, cancelSum and pausedSum
-	// listen_slow's figures, at the last reads of the cancellation events
-	// and of the paused queues.
+	// cancelMax is the heads' highest event seq, cancelSum the figure of
+	// listen_slow_col.sql and pausedSum that of the paused queues, at the
+	// last reads of the cancellation events and of the paused queues.
 	cancelMax, cancelSum, pausedSum int64
 	// cancels holds the cancellation events seen.
 	cancels cancelsSeen
@@ -106,7 +106,8 @@ type standingNote struct {
 	read time.Time
 }
 
-// heads is a read of listen_heads.sql and, when slow, listen_slow.sql.
+// heads is a read of listen_heads.sql (with the lease and the recent
+// cancellation events, in its variants).
 type heads struct {
 	job, note, cancelMax, paused int64
 	cancelSum                    int64
@@ -122,12 +123,15 @@ type heads struct {
 // id, note seq and cancellation event seq and a figure of the paused
 // queues), then the rows of the parts that moved; while jobs keep coming,
 // it reads the new jobs at once and the heads every headsInterval. Every
-// listenSlowInterval it also reads a figure of the recent cancellation
-// events (listen_slow.sql). It wakes the queues of jobs other processes inserted
-// (routed, when Options.WakeRouting is on: every process reads the same
-// ids, and the engine wakes only the process the route picks, see
-// routeSpan), delivers the wake-up notes, wakes a queue that another
-// process resumed and reports cancelled running jobs as WatchCancels does.
+// listenSlowInterval the heads also carry a figure of the recent
+// cancellation events (listen_heads_slow.sql), and a listener that does
+// not hold the looker's lease reads the lease with them
+// (listen_heads_lease.sql; looker.go). It wakes the queues of jobs other
+// processes inserted (routed, when Options.WakeRouting is on: every
+// process reads the same ids, and the engine wakes only the process the
+// route picks, see routeSpan), delivers the wake-up notes, wakes a queue
+// that another process resumed and reports cancelled running jobs as
+// WatchCancels does.
 // A job whose insert commits after a later id's was seen is not reported
 // by itself: the next insert into its queue, or the client's poll, finds
 // it.
@@ -138,6 +142,7 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	var lk *looker
 	if b.looker {
 		lk = &looker{b: b, name: b.noteSource, key: b.wakeQueuesKey()}
+		lk.idle.Store(true) // as the process starts: see below
 	}
 	h, err := b.readHeads(ctx, lk.setKey(), lk != nil, true)
 	if err != nil {
@@ -186,12 +191,16 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 		// watching: the last heads showed the looker's lease held by
 		// another process.
 		watching = false
+		// headJob is the newest job id the last heads showed.
+		headJob = h.job
+		// watchInterval is the interval of a watching listener's looks.
+		watchInterval = lookerWatch
 	)
 	if lk != nil {
 		go lk.renew(ctx)
 		defer func() {
-			// The lease goes at once to the next process that sees a
-			// new id, not after lookerLease.
+			// The lease goes at once to the next process that looks,
+			// not after it lapses.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			defer cancel()
 			_ = lk.release(rctx)
@@ -209,6 +218,9 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 		case <-t.C:
 		}
 		readJobs := busy && looks()
+		// moved: the heads read at this look showed a newer job than the
+		// last heads did.
+		moved := false
 		if !readJobs || time.Since(lastHeads) >= headsInterval {
 			slow := time.Since(lastSlow) >= listenSlowInterval
 			if lk != nil {
@@ -217,36 +229,37 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 				}
 			}
 			// A listener that does not hold the looker's lease reads it
-			// while another holds it, or when the heads show ids it has
-			// not accounted for (those up to the lease's cursor a holder
-			// read); the holder hears of a lost lease from its renewals.
-			withLease := lk != nil && !lk.holding() && watching
+			// at every look; the holder hears of a lost lease from its
+			// renewals.
+			withLease := lk != nil && !lk.holding()
 			h, err := b.readHeads(ctx, lk.setKey(), withLease, slow)
 			if err != nil {
 				return err
 			}
-			if lk != nil && !lk.holding() && !withLease && h.job > st.lastJob {
-				hl, err := b.readHeads(ctx, lk.setKey(), true, false)
-				if err != nil {
-					return err
-				}
-				hl.cancelSum = h.cancelSum
-				h = hl
-			}
 			lastHeads = time.Now()
+			moved, headJob = h.job > headJob, max(headJob, h.job)
 			if !slow {
 				h.cancelSum = st.cancelSum
 			} else {
 				lastSlow = lastHeads
 			}
 			if lk != nil && h.leaseRead {
-				if err := b.lookerTurn(ctx, lk, st, h, onWake); err != nil {
+				// fresh: ids this Listen has not accounted for.
+				fresh := h.job > max(st.lastJob, lk.othersCursor(h.lease))
+				if fresh && !lk.holding() {
+					// A take for new ids holds the lease as while jobs
+					// come (as the end of this look will say).
+					lk.idle.Store(false)
+				}
+				took, err := b.lookerTurn(ctx, lk, st, h, onWake)
+				if err != nil {
 					return err
 				}
-				if lk.holding() && !busy {
-					// A new holder looks every newJobsInterval, for
-					// idleAfter at least.
+				if took && fresh && !busy {
+					// A holder that took the lease for new ids looks
+					// every newJobsInterval, for idleAfter at least.
 					busy, lastFound, interval = true, time.Now(), newJobsInterval
+					lk.idle.Store(false)
 				}
 				watching = !lk.holding() && h.lease.live && h.lease.holder != lk.name
 				if !lk.holding() {
@@ -294,14 +307,20 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 			interval = min(2*interval, idleJobsInterval)
 		}
 		if lk != nil && !lk.holding() && watching {
-			// Another process reads the new ids; this one looks at
-			// the lease now and then.
-			interval = lookerWatch
-		}
-		if lk != nil && lk.holding() && !busy {
-			if err := lk.release(ctx); err != nil {
-				return err
+			// Another process reads the new ids; this one looks at the
+			// lease now and then: every lookerWatch while jobs come,
+			// less and less often while none does.
+			if moved {
+				watchInterval = lookerWatch
+			} else {
+				watchInterval = min(2*watchInterval, lookerIdleWatch)
 			}
+			interval = watchInterval
+		}
+		if lk != nil {
+			// A holder with no new job for idleAfter keeps the lease as
+			// the fleet's idle looker, renewed less often.
+			lk.idle.Store(!busy)
 		}
 		t.Reset(interval)
 	}
@@ -317,60 +336,71 @@ func (b *Backend) lookerInit(ctx context.Context, lk *looker, cursor int64) erro
 }
 
 // lookerTurn takes the looker's lease when h shows it should (looker.
-// wants), and drops it when h shows another holder. A process that takes
-// it reads on from the lease's cursor; one that takes it from a holder
-// with no idle worker also wakes every queue, for the jobs that holder
-// read and could not claim.
-func (b *Backend) lookerTurn(ctx context.Context, lk *looker, st *listenState, h heads, onWake func(backend.Wake)) error {
+// wants), and drops it when h shows another holder; it reports whether it
+// took the lease. A process that takes it reads on from the lease's
+// cursor; one that takes it from a holder that stopped without giving it
+// up, or from one with no idle worker, also wakes every queue, for the
+// jobs that holder read and did not claim.
+func (b *Backend) lookerTurn(ctx context.Context, lk *looker, st *listenState, h heads, onWake func(backend.Wake)) (bool, error) {
 	if !h.lease.present {
-		return b.lookerInit(ctx, lk, st.lastJob)
+		return false, b.lookerInit(ctx, lk, st.lastJob)
 	}
 	if lk.holding() {
 		if h.lease.live && h.lease.holder != lk.name {
 			lk.drop()
 		}
-		return nil
+		return false, nil
 	}
 	if !lk.wants(h, st.lastJob) {
-		return nil
+		return false, nil
 	}
 	from := max(st.lastJob, lk.othersCursor(h.lease), h.job-lookerBacklog)
 	took, err := lk.hold(ctx, from)
 	if err != nil || !took {
-		return err
+		return false, err
 	}
 	st.lastJob = from
 	lk.cursor.Store(from)
 	if h.lease.live && h.lease.holder != lk.name || !h.lease.live && !h.lease.released {
 		onWake(backend.Wake{}) // every queue: what the last holder read and did not claim
 	}
-	return nil
+	return true, nil
 }
 
-// readHeads reads listen_heads.sql, or listen_heads_lease.sql (the
-// looker's lease of the set of queues key names too) when lease, and
-// listen_slow.sql when slow.
+// readHeads reads the heads in one statement: listen_heads.sql, with the
+// looker's lease of the set of queues key names when lease, and with the
+// figure of the recent cancellation events when slow (the _lease and
+// _slow variants). Each look is one round trip: an idle process's cost to
+// the server is mostly its round trips, each of which wakes a server
+// thread.
 func (b *Backend) readHeads(ctx context.Context, key string, lease, slow bool) (heads, error) {
-	var h heads
-	if !lease {
-		if err := b.db.QueryRowContext(ctx, b.sql.listenHeads).Scan(&h.job, &h.note, &h.cancelMax, &h.paused); err != nil {
-			return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
-		}
-	} else {
-		var ls sql.NullString
-		if err := b.db.QueryRowContext(ctx, b.sql.listenHeadsLease, key).Scan(&h.job, &h.note, &h.cancelMax, &h.paused, &ls); err != nil {
-			return h, fmt.Errorf("listen: read the newest job, note, event and looker's lease: %w", err)
-		}
+	var (
+		h    heads
+		ls   sql.NullString
+		q    string
+		args []any
+		dest = []any{&h.job, &h.note, &h.cancelMax, &h.paused}
+	)
+	switch {
+	case lease && slow:
+		q, args, dest = b.sql.listenHeadsLeaseSlow, []any{key}, append(dest, &ls, &h.cancelSum)
+	case lease:
+		q, args, dest = b.sql.listenHeadsLease, []any{key}, append(dest, &ls)
+	case slow:
+		q, dest = b.sql.listenHeadsSlow, append(dest, &h.cancelSum)
+	default:
+		q = b.sql.listenHeads
+	}
+	b.headsReads.Add(1)
+	if err := b.db.QueryRowContext(ctx, q, args...).Scan(dest...); err != nil {
+		return h, fmt.Errorf("listen: read the newest job, note and event: %w", err)
+	}
+	if lease {
 		var err error
 		if h.lease, err = parseLease(ls); err != nil {
 			return h, fmt.Errorf("listen: %w", err)
 		}
 		h.leaseRead = true
-	}
-	if slow {
-		if err := b.db.QueryRowContext(ctx, b.sql.listenSlow).Scan(&h.cancelSum); err != nil {
-			return h, fmt.Errorf("listen: read the recent cancellation events: %w", err)
-		}
 	}
 	return h, nil
 }

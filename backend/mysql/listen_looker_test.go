@@ -179,3 +179,84 @@ func TestLookerCursorOfOwnBackend(t *testing.T) {
 // lookerParams open a backend with the looker by name: the looker's tests
 // hold whatever the default is.
 var lookerParams = url.Values{mysql.WakeRoutingParam: {mysql.WakeRoutingLooker}}
+
+// awaitIdleLease waits until the looker's lease of be's set of queues is
+// held by be for longer than a lease taken while jobs come
+// (lookerLease, 100 ms): the renewal of an idle holder, which keeps the
+// lease as the fleet's one idle looker.
+func awaitIdleLease(t *testing.T, be *mysql.Backend) {
+	t.Helper()
+	db := "`" + be.Database() + "`"
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var held bool
+		if err := be.DB().QueryRow("SELECT count(*) > 0 FROM "+db+".spool_looker WHERE set_key = ? AND holder = ? "+
+			"AND until > UTC_TIMESTAMP(6) + INTERVAL 1 SECOND", be.WakeQueuesKey(), be.LookerName()).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle holder holds no idle lease after 15 s (it gave the lease up, or renews it as while jobs come)")
+		}
+		time.Sleep(20 * time.Millisecond) // the state is polled: the server's clock decides it
+	}
+}
+
+// TestLookerIdleHolderKeepsLease: a holder that sees no new job for a
+// while keeps the lease, renewed for longer, instead of giving it up; a
+// job inserted then wakes it, and when it stops, the lease passes to
+// another listener, which hears the next job.
+func TestLookerIdleHolderKeepsLease(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	a, b := openBackend(t, name, lookerParams), openBackend(t, name, lookerParams)
+	ctxA, stopA := context.WithCancel(context.Background())
+	defer stopA()
+	wakesA := listenWakes(t, ctxA, a)
+	lookerInsert(t, inserter, "first")
+	awaitWake(t, wakesA, "first", "the first listener")
+	awaitIdleLease(t, a)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakesB := listenWakes(t, ctx, b)
+	lookerInsert(t, inserter, "after_idle")
+	awaitWake(t, wakesA, "after_idle", "the idle holder")
+	stopA() // it gives the lease up
+	lookerInsert(t, inserter, "after_stop")
+	awaitWake(t, wakesB, "after_stop", "the listener after the holder stopped")
+}
+
+// TestLookerIdleWatchersBackOff: while the lease's holder is idle and no
+// job comes, another listener looks less and less often, at most every
+// lookerIdleWatch (500 ms), where an idle listener looked every
+// idleJobsInterval (100 ms) before: an idle fleet costs the server about
+// one process's looks.
+func TestLookerIdleWatchersBackOff(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	a, b := openBackend(t, name, lookerParams), openBackend(t, name, lookerParams)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakesA := listenWakes(t, ctx, a)
+	lookerInsert(t, inserter, "first")
+	awaitWake(t, wakesA, "first", "the holder")
+	awaitIdleLease(t, a)
+	_ = listenWakes(t, ctx, b)
+	// Past the watcher's first looks (50, 100, 200, 400 ms apart).
+	for deadline := time.Now().Add(15 * time.Second); b.HeadsReads() < 6; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watcher read the heads %d times in 15 s", b.HeadsReads())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Over a window of 3 s: about 6 looks at 500 ms; 30 at 100 ms. A
+	// loaded machine makes looks later, never more.
+	const window = 3 * time.Second
+	n0 := b.HeadsReads()
+	time.Sleep(window)
+	if n := b.HeadsReads() - n0; n > 10 {
+		t.Fatalf("the watcher of an idle holder read the heads %d times in %v, want at most 10", n, window)
+	}
+}

@@ -18,11 +18,21 @@ import (
 // process that holds the looker's lease reads the new ids every
 // newJobsInterval and claims for them itself; the others read the heads
 // every lookerWatch (notes, cancellations, paused queues and the lease)
-// and no new ids. A process takes the lease when its heads show ids above
-// the lease's cursor and the lease has lapsed (its holder gave it up after
-// idleAfter without a new job, or stopped renewing it), or when the holder
-// has no idle worker and this process has (backend.WakeDemand): the
-// process that claims for new jobs is one whose workers wait for them.
+// and no new ids. A process takes the lease when it has lapsed (its
+// holder stopped renewing it, or gave it up as it stopped), or when its
+// heads show ids above the lease's cursor and the holder has no idle
+// worker while this process has one (backend.WakeDemand): the process
+// that claims for new jobs is one whose workers wait for them.
+//
+// A holder that has seen no new job for idleAfter keeps the lease, as the
+// fleet's one idle looker: it looks every idleJobsInterval, as every
+// process did before, and renews the lease every lookerIdleRenew for
+// lookerIdleLease. The others, watching a lease whose holder's heads do
+// not move, look less and less often, up to every lookerIdleWatch. An
+// idle fleet then costs the server about one process's looks and each
+// other process's polls, not every process's looks: with 8 processes
+// that each looked every idleJobsInterval, the looks were most of the
+// server's work (docs/benchmarks/2026-12-01d.md).
 const (
 	// lookerLease is how long a take or a renewal holds the lease, by the
 	// server's clock; the holder renews it every lookerRenew. A holder that
@@ -31,9 +41,21 @@ const (
 	lookerLease = 100 * time.Millisecond
 	lookerRenew = 30 * time.Millisecond
 	// lookerWatch is how often a process that does not hold the lease
-	// looks while another holds it: the bound on how late a process with
+	// looks while another holds it and jobs come (the heads' newest id
+	// moved since its last look): the bound on how late a process with
 	// idle workers takes the lease from a holder without any.
 	lookerWatch = 50 * time.Millisecond
+	// An idle holder (no new job for idleAfter) renews the lease every
+	// lookerIdleRenew for lookerIdleLease: a durable write a second
+	// instead of 33. One that stopped is replaced within lookerIdleLease +
+	// lookerIdleWatch; meanwhile the processes' polls (PollInterval) find
+	// new jobs. While the heads' newest id stays where it was, a watching
+	// process doubles its interval from lookerWatch up to
+	// lookerIdleWatch, which bounds how late it hears of a cancellation
+	// (its heads) while no job comes.
+	lookerIdleLease = 3 * time.Second
+	lookerIdleRenew = time.Second
+	lookerIdleWatch = 500 * time.Millisecond
 	// lookerBacklog bounds how far below the newest id a new holder starts
 	// reading: more ids than that are a backlog, which a claim after a
 	// wake-up takes without a wake-up per span.
@@ -87,6 +109,13 @@ type looker struct {
 	// held: this Listen holds the lease, as far as its last statement
 	// said (written under mu).
 	held atomic.Bool
+	// idle: this Listen has seen no new job for idleAfter; its takes and
+	// renewals hold the lease for lookerIdleLease.
+	idle atomic.Bool
+	// renewedAt is when the lease was last taken or renewed, renewedIdle
+	// whether for lookerIdleLease (both under mu).
+	renewedAt   time.Time
+	renewedIdle bool
 	// cursor is the highest job id this Listen has read.
 	cursor atomic.Int64
 }
@@ -95,18 +124,26 @@ type looker struct {
 func (l *looker) holding() bool { return l.held.Load() }
 
 // wants reports whether this Listen should try to take the lease that h
-// shows: new ids above its cursor and above seen (the highest id this
-// Listen has seen: those it saw at its start are its start's claims'),
-// and the lease lapsed or held by a holder with no idle worker while
-// this process has one. The cursor of a lease this backend holds or held
-// (another Listen of it, for another client) counts for nothing: that
-// Listen read those ids for its own client.
+// shows: a lease that has lapsed, whether or not new ids came (an idle
+// fleet keeps one looker); or, when there are new ids above its cursor
+// and above seen (the highest id this Listen has seen: those it saw at
+// its start are its start's claims'), a lease held by this backend or by
+// a holder with no idle worker while this process has one. The cursor of
+// a lease this backend holds or held (another Listen of it, for another
+// client) counts for nothing: that Listen read those ids for its own
+// client.
 func (l *looker) wants(h heads, seen int64) bool {
 	ls := h.lease
-	if !ls.present || h.job <= max(l.othersCursor(ls), seen) {
+	if !ls.present {
 		return false
 	}
-	return !ls.live || ls.holder == l.name || (ls.slow && l.b.demands.Waiting())
+	if !ls.live {
+		return true
+	}
+	if h.job <= max(l.othersCursor(ls), seen) {
+		return false
+	}
+	return ls.holder == l.name || (ls.slow && l.b.demands.Waiting())
 }
 
 // othersCursor is the lease's cursor as ids another process read for
@@ -118,13 +155,22 @@ func (l *looker) othersCursor(ls lease) int64 {
 	return ls.cursor
 }
 
+// leaseFor is how long a take or a renewal holds the lease: lookerLease,
+// or lookerIdleLease for an idle holder.
+func leaseFor(idle bool) time.Duration {
+	if idle {
+		return lookerIdleLease
+	}
+	return lookerLease
+}
+
 // hold takes or renews the lease, recording cursor; it reports whether
 // this Listen holds it now.
 func (l *looker) hold(ctx context.Context, cursor int64) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	waiting := l.b.demands.Waiting()
-	res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, lookerLease.Microseconds(), cursor, !waiting, l.key, l.name, waiting)
+	waiting, idle := l.b.demands.Waiting(), l.idle.Load()
+	res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, leaseFor(idle).Microseconds(), cursor, !waiting, l.key, l.name, waiting)
 	if err != nil {
 		return false, fmt.Errorf("listen: hold the looker's lease: %w", err)
 	}
@@ -133,13 +179,23 @@ func (l *looker) hold(ctx context.Context, cursor int64) (bool, error) {
 		return false, fmt.Errorf("listen: hold the looker's lease: %w", err)
 	}
 	l.held.Store(n > 0)
+	l.renewedAt, l.renewedIdle = time.Now(), idle
 	return n > 0, nil
 }
 
-// renew renews the lease while this Listen holds it, every lookerRenew,
-// until ctx ends; a renewal that finds the lease taken ends the holding.
-// A renewal that fails is tried again at the next tick: the lease lapses
-// meanwhile, and another process takes it.
+// renewDue reports whether the lease is due for a renewal at this tick
+// of renew (under mu): at every tick while jobs come, at once when the
+// holder went idle or stopped being idle since the last renewal, and
+// every lookerIdleRenew while it stays idle.
+func (l *looker) renewDue(idle bool) bool {
+	return !idle || !l.renewedIdle || time.Since(l.renewedAt) >= lookerIdleRenew
+}
+
+// renew renews the lease while this Listen holds it, every lookerRenew
+// (every lookerIdleRenew while idle), until ctx ends; a renewal that finds
+// the lease taken ends the holding. A renewal that fails is tried again
+// at the next tick: the lease lapses meanwhile, and another process takes
+// it.
 func (l *looker) renew(ctx context.Context) {
 	t := time.NewTicker(lookerRenew)
 	defer t.Stop()
@@ -153,12 +209,15 @@ func (l *looker) renew(ctx context.Context) {
 			continue
 		}
 		l.mu.Lock()
-		if l.held.Load() {
+		if idle := l.idle.Load(); l.held.Load() && l.renewDue(idle) {
 			waiting := l.b.demands.Waiting()
-			res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, lookerLease.Microseconds(), l.cursor.Load(), !waiting, l.key, l.name, false)
+			res, err := l.b.db.ExecContext(ctx, l.b.sql.lookerHold, l.name, leaseFor(idle).Microseconds(), l.cursor.Load(), !waiting, l.key, l.name, false)
 			if err == nil {
-				if n, err := res.RowsAffected(); err == nil && n == 0 {
-					l.held.Store(false)
+				if n, err := res.RowsAffected(); err == nil {
+					if n == 0 {
+						l.held.Store(false)
+					}
+					l.renewedAt, l.renewedIdle = time.Now(), idle
 				}
 			}
 		}

@@ -189,6 +189,12 @@ type Backend struct {
 	// noteSource names it in the notes it announces (listen.go).
 	notesWritten atomic.Uint64
 	noteSource   string
+	// headsReads counts the heads Listen read (its looks), for the
+	// tests of how often an idle process looks.
+	headsReads atomic.Int64
+	// claimsProbedEmpty counts the small claims a probe answered
+	// (claim_due.sql found no due job), for the tests.
+	claimsProbedEmpty atomic.Int64
 	// noteLast is the last note announced, written at noteAt.
 	noteMu   sync.Mutex
 	noteLast string

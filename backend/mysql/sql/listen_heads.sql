@@ -1,9 +1,4 @@
--- What every look of Listen reads first, in one statement of scalar reads
--- that need no temporary table (a UNION of the row reads would): the
--- highest job id, the highest wake-up note seq, the highest cancellation
--- event seq, and a sum that changes when the set of paused queues does.
--- Listen reads the rows of a part only when its figure moved.
-SELECT (SELECT coalesce(max(id), 0) FROM {{db}}.spool_jobs),
-  (SELECT coalesce(max(seq), 0) FROM {{db}}.spool_wake_notes),
-  (SELECT coalesce(max(seq), 0) FROM {{db}}.spool_cancels),
-  (SELECT count(*) + coalesce(sum(crc32(name)), 0) FROM {{db}}.spool_queues WHERE paused_at IS NOT NULL)
+-- What a look of Listen reads first, in one statement: the heads
+-- (listen_heads_cols). Listen reads the rows of a part only when its
+-- figure moved.
+SELECT {{listen_heads_cols}}
