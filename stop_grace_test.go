@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,5 +200,71 @@ func TestStopReportsUnwrittenOutcomes(t *testing.T) {
 			t.Fatalf("rescued: state %s attempt %d errors %+v, want retryable, attempt 1, lease expired", j.State, j.Attempt, j.Errors)
 		}
 		break
+	}
+}
+
+// heldClaims wraps a store whose claims after the first wait until release
+// is closed: a claim stuck in flight.
+type heldClaims struct {
+	backend.Backend
+	claims  atomic.Int32
+	holding chan struct{} // closed as the first held claim is sent
+	once    sync.Once
+	release chan struct{}
+}
+
+func (h *heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if h.claims.Add(1) > 1 {
+		h.once.Do(func() { close(h.holding) })
+		<-h.release
+	}
+	return h.Backend.JobClaim(ctx, p)
+}
+
+// TestStopOutOfTimeWithClaimInFlight: a stop whose producer is held past the
+// handlers' half of the grace by a claim in flight, with no handler stuck
+// and every outcome written, has nothing to name: it returns the context's
+// error alone, not an empty *StopTimeoutError.
+func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	store := &heldClaims{Backend: mem, holding: make(chan struct{}), release: make(chan struct{})}
+	defer close(store.release)
+	started := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	client, err := spool.NewClient(store, &spool.Config{
+		Workers: ws,
+		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+		Logger:  quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if _, err := client.Insert(ctx, WelcomeEmail{To: "b@example.com"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-store.holding
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = client.Stop(sctx)
+	var se *spool.StopTimeoutError
+	if errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v (%T), want the bare context.DeadlineExceeded", err, err)
+	}
+	if j, err := mem.JobGet(ctx, res.ID); err != nil || j.State != backend.StateRetryable || j.Attempt != 1 {
+		t.Fatalf("after the stop: %+v %v, want the job retryable, attempt 1", j, err)
 	}
 }

@@ -389,7 +389,8 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 // attempt is unlikely to overlap the stuck handler), lets the producers exit
 // without waiting for them, and returns the error that names them; the
 // write and the producers' exit are bounded by graceEnd, the stop's end.
-// Retries it could not write are named in the error's Unwritten.
+// Retries it could not write are named in the error's Unwritten; nil when
+// there is nothing to name.
 func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) *GaveUpError {
 	close(e.gaveUp)
 	g := &GaveUpError{Err: ctxErr}
@@ -437,6 +438,12 @@ func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) *GaveUpError
 		g.Jobs = append(g.Jobs, StuckJob{ID: j.lease.ID, Kind: j.kind, Attempt: j.attempt, Running: now.Sub(j.started)})
 	}
 	slices.SortFunc(g.Jobs, func(a, b StuckJob) int { return cmp.Compare(a.ID, b.ID) })
+	// A producer can miss the handlers' half of the grace with no handler
+	// stuck, held by a claim in flight (the producer logs it): then there
+	// is nothing to name, and the stop's error is the context's alone.
+	if len(g.Jobs) == 0 && len(g.Unwritten) == 0 {
+		return nil
+	}
 	e.logger.Warn("spool: stop gave up on jobs whose handler ignores its context; their goroutines run on until the handlers return",
 		"jobs", len(g.Jobs), "error", g.Error())
 	return g
