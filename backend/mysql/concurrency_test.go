@@ -36,9 +36,6 @@ func TestMain(m *testing.M) {
 	if db := os.Getenv(childDatabaseEnv); db != "" {
 		os.Exit(runChildWorker(db, os.Getenv(childStrategyEnv)))
 	}
-	// The conformance modes are parallel tests: as many of their tests at
-	// once as the suite allows, whatever the cores.
-	testdb.DefaultParallel(conformance.MaxParallel)
 	code := m.Run()
 	testdb.DropKeptSchemas()
 	os.Exit(code)

@@ -55,21 +55,11 @@ func harness(strategy string) conformance.Harness {
 }
 
 // TestConformance runs the suite with the default strategy, which on a server
-// with SKIP LOCKED (MariaDB 10.6+, MySQL 8) is the pessimistic one. Each
-// mode is a parallel test, so the two run side by side with the package's
-// other parallel tests: each test has a database of its own, and
-// conformance.MaxParallel bounds how many of the suite's tests run at once
-// over both modes (TestMain sets -parallel to it).
-func TestConformance(t *testing.T) {
-	t.Parallel()
-	conformance.Run(t, harness(mysql.StrategyAuto))
-}
+// with SKIP LOCKED (MariaDB 10.6+, MySQL 8) is the pessimistic one.
+func TestConformance(t *testing.T) { conformance.Run(t, harness(mysql.StrategyAuto)) }
 
 // TestConformanceOptimistic runs the suite with the optimistic strategy.
-func TestConformanceOptimistic(t *testing.T) {
-	t.Parallel()
-	conformance.Run(t, harness(mysql.StrategyOptimistic))
-}
+func TestConformanceOptimistic(t *testing.T) { conformance.Run(t, harness(mysql.StrategyOptimistic)) }
 
 // heldClaims is a MySQL backend whose claims pass a conformance.ClaimGate
 // (Harness.HoldClaims); the embedded backend keeps its optional interfaces.
