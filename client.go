@@ -147,7 +147,9 @@ func (c *Client) Start(ctx context.Context) error {
 // return and their outcomes to be written, then returns ctx's error.
 // Handlers still running then ignore their context: Stop records a retry for
 // each of their jobs and returns a *StopTimeoutError naming them, without
-// waiting for them (see StopTimeoutError).
+// waiting for them. Outcomes it could not write by then are named in the
+// error too (StopTimeoutError.Unwritten): those jobs are rescued when their
+// leases end. A plain ctx error means every outcome was written.
 func (c *Client) Stop(ctx context.Context) error { return c.stop(ctx, false) }
 
 // StopAndCancel stops hard: running jobs' contexts are cancelled at once (with
@@ -161,7 +163,7 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 	var g *engine.GaveUpError
 	switch {
 	case errors.As(err, &g):
-		e := &StopTimeoutError{Err: g.Err}
+		e := &StopTimeoutError{Err: g.Err, Unwritten: g.Unwritten}
 		for _, j := range g.Jobs {
 			e.Jobs = append(e.Jobs, StuckJob(j))
 		}

@@ -114,17 +114,32 @@ func Discard(err error) error {
 }
 
 // StopTimeoutError is returned by Client.Stop and Client.StopAndCancel when
-// their context ended and, a short grace later, some handlers had still not
-// returned: they ignore their context, and Go cannot stop a goroutine from
-// outside. The stop recorded a retry for each of those jobs (delayed by one
-// lease, so the next attempt is unlikely to overlap the stuck handler) and
-// returned without waiting; the handlers' goroutines run on until they
-// return, and what they return then is not written. It matches the
-// context's error (context.DeadlineExceeded or context.Canceled) through
-// errors.Is.
+// their context ended and, a short grace later, the stop had to leave
+// something undone:
+//
+//   - Jobs: handlers that had still not returned. They ignore their
+//     context, and Go cannot stop a goroutine from outside. The stop
+//     recorded a retry for each of those jobs (delayed by one lease, so the
+//     next attempt is unlikely to overlap the stuck handler) and returned
+//     without waiting; the handlers' goroutines run on until they return,
+//     and what they return then is not written.
+//   - Unwritten: jobs whose outcome (a handler's result, a buffered job's
+//     release, or the stop's retry of a stuck handler) was not written by
+//     the end of the grace, because the store was slow or unreachable. The
+//     stop gave up on the write, which may still have committed; if it did
+//     not, the job stays running under its lease, and rescue returns it
+//     when the lease ends, with its attempt counted and the error "lease
+//     expired".
+//
+// A stop that returns the context's error alone left nothing undone: every
+// outcome is written. StopTimeoutError matches the context's error
+// (context.DeadlineExceeded or context.Canceled) through errors.Is.
 type StopTimeoutError struct {
 	// Jobs are the jobs whose handler was still running, by id.
 	Jobs []StuckJob
+	// Unwritten are the ids of the jobs whose outcome the stop gave up
+	// writing, in order.
+	Unwritten []int64
 	// Err is the stop context's error.
 	Err error
 }
@@ -138,19 +153,38 @@ type StuckJob struct {
 	Running time.Duration
 }
 
-// Error implements error, naming up to ten of the jobs.
+// Error implements error, naming up to ten jobs of each kind.
 func (e *StopTimeoutError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "stop client: %d job(s) still running after the stop's context ended (their handlers ignore cancellation):", len(e.Jobs))
-	for i, j := range e.Jobs {
-		if i == 10 {
-			fmt.Fprintf(&b, " and %d more", len(e.Jobs)-i)
-			break
+	b.WriteString("stop client:")
+	if len(e.Jobs) > 0 {
+		fmt.Fprintf(&b, " %d job(s) still running after the stop's context ended (their handlers ignore cancellation):", len(e.Jobs))
+		for i, j := range e.Jobs {
+			if i == 10 {
+				fmt.Fprintf(&b, " and %d more", len(e.Jobs)-i)
+				break
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " job %d (kind %q, attempt %d, running %s)", j.ID, j.Kind, j.Attempt, j.Running.Round(time.Millisecond))
 		}
-		if i > 0 {
-			b.WriteByte(',')
+		if len(e.Unwritten) > 0 {
+			b.WriteByte(';')
 		}
-		fmt.Fprintf(&b, " job %d (kind %q, attempt %d, running %s)", j.ID, j.Kind, j.Attempt, j.Running.Round(time.Millisecond))
+	}
+	if len(e.Unwritten) > 0 {
+		fmt.Fprintf(&b, " the outcomes of %d job(s) not written before the stop's grace ended (rescued when their leases end unless the write committed):", len(e.Unwritten))
+		for i, id := range e.Unwritten {
+			if i == 10 {
+				fmt.Fprintf(&b, " and %d more", len(e.Unwritten)-i)
+				break
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " job %d", id)
+		}
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,26 +115,69 @@ func testStopTimeoutEscalates(t *testing.T, h Harness) {
 	recv(t, started, "start")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	err := c.Stop(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stop = %v, want deadline exceeded", err)
 	}
-	// The interruption is recorded as attempt 1's failure and the job is
-	// due again. It may be available rather than retryable: a claim the
-	// producer sent before the stop can still be running when the retry is
-	// written (a sharded store claims shard after shard), take the job, and
-	// the stopping producer then hands it back with its attempt returned.
-	j := getJob(t, be, id)
+	// The handler heeds its context, so the stop's only work after the
+	// deadline is to write the interruption as attempt 1's failure, within
+	// its grace. Which of two things happened is the stop's to say, not
+	// the machine's speed to decide: a bare context error means the retry
+	// is written; a *StopTimeoutError naming the job in Unwritten means the
+	// stop gave up on the write, which may still have committed, or else
+	// the job is rescued when its lease ends, its attempt counted.
+	var se *spool.StopTimeoutError
+	unwritten := errors.As(err, &se)
+	if unwritten && (len(se.Jobs) != 0 || !slices.Equal(se.Unwritten, []int64{id})) {
+		t.Fatalf("stop = %v: stuck %+v, unwritten %v; want no stuck handler and at most job %d unwritten", err, se.Jobs, se.Unwritten, id)
+	}
+	var j *backend.JobRow
+	why := []string{"interrupted by client stop"}
+	if unwritten {
+		t.Logf("the stop gave up writing the retry of job %d: %v", id, err)
+		j = settleUnwritten(t, be, id)
+		why = append(why, "lease expired")
+	} else {
+		j = getJob(t, be, id)
+	}
+	// The job is due again. It may be available rather than retryable: a
+	// claim the producer sent before the stop can still be running when
+	// the retry is written (a sharded store claims shard after shard),
+	// take the job, and the stopping producer then hands it back with its
+	// attempt returned.
 	if j.State != backend.StateRetryable && j.State != backend.StateAvailable {
 		t.Fatalf("state %s, want retryable (or available, handed back by an overlapping claim)", j.State)
 	}
-	if j.Attempt != 1 || len(j.Errors) != 1 || !contains(j.Errors[0].Error, "interrupted by client stop") {
-		t.Fatalf("attempt %d errors %+v, want attempt 1 with the stop's interruption recorded", j.Attempt, j.Errors)
+	if j.Attempt != 1 || len(j.Errors) != 1 || !containsAny(j.Errors[0].Error, why) {
+		t.Fatalf("attempt %d errors %+v, want attempt 1 with one error saying %q", j.Attempt, j.Errors, why)
 	}
 	if err := c.Stop(context.Background()); err != nil {
 		t.Fatalf("second stop: %v", err)
 	}
 	if err := c.Start(context.Background()); !errors.Is(err, spool.ErrAlreadyStarted) {
 		t.Fatalf("restart: %v", err)
+	}
+}
+
+// settleUnwritten returns job id once its state is no longer running: a
+// stop gave up writing its outcome, and the write may have committed after
+// all; if not, the job is still running under its lease, and rescue,
+// called here as a leader's maintenance would, returns it once the lease
+// has ended (the test's lease, 3 s, plus up to 15 s for a slow store).
+func settleUnwritten(t *testing.T, be backend.Backend, id int64) *backend.JobRow {
+	t.Helper()
+	deadline := time.Now().Add(18 * time.Second)
+	for {
+		if j := getJob(t, be, id); j.State != backend.StateRunning {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d still running 18 s after a stop gave up writing its outcome: not rescued", id)
+		}
+		if _, err := be.JobRescue(context.Background(), &backend.JobRescueParams{}); err != nil {
+			t.Fatalf("rescue: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -173,6 +217,11 @@ func testStopStuckHandler(t *testing.T, h Harness) {
 	begun := time.Now()
 	err := c.Stop(ctx)
 	took := time.Since(begun)
+	// The bound is the API's promise (guarantees.md, promise 7), not a
+	// write's speed: every wait of a stop out of time ends on the grace's
+	// timers or on a context the store must heed, so only a store call
+	// that ignores its cancellation, or nearly a second of scheduling
+	// delay, can break it.
 	if took > 1500*time.Millisecond {
 		t.Fatalf("Stop took %s with a 100ms deadline; want it back within about half a second of the deadline", took)
 	}
@@ -186,14 +235,30 @@ func testStopStuckHandler(t *testing.T, h Harness) {
 	if !contains(err.Error(), fmt.Sprintf("job %d", id)) {
 		t.Fatalf("error does not name the job: %v", err)
 	}
-	j := getJob(t, be, id)
-	if j.State != backend.StateRetryable || len(j.Errors) != 1 || !contains(j.Errors[0].Error, "ignores its context") {
-		t.Fatalf("after the stop: state %s, errors %+v; want retryable with the stop's reason", j.State, j.Errors)
+	// The stop's retry is written within its grace, or the stop says it
+	// gave up on the write (Unwritten): then it may still have committed,
+	// or else rescue returns the job when its lease ends.
+	if len(se.Unwritten) > 0 && !slices.Equal(se.Unwritten, []int64{id}) {
+		t.Fatalf("unwritten %v, want at most job %d", se.Unwritten, id)
 	}
-	// The retry waits about a lease, so the stuck handler is unlikely to
-	// overlap the next attempt.
-	if wait := j.RunAt.Sub(j.Errors[0].At); wait < cfg.LeaseDuration-500*time.Millisecond {
-		t.Fatalf("retry due %s after the stop, want about the lease (%s)", wait, cfg.LeaseDuration)
+	var j *backend.JobRow
+	if len(se.Unwritten) > 0 {
+		t.Logf("the stop gave up writing the retry of job %d: %v", id, err)
+		j = settleUnwritten(t, be, id)
+	} else {
+		j = getJob(t, be, id)
+	}
+	switch {
+	case j.State != backend.StateRetryable || j.Attempt != 1 || len(j.Errors) != 1:
+		t.Fatalf("after the stop: state %s, attempt %d, errors %+v; want retryable, attempt 1, one error", j.State, j.Attempt, j.Errors)
+	case contains(j.Errors[0].Error, "ignores its context"):
+		// The retry waits about a lease, so the stuck handler is unlikely
+		// to overlap the next attempt.
+		if wait := j.RunAt.Sub(j.Errors[0].At); wait < cfg.LeaseDuration-500*time.Millisecond {
+			t.Fatalf("retry due %s after the stop, want about the lease (%s)", wait, cfg.LeaseDuration)
+		}
+	case len(se.Unwritten) == 0 || !contains(j.Errors[0].Error, "lease expired"):
+		t.Fatalf("after the stop: error %q, want the stop's reason (or, its write given up, the rescue's)", j.Errors[0].Error)
 	}
 	// The handler returns after the client stopped: nothing is written, no
 	// panic (a send on the closed outcome writer would crash the test binary).
@@ -318,4 +383,14 @@ func testStartStopStress(t *testing.T, h Harness) {
 	if ran.Load() < int64(n) {
 		t.Fatalf("%d runs for %d jobs", ran.Load(), n)
 	}
+}
+
+// containsAny reports whether s contains one of subs.
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }

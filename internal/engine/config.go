@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -179,11 +180,23 @@ type panicError struct {
 // Error implements error.
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
-// GaveUpError is returned by Stop when its context ended and handlers still
-// ran a grace later: they ignore their context (see spool.StopTimeoutError).
+// GaveUpError is returned by Stop when its context ended and, a grace
+// later, handlers still ran (they ignore their context) or outcomes were
+// still unwritten (see spool.StopTimeoutError).
 type GaveUpError struct {
 	Jobs []StuckJob // by id
-	Err  error      // the stop context's error
+	// Unwritten are the jobs, by id, whose outcome (or the stop's retry of
+	// a stuck handler) the stop gave up writing.
+	Unwritten []int64
+	Err       error // the stop context's error
+}
+
+// addUnwritten adds ids to Unwritten, keeping it sorted and without
+// duplicates.
+func (e *GaveUpError) addUnwritten(ids []int64) {
+	e.Unwritten = append(e.Unwritten, ids...)
+	slices.Sort(e.Unwritten)
+	e.Unwritten = slices.Compact(e.Unwritten)
 }
 
 // StuckJob is a job whose handler had not returned when a stop gave up.
@@ -196,7 +209,8 @@ type StuckJob struct {
 
 // Error implements error.
 func (e *GaveUpError) Error() string {
-	return fmt.Sprintf("stop gave up on %d job(s) whose handler ignores its context: %v", len(e.Jobs), e.Err)
+	return fmt.Sprintf("stop gave up on %d job(s) whose handler ignores its context and %d outcome(s) not yet written: %v",
+		len(e.Jobs), len(e.Unwritten), e.Err)
 }
 
 // Unwrap returns the stop context's error.

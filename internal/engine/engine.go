@@ -196,9 +196,10 @@ func (e *Engine) goService(f func()) {
 // stopGrace is how long a stop whose context has ended still takes, at
 // most, counted from the context's deadline: for cancelled handlers to
 // return (the first half, handlerGrace), then for the retries of those that
-// did not and the outcomes still to write (the rest). Handlers that heed
+// did not and the outcomes still to write (to the end). Handlers that heed
 // their context return within it; outcomes not written by then are
-// abandoned (their jobs are rescued when their leases end).
+// abandoned and named in the stop's error (their jobs are rescued when
+// their leases end).
 const (
 	stopGrace    = 500 * time.Millisecond
 	handlerGrace = stopGrace / 2
@@ -209,7 +210,8 @@ const (
 // with cause ErrClientStopping) and their outcomes are written. If ctx ends
 // first it escalates to a hard stop and waits at most stopGrace more, then
 // returns ctx's error, or a *GaveUpError naming the handlers that still ran
-// (a retry is recorded for each). A second Stop waits for the first.
+// (a retry is recorded for each) and the outcomes it gave up writing. A
+// second Stop waits for the first.
 func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	e.mu.Lock()
 	switch e.state {
@@ -247,9 +249,13 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	defer stopWatch()
 	var (
 		ctxErr   error
-		giveUpAt <-chan time.Time // handlerGrace after the context ended
-		graceEnd time.Time        // stopGrace after it: the stop's last moment
+		giveUpAt <-chan time.Time // the end of the current phase's grace
+		graceEnd time.Time        // stopGrace after the context ended: the stop's last moment
 		timer    *time.Timer
+		// writing: the handlers' phase is over; what is left to wait for
+		// is outcomes, whose grace runs to graceEnd rather than to
+		// handlerGrace after the context ended.
+		writing bool
 	)
 	outOfTime := func() {
 		if timer != nil {
@@ -267,7 +273,11 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 			from = dl
 		}
 		graceEnd = from.Add(stopGrace)
-		timer = time.NewTimer(time.Until(from.Add(handlerGrace)))
+		end := from.Add(handlerGrace)
+		if writing {
+			end = graceEnd
+		}
+		timer = time.NewTimer(time.Until(end))
 		giveUpAt = timer.C
 	}
 	defer func() {
@@ -316,12 +326,19 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 		}
 		e.running.stopAll(ErrClientStopping)
 	}
-	var stopErr error
+	var gaveUp *GaveUpError
 	for _, p := range e.producers {
 		if !wait(p.exited) {
-			stopErr = e.giveUpOnHandlers(ctxErr, graceEnd)
+			gaveUp = e.giveUpOnHandlers(ctxErr, graceEnd)
 			break
 		}
+	}
+	// The handlers' half of the grace is over (or was not needed): the
+	// outcomes still to write have the rest of it, to graceEnd.
+	writing = true
+	if timer != nil {
+		timer.Reset(time.Until(graceEnd))
+		giveUpAt, graceOver = timer.C, false
 	}
 	// Outcomes held for their runs' step records follow them (a batch's
 	// write is bounded by its own timeout).
@@ -335,6 +352,16 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 		<-e.out.done
 	}
 	e.out.abandon()
+	// Outcomes given up when the grace ended are named in the stop's
+	// error: a caller learns that those jobs may still be running under
+	// their leases (rescue returns them when the leases end) rather than
+	// retried, as a plain context error would have it believe.
+	if unwritten := e.out.abandoned(); len(unwritten) > 0 {
+		if gaveUp == nil {
+			gaveUp = &GaveUpError{Err: ctxErr}
+		}
+		gaveUp.addUnwritten(unwritten)
+	}
 	e.servicesCancel()
 	e.services.Wait()
 	e.running.stopAll(ErrClientStopping)
@@ -350,8 +377,8 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	e.mu.Unlock()
 	close(e.stopped)
 	e.logger.Info("spool client stopped", "hard", hard || ctxErr != nil)
-	if stopErr != nil {
-		return stopErr
+	if gaveUp != nil {
+		return gaveUp
 	}
 	return ctxErr
 }
@@ -362,8 +389,11 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 // attempt is unlikely to overlap the stuck handler), lets the producers exit
 // without waiting for them, and returns the error that names them; the
 // write and the producers' exit are bounded by graceEnd, the stop's end.
-func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) error {
+// Retries it could not write are named in the error's Unwritten; nil when
+// there is nothing to name.
+func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) *GaveUpError {
 	close(e.gaveUp)
+	g := &GaveUpError{Err: ctxErr}
 	all, toWrite := e.running.stuck()
 	if len(toWrite) > 0 {
 		finishes := make([]backend.JobFinish, len(toWrite))
@@ -373,11 +403,25 @@ func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) error {
 				Error: &backend.AttemptError{Attempt: j.attempt, Error: msg}}
 		}
 		wctx, cancel := context.WithDeadline(context.Background(), graceEnd)
-		if _, err := e.be.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes}); err != nil {
-			e.logger.Warn("spool: could not record the retry of jobs whose handler ignored the stop; rescue returns them when their leases end",
-				"jobs", len(finishes), "error", err)
-		}
+		res, err := e.be.JobFinishMany(wctx, &backend.JobFinishManyParams{Finishes: finishes})
 		cancel()
+		var unwritten []int64
+		switch {
+		case err != nil:
+			for _, f := range finishes {
+				unwritten = append(unwritten, f.Lease.ID)
+			}
+		case len(res.Unwritten) > 0:
+			err = res.Err
+			for _, l := range res.Unwritten {
+				unwritten = append(unwritten, l.ID)
+			}
+		}
+		if len(unwritten) > 0 {
+			e.logger.Warn("spool: could not record the retry of jobs whose handler ignored the stop; rescue returns them when their leases end",
+				"jobs", len(unwritten), "error", err)
+			g.addUnwritten(unwritten)
+		}
 	}
 	// The producers no longer wait for those handlers; they exit at once.
 	exitBy := time.NewTimer(time.Until(graceEnd))
@@ -389,12 +433,17 @@ func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) error {
 			e.logger.Warn("spool: a producer did not exit after the stop gave up; its buffered jobs are rescued when their leases end", "queue", p.queue)
 		}
 	}
-	g := &GaveUpError{Err: ctxErr}
 	now := time.Now()
 	for _, j := range all {
 		g.Jobs = append(g.Jobs, StuckJob{ID: j.lease.ID, Kind: j.kind, Attempt: j.attempt, Running: now.Sub(j.started)})
 	}
 	slices.SortFunc(g.Jobs, func(a, b StuckJob) int { return cmp.Compare(a.ID, b.ID) })
+	// A producer can miss the handlers' half of the grace with no handler
+	// stuck, held by a claim in flight (the producer logs it): then there
+	// is nothing to name, and the stop's error is the context's alone.
+	if len(g.Jobs) == 0 && len(g.Unwritten) == 0 {
+		return nil
+	}
 	e.logger.Warn("spool: stop gave up on jobs whose handler ignores its context; their goroutines run on until the handlers return",
 		"jobs", len(g.Jobs), "error", g.Error())
 	return g

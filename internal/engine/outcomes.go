@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +44,10 @@ type outcomeWriter struct {
 	// failing then are given up at once instead of retried.
 	abandonCtx context.Context
 	abandon    context.CancelFunc
+	// unwritten lists the jobs whose outcome was given up after abandon:
+	// the stop that ran out of time reports them (GaveUpError.Unwritten).
+	unwrittenMu sync.Mutex
+	unwritten   []int64
 
 	// mu guards closed against a send on the closed channel: after a stop
 	// gave up on a handler that ignores its context, that handler may still
@@ -388,7 +393,22 @@ func (m *outcomeWriter) giveUp(batch []pendingFinish, err error) {
 	for i, p := range batch {
 		leases[i] = p.finish.Lease
 	}
+	if m.abandonCtx.Err() != nil {
+		m.unwrittenMu.Lock()
+		for _, l := range leases {
+			m.unwritten = append(m.unwritten, l.ID)
+		}
+		m.unwrittenMu.Unlock()
+	}
 	m.running.remove(leases)
+}
+
+// abandoned returns the jobs whose outcome was given up because a stop ran
+// out of time (abandon); complete once done is closed.
+func (m *outcomeWriter) abandoned() []int64 {
+	m.unwrittenMu.Lock()
+	defer m.unwrittenMu.Unlock()
+	return slices.Clone(m.unwritten)
 }
 
 // settle finishes the bookkeeping of outcomes the store wrote or rejected;
