@@ -616,9 +616,22 @@ const genericPlanMax = 64
 // deleted at 1,000 a second, that read every dead version since the last
 // vacuum (0.67 ms a call against 0.40 ms through the index).
 // set_config(..., true) lasts until the end of the batch's implicit
-// transaction.
+// transaction. JIT is off (noJIT).
 const genericPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-  set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)`
+  set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)` + noJIT
+
+// noJIT, appended to a settings statement, turns JIT compilation off for
+// the statement after it, as Open does for its sessions and claimSettings
+// for claims: over a pool of the caller's (New), the server's jit setting
+// (on by default) would apply. A plan that must use a scan these settings
+// turn off carries PostgreSQL's disable cost (10^10), far above
+// jit_above_cost and the inlining and optimisation thresholds, so a
+// one-row finish or heartbeat was compiled with every option: 8.6 and
+// 10.6 s of a loaded 2-core server for two one-job completions in a test
+// run, during which the heartbeats of that job waited on its lease row
+// and its lease ended (docs/testing.md, "Kept schemas and the sharded
+// run").
+const noJIT = `, set_config('jit', 'off', true)`
 
 // dueAtOnce returns the ids whose outcome makes the job pending and due at
 // once (a release, a snooze without delay: the rows the insert trigger
@@ -648,7 +661,7 @@ const quietSettings = `, set_config('spool.wake', 'off', true)`
 // spool_jobs, and an index scan locks rows in id order, as every other
 // statement over a batch does.
 const smallPlanSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-  set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
+  set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)` + noJIT
 
 // distinctIDs reports whether the ids at idx, in id order, are distinct
 // (the small completions find each job's fence by its id).
@@ -712,7 +725,7 @@ func (b *Backend) queryBatch(ctx context.Context, db DBTX, query string, quiet b
 // connection sends its arguments in binary; one sent unprepared
 // (QueryExecModeExec) sends them as text, which the client formats and the
 // server parses element by element for every id array of a finish.
-const customPlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
+const customPlanSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)` + noJIT
 
 // inPlacePlanSettings plan the in-place completions of more than
 // genericPlanMax jobs per call, as customPlanSettings do, with a nested
