@@ -38,8 +38,9 @@ func startClusters(t *testing.T, n int) []string {
 	return c.URLs()
 }
 
-// shardHarness makes, per test, a sharded backend over a fresh schema on
-// each cluster.
+// shardHarness makes, per test, a sharded backend over a migrated schema
+// of the test's own on each cluster, kept between the process's tests
+// (keptBackendsAt).
 func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 	open := func(t *testing.T, shards []backend.Backend) *shard.Backend {
 		be, err := shard.New(shards, opts)
@@ -51,7 +52,7 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 	}
 	return conformance.Harness{
 		NewBackend: func(t *testing.T) backend.Backend {
-			return open(t, newFreshBackendsAt(t, urls))
+			return open(t, keptBackendsAt(t, urls))
 		},
 		NewUnmigrated: func(t *testing.T) backend.Backend {
 			shards := make([]backend.Backend, len(urls))
@@ -97,7 +98,7 @@ func shardHarness(urls []string, opts *shard.Options) conformance.Harness {
 // TestConformanceByQueue covers over memory stores; what PostgreSQL adds
 // under the sharded store (a transaction per shard, each shard's clock and
 // notifications, a queue's jobs on several servers) placement by key runs,
-// and each conformance run here migrates three schemas per test.
+// and each conformance run here takes three schemas per test.
 func TestSharded(t *testing.T) {
 	t.Parallel() // beside the conformance modes (TestConformance)
 	urls := startClusters(t, 3)

@@ -75,15 +75,38 @@ func newBackendOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
 	return be
 }
 
+// keptBackendsAt returns a backend on a migrated schema of the test's own
+// on each server of urls, each kept between the process's tests and
+// emptied to its migrated state when the test ends (newBackendOn): the
+// sharded conformance run's three schemas a test, which freshly migrated
+// took most of its subtests' time.
+//
+// In two CI runs (2026-11-30) with kept schemas, a shard's heartbeats
+// failed for the rest of a test (TestSharded/ConformanceByKey/
+// HeartbeatKeepsLongJob: context cancelled, outcome unknown). The cause
+// was the backend's, not the schemas': its finishes and heartbeats ran
+// with the server's JIT on (these pools are the tests' own, passed to
+// postgres.New). A kept table carries its statistics and change counts
+// from test to test; each slow completion seen was planned right after
+// autovacuum had analyzed the kept spool_leases, on a generic plan with a
+// scan its settings turn off, whose disable cost crossed every JIT
+// threshold: 8-10 s of compiling on a loaded server while the job's
+// heartbeats waited for its lease row (docs/testing.md). Finishes and
+// heartbeats now turn JIT off (TestFinishAndHeartbeatNotJITCompiled).
+func keptBackendsAt(t testing.TB, urls []string) []backend.Backend {
+	t.Helper()
+	bes := make([]backend.Backend, len(urls))
+	for i, u := range urls {
+		bes[i] = newBackendOn(t, testdb.PostgresPoolAt(t, u, pgx.QueryExecModeCacheStatement))
+	}
+	return bes
+}
+
 // newFreshBackendsAt returns a backend on a freshly migrated schema of the
-// test's own on each server of urls, all dropped when the test ends. The
-// servers migrate their schemas at once, as they drop them: the sharded
-// conformance run makes three per test, which one after the other took
-// most of a test's time there. That run uses fresh schemas: with kept
-// ones, a shard's heartbeats failed for the rest of the first test they
-// met in two CI runs (TestSharded/ConformanceByKey/HeartbeatKeepsLongJob),
-// which the runs on one server never showed; until that is understood the
-// sharded run migrates its schemas as before.
+// test's own on each server of urls, all dropped when the test ends, for a
+// test that reads the server's statistics of its schema's statements from
+// their first. The servers migrate their schemas at once, as they drop
+// them.
 func newFreshBackendsAt(t testing.TB, urls []string) []backend.Backend {
 	t.Helper()
 	pools := make([]*pgxpool.Pool, len(urls))
