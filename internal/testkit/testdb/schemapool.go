@@ -28,7 +28,9 @@ import (
 // dropped. Its rows are deleted with foreign keys and triggers off, the
 // rows the migrations wrote (the epoch row, the migrations' records) put
 // back and its sequences reset: the next test sees what a fresh migration
-// gives, with ids starting at 1.
+// gives, with ids starting at 1. The server's statistics of its tables
+// and their change counts are not reset: autovacuum may analyze a kept
+// table within a short test, and later plans follow (docs/testing.md).
 
 // pooledSchemaPrefix starts the names of kept schemas, followed by the
 // process id: DropKeptSchemas and the sweep of schemas left by a process
