@@ -159,35 +159,35 @@ func (e *StopTimeoutError) Error() string {
 	b.WriteString("stop client:")
 	if len(e.Jobs) > 0 {
 		fmt.Fprintf(&b, " %d job(s) still running after the stop's context ended (their handlers ignore cancellation):", len(e.Jobs))
-		for i, j := range e.Jobs {
-			if i == 10 {
-				fmt.Fprintf(&b, " and %d more", len(e.Jobs)-i)
-				break
-			}
-			if i > 0 {
-				b.WriteByte(',')
-			}
+		writeFirst(&b, len(e.Jobs), func(i int) {
+			j := e.Jobs[i]
 			fmt.Fprintf(&b, " job %d (kind %q, attempt %d, running %s)", j.ID, j.Kind, j.Attempt, j.Running.Round(time.Millisecond))
-		}
+		})
 		if len(e.Unwritten) > 0 {
 			b.WriteByte(';')
 		}
 	}
 	if len(e.Unwritten) > 0 {
 		fmt.Fprintf(&b, " the outcomes of %d job(s) not written before the stop's grace ended (rescued when their leases end unless the write committed):", len(e.Unwritten))
-		for i, id := range e.Unwritten {
-			if i == 10 {
-				fmt.Fprintf(&b, " and %d more", len(e.Unwritten)-i)
-				break
-			}
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, " job %d", id)
-		}
+		writeFirst(&b, len(e.Unwritten), func(i int) { fmt.Fprintf(&b, " job %d", e.Unwritten[i]) })
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()
+}
+
+// writeFirst writes items 0..n-1 with item, comma-separated, up to ten,
+// then how many more there were.
+func writeFirst(b *strings.Builder, n int, item func(i int)) {
+	for i := range n {
+		if i == 10 {
+			fmt.Fprintf(b, " and %d more", n-i)
+			return
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		item(i)
+	}
 }
 
 // Unwrap returns the stop context's error.
