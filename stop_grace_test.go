@@ -14,6 +14,22 @@ import (
 	"github.com/spoolq/spool/backend/memory"
 )
 
+// oneWorkerClient is a quiet client of store with one worker on the
+// default queue, and the given lease (0: the default).
+func oneWorkerClient(t *testing.T, store backend.Backend, ws *spool.Workers, lease time.Duration) *spool.Client {
+	t.Helper()
+	client, err := spool.NewClient(store, &spool.Config{
+		Workers:       ws,
+		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+		LeaseDuration: lease,
+		Logger:        quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
 // retryDeadlines wraps a store and keeps the deadline of the context of
 // every finish that records a retry.
 type retryDeadlines struct {
@@ -53,14 +69,7 @@ func TestStopGiveUpWithinItsGrace(t *testing.T) {
 		<-release // ignores its context
 		return nil
 	}))
-	client, err := spool.NewClient(store, &spool.Config{
-		Workers: ws,
-		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
-		Logger:  quietLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := oneWorkerClient(t, store, ws, 0)
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -131,15 +140,7 @@ func TestStopReportsUnwrittenOutcomes(t *testing.T) {
 		<-ctx.Done() // heeds its context: the retry is the stop's to write
 		return ctx.Err()
 	}))
-	client, err := spool.NewClient(store, &spool.Config{
-		Workers:       ws,
-		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
-		LeaseDuration: time.Second,
-		Logger:        quietLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := oneWorkerClient(t, store, ws, time.Second)
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -237,14 +238,7 @@ func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}))
-	client, err := spool.NewClient(store, &spool.Config{
-		Workers: ws,
-		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
-		Logger:  quietLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := oneWorkerClient(t, store, ws, 0)
 	res, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -77,22 +77,12 @@ func newBackendOn(t testing.TB, pool *pgxpool.Pool) *postgres.Backend {
 
 // keptBackendsAt returns a backend on a migrated schema of the test's own
 // on each server of urls, each kept between the process's tests and
-// emptied to its migrated state when the test ends (newBackendOn): the
-// sharded conformance run's three schemas a test, which freshly migrated
-// took most of its subtests' time.
-//
-// In two CI runs (2026-11-30) with kept schemas, a shard's heartbeats
-// failed for the rest of a test (TestSharded/ConformanceByKey/
-// HeartbeatKeepsLongJob: context cancelled, outcome unknown). The cause
-// was the backend's, not the schemas': its finishes and heartbeats ran
-// with the server's JIT on (these pools are the tests' own, passed to
-// postgres.New). A kept table carries its statistics and change counts
-// from test to test; each slow completion seen was planned right after
-// autovacuum had analyzed the kept spool_leases, on a generic plan with a
-// scan its settings turn off, whose disable cost crossed every JIT
-// threshold: 8-10 s of compiling on a loaded server while the job's
-// heartbeats waited for its lease row (docs/testing.md). Finishes and
-// heartbeats now turn JIT off (TestFinishAndHeartbeatNotJITCompiled).
+// emptied to its migrated state when the test ends (newBackendOn): freshly
+// migrated, the sharded conformance run's three schemas a test took most
+// of its subtests' time. A kept table carries its statistics from test to
+// test, so plans change under the backend as in production; that once
+// JIT-compiled a finish for seconds while its job's heartbeats waited
+// (docs/testing.md, TestFinishAndHeartbeatNotJITCompiled).
 func keptBackendsAt(t testing.TB, urls []string) []backend.Backend {
 	t.Helper()
 	bes := make([]backend.Backend, len(urls))
