@@ -765,6 +765,16 @@ type Wake struct {
 	// Hops counts the times a routed wake-up was passed on
 	// (WakeRouter.PassOn).
 	Hops int
+	// Window, when not 0, is a second route number for a routed wake-up:
+	// the same for every wake-up of Queue whose jobs came due in the same
+	// short window of time, in every listener. Processes that all route by
+	// it send a window's wake-ups to one of them, whose claims take the
+	// window's jobs together (see internal/engine/route.go).
+	Window uint64
+	// Jobs, when not nil, lists every job of Queue this wake-up announces:
+	// a process whose own claims already took them all need not claim for
+	// it. Nil when the store does not know them (more may wait).
+	Jobs []int64
 	// Note is a note a process announced to every listener
 	// (WakeRouter.Announce); the other fields are then unset.
 	Note string

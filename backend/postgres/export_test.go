@@ -6,3 +6,7 @@ package postgres
 func SetSettleParts(b *Backend, first, rows int) {
 	b.settleFirst, b.settleRows = first, rows
 }
+
+// MaxNoticeIDs is maxNoticeIDs: an insert notification lists the jobs
+// of its queue up to that many.
+const MaxNoticeIDs = maxNoticeIDs

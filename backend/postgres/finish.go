@@ -292,11 +292,26 @@ func (b *Backend) announceDue(ctx context.Context, keys queueKeys) {
 const notifySQL = `SELECT pg_notify($1, x) FROM unnest($2::text[]) x`
 
 // duePayloads are the notifications announcing each queue's lowest claim
-// key, in the insert trigger's format (parseInsertNotice).
+// key, in the insert trigger's format, followed by the ids of the jobs
+// announced when they are listed (parseInsertNotice).
 func duePayloads(keys queueKeys) []string {
 	payloads := make([]string, 0, len(keys))
-	for q, k := range keys {
-		payloads = append(payloads, q+" "+strconv.Itoa(int(k.priority))+" "+strconv.FormatInt(k.runAt.UnixMicro(), 10))
+	for q, w := range keys {
+		p := q + " " + strconv.Itoa(int(w.key.priority)) + " " + strconv.FormatInt(w.key.runAt.UnixMicro(), 10)
+		if !w.unlisted && len(w.ids) > 0 {
+			var b strings.Builder
+			b.WriteString(p)
+			for i, id := range w.ids {
+				if i == 0 {
+					b.WriteByte(' ')
+				} else {
+					b.WriteByte(',')
+				}
+				b.WriteString(strconv.FormatInt(id, 10))
+			}
+			p = b.String()
+		}
+		payloads = append(payloads, p)
 	}
 	return payloads
 }

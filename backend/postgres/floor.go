@@ -287,11 +287,12 @@ func (f *claimFloors) queue(name string) *queueFloor {
 
 // parseInsertNotice parses an insert notification's payload, "QUEUE PRIORITY
 // RUN_AT_MICROS" (migration 2: a lower bound of the keys the statement
-// inserted) or a bare "QUEUE" (migration 1). ok is false for a bare queue or
-// a payload it cannot read.
+// inserted), the same followed by "ID,ID…" (this backend's own inserts:
+// every job announced, noticeIDs), or a bare "QUEUE" (migration 1). ok is
+// false for a bare queue or a payload it cannot read.
 func parseInsertNotice(payload string) (queue string, key claimKey, ok bool) {
 	fields := strings.Fields(payload)
-	if len(fields) != 3 {
+	if len(fields) != 3 && len(fields) != 4 {
 		if len(fields) > 0 {
 			return fields[0], claimKey{}, false
 		}
@@ -306,4 +307,23 @@ func parseInsertNotice(payload string) (queue string, key claimKey, ok bool) {
 	// before 14): a microsecond of slack keeps the lowered floor below the
 	// rows whatever the rounding. Id 0 is below every id.
 	return fields[0], claimKey{priority: int16(prio), runAt: time.UnixMicro(us - 1).UTC()}, true
+}
+
+// noticeIDs returns the ids an insert notification lists, its fourth field
+// (duePayloads, insert_wake_now.sql), or nil when it lists none or the
+// field does not read as ids: the wake-up then names no jobs.
+func noticeIDs(payload string) []int64 {
+	fields := strings.Fields(payload)
+	if len(fields) != 4 {
+		return nil
+	}
+	ids := make([]int64, 0, strings.Count(fields[3], ",")+1)
+	for f := range strings.SplitSeq(fields[3], ",") {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || id <= 0 {
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

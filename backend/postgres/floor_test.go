@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,9 +170,21 @@ func TestParseInsertNotice(t *testing.T) {
 	if !ok || q != "mail" || k.priority != 3 || k.id != 0 || k.runAt.UnixMicro() != 1700000000000000 {
 		t.Fatalf("got %q %+v %v", q, k, ok)
 	}
-	for _, p := range []string{"mail", "mail 3 x", "mail 3 1 2", ""} {
+	for _, p := range []string{"mail", "mail 3 x", "mail 3 1 2 5", ""} {
 		if _, _, ok := parseInsertNotice(p); ok {
 			t.Errorf("%q parsed as a key", p)
+		}
+	}
+	// This backend's own inserts list their jobs' ids after the key.
+	if q, k, ok := parseInsertNotice("mail 3 1700000000000001 41,42"); !ok || q != "mail" || k.priority != 3 {
+		t.Errorf("a notice listing its jobs parsed as %q %+v %v", q, k, ok)
+	}
+	for p, want := range map[string][]int64{
+		"mail 3 1 41,42": {41, 42}, "mail 3 1 7": {7}, "mail 3 1": nil, "mail 3 1 x": nil,
+		"mail 3 1 4,": nil, "mail 3 1 0": nil, "mail 3 1 -4": nil, "mail 3 1 4 5": nil,
+	} {
+		if got := noticeIDs(p); !slices.Equal(got, want) {
+			t.Errorf("noticeIDs(%q) = %v, want %v", p, got, want)
 		}
 	}
 	if q, _, _ := parseInsertNotice("mail"); q != "mail" {

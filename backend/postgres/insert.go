@@ -115,7 +115,7 @@ func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams
 			} else {
 				res.Count++
 				if due && announce {
-					wake.note(queues[i], claimKey{priority: prios[i], runAt: runAt, id: id})
+					wake.noteJob(queues[i], claimKey{priority: prios[i], runAt: runAt, id: id})
 				}
 			}
 			res.IDs = append(res.IDs, id)

@@ -190,12 +190,28 @@ func (b *Backend) deliver(n *pgconn.Notification, onWake func(backend.Wake)) (fr
 		return fromSQL
 	}
 	b.floors.lower(queue, key)
-	w := backend.Wake{Queue: queue}
+	w := backend.Wake{Queue: queue, Jobs: noticeIDs(payload)}
 	if b.routeWakes {
 		w.Route = routeOf(n)
+		w.Window = windowOf(queue, key)
 	}
 	onWake(w)
 	return fromSQL
+}
+
+// wakeWindow is the span of run times whose wake-ups share a Wake.Window:
+// long against a claim's round trip (a claim out when a window ends may
+// take the next window's first jobs, and that window's process then
+// claims for nothing), short against a burst, which a window's one
+// process meets alone until a full claim passes it on.
+const wakeWindow = 20 * time.Millisecond
+
+// windowOf is the Wake.Window of an insert notification for queue whose
+// lowest key is key: the queue and the wakeWindow its run time falls in,
+// the same in every listener.
+func windowOf(queue string, key claimKey) uint64 {
+	// key.runAt is the payload's microseconds less one (parseInsertNotice).
+	return backend.RouteOf(queue, uint64((key.runAt.UnixMicro()+1)/wakeWindow.Microseconds()))
 }
 
 // routeOf is a notification's Route: its payload and its sender's process

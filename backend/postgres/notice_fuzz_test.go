@@ -16,7 +16,7 @@ func FuzzParseInsertNotice(f *testing.F) {
 		queue, key, ok := parseInsertNotice(payload)
 		fields := strings.Fields(payload)
 		if ok {
-			if len(fields) != 3 || queue != fields[0] {
+			if len(fields) != 3 && len(fields) != 4 || queue != fields[0] {
 				t.Fatalf("%q parsed to queue %q", payload, queue)
 			}
 			if key.priority < -32768 {

@@ -37,19 +37,56 @@ const WakeGapParam = "spool_wake_gap"
 const MaxWakeGap = time.Second
 
 // queueKeys holds, by queue, the lowest claim key of the jobs a wake-up
-// announces.
-type queueKeys map[string]claimKey
+// announces, and their ids when each was noted with its id.
+type queueKeys map[string]wakeKey
+
+// wakeKey is one queue's part of a wake-up: the lowest claim key, and
+// the ids of every job announced, unless unlisted (a key noted without its
+// job's id, or more than maxNoticeIDs jobs).
+type wakeKey struct {
+	key      claimKey
+	ids      []int64
+	unlisted bool
+}
+
+// maxNoticeIDs bounds the ids a notification lists (PostgreSQL's payloads
+// stop at 8,000 bytes); a wake-up for more lists none.
+const maxNoticeIDs = 64
 
 // note keeps k if it is below every key of its queue so far, making the
-// map on first use.
+// map on first use. The queue's jobs become unlisted: the callers that
+// note a key without an id (a release, a rescue, a workflow's step) may
+// announce several jobs under it.
 func (m *queueKeys) note(queue string, k claimKey) {
-	if cur, ok := (*m)[queue]; ok && !k.less(cur) {
-		return
-	}
+	m.merge(queue, wakeKey{key: k, unlisted: true})
+}
+
+// noteJob is note for one inserted job, listed by its id (k.id).
+func (m *queueKeys) noteJob(queue string, k claimKey) {
+	m.merge(queue, wakeKey{key: k, ids: []int64{k.id}})
+}
+
+// merge adds w to queue's part: the lower key, and the ids of both while
+// both list theirs and they fit in a notification.
+func (m *queueKeys) merge(queue string, w wakeKey) {
 	if *m == nil {
 		*m = queueKeys{}
 	}
-	(*m)[queue] = k
+	cur, ok := (*m)[queue]
+	if !ok {
+		(*m)[queue] = w
+		return
+	}
+	if w.key.less(cur.key) {
+		cur.key = w.key
+	}
+	cur.unlisted = cur.unlisted || w.unlisted || len(cur.ids)+len(w.ids) > maxNoticeIDs
+	if cur.unlisted {
+		cur.ids = nil
+	} else {
+		cur.ids = append(cur.ids[:len(cur.ids):len(cur.ids)], w.ids...)
+	}
+	(*m)[queue] = cur
 }
 
 // waker announces jobs after their commit. An insert hands it the lowest
@@ -83,7 +120,7 @@ func (w *waker) add(keys queueKeys) {
 	}
 	w.mu.Lock()
 	for q, k := range keys {
-		w.pending.note(q, k)
+		w.pending.merge(q, k)
 	}
 	w.mu.Unlock()
 	select {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,15 +23,16 @@ func TestWakeModes(t *testing.T) {
 	ctx := context.Background()
 	after, pool := scratchBackend(t)
 	next, marker := notices(t, pool, after.channel)
-	insert := func(b *Backend, queue string, prio int16) {
+	insert := func(b *Backend, queue string, prio int16) []int64 {
 		t.Helper()
-		_, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+		res, err := b.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
 			{Queue: queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1, Priority: prio},
 			{Queue: queue, Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 1, Priority: prio + 1},
 		}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		return res.IDs
 	}
 	open := func(mode string) *Backend {
 		b, err := New(pool, &Options{Schema: after.schema, Wake: mode})
@@ -41,10 +43,15 @@ func TestWakeModes(t *testing.T) {
 		return b
 	}
 
-	insert(after, "qa", 2)
+	ids := insert(after, "qa", 2)
 	got := next()
 	if q, k, ok := parseInsertNotice(got); !ok || q != "qa" || k.priority != 2 {
 		t.Fatalf("after commit: notification %q, want queue qa at priority 2", got)
+	}
+	// It lists both jobs, which lets a process whose claim took them
+	// send no claim for it.
+	if listed := noticeIDs(got); !slices.Equal(listed, ids) {
+		t.Fatalf("after commit: notification %q lists jobs %v, want %v", got, listed, ids)
 	}
 	marker()
 
@@ -431,10 +438,13 @@ func TestWakeLoneInsertAtCommit(t *testing.T) {
 		}
 	}
 
-	insert(job("lone"))
+	lone := insert(job("lone"))
 	got := next()
 	if q, k, ok := parseInsertNotice(got); !ok || q != "lone" || k.priority != 4 {
 		t.Fatalf("lone insert: notification %q, want queue lone at priority 4", got)
+	}
+	if listed := noticeIDs(got); !slices.Equal(listed, lone.IDs) {
+		t.Fatalf("lone insert: notification %q lists jobs %v, want %v", got, listed, lone.IDs)
 	}
 	if _, fromSQL := cutSQLMark(got); fromSQL {
 		t.Fatalf("lone insert: notification %q is marked as an insert from SQL", got)
@@ -466,4 +476,37 @@ func TestWakeLoneInsertAtCommit(t *testing.T) {
 	insert(unique)
 	marker()
 	pending("unique")
+}
+
+// TestWakeKeysListJobs: the waker's notification for a queue lists every
+// job inserted into it since its last send, and none once a key was noted
+// without its job (a release, a rescue: a process must claim for it) or
+// the list outgrows maxNoticeIDs.
+func TestWakeKeysListJobs(t *testing.T) {
+	at := time.UnixMicro(1700000000000000).UTC()
+	var m queueKeys
+	m.noteJob("a", claimKey{priority: 1, runAt: at, id: 7})
+	m.noteJob("a", claimKey{priority: 0, runAt: at, id: 9})
+	m.noteJob("b", claimKey{priority: 2, runAt: at, id: 8})
+	m.note("b", claimKey{priority: 2, runAt: at, id: 3})
+	got := duePayloads(m)
+	slices.Sort(got)
+	want := []string{"a 0 1700000000000000 7,9", "b 2 1700000000000000"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("payloads %q, want %q", got, want)
+	}
+	var w queueKeys
+	for id := range int64(maxNoticeIDs + 1) {
+		w.noteJob("a", claimKey{runAt: at, id: id + 1})
+	}
+	if p := duePayloads(w); len(p) != 1 || noticeIDs(p[0]) != nil {
+		t.Fatalf("%d jobs: payloads %q, want one listing none", maxNoticeIDs+1, p)
+	}
+	// The waker merges an insert's keys into what it holds.
+	var pending queueKeys
+	pending.merge("a", m["a"])
+	pending.merge("a", wakeKey{key: claimKey{runAt: at, id: 11}, ids: []int64{11}})
+	if !slices.Equal(pending["a"].ids, []int64{7, 9, 11}) || !slices.Equal(m["a"].ids, []int64{7, 9}) {
+		t.Fatalf("merged %v (the insert's own list now %v), want 7 9 11 (7 9)", pending["a"].ids, m["a"].ids)
+	}
 }

@@ -44,7 +44,7 @@ func (b *Backend) announce(ctx context.Context, db DBTX, keys queueKeys) error {
 		return nil
 	}
 	for q, k := range keys {
-		b.floors.lower(q, k)
+		b.floors.lower(q, k.key)
 	}
 	if db == DBTX(b.pool) {
 		b.announceDue(ctx, keys)

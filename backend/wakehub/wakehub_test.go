@@ -3,6 +3,7 @@ package wakehub
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/spoolq/spool/backend"
@@ -33,7 +34,7 @@ func TestListenHearsWhatIsPublishedAfterReady(t *testing.T) {
 	h.PublishQueues(map[string]struct{}{"b": {}})
 	want := []backend.Wake{{Queue: "a"}, {CancelledID: 7}, {Queue: "b"}}
 	for _, w := range want {
-		if g := <-got; g != w {
+		if g := <-got; !reflect.DeepEqual(g, w) {
 			t.Fatalf("heard %+v, want %+v", g, w)
 		}
 	}

@@ -146,7 +146,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			if e.running.holds(id) {
 				e.beat.now()
 			}
-		}, wakeRouted: e.wakeRouted}
+		}, wakeRouted: e.wakeRouted, wakeJobs: e.wakeJobs}
 		queues := slices.Collect(maps.Keys(e.producers))
 		if wr, routes := e.be.(backend.WakeRouter); routes && wr.RoutesWakes() {
 			if l.router = newRouter(wr, e.cfg.ClientID, queues, e.logger); l.router != nil {
@@ -475,10 +475,18 @@ func (e *Engine) Paused(queue string) {
 }
 
 // wakeRouted wakes this process's producer of queue for a routed wake-up
-// passed on hops times.
-func (e *Engine) wakeRouted(queue string, hops int) {
+// passed on hops times, announcing jobs (nil: not listed).
+func (e *Engine) wakeRouted(queue string, hops int, jobs []int64) {
 	if p, ok := e.producers[queue]; ok {
-		p.wakeRouted(hops)
+		p.wakeRouted(hops, jobs)
+	}
+}
+
+// wakeJobs wakes this process's producer of queue for a wake-up that
+// lists its jobs.
+func (e *Engine) wakeJobs(queue string, jobs []int64) {
+	if p, ok := e.producers[queue]; ok {
+		p.wakeJobs(jobs)
 	}
 }
 

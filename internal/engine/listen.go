@@ -27,7 +27,10 @@ type listener struct {
 	// router, when set, decides which routable wake-ups this process
 	// answers (route.go); wakeRouted wakes a producer for one it answers.
 	router     *router
-	wakeRouted func(queue string, hops int)
+	wakeRouted func(queue string, hops int, jobs []int64)
+	// wakeJobs wakes a producer for a wake-up that lists its jobs
+	// (backend.Wake.Jobs).
+	wakeJobs func(queue string, jobs []int64)
 }
 
 // run listens until ctx ends, reconnecting with jittered backoff. settled is
@@ -59,9 +62,11 @@ func (l *listener) run(ctx context.Context, settled func()) {
 			case w.Queue == "":
 				l.wakeAll()
 			case w.Route != 0 && l.router != nil:
-				if mine, _ := l.router.answers(w.Queue, w.Route, time.Now()); mine {
-					l.wakeRouted(w.Queue, w.Hops)
+				if mine, _ := l.router.answers(w.Queue, w.Route, w.Window, time.Now()); mine {
+					l.wakeRouted(w.Queue, w.Hops, w.Jobs)
 				}
+			case w.Jobs != nil:
+				l.wakeJobs(w.Queue, w.Jobs)
 			default:
 				l.wake(w.Queue)
 			}

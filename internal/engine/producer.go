@@ -31,6 +31,11 @@ type producer struct {
 	flow *flow.Controller
 
 	wakeCh chan struct{} // a wake-up: jobs may be waiting
+	// named holds the jobs listed by wake-ups not yet read (wakeJobs),
+	// and namedCh says it holds some.
+	namedMu sync.Mutex
+	named   []int64
+	namedCh chan struct{}
 	// fetchReqs hands a claim to a fetcher goroutine waiting for one
 	// (unbuffered: a send succeeds only when one waits); see claim.
 	fetchReqs chan fetchReq
@@ -175,6 +180,7 @@ func newProducer(env *producerEnv, queue string, q Queue) *producer {
 		prefetch:    q.Prefetch,
 		lowWater:    q.Prefetch / 2,
 		wakeCh:      make(chan struct{}, 1),
+		namedCh:     make(chan struct{}, 1),
 		fetchReqs:   make(chan fetchReq),
 		pausedCh:    make(chan struct{}, 1),
 		freedCh:     make(chan struct{}, 1),
@@ -222,10 +228,89 @@ func (p *producer) checkPaused() {
 }
 
 // wakeRouted is a wake-up routed to this process (route.go), passed on
-// hops times so far.
-func (p *producer) wakeRouted(hops int) {
+// hops times so far, listing jobs (nil: not listed).
+func (p *producer) wakeRouted(hops int, jobs []int64) {
 	p.relay.Store(int64(hops) + 1)
-	p.wake()
+	p.wakeJobs(jobs)
+}
+
+// maxNamed bounds the listed jobs a producer keeps unread or awaiting:
+// past it, they are forgotten and the wake-ups count as unlisted ones.
+const maxNamed = 4096
+
+// wakeJobs is a wake-up that lists every job it announces (nil: not
+// listed, a plain wake-up). run claims for it only if some of them were
+// not taken by its own claims (takenIDs); with claims out, it waits for
+// their replies to decide.
+func (p *producer) wakeJobs(jobs []int64) {
+	if jobs == nil {
+		p.wake()
+		return
+	}
+	p.namedMu.Lock()
+	if len(p.named)+len(jobs) > maxNamed {
+		p.named = p.named[:0]
+		p.namedMu.Unlock()
+		p.wake()
+		return
+	}
+	p.named = append(p.named, jobs...)
+	p.namedMu.Unlock()
+	select {
+	case p.namedCh <- struct{}{}:
+	default:
+	}
+}
+
+// takeNamed appends the listed jobs of the wake-ups not yet read to buf
+// and forgets them.
+func (p *producer) takeNamed(buf []int64) []int64 {
+	p.namedMu.Lock()
+	buf = append(buf, p.named...)
+	p.named = p.named[:0]
+	p.namedMu.Unlock()
+	return buf
+}
+
+// takenIDs holds the ids of the jobs this producer's last takenClaims
+// claims took, for the wake-ups that list jobs: a wake-up can arrive
+// after the claim that took its jobs (the claim, sent for another
+// wake-up, read them committed), and claiming for it finds nothing.
+type takenIDs struct {
+	claims [takenClaims][]int64
+	next   int
+}
+
+// takenClaims is how many claims' jobs takenIDs remembers. A wake-up
+// arrives within a few claims of the commit it announces; one whose jobs
+// are forgotten is claimed for, as before, which costs a claim at most.
+const takenClaims = 8
+
+// add records the jobs of a claim.
+func (t *takenIDs) add(rows []*backend.JobRow) {
+	ids := t.claims[t.next][:0]
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	t.claims[t.next] = ids
+	t.next = (t.next + 1) % takenClaims
+}
+
+// has reports whether id was taken by one of the claims remembered.
+func (t *takenIDs) has(id int64) bool {
+	for _, ids := range t.claims {
+		if slices.Contains(ids, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// notTaken keeps the ids of ids that rows do not hold.
+func notTaken(ids []int64, rows []*backend.JobRow) []int64 {
+	return slices.DeleteFunc(ids, func(id int64) bool {
+		return slices.ContainsFunc(rows, func(r *backend.JobRow) bool { return r.ID == id })
+	})
 }
 
 func (p *producer) wake() {
@@ -347,6 +432,13 @@ func (p *producer) run() {
 		// claim comes back full: a routed wake-up made it, and more jobs
 		// than it took may wait for the other processes.
 		relay int
+		// taken are the jobs of the last claims; awaiting the jobs listed
+		// by wake-ups that came while claims were out and that no reply
+		// has held yet: once every claim out has replied, a claim goes
+		// out for those left. named is takeNamed's buffer.
+		taken    takenIDs
+		awaiting []int64
+		named    []int64
 	)
 	poll := time.NewTicker(cfg.PollInterval)
 	defer poll.Stop()
@@ -476,6 +568,16 @@ func (p *producer) run() {
 					}
 				default:
 				}
+				// So does a wake-up that listed its jobs, read or not.
+				select {
+				case <-p.namedCh:
+					named = p.takeNamed(named[:0])
+					if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
+						relay = hops
+					}
+				default:
+				}
+				awaiting = awaiting[:0]
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
 				sent++
 				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh})
@@ -522,6 +624,10 @@ func (p *producer) run() {
 				continue
 			}
 			failures = 0
+			taken.add(r.rows)
+			if len(awaiting) > 0 {
+				awaiting = notTaken(awaiting, r.rows)
+			}
 			if relay > 0 {
 				if len(r.rows) == r.asked {
 					p.router.passOn(p.queue, relay)
@@ -544,6 +650,13 @@ func (p *producer) run() {
 				}
 				heldTimer.Reset(wait)
 			}
+			if inflight == 0 && len(awaiting) > 0 {
+				// Jobs listed by wake-ups that came while claims were
+				// out, and none of those claims took them: committed
+				// after their snapshots, they wait for the next claim.
+				more, moreSince = true, sent
+				awaiting = awaiting[:0]
+			}
 			replyAt := time.Now()
 			p.mu.Lock()
 			p.pushLocked(r.rows, r.sentAt, replyAt)
@@ -555,23 +668,28 @@ func (p *producer) run() {
 			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 		case <-p.wakeCh:
 			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
-			if hops := int(p.relay.Swap(0)); hops > 0 && p.router != nil {
-				// Room asked for by claims in flight counts as room: the
-				// claim after them (wokeWhileFetching) answers this
-				// wake-up. Counted as taken, every wake-up that came
-				// while a claim was out was passed on, and the process
-				// it went to claimed for nothing.
-				if buffered > p.lowWater || p.maxWorkers+p.prefetch-running-buffered <= 0 {
-					// No room to claim: another process may have some.
-					// Passed on once only, since every process may be
-					// as busy.
-					if hops == 1 {
-						p.router.passOn(p.queue, hops)
-					}
-				} else {
-					relay = hops
-				}
+			relay = p.routed(relay, buffered, running)
+		case <-p.namedCh:
+			named = p.takeNamed(named[:0])
+			named = slices.DeleteFunc(named, taken.has)
+			if len(named) == 0 {
+				// Every job listed was taken by this producer's own
+				// claims: nothing to claim, nothing to pass on.
+				p.relay.Store(0)
+				continue
 			}
+			if inflight == 0 {
+				more, moreSince = true, sent
+			} else if len(awaiting)+len(named) <= maxNamed {
+				// The claims out may hold these jobs: their replies
+				// decide (see fetchCh). They take turns with a claim
+				// sent now under the queue's claim lock anyway.
+				awaiting = append(awaiting, named...)
+			} else {
+				more, wokeWhileFetching, moreSince = true, true, sent
+				awaiting = awaiting[:0]
+			}
+			relay = p.routed(relay, buffered, running)
 		case <-poll.C:
 			more, wokeWhileFetching, moreSince = true, inflight > 0, sent
 			// Jobs held unstarted (buffered or gathered) go back if the
@@ -595,6 +713,30 @@ func (p *producer) run() {
 			}
 		}
 	}
+}
+
+// routed handles the relay of a routed wake-up just read, if any, and
+// returns the relay of the next claim: a process with no room to claim
+// passes the wake-up on, once; one with room passes it on if its claim
+// comes back full.
+func (p *producer) routed(relay, buffered, running int) int {
+	hops := int(p.relay.Swap(0))
+	if hops <= 0 || p.router == nil {
+		return relay
+	}
+	// Room asked for by claims in flight counts as room: the claim after
+	// them (wokeWhileFetching) answers this wake-up. Counted as taken,
+	// every wake-up that came while a claim was out was passed on, and the
+	// process it went to claimed for nothing.
+	if buffered > p.lowWater || p.maxWorkers+p.prefetch-running-buffered <= 0 {
+		// No room to claim: another process may have some. Passed on once
+		// only, since every process may be as busy.
+		if hops == 1 {
+			p.router.passOn(p.queue, hops)
+		}
+		return relay
+	}
+	return hops
 }
 
 // secondClaimReserve is what each claim after the first may ask for while

@@ -29,6 +29,19 @@ import (
 // wake-up on (WakeRouter.PassOn), at most once per other member, so a
 // burst spreads over the processes one claim at a time.
 //
+// A wake-up whose store gives it a window number (backend.Wake.Window: its
+// queue and the short span of time its jobs came due in) is routed by that
+// number instead, when every live member of its queue announced that it
+// routes by windows (its note lists windowCap): a window's wake-ups then
+// all go to one process, whose claim, sent for the first of them, takes
+// the jobs committed before it whoever's wake-up announced them; the
+// producer sends no claim for a wake-up whose jobs its own claims took
+// (producer.wakeJobs). Routed each to a process of its own, those jobs
+// were each claimed twice: by the claim that took them and by their own
+// process's claim, which found nothing. A member of an earlier version
+// lists no windowCap, and while one is heard every process routes by
+// Route, as it does.
+//
 // When views differ (a member joining or ending between two notes) two
 // processes may answer a wake-up, which costs a claim, or none, which
 // leaves the job to the next poll (PollInterval); a process that stops
@@ -45,13 +58,19 @@ const (
 	maxNoteBytes = 7000
 )
 
-// Note formats: "spool-member\x1fID\x1fQUEUE\x1fQUEUE…" and
+// Note formats: "spool-member\x1fID\x1fQUEUE\x1fQUEUE…\x1f:CAP" and
 // "spool-leave\x1fID"; queue names and client ids never hold \x1f (a
-// client id that does makes the process answer every wake-up).
+// client id that does makes the process answer every wake-up). Entries
+// after the id that start with ':', which no queue name does, name what
+// the member can do (windowCap); earlier versions read them as queues of
+// that name, which no process works.
 const (
 	noteMember = "spool-member"
 	noteLeave  = "spool-leave"
 	noteSep    = "\x1f"
+	// windowCap says the member routes by Wake.Window when every member
+	// of the queue does.
+	windowCap = ":window"
 )
 
 // router decides which wake-ups this process answers.
@@ -82,6 +101,8 @@ type router struct {
 type member struct {
 	queues map[string]bool
 	seen   time.Time
+	// windows: the member routes by Wake.Window (windowCap).
+	windows bool
 }
 
 // newRouter returns a router for a process with client id self working
@@ -102,7 +123,7 @@ func newRouter(wr backend.WakeRouter, self string, queues []string, logger *slog
 
 // note is this process's member note.
 func (r *router) note() string {
-	return noteMember + noteSep + r.self + noteSep + strings.Join(r.queues, noteSep)
+	return noteMember + noteSep + r.self + noteSep + strings.Join(r.queues, noteSep) + noteSep + windowCap
 }
 
 // announce sends this process's note, then again every announceEvery,
@@ -167,7 +188,10 @@ func (r *router) heard(note string, now time.Time) {
 		if m == nil {
 			m = &member{queues: map[string]bool{}}
 			for q := range strings.SplitSeq(queues, noteSep) {
-				if q != "" {
+				switch {
+				case q == windowCap:
+					m.windows = true
+				case q != "" && !strings.HasPrefix(q, ":"):
 					m.queues[q] = true
 				}
 			}
@@ -186,13 +210,17 @@ func (r *router) heard(note string, now time.Time) {
 
 // answers reports whether this process answers a routed wake-up for
 // queue, and how many live members work that queue (this one included).
-func (r *router) answers(queue string, route uint64, now time.Time) (mine bool, members int) {
+// window, when not 0, is the wake-up's Wake.Window: it routes the wake-up
+// instead of route when every member of the queue routes by windows.
+func (r *router) answers(queue string, route, window uint64, now time.Time) (mine bool, members int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if now.Sub(r.heardSelf) > memberTTL {
 		return true, 1 // our notes are not getting through: answer all
 	}
+	byWindow := window != 0
 	best, bestID := uint64(0), ""
+	wbest, wbestID := uint64(0), ""
 	for id, m := range r.members {
 		if now.Sub(m.seen) > memberTTL {
 			delete(r.members, id)
@@ -205,6 +233,19 @@ func (r *router) answers(queue string, route uint64, now time.Time) (mine bool, 
 		if h := memberHash(route, id); bestID == "" || h > best || h == best && id > bestID {
 			best, bestID = h, id
 		}
+		if !byWindow {
+			continue
+		}
+		if !m.windows {
+			byWindow = false
+			continue
+		}
+		if h := memberHash(window, id); wbestID == "" || h > wbest || h == wbest && id > wbestID {
+			wbest, wbestID = h, id
+		}
+	}
+	if byWindow {
+		bestID = wbestID
 	}
 	return bestID == r.self || bestID == "", members
 }
@@ -230,7 +271,7 @@ func memberHash(route uint64, id string) uint64 {
 // passOn passes a routed wake-up for queue on, unless it has been passed
 // on once per other member already, and reports whether it did.
 func (r *router) passOn(queue string, hops int) bool {
-	_, members := r.answers(queue, 0, time.Now())
+	_, members := r.answers(queue, 0, 0, time.Now())
 	if hops >= members {
 		return false
 	}

@@ -70,7 +70,7 @@ func TestRouterOneAnswer(t *testing.T) {
 		for _, queue := range []string{"a", "b"} {
 			answered := -1
 			for i, r := range rs {
-				mine, members := r.answers(queue, route*0x9e3779b97f4a7c15|1, now)
+				mine, members := r.answers(queue, route*0x9e3779b97f4a7c15|1, 0, now)
 				want := 8
 				if queue == "b" {
 					want = 4
@@ -113,7 +113,7 @@ func TestRouterFallsBack(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := newRouter(&noteBus{}, "self", []string{"a"}, logger)
 	for route := uint64(1); route < 100; route++ {
-		if mine, _ := r.answers("a", route, now); !mine {
+		if mine, _ := r.answers("a", route, 0, now); !mine {
 			t.Fatal("a router that has not heard its own note must answer every wake-up")
 		}
 	}
@@ -122,7 +122,7 @@ func TestRouterFallsBack(t *testing.T) {
 	// Only router 0 keeps announcing: the others expire in its view.
 	rs[0].heard(rs[0].note(), later)
 	for route := uint64(1); route < 100; route++ {
-		if mine, members := rs[0].answers("a", route, later); !mine || members != 1 {
+		if mine, members := rs[0].answers("a", route, 0, later); !mine || members != 1 {
 			t.Fatalf("alone after the others expired: answers %v with %d members, want true with 1", mine, members)
 		}
 	}
@@ -130,7 +130,7 @@ func TestRouterFallsBack(t *testing.T) {
 	rs = routers(t, 2, now)
 	rs[0].heard(noteLeave+noteSep+"client-1", now)
 	for route := uint64(1); route < 100; route++ {
-		if mine, _ := rs[0].answers("a", route, now); !mine {
+		if mine, _ := rs[0].answers("a", route, 0, now); !mine {
 			t.Fatal("the only member left must answer every wake-up")
 		}
 	}
@@ -150,5 +150,63 @@ func TestRouterPassOnBound(t *testing.T) {
 		if got := rs[0].passOn("a", hops); got != (hops < 3) {
 			t.Errorf("pass-on with %d hops: sent %v, want %v", hops, got, hops < 3)
 		}
+	}
+}
+
+// TestRouterWindows checks that when every member of a queue routes by
+// windows, all the wake-ups of one window go to the same process, exactly
+// one, whatever their Route, and windows spread over the processes; and
+// that while one member of the queue does not (an earlier version, whose
+// note lists no windowCap), every process routes by Route, as it does.
+func TestRouterWindows(t *testing.T) {
+	now := time.Now()
+	rs := routers(t, 8, now)
+	count := map[int]int{}
+	for window := uint64(1); window <= 8000; window++ {
+		w := window*0x9e3779b97f4a7c15 | 1
+		first := -1
+		for route := uint64(1); route <= 4; route++ {
+			answered := -1
+			for i, r := range rs {
+				if mine, _ := r.answers("a", route*0xbf58476d1ce4e5b9|1, w, now); mine {
+					if answered >= 0 {
+						t.Fatalf("window %d answered by routers %d and %d", window, answered, i)
+					}
+					answered = i
+				}
+			}
+			if answered < 0 {
+				t.Fatalf("window %d answered by none", window)
+			}
+			if first >= 0 && answered != first {
+				t.Fatalf("window %d answered by router %d for one route, %d for another", window, first, answered)
+			}
+			first = answered
+		}
+		count[first]++
+	}
+	for i := range rs {
+		if count[i] < 800 || count[i] > 1200 {
+			t.Errorf("router %d answered %d of 8000 windows, want about 1000 (all: %v)", i, count[i], count)
+		}
+	}
+
+	// A member of an earlier version joins: its note lists the queues
+	// alone.
+	for _, r := range rs {
+		r.heard(noteMember+noteSep+"old"+noteSep+"a", now)
+	}
+	for route := uint64(1); route <= 1000; route++ {
+		rt := route*0xbf58476d1ce4e5b9 | 1
+		for i, r := range rs {
+			byRoute, _ := r.answers("a", rt, 0, now)
+			if mine, _ := r.answers("a", rt, 12345, now); mine != byRoute {
+				t.Fatalf("router %d with a member that does not route by windows: answers %v by window, %v by route", i, mine, byRoute)
+			}
+		}
+	}
+	// The capability is not read as a queue.
+	if m := rs[0].members["client-1"]; m == nil || !m.windows || len(m.queues) != 2 {
+		t.Fatalf("member client-1 read from its note as %+v, want queues a and b, routing by windows", m)
 	}
 }
