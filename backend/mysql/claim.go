@@ -98,7 +98,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	} else {
 		err = b.inTx(ctx, func(tx *sql.Tx) (err error) {
 			if !small {
-				jobs, err = b.claimIn(ctx, tx, p)
+				jobs, err = b.claimIn(ctx, tx, p, 0)
 				return err
 			}
 			n := min(p.Max, smallClaimMax)
@@ -108,7 +108,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 			// Full: a backlog may have come; the rest under the lock.
 			// The rows claimed above are running now, so the second
 			// read does not return them again.
-			rest, err := b.claimIn(ctx, tx, &backend.JobClaimParams{Queue: p.Queue, Max: p.Max - n, Lease: p.Lease, ClaimID: p.ClaimID})
+			rest, err := b.claimIn(ctx, tx, &backend.JobClaimParams{Queue: p.Queue, Max: p.Max - n, Lease: p.Lease, ClaimID: p.ClaimID}, 0)
 			jobs = append(jobs, rest...)
 			return err
 		})
@@ -120,18 +120,15 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	return jobs, err
 }
 
-// claimHalves claims a backlog's p.Max jobs as two halves, in two
-// transactions on two sessions, each under one of the queue's two claim
-// locks (claimLockSlots). The second half reads from the first half's last
-// row on, so it steps over none of the rows the first holds (SKIP LOCKED
-// would check each against InnoDB's lock table), and it starts as soon as
-// the first half's rows are read: its SELECT runs while the first half's
-// UPDATE and COMMIT do, where one claim at a time left the server idle
-// while its commit flushed and the next claim was sent. A first half that
-// came back short found the queue's end: there is no second. Both halves
-// record the claim's id, so a release by that id (after a failed claim)
-// frees both: when one half fails the claim fails, and the caller releases
-// what the other took with the rest of the claim id's jobs.
+// claimHalves claims a backlog's p.Max jobs as two halves side by side, in
+// two transactions on two sessions, each under one of the queue's two
+// claim locks (claimLockSlots). One claim at a time kept one server thread
+// busy, idle while the claim's holder read its rows and while its commit
+// flushed; the minimal loop's two sessions keep two. Each half steps over
+// at most the rows the other holds. Both halves record the claim's id, so
+// a release by that id (after a failed claim) frees both: when one half
+// fails the claim fails, and the caller releases what the other took with
+// the rest of the claim id's jobs.
 func (b *Backend) claimHalves(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	type reply struct {
 		jobs []*backend.JobRow
@@ -140,42 +137,12 @@ func (b *Backend) claimHalves(ctx context.Context, p *backend.JobClaimParams) ([
 	first, second := *p, *p
 	first.Max = p.Max / 2
 	second.Max = p.Max - first.Max
-	// after takes the first half's last row, or nil when there is no
-	// second half; only the first value sent counts (a retried first half
-	// reads again).
-	after := make(chan *backend.JobRow, 1)
-	send := func(last *backend.JobRow) {
-		select {
-		case after <- last:
-		default:
-		}
-	}
 	other := make(chan reply, 1)
 	go func() {
-		last := <-after
-		if last == nil {
-			other <- reply{}
-			return
-		}
-		var jobs []*backend.JobRow
-		err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
-			jobs, err = b.claimLocked(ctx, tx, &second, 1, last, nil)
-			return err
-		})
+		jobs, err := b.claimTx(ctx, &second, 1)
 		other <- reply{jobs, err}
 	}()
-	var jobs []*backend.JobRow
-	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
-		jobs, err = b.claimLocked(ctx, tx, &first, 0, nil, func(read []*backend.JobRow) {
-			if len(read) < first.Max {
-				send(nil)
-			} else {
-				send(read[len(read)-1])
-			}
-		})
-		return err
-	})
-	send(nil) // the first half failed before its rows were read
+	jobs, err := b.claimTx(ctx, &first, 0)
 	r := <-other
 	if err != nil || r.err != nil {
 		return nil, errors.Join(err, r.err)
@@ -193,63 +160,43 @@ const splitClaimMin = 512
 // lock run side by side, from every process together.
 const claimLockSlots = 2
 
-// claimIn is the pessimistic claim's SELECT and UPDATE in transaction tx,
-// after the queue's claim lock (slot 0) unless Options.ClaimLock is off:
-// the claims under one lock take their rows one at a time, and none steps
-// over the rows another holds (SKIP LOCKED checks every one against
-// InnoDB's lock table), which made the server's CPU per job grow with the
-// number of processes claiming.
-func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	return b.claimLocked(ctx, tx, p, 0, nil, nil)
+// claimTx is one pessimistic claim in a transaction of its own, under the
+// queue's claim lock of slot (0 or 1).
+func (b *Backend) claimTx(ctx context.Context, p *backend.JobClaimParams, slot int) ([]*backend.JobRow, error) {
+	var jobs []*backend.JobRow
+	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
+		jobs, err = b.claimIn(ctx, tx, p, slot)
+		return err
+	})
+	return jobs, err
 }
 
-// claimLocked is claimIn under the claim lock of slot (0 or 1, of
-// claimLockSlots), reading only the rows after the row after in claim
-// order when after is not nil, and calling read, when not nil, with the
-// rows read before they are claimed.
-func (b *Backend) claimLocked(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, slot int, after *backend.JobRow, read func([]*backend.JobRow)) ([]*backend.JobRow, error) {
+// claimIn is the pessimistic claim's SELECT and UPDATE in transaction tx,
+// after the queue's claim lock of slot (0 or 1, of claimLockSlots) unless
+// Options.ClaimLock is off: the claims under one lock take their rows one
+// at a time, and none steps over the rows another holds (SKIP LOCKED
+// checks every one against InnoDB's lock table), which made the server's
+// CPU per job grow with the number of processes claiming.
+func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, slot int) ([]*backend.JobRow, error) {
 	if b.claimLock {
 		// Slot 0 is stripe -1, the one lock there was before there were two.
 		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue, -1-slot); err != nil {
 			return nil, err
 		}
 	}
-	return b.claimRowsAfter(ctx, tx, p, p.Max, after, read)
+	return b.claimRows(ctx, tx, p, p.Max)
 }
 
 // claimRows locks up to n due pending rows of p's queue in transaction tx
 // and claims them, without the claim lock.
 func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, n int) ([]*backend.JobRow, error) {
-	return b.claimRowsAfter(ctx, tx, p, n, nil, nil)
-}
-
-// claimRowsAfter is claimRows reading only the rows after the row after in
-// claim order when after is not nil, and calling read, when not nil, with
-// the rows read before they are claimed.
-func (b *Backend) claimRowsAfter(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, n int, after *backend.JobRow, read func([]*backend.JobRow)) ([]*backend.JobRow, error) {
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if after == nil {
-		rows, err = tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(n)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
-	} else {
-		at := sqlTime(after.RunAt)
-		rows, err = tx.QueryContext(ctx, b.sql.claimSelectAfter+"\nLIMIT "+strconv.Itoa(n)+" FOR UPDATE SKIP LOCKED",
-			p.Queue, after.Priority, after.Priority, at, at, after.ID, p.Queue)
-	}
+	rows, err := tx.QueryContext(ctx, b.sql.claimSelect+"\nLIMIT "+strconv.Itoa(n)+" FOR UPDATE SKIP LOCKED", p.Queue, p.Queue)
 	if err != nil {
 		return nil, err
 	}
 	jobs, now, err := collectHeads(rows)
-	if err != nil {
+	if err != nil || len(jobs) == 0 {
 		return nil, err
-	}
-	if read != nil {
-		read(jobs)
-	}
-	if len(jobs) == 0 {
-		return nil, nil
 	}
 	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
