@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -89,30 +88,23 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 			}
 		}
 	}
-	var (
-		jobs []*backend.JobRow
-		err  error
-	)
-	if !small && b.claimLock && p.Max >= splitClaimMin {
-		jobs, err = b.claimHalves(ctx, p)
-	} else {
-		err = b.inTx(ctx, func(tx *sql.Tx) (err error) {
-			if !small {
-				jobs, err = b.claimIn(ctx, tx, p, 0)
-				return err
-			}
-			n := min(p.Max, smallClaimMax)
-			if jobs, err = b.claimRows(ctx, tx, p, n); err != nil || len(jobs) < n || n == p.Max {
-				return err
-			}
-			// Full: a backlog may have come; the rest under the lock.
-			// The rows claimed above are running now, so the second
-			// read does not return them again.
-			rest, err := b.claimIn(ctx, tx, &backend.JobClaimParams{Queue: p.Queue, Max: p.Max - n, Lease: p.Lease, ClaimID: p.ClaimID}, 0)
-			jobs = append(jobs, rest...)
+	var jobs []*backend.JobRow
+	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
+		if !small {
+			jobs, err = b.claimIn(ctx, tx, p)
 			return err
-		})
-	}
+		}
+		n := min(p.Max, smallClaimMax)
+		if jobs, err = b.claimRows(ctx, tx, p, n); err != nil || len(jobs) < n || n == p.Max {
+			return err
+		}
+		// Full: a backlog may have come; the rest under the lock. The
+		// rows claimed above are running now, so the second read does
+		// not return them again.
+		rest, err := b.claimIn(ctx, tx, &backend.JobClaimParams{Queue: p.Queue, Max: p.Max - n, Lease: p.Lease, ClaimID: p.ClaimID})
+		jobs = append(jobs, rest...)
+		return err
+	})
 	if err == nil && b.claimLock {
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
@@ -120,67 +112,15 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	return jobs, err
 }
 
-// claimHalves claims a backlog's p.Max jobs as two halves side by side, in
-// two transactions on two sessions, each under one of the queue's two
-// claim locks (claimLockSlots). One claim at a time kept one server thread
-// busy, idle while the claim's holder read its rows and while its commit
-// flushed; the minimal loop's two sessions keep two. Each half steps over
-// at most the rows the other holds. Both halves record the claim's id, so
-// a release by that id (after a failed claim) frees both: when one half
-// fails the claim fails, and the caller releases what the other took with
-// the rest of the claim id's jobs.
-func (b *Backend) claimHalves(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
-	type reply struct {
-		jobs []*backend.JobRow
-		err  error
-	}
-	first, second := *p, *p
-	first.Max = p.Max / 2
-	second.Max = p.Max - first.Max
-	other := make(chan reply, 1)
-	go func() {
-		jobs, err := b.claimTx(ctx, &second, 1)
-		other <- reply{jobs, err}
-	}()
-	jobs, err := b.claimTx(ctx, &first, 0)
-	r := <-other
-	if err != nil || r.err != nil {
-		return nil, errors.Join(err, r.err)
-	}
-	return append(jobs, r.jobs...), nil
-}
-
-// splitClaimMin is the smallest claim under the claim lock that
-// claimPessimistic sends as two halves: a backlog's. A pickup's claim is
-// small and should hold neither lock.
-const splitClaimMin = 512
-
-// claimLockSlots is how many claim locks a queue has (stripes -1 and -2
-// of spool_flow_stripes): as many pessimistic claims of a queue under the
-// lock run side by side, from every process together.
-const claimLockSlots = 2
-
-// claimTx is one pessimistic claim in a transaction of its own, under the
-// queue's claim lock of slot (0 or 1).
-func (b *Backend) claimTx(ctx context.Context, p *backend.JobClaimParams, slot int) ([]*backend.JobRow, error) {
-	var jobs []*backend.JobRow
-	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
-		jobs, err = b.claimIn(ctx, tx, p, slot)
-		return err
-	})
-	return jobs, err
-}
-
 // claimIn is the pessimistic claim's SELECT and UPDATE in transaction tx,
-// after the queue's claim lock of slot (0 or 1, of claimLockSlots) unless
-// Options.ClaimLock is off: the claims under one lock take their rows one
-// at a time, and none steps over the rows another holds (SKIP LOCKED
-// checks every one against InnoDB's lock table), which made the server's
-// CPU per job grow with the number of processes claiming.
-func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, slot int) ([]*backend.JobRow, error) {
+// after the queue's claim lock unless Options.ClaimLock is off: the claims
+// of a queue then take their rows one at a time, and none steps over the
+// rows another holds (SKIP LOCKED checks every one against InnoDB's lock
+// table), which made the server's CPU per job grow with the number of
+// processes claiming.
+func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	if b.claimLock {
-		// Slot 0 is stripe -1, the one lock there was before there were two.
-		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue, -1-slot); err != nil {
+		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue); err != nil {
 			return nil, err
 		}
 	}

@@ -88,7 +88,7 @@ func (b *Backend) claimQuick(ctx context.Context, tx *sql.Tx, p *backend.JobClai
 	}
 	if n := q.Allowed(live, busiest, striped); n > 0 {
 		cp := &backend.JobClaimParams{Queue: p.Queue, Max: n, Lease: p.Lease, ClaimID: p.ClaimID}
-		if run.Quick.Jobs, err = b.claimIn(ctx, tx, cp, 0); err != nil {
+		if run.Quick.Jobs, err = b.claimIn(ctx, tx, cp); err != nil {
 			return nil, fmt.Errorf("take jobs: %w", err)
 		}
 		slices.SortFunc(run.Quick.Jobs, backend.ClaimOrder)
