@@ -148,3 +148,93 @@ func TestClaimAfterEmptyProbes(t *testing.T) {
 		t.Fatalf("the probe answered the claim of a due job (%d probed empty, want 2)", n)
 	}
 }
+
+// TestSmallClaimWhileOneWaitsReturnsAtOnce: of a process's small claims of
+// a queue, one waits for the turn at a time. A claim sent while the turn
+// is held and another claim waits for it returns no job at once, without
+// a statement; the waiting claim, which reads after the turn's holder
+// commits, takes the jobs the two were sent for.
+func TestSmallClaimWhileOneWaitsReturnsAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, nil)
+	db, schema := be.DB(), "`"+be.Database()+"`"
+	type reply struct {
+		jobs []*backend.JobRow
+		err  error
+	}
+	claim := func(max int, out chan<- reply) {
+		jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: max, Lease: time.Minute, ClaimID: "c"})
+		out <- reply{jobs, err}
+	}
+
+	// The queue's first claim finds nothing: its next is expected small.
+	first := make(chan reply, 1)
+	claim(10, first)
+	if r := <-first; r.err != nil || len(r.jobs) != 0 {
+		t.Fatalf("first claim: %d jobs, %v; want none", len(r.jobs), r.err)
+	}
+	jobs := make([]*backend.JobInsertParams, 5)
+	for i := range jobs {
+		jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}
+	}
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The table locked elsewhere holds the next claim on the server, in
+	// its turn.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+schema+".spool_jobs WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	holder := make(chan reply, 1)
+	go claim(2, holder)
+	waitFor(t, "the claim to wait for the locked table", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.PROCESSLIST
+WHERE COMMAND = 'Query' AND STATE LIKE '%metadata lock%' AND INFO LIKE concat('%', ?, '.spool_jobs%')`, schema).Scan(&n)
+		return err == nil && n > 0
+	})
+
+	// Two more claims: one waits for the turn, the other returns at once.
+	later := make(chan reply, 2)
+	go claim(10, later)
+	go claim(10, later)
+	var r reply
+	select {
+	case r = <-later:
+	case r = <-holder:
+		t.Fatalf("the claim in its turn returned with the table locked: %d jobs, %v", len(r.jobs), r.err)
+	}
+	if r.err != nil || len(r.jobs) != 0 {
+		t.Fatalf("claim sent while another waited for the turn: %d jobs, %v; want none at once", len(r.jobs), r.err)
+	}
+	if n := be.Metrics().ClaimsCoalesced; n != 1 {
+		t.Fatalf("Metrics().ClaimsCoalesced = %d, want 1", n)
+	}
+
+	if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, ch := range []chan reply{holder, later} {
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for _, j := range r.jobs {
+			if seen[j.ID] || j.State != backend.StateRunning {
+				t.Fatalf("job %d claimed twice or not running (%s)", j.ID, j.State)
+			}
+			seen[j.ID] = true
+		}
+	}
+	if len(seen) != 5 {
+		t.Fatalf("the claim in its turn and the one that waited took %d jobs, want all 5", len(seen))
+	}
+}
