@@ -30,9 +30,8 @@ import (
 //	worker → parent: "ready" once the store answers; "done N" whenever the
 //	completions this process wrote reach N; "cpu NS CLAIMS EMPTY CLAIMED
 //	CLAIMNS FINISHES FINISHNS" (its CPU time, claim calls, claims that
-//	found nothing, both without MariaDB's coalesced claims, jobs
-//	claimed, time spent in claim calls, outcome writes and time spent
-//	in them); "start SEQ UNIXNS ATTEMPTNS" when a pickup
+//	found nothing, both without MariaDB's coalesced claims, jobs claimed, time spent in claim calls, outcome writes
+//	and time spent in them); "start SEQ UNIXNS ATTEMPTNS" when a pickup
 //	job's handler starts (ATTEMPTNS: its attempted_at, the server's time
 //	at the claim's SELECT); "error MSG" before a failure exit.
 
