@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/backend"
@@ -67,11 +66,9 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// rather than on the server: a claim sent while another was out
 		// (a wake-up that arrived meanwhile) then reads after that one's
 		// commit, and finds the jobs committed since rather than nothing,
-		// the rows the first holds being skipped. One claim waits for
-		// the turn at a time; a claim sent while one waits returns no
-		// job at once (see turn).
-		release, ok, err := b.small.turn(ctx, p.Queue)
-		if err != nil || !ok {
+		// the rows the first holds being skipped.
+		release, err := b.small.turn(ctx, p.Queue)
+		if err != nil {
 			return nil, err
 		}
 		defer release()
@@ -168,7 +165,7 @@ const smallClaimMax = 64
 // among this process's small claims.
 type smallClaims struct {
 	claimsize.Expect
-	turns sync.Map // queue name → *claimTurn
+	turns sync.Map // queue name → chan struct{} of capacity 1: the turn
 	// empty holds the queues whose last pessimistic claim in this
 	// process came back empty: their next small claim probes first.
 	empty sync.Map // queue name → struct{}
@@ -191,61 +188,20 @@ func (s *smallClaims) setEmpty(queue string, empty bool) {
 	}
 }
 
-// claimTurn is a queue's turn among this process's small claims.
-type claimTurn struct {
-	// slot, of capacity 1, holds the turn.
-	slot chan struct{}
-	// waiting: a claim waits for the turn, and has not read yet.
-	waiting atomic.Bool
-	// coalesced counts the claims that returned at once because another
-	// waited (Metrics.ClaimsCoalesced).
-	coalesced atomic.Int64
-}
-
 // turn waits for the queue's turn among this process's small claims, and
-// returns the function that ends it. When another claim already waits for
-// the turn it returns ok false at once: that claim reads after every job
-// this one was sent for committed (the claim that woke it was sent after
-// those commits, and a waiter stops counting as one only once it holds the
-// turn, before its first statement), so this one has nothing to add but a
-// place in the line. Waiting in line, a pickup's claims queued behind each
-// other's round trips and durable commits, one line per process, and the
-// line grew with the server's reply time (docs/benchmarks/2026-12-01e.md).
-func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), ok bool, err error) {
-	v, found := s.turns.Load(queue)
-	if !found {
-		v, _ = s.turns.LoadOrStore(queue, &claimTurn{slot: make(chan struct{}, 1)})
+// returns the function that ends it.
+func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
+	v, ok := s.turns.Load(queue)
+	if !ok {
+		v, _ = s.turns.LoadOrStore(queue, make(chan struct{}, 1))
 	}
-	t := v.(*claimTurn)
-	release = func() { <-t.slot }
+	ch := v.(chan struct{})
 	select {
-	case t.slot <- struct{}{}:
-		return release, true, nil
-	default:
-	}
-	if !t.waiting.CompareAndSwap(false, true) {
-		t.coalesced.Add(1)
-		return nil, false, nil
-	}
-	select {
-	case t.slot <- struct{}{}:
-		t.waiting.Store(false)
-		return release, true, nil
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
 	case <-ctx.Done():
-		t.waiting.Store(false)
-		return nil, false, ctx.Err()
+		return nil, ctx.Err()
 	}
-}
-
-// coalescedAll is how many claims of every queue returned at once because
-// another waited for the turn.
-func (s *smallClaims) coalescedAll() int64 {
-	var n int64
-	s.turns.Range(func(_, v any) bool {
-		n += v.(*claimTurn).coalesced.Load()
-		return true
-	})
-	return n
 }
 
 // holderWidth is the stored width of leased_by (schema 16): a row holds

@@ -54,11 +54,6 @@ type Metrics struct {
 	// engine's outcome writes among them).
 	Finishes   uint64
 	FinishTime time.Duration
-	// ClaimsCoalesced is how many small claims returned no job at once,
-	// without a statement, because another claim of the same queue in this
-	// process was waiting for its turn and reads after them (claim.go).
-	// They are among Claims.
-	ClaimsCoalesced uint64
 }
 
 type metrics struct {
@@ -96,7 +91,6 @@ func (b *Backend) Metrics() Metrics {
 		ClaimTime:           time.Duration(b.metrics.claims.nanos.Load()),
 		Finishes:            b.metrics.finishes.n.Load(),
 		FinishTime:          time.Duration(b.metrics.finishes.nanos.Load()),
-		ClaimsCoalesced:     uint64(b.small.coalescedAll()),
 	}
 }
 

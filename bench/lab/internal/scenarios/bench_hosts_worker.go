@@ -16,7 +16,6 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/backend"
-	"github.com/spoolq/spool/backend/mysql"
 	"github.com/spoolq/spool/cmd/spool/bench"
 	"github.com/spoolq/spool/internal/testkit/netns"
 )
@@ -30,7 +29,7 @@ import (
 //	worker → parent: "ready" once the store answers; "done N" whenever the
 //	completions this process wrote reach N; "cpu NS CLAIMS EMPTY CLAIMED
 //	CLAIMNS FINISHES FINISHNS" (its CPU time, claim calls, claims that
-//	found nothing, both without MariaDB's coalesced claims, jobs claimed, time spent in claim calls, outcome writes
+//	found nothing, jobs claimed, time spent in claim calls, outcome writes
 //	and time spent in them); "start SEQ UNIXNS ATTEMPTNS" when a pickup
 //	job's handler starts (ATTEMPTNS: its attempted_at, the server's time
 //	at the claim's SELECT); "error MSG" before a failure exit.
@@ -68,13 +67,6 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer be.Close()
-	// coalesced counts the claims a MariaDB backend answered at once
-	// because another of the process's claims waited for its turn: no
-	// statement, so not counted as claims or empty claims.
-	coalesced := func() int64 { return 0 }
-	if m, ok := be.(interface{ Metrics() mysql.Metrics }); ok {
-		coalesced = func() int64 { return int64(m.Metrics().ClaimsCoalesced) }
-	}
 	claims := &claimCounter{Backend: be, Capabilities: bench.Capabilities{Of: be}}
 	be, counter := bench.CountCompletions(bench.KeepNotifier(claims, be), 1<<62)
 	ws := spool.NewWorkers()
@@ -144,8 +136,7 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 			started = true
 		case "cpu":
 			cpu, _ := bench.ProcessCPU()
-			co := coalesced()
-			out.printf("cpu %d %d %d %d %d %d %d", cpu.Nanoseconds(), claims.calls.Load()-co, claims.empty.Load()-co,
+			out.printf("cpu %d %d %d %d %d %d %d", cpu.Nanoseconds(), claims.calls.Load(), claims.empty.Load(),
 				claims.claimed.Load(), claims.claimNS.Load(), claims.finishes.Load(), claims.finishNS.Load())
 			out.flush()
 		default:
