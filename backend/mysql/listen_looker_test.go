@@ -260,3 +260,40 @@ func TestLookerIdleWatchersBackOff(t *testing.T) {
 		t.Fatalf("the watcher of an idle holder read the heads %d times in %v, want at most 10", n, window)
 	}
 }
+
+// TestLookerHolderClaimsAgain: a small claim of the looker's holder that
+// took jobs wakes its queue at once, so the holder claims again for the
+// jobs that committed meanwhile instead of waiting for its next look.
+func TestLookerHolderClaimsAgain(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	be := openBackend(t, name, lookerParams)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakes := listenWakes(t, ctx, be)
+	lookerInsert(t, inserter, "first")
+	awaitWake(t, wakes, "first", "the listener") // it read the new ids: it holds the lease
+	claim := func(max int) []*backend.JobRow {
+		t.Helper()
+		jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: max, Lease: time.Minute, ClaimID: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	if jobs := claim(10); len(jobs) != 0 { // the queue's claims are small from now on
+		t.Fatalf("first claim: %d jobs, want none", len(jobs))
+	}
+	// Two jobs in one commit: one look hears both, one wake-up.
+	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
+		{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
+		{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	awaitWake(t, wakes, "q", "the listener's look")
+	if jobs := claim(1); len(jobs) != 1 {
+		t.Fatalf("claim after the look: %d jobs, want 1", len(jobs))
+	}
+	awaitWake(t, wakes, "q", "the holder's claim that took a job")
+}
