@@ -109,14 +109,6 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
-	if err == nil && small && len(jobs) > 0 && b.lookerHeld.Load() {
-		// While jobs come, the looker's holder claims again as soon as a
-		// small claim took some, rather than at its next look: the jobs
-		// that committed during this claim are taken by the next one
-		// without waiting for the look and its wake-up. The first claim
-		// that finds none ends it.
-		b.released.Publish(backend.Wake{Queue: p.Queue})
-	}
 	return jobs, err
 }
 

@@ -179,7 +179,6 @@ func (l *looker) hold(ctx context.Context, cursor int64) (bool, error) {
 		return false, fmt.Errorf("listen: hold the looker's lease: %w", err)
 	}
 	l.held.Store(n > 0)
-	l.b.lookerHeld.Store(n > 0)
 	l.renewedAt, l.renewedIdle = time.Now(), idle
 	return n > 0, nil
 }
@@ -217,7 +216,6 @@ func (l *looker) renew(ctx context.Context) {
 				if n, err := res.RowsAffected(); err == nil {
 					if n == 0 {
 						l.held.Store(false)
-						l.b.lookerHeld.Store(false)
 					}
 					l.renewedAt, l.renewedIdle = time.Now(), idle
 				}
@@ -235,7 +233,6 @@ func (l *looker) release(ctx context.Context) error {
 	if !l.held.Swap(false) {
 		return nil
 	}
-	l.b.lookerHeld.Store(false)
 	if _, err := l.b.db.ExecContext(ctx, l.b.sql.lookerRelease, l.cursor.Load(), l.key, l.name); err != nil {
 		return fmt.Errorf("listen: give the looker's lease up: %w", err)
 	}
@@ -247,7 +244,6 @@ func (l *looker) release(ctx context.Context) error {
 func (l *looker) drop() {
 	l.mu.Lock()
 	l.held.Store(false)
-	l.b.lookerHeld.Store(false)
 	l.mu.Unlock()
 }
 

@@ -195,9 +195,6 @@ type Backend struct {
 	// claimsProbedEmpty counts the small claims a probe answered
 	// (claim_due.sql found no due job), for the tests.
 	claimsProbedEmpty atomic.Int64
-	// lookerHeld: a Listen of this backend holds the looker's lease
-	// (looker.go), and so reads the new ids and claims for them.
-	lookerHeld atomic.Bool
 	// noteLast is the last note announced, written at noteAt.
 	noteMu   sync.Mutex
 	noteLast string
