@@ -298,7 +298,7 @@ func duePayloads(keys queueKeys) []string {
 	payloads := make([]string, 0, len(keys))
 	for q, w := range keys {
 		p := q + " " + strconv.Itoa(int(w.key.priority)) + " " + strconv.FormatInt(w.key.runAt.UnixMicro(), 10)
-		if !w.unlisted && len(w.ids) > 0 {
+		if len(w.ids) > 0 {
 			var b strings.Builder
 			b.WriteString(p)
 			for i, id := range w.ids {

@@ -41,12 +41,11 @@ const MaxWakeGap = time.Second
 type queueKeys map[string]wakeKey
 
 // wakeKey is one queue's part of a wake-up: the lowest claim key, and
-// the ids of every job announced, unless unlisted (a key noted without its
-// job's id, or more than maxNoticeIDs jobs).
+// the ids of every job announced, nil when not listed (a key noted without
+// its job's id, or more than maxNoticeIDs jobs).
 type wakeKey struct {
-	key      claimKey
-	ids      []int64
-	unlisted bool
+	key claimKey
+	ids []int64
 }
 
 // maxNoticeIDs bounds the ids a notification lists (PostgreSQL's payloads
@@ -58,7 +57,7 @@ const maxNoticeIDs = 64
 // note a key without an id (a release, a rescue, a workflow's step) may
 // announce several jobs under it.
 func (m *queueKeys) note(queue string, k claimKey) {
-	m.merge(queue, wakeKey{key: k, unlisted: true})
+	m.merge(queue, wakeKey{key: k})
 }
 
 // noteJob is note for one inserted job, listed by its id (k.id).
@@ -80,8 +79,7 @@ func (m *queueKeys) merge(queue string, w wakeKey) {
 	if w.key.less(cur.key) {
 		cur.key = w.key
 	}
-	cur.unlisted = cur.unlisted || w.unlisted || len(cur.ids)+len(w.ids) > maxNoticeIDs
-	if cur.unlisted {
+	if cur.ids == nil || w.ids == nil || len(cur.ids)+len(w.ids) > maxNoticeIDs {
 		cur.ids = nil
 	} else {
 		cur.ids = append(cur.ids[:len(cur.ids):len(cur.ids)], w.ids...)

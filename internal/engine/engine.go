@@ -142,11 +142,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		// than listenStartWait, the client starts anyway and polls meanwhile.
 		listening := make(chan struct{})
 		var once sync.Once
-		l := &listener{n: n, observer: e.cfg.Observer, logger: e.logger, wake: e.Wake, wakeAll: e.WakeAll, cancelled: func(id int64) {
+		l := &listener{n: n, observer: e.cfg.Observer, logger: e.logger, wake: e.wakeJobs, wakeAll: e.WakeAll, cancelled: func(id int64) {
 			if e.running.holds(id) {
 				e.beat.now()
 			}
-		}, wakeRouted: e.wakeRouted, wakeJobs: e.wakeJobs}
+		}, wakeRouted: e.wakeRouted}
 		queues := slices.Collect(maps.Keys(e.producers))
 		if wr, routes := e.be.(backend.WakeRouter); routes && wr.RoutesWakes() {
 			if l.router = newRouter(wr, e.cfg.ClientID, queues, e.logger); l.router != nil {
@@ -482,8 +482,8 @@ func (e *Engine) wakeRouted(queue string, hops int, jobs []int64) {
 	}
 }
 
-// wakeJobs wakes this process's producer of queue for a wake-up that
-// lists its jobs.
+// wakeJobs wakes this process's producer of queue for a wake-up listing
+// jobs (nil: not listed, a plain wake-up).
 func (e *Engine) wakeJobs(queue string, jobs []int64) {
 	if p, ok := e.producers[queue]; ok {
 		p.wakeJobs(jobs)

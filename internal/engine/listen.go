@@ -18,19 +18,18 @@ const listenStartWait = 5 * time.Second
 // job (the engine then beats at once, which finds the lease gone and
 // cancels the handler).
 type listener struct {
-	n         backend.Notifier
-	observer  *Observer
-	logger    *slog.Logger
-	wake      func(queue string)
+	n        backend.Notifier
+	observer *Observer
+	logger   *slog.Logger
+	// wake wakes the producer of a queue, for a wake-up listing jobs
+	// (backend.Wake.Jobs; nil: not listed).
+	wake      func(queue string, jobs []int64)
 	wakeAll   func()
 	cancelled func(id int64)
 	// router, when set, decides which routable wake-ups this process
 	// answers (route.go); wakeRouted wakes a producer for one it answers.
 	router     *router
 	wakeRouted func(queue string, hops int, jobs []int64)
-	// wakeJobs wakes a producer for a wake-up that lists its jobs
-	// (backend.Wake.Jobs).
-	wakeJobs func(queue string, jobs []int64)
 }
 
 // run listens until ctx ends, reconnecting with jittered backoff. settled is
@@ -65,10 +64,8 @@ func (l *listener) run(ctx context.Context, settled func()) {
 				if mine, _ := l.router.answers(w.Queue, w.Route, w.Window, time.Now()); mine {
 					l.wakeRouted(w.Queue, w.Hops, w.Jobs)
 				}
-			case w.Jobs != nil:
-				l.wakeJobs(w.Queue, w.Jobs)
 			default:
-				l.wake(w.Queue)
+				l.wake(w.Queue, w.Jobs)
 			}
 		})
 		settled()

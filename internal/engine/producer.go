@@ -306,11 +306,27 @@ func (t *takenIDs) has(id int64) bool {
 	return false
 }
 
-// notTaken keeps the ids of ids that rows do not hold.
-func notTaken(ids []int64, rows []*backend.JobRow) []int64 {
-	return slices.DeleteFunc(ids, func(id int64) bool {
-		return slices.ContainsFunc(rows, func(r *backend.JobRow) bool { return r.ID == id })
-	})
+// drop removes from ids, in place and in order, those the claims
+// remembered took. Past a few ids it looks them up in a set, in one pass
+// over the claims' jobs: wake-ups awaiting replies can list thousands of
+// jobs (maxNamed) and a backlog's claims take thousands, so a scan of
+// every claim for each id would cost their product on the producer's loop.
+func (t *takenIDs) drop(ids []int64) []int64 {
+	if len(ids) <= 8 {
+		return slices.DeleteFunc(ids, t.has)
+	}
+	held := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		held[id] = false
+	}
+	for _, c := range t.claims {
+		for _, id := range c {
+			if _, ok := held[id]; ok {
+				held[id] = true
+			}
+		}
+	}
+	return slices.DeleteFunc(ids, func(id int64) bool { return held[id] })
 }
 
 func (p *producer) wake() {
@@ -626,7 +642,7 @@ func (p *producer) run() {
 			failures = 0
 			taken.add(r.rows)
 			if len(awaiting) > 0 {
-				awaiting = notTaken(awaiting, r.rows)
+				awaiting = taken.drop(awaiting)
 			}
 			if relay > 0 {
 				if len(r.rows) == r.asked {
@@ -671,7 +687,7 @@ func (p *producer) run() {
 			relay = p.routed(relay, buffered, running)
 		case <-p.namedCh:
 			named = p.takeNamed(named[:0])
-			named = slices.DeleteFunc(named, taken.has)
+			named = taken.drop(named)
 			if len(named) == 0 {
 				// Every job listed was taken by this producer's own
 				// claims: nothing to claim, nothing to pass on.

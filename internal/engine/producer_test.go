@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -53,6 +54,40 @@ func TestBufferReusesItsArray(t *testing.T) {
 	for i, id := range popped {
 		if id != int64(i+1) {
 			t.Fatalf("pop %d gave job %d, want %d: claim order lost", i, id, i+1)
+		}
+	}
+}
+
+// TestTakenIDsDrop checks both of drop's ways, the scan for a few ids and
+// the set for many: it keeps exactly the ids no remembered claim took, in
+// order, and forgets claims past takenClaims.
+func TestTakenIDsDrop(t *testing.T) {
+	var taken takenIDs
+	rows := func(ids ...int64) []*backend.JobRow {
+		rs := make([]*backend.JobRow, len(ids))
+		for i, id := range ids {
+			rs[i] = &backend.JobRow{ID: id}
+		}
+		return rs
+	}
+	taken.add(rows(1, 2, 3)) // forgotten after takenClaims more claims
+	for i := range takenClaims {
+		taken.add(rows(int64(100+i), int64(200+i)))
+	}
+	for _, n := range []int{4, 20} { // below and above the scan's limit
+		var ids, want []int64
+		for i := range n {
+			if i%2 == 0 {
+				ids = append(ids, int64(100+i%takenClaims)) // taken
+			} else {
+				id := int64(1000 + i)
+				ids, want = append(ids, id), append(want, id)
+			}
+		}
+		ids = append(ids, 1, 2) // taken by a forgotten claim: kept
+		want = append(want, 1, 2)
+		if got := taken.drop(ids); !slices.Equal(got, want) {
+			t.Errorf("%d ids: drop kept %v, want %v", n, got, want)
 		}
 	}
 }
