@@ -381,3 +381,85 @@ func TestStopNamesJobsOfAProducerHeldUp(t *testing.T) {
 		}
 	}
 }
+
+// lostReply wraps a store whose first claim commits but reports a failure,
+// as a reply lost on the way would, and whose releases of claims wait until
+// release is closed (their context ignored): the claim's jobs stay leased
+// to the client, and the producer cannot release them in time.
+type lostReply struct {
+	backend.Backend
+	claims   atomic.Int32
+	lost     chan string // the lost claim's id
+	releases chan struct{}
+}
+
+func (l *lostReply) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := l.Backend.JobClaim(ctx, p)
+	if err == nil && l.claims.Add(1) == 1 {
+		l.lost <- p.ClaimID
+		return nil, errors.New("connection reset (the claim committed)")
+	}
+	return rows, err
+}
+
+func (l *lostReply) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	<-l.releases
+	return l.Backend.JobReleaseClaim(ctx, p)
+}
+
+// TestStopNamesLostClaims: a claim whose reply was lost (it committed)
+// leaves its jobs leased to the client; a stop that runs out of time
+// before their release is written names that claim, as not in flight,
+// with the most jobs it may hold, and the jobs stay leased under its id.
+func TestStopNamesLostClaims(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	store := &lostReply{Backend: mem, lost: make(chan string, 1), releases: make(chan struct{})}
+	released := false
+	defer func() {
+		if !released {
+			close(store.releases)
+		}
+	}()
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error { return nil }))
+	client := oneWorkerClient(t, store, ws, 0)
+	res, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id := <-store.lost
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = client.Stop(sctx)
+	var se *spool.StopTimeoutError
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v (%T), want a *StopTimeoutError matching context.DeadlineExceeded", err, err)
+	}
+	// The producer may have begun its retry, whose claim waits for the
+	// release: a claim in flight then, named too.
+	var found bool
+	for _, c := range se.Claims {
+		switch {
+		case c.ID == id:
+			found = true
+			// One worker, prefetching one: the first claim asked for two.
+			if c.InFlight || c.Max != 2 || c.Queue != spool.DefaultQueue {
+				t.Errorf("lost claim %+v, want not in flight, up to 2 jobs of %q", c, spool.DefaultQueue)
+			}
+		case !c.InFlight:
+			t.Errorf("claim %+v named as lost, want only %s", c, id)
+		}
+	}
+	if !found || len(se.Jobs) != 0 || len(se.Unwritten) != 0 {
+		t.Fatalf("stop = %v: stuck %+v, unwritten %v, claims %+v; want the lost claim %s named", err, se.Jobs, se.Unwritten, se.Claims, id)
+	}
+	if j, err := mem.JobGet(ctx, res.ID); err != nil || j.State != backend.StateRunning || j.LeasedBy != id {
+		t.Fatalf("after the stop: %+v %v, want the job running, leased by %s", j, err, id)
+	}
+	close(store.releases)
+	released = true
+}
