@@ -148,8 +148,10 @@ func (c *Client) Start(ctx context.Context) error {
 // Handlers still running then ignore their context: Stop records a retry for
 // each of their jobs and returns a *StopTimeoutError naming them, without
 // waiting for them. Outcomes it could not write by then are named in the
-// error too (StopTimeoutError.Unwritten): those jobs are rescued when their
-// leases end. A plain ctx error means every outcome was written.
+// error too (StopTimeoutError.Unwritten), and so are claims whose reply
+// never came (StopTimeoutError.Claims: their jobs are unknown): those jobs
+// are rescued when their leases end. A plain ctx error means every outcome
+// was written and no job stays leased to the client.
 func (c *Client) Stop(ctx context.Context) error { return c.stop(ctx, false) }
 
 // StopAndCancel stops hard: running jobs' contexts are cancelled at once (with
@@ -166,6 +168,9 @@ func (c *Client) stop(ctx context.Context, hard bool) error {
 		e := &StopTimeoutError{Err: g.Err, Unwritten: g.Unwritten}
 		for _, j := range g.Jobs {
 			e.Jobs = append(e.Jobs, StuckJob(j))
+		}
+		for _, c := range g.Claims {
+			e.Claims = append(e.Claims, StopClaim(c))
 		}
 		return e
 	case errors.Is(err, ErrNotStarted):

@@ -123,25 +123,55 @@ func Discard(err error) error {
 //     next attempt is unlikely to overlap the stuck handler) and returned
 //     without waiting; the handlers' goroutines run on until they return,
 //     and what they return then is not written.
-//   - Unwritten: jobs whose outcome (a handler's result, a buffered job's
-//     release, or the stop's retry of a stuck handler) was not written by
-//     the end of the grace, because the store was slow or unreachable. The
-//     stop gave up on the write, which may still have committed; if it did
-//     not, the job stays running under its lease, and rescue returns it
-//     when the lease ends, with its attempt counted and the error "lease
-//     expired".
+//   - Unwritten: jobs whose outcome (a handler's result, the release of a
+//     job claimed and not started, or the stop's retry of a stuck handler)
+//     was not written by the end of the grace, because the store was slow
+//     or unreachable, or the part of the client that held it (a queue's
+//     claimer, blocked on the store) did not finish in time. The stop gave
+//     up on the write, which may still have committed; if it did not, the
+//     job stays running under its lease, and rescue returns it when the
+//     lease ends, with its attempt counted (but for a job never started,
+//     whose attempt rescue gives back) and the error "lease expired".
+//   - Claims: claims of jobs whose reply the client never read, so that
+//     which jobs they took is unknown: a claim still in flight when the
+//     stop gave up (it may commit after Stop returns), or one whose reply
+//     was lost earlier and whose release the stop could not write. Each
+//     may hold up to Max jobs of its queue, leased to this client, which
+//     run again only when their leases end (or when the store's
+//     JobReleaseClaim releases them by the claim's ID).
 //
 // A stop that returns the context's error alone left nothing undone: every
-// outcome is written. StopTimeoutError matches the context's error
-// (context.DeadlineExceeded or context.Canceled) through errors.Is.
+// outcome is written, and no job stays leased to the client.
+// StopTimeoutError matches the context's error (context.DeadlineExceeded
+// or context.Canceled) through errors.Is.
 type StopTimeoutError struct {
 	// Jobs are the jobs whose handler was still running, by id.
 	Jobs []StuckJob
 	// Unwritten are the ids of the jobs whose outcome the stop gave up
 	// writing, in order.
 	Unwritten []int64
+	// Claims are the claims whose jobs the stop left leased to the client
+	// without knowing which they are, by queue and ID.
+	Claims []StopClaim
 	// Err is the stop context's error.
 	Err error
+}
+
+// StopClaim is a claim a stop gave up on before learning which jobs it
+// took (StopTimeoutError.Claims).
+type StopClaim struct {
+	Queue string
+	// ID is the claim's id, recorded as the lease holder of every job it
+	// took (JobRow.LeasedBy); backend.Backend.JobReleaseClaim releases
+	// them by it.
+	ID string
+	// Max is the most jobs the claim may hold: the number it asked for.
+	Max int
+	// InFlight: the claim's reply had not come when the stop gave up, and
+	// it may commit after Stop returned. Otherwise the claim had failed
+	// earlier with its reply lost (it may have committed), and its release
+	// was not written.
+	InFlight bool
 }
 
 // StuckJob is a job whose handler had not returned when a stop gave up.
@@ -170,6 +200,20 @@ func (e *StopTimeoutError) Error() string {
 	if len(e.Unwritten) > 0 {
 		fmt.Fprintf(&b, " the outcomes of %d job(s) not written before the stop's grace ended (rescued when their leases end unless the write committed):", len(e.Unwritten))
 		writeFirst(&b, len(e.Unwritten), func(i int) { fmt.Fprintf(&b, " job %d", e.Unwritten[i]) })
+		if len(e.Claims) > 0 {
+			b.WriteByte(';')
+		}
+	}
+	if len(e.Claims) > 0 {
+		fmt.Fprintf(&b, " %d claim(s) whose jobs are unknown, held until their leases end:", len(e.Claims))
+		writeFirst(&b, len(e.Claims), func(i int) {
+			c := e.Claims[i]
+			what := "reply lost, release not written"
+			if c.InFlight {
+				what = "in flight, its reply never came"
+			}
+			fmt.Fprintf(&b, " claim %s of queue %q (%s: up to %d job(s))", c.ID, c.Queue, what, c.Max)
+		})
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()

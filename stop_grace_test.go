@@ -3,6 +3,8 @@ package spool_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,27 +212,41 @@ type heldClaims struct {
 	backend.Backend
 	claims  atomic.Int32
 	holding chan struct{} // closed as the first held claim is sent
+	claimed chan struct{} // closed once that claim has returned
 	once    sync.Once
 	release chan struct{}
 }
 
 func (h *heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	if h.claims.Add(1) > 1 {
-		h.once.Do(func() { close(h.holding) })
+		first := false
+		h.once.Do(func() { close(h.holding); first = true })
 		<-h.release
+		if first {
+			rows, err := h.Backend.JobClaim(ctx, p)
+			close(h.claimed)
+			return rows, err
+		}
 	}
 	return h.Backend.JobClaim(ctx, p)
 }
 
-// TestStopOutOfTimeWithClaimInFlight: a stop whose producer is held past the
-// handlers' half of the grace by a claim in flight, with no handler stuck
-// and every outcome written, has nothing to name: it returns the context's
-// error alone, not an empty *StopTimeoutError.
+// TestStopOutOfTimeWithClaimInFlight: a stop whose producer is held past
+// the grace by a claim in flight, with no handler stuck and every outcome
+// written, names that claim (its queue, its id, the jobs it may hold): the
+// claim may commit after the stop returned, leasing jobs to a client that
+// is gone until their leases end. It once returned the bare context error,
+// which says that nothing stays leased.
 func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
 	ctx := context.Background()
 	mem := memory.New()
-	store := &heldClaims{Backend: mem, holding: make(chan struct{}), release: make(chan struct{})}
-	defer close(store.release)
+	store := &heldClaims{Backend: mem, holding: make(chan struct{}), claimed: make(chan struct{}), release: make(chan struct{})}
+	released := false
+	defer func() {
+		if !released {
+			close(store.release)
+		}
+	}()
 	started := make(chan struct{})
 	ws := spool.NewWorkers()
 	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error {
@@ -247,7 +263,8 @@ func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	if _, err := client.Insert(ctx, WelcomeEmail{To: "b@example.com"}, nil); err != nil {
+	b, err := client.Insert(ctx, WelcomeEmail{To: "b@example.com"}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	<-store.holding
@@ -255,10 +272,194 @@ func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
 	defer cancel()
 	err = client.Stop(sctx)
 	var se *spool.StopTimeoutError
-	if errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("stop = %v (%T), want the bare context.DeadlineExceeded", err, err)
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v (%T), want a *StopTimeoutError matching context.DeadlineExceeded", err, err)
+	}
+	// One worker, prefetching one: the claim sent while the first job ran
+	// asked for one job.
+	if len(se.Jobs) != 0 || len(se.Unwritten) != 0 || len(se.Claims) != 1 {
+		t.Fatalf("stop = %v: stuck %+v, unwritten %v, claims %+v; want the claim in flight alone", err, se.Jobs, se.Unwritten, se.Claims)
+	}
+	c := se.Claims[0]
+	if c.Queue != spool.DefaultQueue || c.Max != 1 || !c.InFlight || c.ID == "" {
+		t.Fatalf("claim %+v, want one in flight on queue %q for up to 1 job", c, spool.DefaultQueue)
+	}
+	for _, want := range []string{"1 claim(s) whose jobs are unknown", "claim " + c.ID + ` of queue "default" (in flight, its reply never came: up to 1 job(s))`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err.Error(), want)
+		}
 	}
 	if j, err := mem.JobGet(ctx, res.ID); err != nil || j.State != backend.StateRetryable || j.Attempt != 1 {
 		t.Fatalf("after the stop: %+v %v, want the job retryable, attempt 1", j, err)
 	}
+	// The claim commits after the stop returned: the job it takes is
+	// leased under the id the error named, to a client that is gone.
+	close(store.release)
+	released = true
+	<-store.claimed
+	if j, err := mem.JobGet(ctx, b.ID); err != nil || j.State != backend.StateRunning || j.LeasedBy != c.ID {
+		t.Fatalf("after the claim committed: %+v %v, want job %d running, leased by %s", j, err, b.ID, c.ID)
+	}
+}
+
+// blockedWrites wraps a store whose outcome writes hang until their context
+// ends, as on a store too slow to take them; writing is closed as the first
+// begins.
+type blockedWrites struct {
+	backend.Backend
+	writing chan struct{}
+	once    sync.Once
+}
+
+func (b *blockedWrites) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	b.once.Do(func() { close(b.writing) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestStopNamesJobsOfAProducerHeldUp: a stop whose outcome writes hang
+// fills the outcome writer's queue, so the producer, handing its buffered
+// jobs back, blocks and does not exit in time. The stop's error names every
+// job still leased to the client: the releases it gave up writing, the
+// releases the producer never handed over and the running job's outcome,
+// which the closed writer refused. It once named only the outcomes the
+// writer had taken.
+func TestStopNamesJobsOfAProducerHeldUp(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	store := &blockedWrites{Backend: mem, writing: make(chan struct{})}
+	started := make(chan struct{})
+	var once sync.Once
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	// One outcome a write and a queue of four: the writer takes five
+	// outcomes at most while its write hangs, fewer than the nine jobs'.
+	client, err := spool.NewClient(store, &spool.Config{
+		Workers:            ws,
+		Queues:             map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1, Prefetch: 8}},
+		CompletionBatchMax: 1,
+		Logger:             quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range 9 {
+		res, err := client.Insert(ctx, WelcomeEmail{To: fmt.Sprintf("%d@example.com", i)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	sctx, cancel := context.WithCancel(ctx)
+	go func() {
+		<-store.writing
+		cancel()
+	}()
+	err = client.StopAndCancel(sctx)
+	var se *spool.StopTimeoutError
+	if !errors.As(err, &se) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("stop = %v (%T), want a *StopTimeoutError matching context.Canceled", err, err)
+	}
+	// The running job's handler returns at once when cancelled; if the
+	// machine is so slow that it had not yet when the stop gave up, the
+	// stop names it stuck too, and its retry, whose write hangs, unwritten.
+	if len(se.Jobs) > 1 || len(se.Jobs) == 1 && se.Jobs[0].ID != ids[0] || len(se.Claims) != 0 || !slices.Equal(se.Unwritten, ids) {
+		t.Fatalf("stuck %+v, claims %+v, unwritten %v; want every job unwritten, %v", se.Jobs, se.Claims, se.Unwritten, ids)
+	}
+	for _, id := range ids {
+		if j, err := mem.JobGet(ctx, id); err != nil || j.State != backend.StateRunning {
+			t.Fatalf("job %d after the stop: %+v %v, want running (leased until rescue)", id, j, err)
+		}
+	}
+}
+
+// lostReply wraps a store whose first claim commits but reports a failure,
+// as a reply lost on the way would, and whose releases of claims wait until
+// release is closed (their context ignored): the claim's jobs stay leased
+// to the client, and the producer cannot release them in time.
+type lostReply struct {
+	backend.Backend
+	claims   atomic.Int32
+	lost     chan string // the lost claim's id
+	releases chan struct{}
+}
+
+func (l *lostReply) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := l.Backend.JobClaim(ctx, p)
+	if err == nil && l.claims.Add(1) == 1 {
+		l.lost <- p.ClaimID
+		return nil, errors.New("connection reset (the claim committed)")
+	}
+	return rows, err
+}
+
+func (l *lostReply) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	<-l.releases
+	return l.Backend.JobReleaseClaim(ctx, p)
+}
+
+// TestStopNamesLostClaims: a claim whose reply was lost (it committed)
+// leaves its jobs leased to the client; a stop that runs out of time
+// before their release is written names that claim, as not in flight,
+// with the most jobs it may hold, and the jobs stay leased under its id.
+func TestStopNamesLostClaims(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	store := &lostReply{Backend: mem, lost: make(chan string, 1), releases: make(chan struct{})}
+	released := false
+	defer func() {
+		if !released {
+			close(store.releases)
+		}
+	}()
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error { return nil }))
+	client := oneWorkerClient(t, store, ws, 0)
+	res, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id := <-store.lost
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = client.Stop(sctx)
+	var se *spool.StopTimeoutError
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v (%T), want a *StopTimeoutError matching context.DeadlineExceeded", err, err)
+	}
+	// The producer may have begun its retry, whose claim waits for the
+	// release: a claim in flight then, named too.
+	var found bool
+	for _, c := range se.Claims {
+		switch {
+		case c.ID == id:
+			found = true
+			// One worker, prefetching one: the first claim asked for two.
+			if c.InFlight || c.Max != 2 || c.Queue != spool.DefaultQueue {
+				t.Errorf("lost claim %+v, want not in flight, up to 2 jobs of %q", c, spool.DefaultQueue)
+			}
+		case !c.InFlight:
+			t.Errorf("claim %+v named as lost, want only %s", c, id)
+		}
+	}
+	if !found || len(se.Jobs) != 0 || len(se.Unwritten) != 0 {
+		t.Fatalf("stop = %v: stuck %+v, unwritten %v, claims %+v; want the lost claim %s named", err, se.Jobs, se.Unwritten, se.Claims, id)
+	}
+	if j, err := mem.JobGet(ctx, res.ID); err != nil || j.State != backend.StateRunning || j.LeasedBy != id {
+		t.Fatalf("after the stop: %+v %v, want the job running, leased by %s", j, err, id)
+	}
+	close(store.releases)
+	released = true
 }

@@ -67,6 +67,11 @@ type Harness struct {
 	// interfaces (a Notifier, a Waker) must stay visible, so the wrapper
 	// embeds the store's own type. ResumeWithClaimInFlight needs it.
 	HoldClaims func(be backend.Backend, gate *ClaimGate) backend.Backend
+	// Lock takes, from another session, a lock that be's claims, finishes,
+	// heartbeats and inserts wait behind (CallsHonourCancel); nil for a
+	// store where no session can hold up another's calls (one in memory,
+	// whose calls take its mutex for microseconds).
+	Lock func(t *testing.T, be backend.Backend) StoreLock
 	// Exceptions names the tests of guarantees the backend documents it
 	// does not give, each with the reason. They are skipped with that
 	// reason; a name that is no test fails the run. A backend whose
@@ -173,6 +178,7 @@ func Run(t *testing.T, h Harness) {
 		{"StopTimeoutEscalates", testStopTimeoutEscalates},
 		{"StopReturnsWithStuckHandler", testStopStuckHandler},
 		{"StopWithoutDeadlineHurriedByLaterStop", testStopHurried},
+		{"CallsHonourCancel", testCallsHonourCancel},
 		{"TimeoutOverrunRecorded", testTimeoutOverrun},
 		{"TimeoutOverrunWriteFails", testTimeoutOverrunWriteFails},
 		{"LeaderElection", testLeaderElection},

@@ -21,6 +21,11 @@ var claimSort = bson.D{{Key: "priority", Value: 1}, {Key: "run_at", Value: 1}, {
 // claims take one job. A pause is read just before: a claim already past
 // that read when the pause is written may still take jobs.
 func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	r, err := b.jobClaim(ctx, p)
+	return r, ctxError(ctx, err)
+}
+
+func (b *Backend) jobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	paused, err := b.paused(ctx, p.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -82,6 +87,11 @@ func held(l backend.LeaseRef) bson.D {
 
 // JobReleaseClaim implements backend.Backend.
 func (b *Backend) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	r, err := b.jobReleaseClaim(ctx, p)
+	return r, ctxError(ctx, err)
+}
+
+func (b *Backend) jobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
 	docs, err := b.findDocs(ctx, bson.D{{Key: "leased_by", Value: p.ClaimID}, {Key: "state", Value: string(backend.StateRunning)}}, nil)
 	if err != nil {
 		return 0, fmt.Errorf("release claim %q: %w", p.ClaimID, err)
@@ -137,6 +147,11 @@ func (b *Backend) findDocs(ctx context.Context, filter bson.D, opts *options.Fin
 // with its fence (a deleted job is gone), which tells, when the bulk write
 // matched fewer than it sent, which ones applied.
 func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	r, err := b.jobFinishMany(ctx, p)
+	return r, ctxError(ctx, err)
+}
+
+func (b *Backend) jobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
 	if err := noTx(p.Tx); err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
@@ -224,6 +239,11 @@ func docsByID[T any](b *Backend, ctx context.Context, items []T, id func(T) int6
 // are read again, and a lease whose job no longer runs under its fence is
 // lost.
 func (b *Backend) JobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
+	r, err := b.jobHeartbeatMany(ctx, p)
+	return r, ctxError(ctx, err)
+}
+
+func (b *Backend) jobHeartbeatMany(ctx context.Context, p *backend.JobHeartbeatManyParams) (*backend.JobHeartbeatManyResult, error) {
 	if len(p.Leases) == 0 {
 		return &backend.JobHeartbeatManyResult{}, nil
 	}

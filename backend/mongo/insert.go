@@ -15,6 +15,11 @@ import (
 // docs/mongo.md). A unique job is inserted alone: the unique partial index
 // refuses it while another job holds its key, and the holder is reported.
 func (b *Backend) JobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
+	r, err := b.jobInsertMany(ctx, p)
+	return r, ctxError(ctx, err)
+}
+
+func (b *Backend) jobInsertMany(ctx context.Context, p *backend.JobInsertManyParams) (*backend.JobInsertManyResult, error) {
 	if err := b.checkSchema(ctx); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

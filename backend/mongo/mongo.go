@@ -251,3 +251,18 @@ func noTx(tx backend.Tx) error {
 	}
 	return fmt.Errorf("%w: caller transactions (%w)", backend.ErrTxType, ErrNotSupported)
 }
+
+// ctxError makes err, from a call whose context ended, match the context's
+// error (errors.Is): lungo gives up waiting for its write token when the
+// context ends, but says "token acquisition timeout", so a caller could not
+// tell a cancelled call from a failed one (a stop's deadline, a claim's
+// timeout).
+func ctxError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", err, cerr)
+	}
+	return err
+}

@@ -43,6 +43,7 @@ func harness(strategy string) conformance.Harness {
 		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
 			return heldClaims{be.(*mysql.Backend), gate}
 		},
+		Lock: lockStore,
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*mysql.Backend).DB().BeginTx(context.Background(), nil)
 			if err != nil {

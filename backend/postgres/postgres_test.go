@@ -40,6 +40,7 @@ func harness(mode pgx.QueryExecMode) conformance.Harness {
 		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
 			return heldClaims{be.(*postgres.Backend), gate}
 		},
+		Lock: lockStore,
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*postgres.Backend).Pool().Begin(context.Background())
 			if err != nil {

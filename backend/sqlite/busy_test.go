@@ -107,3 +107,51 @@ func countRows(t *testing.T, be *sqlite.Backend) []*backend.JobRow {
 	}
 	return rows
 }
+
+// TestBusyWaitHonoursCancel: a writer waiting for a lock another connection
+// holds returns its context's error when the context is cancelled, the lock
+// still held, in both busy modes. The backoff mode once waited inside
+// SQLite's own handler, which sleeps through an interrupt: with
+// mattn/go-sqlite3 the call returned only when the lock was released.
+func TestBusyWaitHonoursCancel(t *testing.T) {
+	for _, mode := range []string{sqlite.BusyFair, sqlite.BusyBackoff} {
+		t.Run(mode, func(t *testing.T) {
+			holder := newBackend(t, nil)
+			waiter, err := sqlite.OpenPath(context.Background(), holder.Path(),
+				&sqlite.Options{Separate: true, Busy: mode, BusyTimeout: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer waiter.Close()
+			release := holdWriteLock(t, holder)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := waiter.JobInsertMany(ctx, oneJob())
+				done <- err
+			}()
+			guard := time.NewTimer(time.Minute) // fails instead of hanging; no measure
+			defer guard.Stop()
+			for sqlite.BusyWaits(waiter) == 0 {
+				select {
+				case err := <-done:
+					t.Fatalf("insert returned while the lock was held: %v", err)
+				case <-guard.C:
+					t.Fatal("the insert never found the lock held")
+				case <-time.After(time.Millisecond): // a look at the counter, not a synchronisation
+				}
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("cancelled insert: %v, want context.Canceled", err)
+				}
+			case <-guard.C:
+				release(false)
+				t.Fatalf("the cancelled insert waited for the lock: %v", <-done)
+			}
+			release(false)
+		})
+	}
+}

@@ -9,7 +9,7 @@ import (
 // poolSettings are the per-connection settings of one pool.
 type poolSettings struct {
 	immediate   bool   // BEGIN IMMEDIATE for every transaction (the writer)
-	busyMS      int    // busy_timeout; 0 leaves waiting to Spool's fair handler
+	busyMS      int    // busy_timeout; 0 leaves waiting to Spool (the writer: beginImmediate)
 	queryOnly   bool   // readers
 	synchronous string // SynchronousFull or SynchronousNormal
 }

@@ -58,9 +58,11 @@ const (
 	// BusyFair retries the write lock every millisecond until the timeout:
 	// waiters are served about in arrival order. The default.
 	BusyFair = "fair"
-	// BusyBackoff uses SQLite's built-in busy handler, whose sleeps grow
-	// from 1 ms to 100 ms: late arrivals can overtake early ones. For
-	// comparison (the lab's contention experiment, go run ./bench/lab contention).
+	// BusyBackoff retries after sleeps that grow from 1 ms to 100 ms, as
+	// SQLite's built-in busy handler's do (taken in Go, so that a
+	// cancelled context ends them): late arrivals can overtake early ones.
+	// For comparison (the lab's contention experiment, go run ./bench/lab
+	// contention).
 	BusyBackoff = "backoff"
 )
 

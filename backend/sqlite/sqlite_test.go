@@ -62,6 +62,7 @@ func harness() conformance.Harness {
 		HoldClaims: func(be backend.Backend, gate *conformance.ClaimGate) backend.Backend {
 			return heldClaims{be.(*sqlite.Backend), gate}
 		},
+		Lock: lockStore,
 		BeginTx: func(t *testing.T, be backend.Backend) conformance.Tx {
 			tx, err := be.(*sqlite.Backend).DB().BeginTx(context.Background(), nil)
 			if err != nil {

@@ -34,6 +34,11 @@ type store struct {
 	// blocked on a channel are served in arrival order, so writers of this
 	// process take the write lock first come, first served.
 	token chan struct{}
+	// busyWaits counts the attempts at the write lock that found it held
+	// by another connection (the fair handler's; SQLite's own handler
+	// waits inside BEGIN, uncounted): tests wait on it for a writer to be
+	// waiting.
+	busyWaits atomic.Int64
 	// returnIDs counts the plain-completion calls still to apply their
 	// chunks by the statements returning ids (completes.run) since a
 	// counted one fell short.
@@ -295,11 +300,9 @@ func openStore(ctx context.Context, abs string, o *Options) (st *store, err erro
 		}
 	}()
 
-	busyMS := 0 // fair: Spool retries BEGIN IMMEDIATE itself (writeTx)
-	if o.Busy == BusyBackoff {
-		busyMS = int(o.BusyTimeout / time.Millisecond)
-	}
-	writer, err := openPool(abs, poolSettings{immediate: true, busyMS: busyMS, synchronous: o.Synchronous})
+	// Spool retries BEGIN IMMEDIATE itself, in either busy mode (writeTx),
+	// so that a cancelled context ends the wait.
+	writer, err := openPool(abs, poolSettings{immediate: true, synchronous: o.Synchronous})
 	if err != nil {
 		return nil, classifyOpenError(abs, err)
 	}

@@ -95,19 +95,19 @@ func (st *store) noteHold(acquired time.Time) {
 
 // beginImmediate begins a transaction on the writer pool (the driver issues
 // BEGIN IMMEDIATE), waiting for other processes' write locks as the store's
-// busy mode says. It returns when it got the lock. With the fair handler,
-// every busy attempt is recorded as a possible stall (noteBusy).
+// busy mode says: every millisecond (fair), or after sleeps that grow as
+// SQLite's own handler's do (backoff). It returns when it got the lock.
+// With the fair handler, every busy attempt is recorded as a possible stall
+// (noteBusy).
+//
+// Both modes wait here, in Go, between attempts, so that a cancelled
+// context ends the wait: SQLite's built-in handler (busy_timeout) sleeps
+// inside the C call, and with mattn/go-sqlite3 a call cancelled while it
+// waited there returned only when the lock was released or its busy
+// timeout ended (sqlite3_interrupt does not cut the handler's sleeps).
 func (st *store) beginImmediate(ctx context.Context) (*sql.Tx, time.Time, error) {
-	if st.busy == BusyBackoff {
-		// SQLite's own handler waits inside BEGIN, up to busy_timeout.
-		tx, err := st.writer.BeginTx(ctx, nil)
-		if err != nil {
-			return nil, time.Time{}, wrapBusy(err, st.busyTimeout)
-		}
-		return tx, time.Now(), nil
-	}
 	start := time.Now()
-	for {
+	for attempt := 0; ; attempt++ {
 		tx, err := st.writer.BeginTx(ctx, nil)
 		if err == nil {
 			return tx, time.Now(), nil
@@ -115,15 +115,33 @@ func (st *store) beginImmediate(ctx context.Context) (*sql.Tx, time.Time, error)
 		if !isBusy(err) {
 			return nil, time.Time{}, fmt.Errorf("begin: %w", err)
 		}
+		st.busyWaits.Add(1)
 		now := time.Now()
-		st.noteBusy(ctx, now)
-		if now.Sub(start) >= st.busyTimeout {
+		wait := fairRetryInterval
+		if st.busy == BusyBackoff {
+			wait = backoffDelay(attempt)
+		} else {
+			st.noteBusy(ctx, now)
+		}
+		left := st.busyTimeout - now.Sub(start)
+		if left <= 0 {
 			return nil, time.Time{}, wrapBusy(err, st.busyTimeout)
 		}
-		if err := sleepCtx(ctx, fairRetryInterval); err != nil {
+		if err := sleepCtx(ctx, min(wait, left)); err != nil {
 			return nil, time.Time{}, err
 		}
 	}
+}
+
+// backoffDelays are the sleeps of SQLite's built-in busy handler
+// (sqliteDefaultBusyCallback), in order; past the last, it sleeps as long
+// as the last.
+var backoffDelays = [...]time.Duration{1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100}
+
+// backoffDelay is the sleep after the attempt-th busy attempt (from 0) of
+// the backoff mode.
+func backoffDelay(attempt int) time.Duration {
+	return backoffDelays[min(attempt, len(backoffDelays)-1)] * time.Millisecond
 }
 
 // wrapBusy wraps a busy error with ErrBusy and the timeout that ran out.

@@ -186,9 +186,13 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 type GaveUpError struct {
 	Jobs []StuckJob // by id
 	// Unwritten are the jobs, by id, whose outcome (or the stop's retry of
-	// a stuck handler) the stop gave up writing.
+	// a stuck handler, or the release of a job claimed and not started)
+	// the stop gave up writing.
 	Unwritten []int64
-	Err       error // the stop context's error
+	// Claims are the claims whose jobs the stop left leased to this
+	// client without knowing which they are, by queue and id.
+	Claims []ClaimLeft
+	Err    error // the stop context's error
 }
 
 // addUnwritten adds ids to Unwritten, keeping it sorted and without
@@ -209,8 +213,8 @@ type StuckJob struct {
 
 // Error implements error.
 func (e *GaveUpError) Error() string {
-	return fmt.Sprintf("stop gave up on %d job(s) whose handler ignores its context and %d outcome(s) not yet written: %v",
-		len(e.Jobs), len(e.Unwritten), e.Err)
+	return fmt.Sprintf("stop gave up on %d job(s) whose handler ignores its context, %d outcome(s) not yet written and %d claim(s) whose jobs are unknown: %v",
+		len(e.Jobs), len(e.Unwritten), len(e.Claims), e.Err)
 }
 
 // Unwrap returns the stop context's error.

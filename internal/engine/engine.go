@@ -362,6 +362,20 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 		}
 		gaveUp.addUnwritten(unwritten)
 	}
+	// So are the jobs no write accounted for: outcomes and releases the
+	// closed writer refused, claimed jobs a producer that did not exit in
+	// time still held, and claims whose jobs the stop never learnt (one in
+	// flight may commit after the stop returns). Every one of them stays
+	// leased to this client until its lease ends.
+	if ctxErr != nil {
+		if g := e.leftBehind(ctxErr); g != nil {
+			if gaveUp == nil {
+				gaveUp = &GaveUpError{Err: ctxErr}
+			}
+			gaveUp.addUnwritten(g.Unwritten)
+			gaveUp.Claims = g.Claims
+		}
+	}
 	e.servicesCancel()
 	e.services.Wait()
 	e.running.stopAll(ErrClientStopping)
@@ -430,7 +444,7 @@ func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) *GaveUpError
 		select {
 		case <-p.exited:
 		case <-exitBy.C:
-			e.logger.Warn("spool: a producer did not exit after the stop gave up; its buffered jobs are rescued when their leases end", "queue", p.queue)
+			e.logger.Warn("spool: a producer did not exit after the stop gave up; the jobs it holds are named in the stop's error and rescued when their leases end", "queue", p.queue)
 		}
 	}
 	now := time.Now()
@@ -439,13 +453,36 @@ func (e *Engine) giveUpOnHandlers(ctxErr error, graceEnd time.Time) *GaveUpError
 	}
 	slices.SortFunc(g.Jobs, func(a, b StuckJob) int { return cmp.Compare(a.ID, b.ID) })
 	// A producer can miss the handlers' half of the grace with no handler
-	// stuck, held by a claim in flight (the producer logs it): then there
-	// is nothing to name, and the stop's error is the context's alone.
+	// stuck, held by a claim in flight: the stop names that claim once the
+	// outcomes are written (leftBehind), not here.
 	if len(g.Jobs) == 0 && len(g.Unwritten) == 0 {
 		return nil
 	}
 	e.logger.Warn("spool: stop gave up on jobs whose handler ignores its context; their goroutines run on until the handlers return",
 		"jobs", len(g.Jobs), "error", g.Error())
+	return g
+}
+
+// leftBehind collects, for a stop out of time whose outcome writer is done,
+// the jobs still leased to this client that no write accounted for and the
+// claims whose jobs it does not know (see Stop); nil when there are none.
+func (e *Engine) leftBehind(ctxErr error) *GaveUpError {
+	g := &GaveUpError{Err: ctxErr}
+	ids := e.running.unsettled()
+	for _, p := range e.producers {
+		jobs, claims := p.leftBehind()
+		ids = append(ids, jobs...)
+		g.Claims = append(g.Claims, claims...)
+	}
+	if len(ids) == 0 && len(g.Claims) == 0 {
+		return nil
+	}
+	g.addUnwritten(ids)
+	slices.SortFunc(g.Claims, func(a, b ClaimLeft) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.ID, b.ID))
+	})
+	e.logger.Warn("spool: stop gave up on jobs still leased to this client; rescue returns them when their leases end",
+		"jobs", len(g.Unwritten), "claims", len(g.Claims))
 	return g
 }
 

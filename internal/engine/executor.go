@@ -158,7 +158,7 @@ func (x *executor) run(j bufferedJob, began time.Time) {
 // handIn hands a run's outcome to the writer.
 func (x *executor) handIn(row *backend.JobRow, finish backend.JobFinish, run *runInfo, rejectExpected bool) {
 	if !x.out.addRunOf(row, finish, run, rejectExpected) {
-		x.logger.Warn("spool: a job's handler returned after the client's stop gave up waiting for it; its outcome was not written (the stop recorded a retry for the job)",
+		x.logger.Warn("spool: a job's handler returned after the client's stop gave up; its outcome was not written (the stop recorded a retry for the job, or names it in its error)",
 			"job_id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "outcome", finish.Outcome)
 	}
 }

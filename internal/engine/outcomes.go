@@ -117,8 +117,9 @@ type runInfo struct {
 
 // add queues an outcome; it blocks when the queue is full, which holds the
 // job's worker slot and so slows claiming to the rate outcomes are written.
-func (m *outcomeWriter) add(f backend.JobFinish) {
-	m.addRun(f, "", nil, false)
+// It reports false, dropping the outcome, as addRun.
+func (m *outcomeWriter) add(f backend.JobFinish) bool {
+	return m.addRun(f, "", nil, false)
 }
 
 // addRun queues an outcome of a job of queue; run describes the handler's

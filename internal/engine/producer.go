@@ -43,7 +43,7 @@ type producer struct {
 	// down to lowWater: run may start or claim more.
 	freedCh chan struct{}
 
-	// mu guards buffer and running.
+	// mu guards buffer and running, and the ledger below.
 	mu sync.Mutex
 	// buffer holds the claimed jobs not yet started, in claim order.
 	buffer []bufferedJob
@@ -55,6 +55,19 @@ type producer struct {
 	// running counts the queue's job goroutines: jobs started and not yet
 	// finished, at most maxWorkers.
 	running int
+	// The ledger of what the producer may hold in the store that no other
+	// part of the engine knows of, beside the buffer: the claims in flight
+	// (by seq), the failed claims whose release is not yet confirmed
+	// (their reply was lost: their jobs may be leased to this client
+	// unseen), and the jobs taken out of the buffer to be handed back
+	// whose release the outcome writer has not yet taken. A job leaves the
+	// buffer for handingBack, and a claim id moves between claimsOut and
+	// lost, under mu in one step, so that a stop that gives up on the
+	// producer (leftBehind), exited or not, can name every job whose lease
+	// only its end will free.
+	claimsOut   map[uint64]fetchReq
+	lost        []claimRef
+	handingBack map[backend.LeaseRef]struct{}
 	// maxWait is how long after its claim was sent a job may still start:
 	// half its lease. Past that it goes back unstarted rather than run on a
 	// lease about to end, or already ended and taken by rescue (a process
@@ -147,15 +160,23 @@ type fetchResult struct {
 	// they were sent.
 	seq uint64
 	err error
-	// unreleased are claim ids still to release (failed claims whose jobs
+	// unreleased are the claims still to release (failed claims whose jobs
 	// may be leased to us unseen), including this fetch's if it failed.
-	unreleased []string
+	unreleased []claimRef
 	// held: the queue's flow rules held back jobs that may be ready;
 	// retryIn, when positive, is when a rate-held key may start again.
 	held    bool
 	retryIn time.Duration
 	// more: a flow-controlled claim says jobs it may take remain.
 	more bool
+}
+
+// claimRef is a claim sent to the store: its id, recorded as the lease
+// holder of the jobs it took (JobRow.LeasedBy), and the most jobs it asked
+// for.
+type claimRef struct {
+	id  string
+	max int
 }
 
 type bufferedJob struct {
@@ -188,6 +209,52 @@ func newProducer(env *producerEnv, queue string, q Queue) *producer {
 		stopCh:      make(chan struct{}),
 		exited:      make(chan struct{}),
 		claimsOver:  make(chan struct{}),
+		claimsOut:   map[uint64]fetchReq{},
+		handingBack: map[backend.LeaseRef]struct{}{},
+	}
+}
+
+// ClaimLeft is a claim whose jobs a stop that gave up left behind without
+// knowing which they are (see GaveUpError.Claims).
+type ClaimLeft struct {
+	Queue    string
+	ID       string // recorded as the lease holder of its jobs (JobRow.LeasedBy)
+	Max      int    // the most jobs it may hold
+	InFlight bool   // its reply had not come; otherwise its reply was lost earlier and its release not confirmed
+}
+
+// leftBehind returns what the producer may still hold in the store that
+// no write of the stop accounts for: the ids of the jobs claimed and not
+// handed back (buffered, or whose release the outcome writer never took),
+// and the claims whose jobs it does not know. Called by a stop that gave
+// up, whether the producer exited or not: each job and claim is in one
+// place of the ledger at any moment (see claimsOut).
+func (p *producer) leftBehind() (jobs []int64, claims []ClaimLeft) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, j := range p.buffer {
+		jobs = append(jobs, j.row.ID)
+	}
+	for l := range p.handingBack {
+		jobs = append(jobs, l.ID)
+	}
+	for _, r := range p.claimsOut {
+		claims = append(claims, ClaimLeft{Queue: p.queue, ID: r.claim.id, Max: r.claim.max, InFlight: true})
+		for _, c := range r.lostClaims {
+			claims = append(claims, ClaimLeft{Queue: p.queue, ID: c.id, Max: c.max})
+		}
+	}
+	for _, c := range p.lost {
+		claims = append(claims, ClaimLeft{Queue: p.queue, ID: c.id, Max: c.max})
+	}
+	return jobs, claims
+}
+
+// toHandBackLocked records that jobs, just taken out of the buffer (or
+// out of run's hands), are to be handed back unstarted. mu is held.
+func (p *producer) toHandBackLocked(jobs ...bufferedJob) {
+	for _, j := range jobs {
+		p.handingBack[j.row.Lease()] = struct{}{}
 	}
 }
 
@@ -442,8 +509,6 @@ func (p *producer) run() {
 		retryAt         time.Time
 		fetchCh         = make(chan fetchResult, maxClaimsOut)
 		stopCh          = p.stopCh
-		// lostClaims are ids of failed claims to release before claiming again.
-		lostClaims []string
 		// relay, when above 0, is the hops of the pass-on due if the next
 		// claim comes back full: a routed wake-up made it, and more jobs
 		// than it took may wait for the other processes.
@@ -497,6 +562,7 @@ func (p *producer) run() {
 				j := p.pop()
 				if !p.startable(j, now) {
 					late = append(late, j)
+					p.toHandBackLocked(j)
 					continue
 				}
 				p.running++
@@ -533,10 +599,11 @@ func (p *producer) run() {
 			}
 			p.mu.Lock()
 		}
-		buffered, running := len(p.buffer), p.running
+		buffered, running, lost := len(p.buffer), p.running, len(p.lost)
 		var unstarted []bufferedJob
 		if stopping {
 			unstarted, p.buffer, p.bufferArray = p.buffer, nil, nil
+			p.toHandBackLocked(unstarted...)
 		}
 		p.mu.Unlock()
 		if stopping {
@@ -547,18 +614,19 @@ func (p *producer) run() {
 			if gaveUp {
 				// The stop is out of time: no waiting for stuck handlers, a
 				// claim in flight or the release of lost claims; leases
-				// left behind end and rescue returns their jobs.
-				if inflight > 0 || len(lostClaims) > 0 {
+				// left behind end and rescue returns their jobs. The
+				// stop names them from the ledger (leftBehind).
+				if inflight > 0 || lost > 0 {
 					p.logger.Warn("spool: stop gave up with claims unreleased; their jobs are rescued when their leases end",
-						"queue", p.queue, "claims_in_flight", inflight, "unreleased_claims", len(lostClaims))
+						"queue", p.queue, "claims_in_flight", inflight, "unreleased_claims", lost)
 				}
 				return
 			}
 			if running == 0 && inflight == 0 {
-				p.releaseClaims(lostClaims)
+				p.releaseClaims()
 				return
 			}
-		} else if more && buffered <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, len(lostClaims)) {
+		} else if more && buffered <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, lost) {
 			if n := p.maxWorkers + p.prefetch - running - buffered - inflightAsked; n > 0 {
 				switch {
 				case inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+buffered < p.maxWorkers:
@@ -596,8 +664,14 @@ func (p *producer) run() {
 				awaiting = awaiting[:0]
 				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
 				sent++
-				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh})
-				lostClaims = nil // the fetch releases them, or hands them back
+				r := fetchReq{n: n, forWorkers: forWorkers, seq: sent, out: fetchCh,
+					claim: claimRef{id: fmt.Sprintf("%s#%d", p.cfg.ClientID, p.claimSeq.Add(1)), max: n}}
+				p.mu.Lock()
+				// The fetch releases the lost claims, or hands them back.
+				r.lostClaims, p.lost = p.lost, nil
+				p.claimsOut[sent] = r
+				p.mu.Unlock()
+				p.claim(r)
 			}
 		}
 
@@ -623,7 +697,10 @@ func (p *producer) run() {
 		case <-p.freedCh:
 		case r := <-fetchCh:
 			inflight, inflightAsked = inflight-1, inflightAsked-r.asked
-			lostClaims = append(lostClaims, r.unreleased...)
+			p.mu.Lock()
+			delete(p.claimsOut, r.seq)
+			p.lost = append(p.lost, r.unreleased...)
+			p.mu.Unlock()
 			if r.err != nil {
 				failures++
 				delay := jitter(min(time.Duration(1<<min(failures, 10))*50*time.Millisecond, maxRetryBackoff))
@@ -722,6 +799,7 @@ func (p *producer) run() {
 			p.mu.Lock()
 			buffer := p.buffer
 			p.buffer, p.bufferArray = nil, nil
+			p.toHandBackLocked(buffer...)
 			p.mu.Unlock()
 			if len(buffer) > 0 {
 				p.logger.Info("spool: queue paused; prefetched jobs handed back unstarted", "queue", p.queue, "jobs", len(buffer))
@@ -786,8 +864,9 @@ func (p *producer) mayClaim(inflight int, wokeWhileFetching bool, lostClaims int
 // fetchReq is a claim for fetch to send.
 type fetchReq struct {
 	n, forWorkers int
-	lostClaims    []string
-	seq           uint64 // the claim's place in the order claims were sent
+	claim         claimRef   // the claim's id and n
+	lostClaims    []claimRef // released first
+	seq           uint64     // the claim's place in the order claims were sent
 	out           chan<- fetchResult
 }
 
@@ -835,12 +914,12 @@ func (p *producer) fetch(r fetchReq) {
 		out <- fetchResult{asked: n, seq: seq, err: fmt.Errorf("release the jobs of an earlier claim whose reply was lost: %w", err), unreleased: unreleased}
 		return
 	}
-	claimID := fmt.Sprintf("%s#%d", p.cfg.ClientID, p.claimSeq.Add(1))
+	claimID := r.claim.id
 	sentAt := time.Now()
 	if p.flow != nil {
 		res, err := p.claimFlow(ctx, forWorkers, n-forWorkers, claimID)
 		if err != nil {
-			unreleased = []string{claimID}
+			unreleased = []claimRef{r.claim}
 		}
 		p.cfg.Observer.claimed(p.queue, len(res.Jobs), time.Since(sentAt), err)
 		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
@@ -853,7 +932,7 @@ func (p *producer) fetch(r fetchReq) {
 		ClaimID: claimID,
 	})
 	if err != nil {
-		unreleased = []string{claimID}
+		unreleased = []claimRef{r.claim}
 	}
 	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
 	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
@@ -890,30 +969,38 @@ func (p *producer) claimFlow(ctx context.Context, want, extra int, claimID strin
 	return res, nil
 }
 
-// releaseClaimsCtx releases the jobs of failed claims and returns the ids it
+// releaseClaimsCtx releases the jobs of failed claims and returns those it
 // could not release, with the error that stopped it.
-func (p *producer) releaseClaimsCtx(ctx context.Context, ids []string) ([]string, error) {
-	for i, id := range ids {
-		n, err := p.be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: id})
+func (p *producer) releaseClaimsCtx(ctx context.Context, claims []claimRef) ([]claimRef, error) {
+	for i, c := range claims {
+		n, err := p.be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: c.id})
 		if err != nil {
-			return ids[i:], err
+			return claims[i:], err
 		}
 		if n > 0 {
-			p.logger.Info("spool: released the jobs of a claim whose reply was lost", "queue", p.queue, "claim", id, "jobs", n)
+			p.logger.Info("spool: released the jobs of a claim whose reply was lost", "queue", p.queue, "claim", c.id, "jobs", n)
 		}
 	}
 	return nil, nil
 }
 
-// releaseClaims is the last try at releasing failed claims, on exit; what it
-// cannot release comes back by rescue when the leases end.
-func (p *producer) releaseClaims(ids []string) {
-	if len(ids) == 0 {
+// releaseClaims is the last try at releasing failed claims (the ledger's
+// lost ones), on exit; what it cannot release comes back by rescue when
+// the leases end, and stays in the ledger for a stop that gives up to name.
+func (p *producer) releaseClaims() {
+	p.mu.Lock()
+	lost := slices.Clone(p.lost)
+	p.mu.Unlock()
+	if len(lost) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if left, err := p.releaseClaimsCtx(ctx, ids); err != nil {
+	left, err := p.releaseClaimsCtx(ctx, lost)
+	p.mu.Lock()
+	p.lost = left
+	p.mu.Unlock()
+	if err != nil {
 		p.logger.Warn("spool: could not release the jobs of claims whose reply was lost; rescue will return them when their leases end",
 			"queue", p.queue, "claims", len(left), "error", err)
 	}
@@ -940,6 +1027,7 @@ func (p *producer) releaseStale() (left bool) {
 	clear(p.buffer[len(keep):])
 	p.buffer = keep
 	left = len(keep) > 0
+	p.toHandBackLocked(stale...)
 	p.mu.Unlock()
 	if len(stale) > 0 {
 		p.releaseLate(stale)
@@ -1051,14 +1139,29 @@ func (p *producer) releaseLate(jobs []bufferedJob) {
 	// announce a release (MySQL's wake-ups read new jobs only), which left
 	// them to the next poll.
 	for _, j := range jobs {
-		p.out.addRun(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease}, p.queue, nil, true)
+		l := j.row.Lease()
+		p.handedBack(l, p.out.addRun(backend.JobFinish{Lease: l, Outcome: backend.OutcomeRelease}, p.queue, nil, true))
 	}
 }
 
 // release hands unstarted jobs back to the queue at once, their attempt given
-// back.
+// back. The caller recorded them in the ledger (toHandBackLocked).
 func (p *producer) release(jobs []bufferedJob) {
 	for _, j := range jobs {
-		p.out.add(backend.JobFinish{Lease: j.row.Lease(), Outcome: backend.OutcomeRelease})
+		l := j.row.Lease()
+		p.handedBack(l, p.out.add(backend.JobFinish{Lease: l, Outcome: backend.OutcomeRelease}))
 	}
+}
+
+// handedBack takes the job under l out of the ledger once the outcome
+// writer took its release (queued): from then on the writer writes it or
+// names it (outcomeWriter.abandoned). A release the writer refused (a stop
+// gave up) stays in the ledger, for the stop to name.
+func (p *producer) handedBack(l backend.LeaseRef, queued bool) {
+	if !queued {
+		return
+	}
+	p.mu.Lock()
+	delete(p.handingBack, l)
+	p.mu.Unlock()
 }

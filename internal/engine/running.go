@@ -303,6 +303,25 @@ func (r *runningJobs) stuck() (all []runningJob, notYetAbandoned []runningJob) {
 	return all, notYetAbandoned
 }
 
+// unsettled returns the ids of the jobs still held whose outcome the
+// outcome writer neither wrote nor gave up: after it is done, those are the
+// handlers' outcomes and gathered jobs' releases it refused once closed (a
+// stop gave up). A handler still running is not one: the stop names it as
+// stuck (abandoned, its retry written by the stop or named unwritten), as
+// is one that returned after the stop gave up on it; a job completed in its
+// handler's transaction has its outcome there.
+func (r *runningJobs) unsettled() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []int64
+	for l, j := range r.jobs {
+		if j.gathered || j.handlerDone && !j.abandoned && !j.completedInTx {
+			ids = append(ids, l.ID)
+		}
+	}
+	return ids
+}
+
 // remove forgets jobs whose outcome was written (or given up on). A job is
 // matched by its whole lease: the same id may be held again under a newer one.
 func (r *runningJobs) remove(leases []backend.LeaseRef) {
