@@ -20,14 +20,15 @@ var mariaStatusCounters = []string{
 	"Handler_read_key", "Handler_read_next", "Innodb_rows_read", "Innodb_rows_updated",
 	"Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_deadlocks",
 	"Innodb_log_writes", "Innodb_os_log_fsyncs", "Innodb_data_fsyncs", "Created_tmp_tables",
-	"Innodb_buffer_pool_read_requests",
+	"Innodb_buffer_pool_read_requests", "Handler_update", "Handler_write", "Handler_delete", "Bytes_received", "Bytes_sent",
 }
 
 // mariaPurgeMetrics are the INNODB_METRICS counters of the purge that lab
 // hosts --statements enables on its own server and reports beside the
 // status counters: how many delete-marked index entries the purge removed
 // (a claim's and a completion's old entries) and how often it ran.
-var mariaPurgeMetrics = []string{"purge_del_mark_records", "purge_upd_exist_or_extern_records", "purge_invoked", "purge_undo_log_pages"}
+var mariaPurgeMetrics = []string{"purge_del_mark_records", "purge_upd_exist_or_extern_records", "purge_invoked", "purge_undo_log_pages",
+	"lock_rec_lock_requests", "lock_rec_lock_created", "trx_rw_commits", "trx_ro_commits", "trx_nl_ro_commits", "trx_rollbacks"}
 
 // mariaStatus reads MariaDB's global status before and after a phase.
 type mariaStatus struct {
@@ -98,6 +99,14 @@ func openMariaStatus(ctx context.Context, url string) (*mariaStatus, error) {
 	}
 	// The bench's own server: its purge counters are off by default.
 	if _, err := my.DB().ExecContext(ctx, "SET GLOBAL innodb_monitor_enable = 'module_purge'"); err != nil {
+		_ = be.Close()
+		return nil, fmt.Errorf("enable the purge counters: %w", err)
+	}
+	if _, err := my.DB().ExecContext(ctx, "SET GLOBAL innodb_monitor_enable = 'module_lock'"); err != nil {
+		_ = be.Close()
+		return nil, fmt.Errorf("enable the purge counters: %w", err)
+	}
+	if _, err := my.DB().ExecContext(ctx, "SET GLOBAL innodb_monitor_enable = 'module_trx'"); err != nil {
 		_ = be.Close()
 		return nil, fmt.Errorf("enable the purge counters: %w", err)
 	}
