@@ -43,7 +43,7 @@ type producer struct {
 	// down to lowWater: run may start or claim more.
 	freedCh chan struct{}
 
-	// mu guards buffer and running.
+	// mu guards buffer, running and asked.
 	mu sync.Mutex
 	// buffer holds the claimed jobs not yet started, in claim order.
 	buffer []bufferedJob
@@ -55,6 +55,11 @@ type producer struct {
 	// running counts the queue's job goroutines: jobs started and not yet
 	// finished, at most maxWorkers.
 	running int
+	// asked counts the jobs the claims out may take: what each asked for
+	// when sent, and what each took on when its turn came (grow). With
+	// running and the buffer they never exceed maxWorkers plus prefetch;
+	// a claim's part is given back when its reply's jobs join the buffer.
+	asked int
 	// maxWait is how long after its claim was sent a job may still start:
 	// half its lease. Past that it goes back unstarted rather than run on a
 	// lease about to end, or already ended and taken by rescue (a process
@@ -414,12 +419,10 @@ func (p *producer) run() {
 	}()
 	cfg := p.cfg
 	var (
-		// inflight counts the claims out, at most maxClaimsOut;
-		// inflightAsked the jobs they asked for, which count against the
-		// queue's bound until their replies arrive.
-		inflight      int
-		inflightAsked int
-		more          = true // the database may have jobs for us
+		// inflight counts the claims out, at most maxClaimsOut (the
+		// jobs they may take are p.asked).
+		inflight int
+		more     = true // the database may have jobs for us
 		// wokeWhileFetching records a wake-up (or poll) that arrived
 		// after the last claim was sent, while claims were out: another
 		// claim may go out at once (mayClaim).
@@ -559,13 +562,21 @@ func (p *producer) run() {
 				return
 			}
 		} else if more && buffered <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, len(lostClaims)) {
-			if n := p.maxWorkers + p.prefetch - running - buffered - inflightAsked; n > 0 {
+			// The ask is reserved as it is decided: a claim out may take
+			// on the room left meanwhile (grow).
+			p.mu.Lock()
+			n := p.maxWorkers + p.prefetch - running - buffered - p.asked
+			if n > 0 {
 				switch {
 				case inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+buffered < p.maxWorkers:
 					n -= min((maxClaimsOut-1)*secondClaimReserve, n/2)
 				case inflight > 0 && inflight < maxClaimsOut-1:
 					n = min(n, secondClaimReserve)
 				}
+				p.asked += n
+			}
+			p.mu.Unlock()
+			if n > 0 {
 				// The part for free workers; the rest is prefetch, which a
 				// flow-controlled claim treats apart.
 				forWorkers := max(0, p.maxWorkers-running-buffered)
@@ -594,7 +605,7 @@ func (p *producer) run() {
 				default:
 				}
 				awaiting = awaiting[:0]
-				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
+				inflight, wokeWhileFetching = inflight+1, false
 				sent++
 				p.claim(fetchReq{n: n, forWorkers: forWorkers, lostClaims: lostClaims, seq: sent, out: fetchCh})
 				lostClaims = nil // the fetch releases them, or hands them back
@@ -622,9 +633,12 @@ func (p *producer) run() {
 			stopping, gaveUp = true, true
 		case <-p.freedCh:
 		case r := <-fetchCh:
-			inflight, inflightAsked = inflight-1, inflightAsked-r.asked
+			inflight--
 			lostClaims = append(lostClaims, r.unreleased...)
 			if r.err != nil {
+				p.mu.Lock()
+				p.asked -= r.asked
+				p.mu.Unlock()
 				failures++
 				delay := jitter(min(time.Duration(1<<min(failures, 10))*50*time.Millisecond, maxRetryBackoff))
 				retryAt = time.Now().Add(delay)
@@ -675,6 +689,7 @@ func (p *producer) run() {
 			}
 			replyAt := time.Now()
 			p.mu.Lock()
+			p.asked -= r.asked
 			p.pushLocked(r.rows, r.sentAt, replyAt)
 			p.mu.Unlock()
 		case <-retryC:
@@ -846,17 +861,45 @@ func (p *producer) fetch(r fetchReq) {
 		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
 		return
 	}
+	grown := 0
 	rows, err := p.be.JobClaim(ctx, &backend.JobClaimParams{
 		Queue:   p.queue,
 		Max:     n,
 		Lease:   p.cfg.LeaseDuration,
 		ClaimID: claimID,
+		More: func() int {
+			if grown == 0 {
+				grown = p.grow()
+			}
+			return grown
+		},
 	})
 	if err != nil {
 		unreleased = []string{claimID}
 	}
 	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
-	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
+	out <- fetchResult{rows: rows, asked: n + grown, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
+}
+
+// grow reserves for a claim whose turn has come the room its queue has
+// now beyond what the claims out asked for: the jobs its workers finished
+// while the claim waited. Where a store makes a queue's claims wait their
+// turn (MariaDB's claim lock), a claim sized when it was sent is sized by
+// the jobs the process had finished by then; with several processes
+// draining a backlog each waits for the others' claims, and sized so, its
+// claims took half the jobs a lone process's did, at twice the claims per
+// job, each a transaction with its own durable commit.
+func (p *producer) grow() int {
+	select {
+	case <-p.stopCh:
+		return 0 // stopping: what the claim takes goes back unstarted
+	default:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := max(0, p.maxWorkers+p.prefetch-p.running-len(p.buffer)-p.asked)
+	p.asked += n
+	return n
 }
 
 // claimFlow claims up to n jobs of a flow-controlled queue: the controller
