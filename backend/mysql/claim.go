@@ -133,11 +133,10 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 //
 // Holding the lock, the claim also takes the room its caller made while
 // it waited (JobClaimParams.More): with several processes draining a
-// backlog, each claim waits for the others', and one sized when it was
-// sent took half the jobs a lone process's claim did. Each claim costs
-// the server more than its rows (a transaction, a durable commit, and a
-// read of the queue's head over the entries the claims before it left
-// for the purge), so the server's CPU per job grew with the processes.
+// backlog each claim waits for the others', and one sized only when it
+// was sent would leave that room to another claim. A claim costs the
+// server more than its rows (a transaction, a durable commit, a read of
+// the queue's head), so fewer and larger claims cost it less a job.
 func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	n := p.Max
 	if b.claimLock {

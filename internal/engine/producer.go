@@ -884,11 +884,12 @@ func (p *producer) fetch(r fetchReq) {
 // grow reserves for a claim whose turn has come the room its queue has
 // now beyond what the claims out asked for: the jobs its workers finished
 // while the claim waited. Where a store makes a queue's claims wait their
-// turn (MariaDB's claim lock), a claim sized when it was sent is sized by
-// the jobs the process had finished by then; with several processes
-// draining a backlog each waits for the others' claims, and sized so, its
-// claims took half the jobs a lone process's did, at twice the claims per
-// job, each a transaction with its own durable commit.
+// turn (MariaDB's claim lock), a claim sized only when it was sent leaves
+// that room to the next claim: with several processes draining a backlog,
+// each waiting for the others' claims, more and smaller claims, each a
+// transaction with its own durable commit and its own read of the
+// queue's head. The bound holds: running, buffered and asked jobs never
+// exceed maxWorkers plus prefetch.
 func (p *producer) grow() int {
 	select {
 	case <-p.stopCh:
