@@ -289,6 +289,13 @@ type JobClaimParams struct {
 	// makes it unique per claim call ("<client id>#<n>"), so that the jobs of
 	// a claim whose reply was lost can be released by JobReleaseClaim.
 	ClaimID string
+	// More, when set, may be called by a store whose claims of a queue
+	// wait their turn (MariaDB's claim lock), once the turn has come and
+	// before the claim reads the queue: it returns how many jobs the claim
+	// may take beyond Max, the room its caller made while the claim
+	// waited, which the caller counts as asked from then on. Once a call
+	// has returned more than zero, later calls return the same number.
+	More func() int
 }
 
 // JobReleaseClaimParams returns to the queue the jobs still running under

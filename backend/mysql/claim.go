@@ -88,6 +88,18 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 			}
 		}
 	}
+	// asked is what the claim asked for, with what it took on under the
+	// lock: a claim that took all of it says nothing of the backlog.
+	asked := p.Max
+	if more := p.More; more != nil {
+		q := *p
+		q.More = func() int {
+			n := more()
+			asked = q.Max + n
+			return n
+		}
+		p = &q
+	}
 	var jobs []*backend.JobRow
 	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
 		if !small {
@@ -101,12 +113,12 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// Full: a backlog may have come; the rest under the lock. The
 		// rows claimed above are running now, so the second read does
 		// not return them again.
-		rest, err := b.claimIn(ctx, tx, &backend.JobClaimParams{Queue: p.Queue, Max: p.Max - n, Lease: p.Lease, ClaimID: p.ClaimID})
+		rest, err := b.claimIn(ctx, tx, &backend.JobClaimParams{Queue: p.Queue, Max: p.Max - n, Lease: p.Lease, ClaimID: p.ClaimID, More: p.More})
 		jobs = append(jobs, rest...)
 		return err
 	})
 	if err == nil && b.claimLock {
-		b.small.Claimed(p.Queue, len(jobs), p.Max)
+		b.small.Claimed(p.Queue, len(jobs), asked)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
 	return jobs, err
@@ -118,13 +130,24 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 // rows another holds (SKIP LOCKED checks every one against InnoDB's lock
 // table), which made the server's CPU per job grow with the number of
 // processes claiming.
+//
+// Holding the lock, the claim also takes the room its caller made while
+// it waited (JobClaimParams.More): with several processes draining a
+// backlog each claim waits for the others', and one sized only when it
+// was sent would leave that room to another claim. A claim costs the
+// server more than its rows (a transaction, a durable commit, a read of
+// the queue's head), so fewer and larger claims cost it less a job.
 func (b *Backend) claimIn(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	n := p.Max
 	if b.claimLock {
 		if _, err := tx.ExecContext(ctx, b.sql.claimLock, p.Queue); err != nil {
 			return nil, err
 		}
+		if p.More != nil {
+			n += max(0, p.More())
+		}
 	}
-	return b.claimRows(ctx, tx, p, p.Max)
+	return b.claimRows(ctx, tx, p, n)
 }
 
 // claimRows locks up to n due pending rows of p's queue in transaction tx

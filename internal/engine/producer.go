@@ -43,7 +43,7 @@ type producer struct {
 	// down to lowWater: run may start or claim more.
 	freedCh chan struct{}
 
-	// mu guards buffer and running, and the ledger below.
+	// mu guards buffer, running and asked, and the ledger below.
 	mu sync.Mutex
 	// buffer holds the claimed jobs not yet started, in claim order.
 	buffer []bufferedJob
@@ -68,6 +68,11 @@ type producer struct {
 	claimsOut   map[uint64]fetchReq
 	lost        []claimRef
 	handingBack map[backend.LeaseRef]struct{}
+	// asked counts the jobs the claims out may take: what each asked for
+	// when sent, and what each took on when its turn came (grow). With
+	// running and the buffer they never exceed maxWorkers plus prefetch;
+	// a claim's part is given back when its reply's jobs join the buffer.
+	asked int
 	// maxWait is how long after its claim was sent a job may still start:
 	// half its lease. Past that it goes back unstarted rather than run on a
 	// lease about to end, or already ended and taken by rescue (a process
@@ -481,12 +486,10 @@ func (p *producer) run() {
 	}()
 	cfg := p.cfg
 	var (
-		// inflight counts the claims out, at most maxClaimsOut;
-		// inflightAsked the jobs they asked for, which count against the
-		// queue's bound until their replies arrive.
-		inflight      int
-		inflightAsked int
-		more          = true // the database may have jobs for us
+		// inflight counts the claims out, at most maxClaimsOut (the
+		// jobs they may take are p.asked).
+		inflight int
+		more     = true // the database may have jobs for us
 		// wokeWhileFetching records a wake-up (or poll) that arrived
 		// after the last claim was sent, while claims were out: another
 		// claim may go out at once (mayClaim).
@@ -627,13 +630,21 @@ func (p *producer) run() {
 				return
 			}
 		} else if more && buffered <= p.lowWater && !time.Now().Before(retryAt) && p.mayClaim(inflight, wokeWhileFetching, lost) {
-			if n := p.maxWorkers + p.prefetch - running - buffered - inflightAsked; n > 0 {
+			// The ask is reserved as it is decided: a claim out may take
+			// on the room left meanwhile (grow).
+			p.mu.Lock()
+			n := p.maxWorkers + p.prefetch - running - buffered - p.asked
+			if n > 0 {
 				switch {
 				case inflight == 0 && p.flow == nil && n > 2*secondClaimReserve && running+buffered < p.maxWorkers:
 					n -= min((maxClaimsOut-1)*secondClaimReserve, n/2)
 				case inflight > 0 && inflight < maxClaimsOut-1:
 					n = min(n, secondClaimReserve)
 				}
+				p.asked += n
+			}
+			p.mu.Unlock()
+			if n > 0 {
 				// The part for free workers; the rest is prefetch, which a
 				// flow-controlled claim treats apart.
 				forWorkers := max(0, p.maxWorkers-running-buffered)
@@ -662,7 +673,7 @@ func (p *producer) run() {
 				default:
 				}
 				awaiting = awaiting[:0]
-				inflight, inflightAsked, wokeWhileFetching = inflight+1, inflightAsked+n, false
+				inflight, wokeWhileFetching = inflight+1, false
 				sent++
 				r := fetchReq{n: n, forWorkers: forWorkers, seq: sent, out: fetchCh,
 					claim: claimRef{id: fmt.Sprintf("%s#%d", p.cfg.ClientID, p.claimSeq.Add(1)), max: n}}
@@ -696,12 +707,15 @@ func (p *producer) run() {
 			stopping, gaveUp = true, true
 		case <-p.freedCh:
 		case r := <-fetchCh:
-			inflight, inflightAsked = inflight-1, inflightAsked-r.asked
+			inflight--
 			p.mu.Lock()
 			delete(p.claimsOut, r.seq)
 			p.lost = append(p.lost, r.unreleased...)
 			p.mu.Unlock()
 			if r.err != nil {
+				p.mu.Lock()
+				p.asked -= r.asked
+				p.mu.Unlock()
 				failures++
 				delay := jitter(min(time.Duration(1<<min(failures, 10))*50*time.Millisecond, maxRetryBackoff))
 				retryAt = time.Now().Add(delay)
@@ -752,6 +766,7 @@ func (p *producer) run() {
 			}
 			replyAt := time.Now()
 			p.mu.Lock()
+			p.asked -= r.asked
 			p.pushLocked(r.rows, r.sentAt, replyAt)
 			p.mu.Unlock()
 		case <-retryC:
@@ -925,17 +940,52 @@ func (p *producer) fetch(r fetchReq) {
 		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
 		return
 	}
+	grown := 0
 	rows, err := p.be.JobClaim(ctx, &backend.JobClaimParams{
 		Queue:   p.queue,
 		Max:     n,
 		Lease:   p.cfg.LeaseDuration,
 		ClaimID: claimID,
+		More: func() int {
+			if grown == 0 {
+				grown = p.grow(seq)
+			}
+			return grown
+		},
 	})
+	r.claim.max += grown
 	if err != nil {
 		unreleased = []claimRef{r.claim}
 	}
 	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
-	out <- fetchResult{rows: rows, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
+	out <- fetchResult{rows: rows, asked: n + grown, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
+}
+
+// grow reserves for a claim whose turn has come the room its queue has
+// now beyond what the claims out asked for: the jobs its workers finished
+// while the claim waited. Where a store makes a queue's claims wait their
+// turn (MariaDB's claim lock), a claim sized only when it was sent leaves
+// that room to the next claim: with several processes draining a backlog,
+// each waiting for the others' claims, more and smaller claims, each a
+// transaction with its own durable commit and its own read of the
+// queue's head. The bound holds: running, buffered and asked jobs never
+// exceed maxWorkers plus prefetch. The ledger's record of the claim (seq)
+// grows with it, so that a stop that gives up on it names what it may hold.
+func (p *producer) grow(seq uint64) int {
+	select {
+	case <-p.stopCh:
+		return 0 // stopping: what the claim takes goes back unstarted
+	default:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := max(0, p.maxWorkers+p.prefetch-p.running-len(p.buffer)-p.asked)
+	p.asked += n
+	if r, ok := p.claimsOut[seq]; ok {
+		r.claim.max += n
+		p.claimsOut[seq] = r
+	}
+	return n
 }
 
 // claimFlow claims up to n jobs of a flow-controlled queue: the controller

@@ -20,14 +20,17 @@ var mariaStatusCounters = []string{
 	"Handler_read_key", "Handler_read_next", "Innodb_rows_read", "Innodb_rows_updated",
 	"Innodb_row_lock_waits", "Innodb_row_lock_time", "Innodb_deadlocks",
 	"Innodb_log_writes", "Innodb_os_log_fsyncs", "Innodb_data_fsyncs", "Created_tmp_tables",
-	"Innodb_buffer_pool_read_requests",
+	"Innodb_buffer_pool_read_requests", "Handler_update", "Handler_write", "Handler_delete", "Bytes_received", "Bytes_sent",
 }
 
-// mariaPurgeMetrics are the INNODB_METRICS counters of the purge that lab
-// hosts --statements enables on its own server and reports beside the
-// status counters: how many delete-marked index entries the purge removed
-// (a claim's and a completion's old entries) and how often it ran.
-var mariaPurgeMetrics = []string{"purge_del_mark_records", "purge_upd_exist_or_extern_records", "purge_invoked", "purge_undo_log_pages"}
+// mariaPurgeMetrics are the INNODB_METRICS counters that lab hosts
+// --statements enables on its own server and reports beside the status
+// counters: how many delete-marked index entries the purge removed (a
+// claim's and a completion's old entries) and how often it ran; the
+// record locks asked for and the lock structures created (one a page and
+// transaction, unless locks conflict); commits by kind.
+var mariaPurgeMetrics = []string{"purge_del_mark_records", "purge_upd_exist_or_extern_records", "purge_invoked", "purge_undo_log_pages",
+	"lock_rec_lock_requests", "lock_rec_lock_created", "trx_rw_commits", "trx_ro_commits", "trx_nl_ro_commits", "trx_rollbacks"}
 
 // mariaStatus reads MariaDB's global status before and after a phase.
 type mariaStatus struct {
@@ -100,6 +103,12 @@ func openMariaStatus(ctx context.Context, url string) (*mariaStatus, error) {
 	if _, err := my.DB().ExecContext(ctx, "SET GLOBAL innodb_monitor_enable = 'module_purge'"); err != nil {
 		_ = be.Close()
 		return nil, fmt.Errorf("enable the purge counters: %w", err)
+	}
+	for _, module := range []string{"module_lock", "module_trx"} {
+		if _, err := my.DB().ExecContext(ctx, "SET GLOBAL innodb_monitor_enable = '"+module+"'"); err != nil {
+			_ = be.Close()
+			return nil, fmt.Errorf("enable the %s counters: %w", module, err)
+		}
 	}
 	return &mariaStatus{be: be}, nil
 }
