@@ -307,11 +307,15 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 		}
 	}
 	if serverCPUs != "" {
-		// Backends forked later inherit the postmaster's affinity.
-		if err := pinTree(ctx, e.server.PID(), serverCPUs); err != nil {
+		// This process first, then the server: a server that runs as
+		// this process's child (mariadbd does) is one of the children
+		// pinTree pins with it, and pinned in the other order it ran on
+		// the workers' CPU, beside them, with the server's CPU idle.
+		if err := pinTree(ctx, os.Getpid(), workerCPUs); err != nil {
 			return nil, err
 		}
-		if err := pinTree(ctx, os.Getpid(), workerCPUs); err != nil {
+		// Backends forked later inherit the postmaster's affinity.
+		if err := pinTree(ctx, e.server.PID(), serverCPUs); err != nil {
 			return nil, err
 		}
 		e.serverCPUs = 1
