@@ -67,26 +67,12 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// (a wake-up that arrived meanwhile) then reads after that one's
 		// commit, and finds the jobs committed since rather than nothing,
 		// the rows the first holds being skipped.
-		release, waited, err := b.small.turn(ctx, p.Queue)
+		release, err := b.small.turn(ctx, p.Queue)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		// A claim that waited for its turn was sent while another was
-		// out, for jobs that came meanwhile: it walks the head, and so
-		// takes every job committed by now, listed yet or not.
-		var ids []int64
-		skip := false
-		if waited {
-			b.listed.headBegins(p.Queue)
-		} else {
-			ids, skip = b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
-		}
-		if skip {
-			b.claimsListedTaken.Add(1)
-			return nil, nil
-		}
-		if ids != nil {
+		if ids := b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax)); ids != nil {
 			return b.claimListedTx(ctx, p, ids)
 		}
 		if b.small.wasEmpty(p.Queue) {
@@ -132,7 +118,6 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	}
 	if err == nil {
 		b.listed.headDone(p.Queue, upTo, jobs, p.Max)
-		b.listed.took(p.Queue, jobs)
 	}
 	return jobs, err
 }
@@ -147,7 +132,6 @@ func (b *Backend) claimListedTx(ctx context.Context, p *backend.JobClaimParams, 
 		return err
 	})
 	if err == nil {
-		b.listed.took(p.Queue, jobs)
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
@@ -237,8 +221,8 @@ func (s *smallClaims) setEmpty(queue string, empty bool) {
 }
 
 // turn waits for the queue's turn among this process's small claims, and
-// returns the function that ends it, and whether it had to wait.
-func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), waited bool, err error) {
+// returns the function that ends it.
+func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
 	v, ok := s.turns.Load(queue)
 	if !ok {
 		v, _ = s.turns.LoadOrStore(queue, make(chan struct{}, 1))
@@ -246,14 +230,9 @@ func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), w
 	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, false, nil
-	default:
-	}
-	select {
-	case ch <- struct{}{}:
-		return func() { <-ch }, true, nil
+		return func() { <-ch }, nil
 	case <-ctx.Done():
-		return nil, true, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
