@@ -31,7 +31,6 @@ type queries struct {
 	wakeNote, wakeNotesNew, wakeNotesPrune   string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate, claimDue       string
-	claimSelectIDs                           string
 	claimLock                                string
 	window, optimisticUpdate, optimisticWon  string
 	lockForFinish, complete, deleteDone      string
@@ -121,7 +120,6 @@ func buildQueries(db string) (queries, error) {
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim_select":            &q.claimSelect,
-		"claim_select_ids":        &q.claimSelectIDs,
 		"flow_lock":               &q.flowLock,
 		"flow_lock_shared":        &q.flowLockShared,
 		"flow_lock_stripe":        &q.flowLockStripe,
