@@ -72,6 +72,9 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 			return nil, err
 		}
 		defer release()
+		if ids := b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax)); ids != nil {
+			return b.claimListedTx(ctx, p, ids)
+		}
 		if b.small.wasEmpty(p.Queue) {
 			// The last claim found nothing: most likely a poll of an
 			// idle queue, so a plain read first, one round trip where
@@ -88,7 +91,11 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 			}
 		}
 	}
+	if !small {
+		b.listed.headBegins(p.Queue)
+	}
 	var jobs []*backend.JobRow
+	upTo := b.listed.maxListed(p.Queue)
 	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
 		if !small {
 			jobs, err = b.claimIn(ctx, tx, p)
@@ -106,6 +113,25 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		return err
 	})
 	if err == nil && b.claimLock {
+		b.small.Claimed(p.Queue, len(jobs), p.Max)
+		b.small.setEmpty(p.Queue, len(jobs) == 0)
+	}
+	if err == nil {
+		b.listed.headDone(p.Queue, upTo, jobs, p.Max)
+	}
+	return jobs, err
+}
+
+// claimListedTx is a small claim of the listed jobs ids of p's queue
+// (listed.go), in a transaction of its own.
+func (b *Backend) claimListedTx(ctx context.Context, p *backend.JobClaimParams, ids []int64) ([]*backend.JobRow, error) {
+	b.claimsListed.Add(1)
+	var jobs []*backend.JobRow
+	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
+		jobs, err = b.claimListed(ctx, tx, p, ids)
+		return err
+	})
+	if err == nil {
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
@@ -134,6 +160,12 @@ func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaim
 	if err != nil {
 		return nil, err
 	}
+	return b.claimLocked(ctx, tx, p, rows)
+}
+
+// claimLocked claims, in transaction tx, the rows a claim's SELECT … FOR
+// UPDATE returns, and returns them with the claim applied.
+func (b *Backend) claimLocked(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, rows *sql.Rows) ([]*backend.JobRow, error) {
 	jobs, now, err := collectHeads(rows)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
