@@ -67,12 +67,26 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// (a wake-up that arrived meanwhile) then reads after that one's
 		// commit, and finds the jobs committed since rather than nothing,
 		// the rows the first holds being skipped.
-		release, err := b.small.turn(ctx, p.Queue)
+		release, waited, err := b.small.turn(ctx, p.Queue)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		if ids := b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax)); ids != nil {
+		// A claim that waited for its turn was sent while another was
+		// out, for jobs that came meanwhile: it walks the head, and so
+		// takes every job committed by now, listed yet or not.
+		var ids []int64
+		skip := false
+		if waited {
+			b.listed.headBegins(p.Queue)
+		} else {
+			ids, skip = b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
+		}
+		if skip {
+			b.claimsListedTaken.Add(1)
+			return nil, nil
+		}
+		if ids != nil {
 			return b.claimListedTx(ctx, p, ids)
 		}
 		if b.small.wasEmpty(p.Queue) {
@@ -118,6 +132,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	}
 	if err == nil {
 		b.listed.headDone(p.Queue, upTo, jobs, p.Max)
+		b.listed.took(p.Queue, jobs)
 	}
 	return jobs, err
 }
@@ -132,6 +147,7 @@ func (b *Backend) claimListedTx(ctx context.Context, p *backend.JobClaimParams, 
 		return err
 	})
 	if err == nil {
+		b.listed.took(p.Queue, jobs)
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
@@ -221,8 +237,8 @@ func (s *smallClaims) setEmpty(queue string, empty bool) {
 }
 
 // turn waits for the queue's turn among this process's small claims, and
-// returns the function that ends it.
-func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
+// returns the function that ends it, and whether it had to wait.
+func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), waited bool, err error) {
 	v, ok := s.turns.Load(queue)
 	if !ok {
 		v, _ = s.turns.LoadOrStore(queue, make(chan struct{}, 1))
@@ -230,9 +246,14 @@ func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
 	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+		return func() { <-ch }, false, nil
+	default:
+	}
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, true, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	}
 }
 

@@ -71,12 +71,20 @@ func newListedJobs(wake func(queue string)) *listedJobs {
 
 type listedQueue struct {
 	ids []int64
-	// headAt is when the queue's last head claim began; listedSince
-	// whether a listed claim began after it. armed: a recheck is armed.
-	headAt      time.Time
-	listedSince bool
-	armed       bool
+	// taken holds the ids of the jobs the queue's last claims in this
+	// backend took, at most takenMax: Listen may read a job after a
+	// claim took it, committed before that claim's read.
+	taken []int64
+	// headAt is when the queue's last head claim began, claimAt its
+	// last claim of either kind; listedSince whether a listed claim
+	// began after headAt. armed: a recheck is armed.
+	headAt, claimAt time.Time
+	listedSince     bool
+	armed           bool
 }
+
+// takenMax bounds the ids a queue's taken keeps.
+const takenMax = 256
 
 // queue returns the state of a queue, made on first use. mu is held.
 func (l *listedJobs) queue(name string) *listedQueue {
@@ -104,27 +112,52 @@ func (l *listedJobs) add(queue string, ids []int64) {
 }
 
 // forClaim decides a small claim of up to n jobs of a queue, beginning
-// now: it returns the ids to claim by primary key, forgotten from the
-// list, or nil for a head claim.
-func (l *listedJobs) forClaim(queue string, n int) []int64 {
+// now. It returns the ids to claim by primary key, forgotten from the
+// list; or none for a head claim; or none and skip when every id listed
+// was taken by this backend's own claims, so that the claim need not be
+// sent (a head claim comes within the bound, listedRecheck).
+func (l *listedJobs) forClaim(queue string, n int) (ids []int64, skip bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queue(queue)
-	if len(q.ids) > 0 && len(q.ids) <= n && now.Sub(q.headAt) < l.every {
-		ids := slices.Clone(q.ids)
+	fresh := now.Sub(q.headAt) < l.every
+	if listed := len(q.ids) > 0; listed && fresh {
+		q.ids = slices.DeleteFunc(q.ids, func(id int64) bool { return slices.Contains(q.taken, id) })
+		if len(q.ids) == 0 {
+			return nil, true
+		}
+	}
+	if len(q.ids) > 0 && len(q.ids) <= n && fresh {
+		ids = slices.Clone(q.ids)
 		q.ids = q.ids[:0]
 		slices.Sort(ids)
 		ids = slices.Compact(ids) // several Listen calls of this backend list the same ids
-		q.listedSince = true
+		q.listedSince, q.claimAt = true, now
 		if !q.armed {
 			q.armed = true
-			l.after(q.headAt.Add(l.every).Sub(now), func() { l.recheck(queue) })
+			l.after(l.every, func() { l.recheck(queue) })
 		}
-		return ids
+		return ids, false
 	}
-	q.headAt, q.listedSince = now, false
-	return nil
+	q.headAt, q.claimAt, q.listedSince = now, now, false
+	return nil, false
+}
+
+// took records the jobs a claim of a queue took.
+func (l *listedJobs) took(queue string, jobs []*backend.JobRow) {
+	if len(jobs) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queue(queue)
+	if drop := len(q.taken) + len(jobs) - takenMax; drop > 0 {
+		q.taken = slices.Delete(q.taken, 0, min(drop, len(q.taken)))
+	}
+	for _, j := range jobs[max(0, len(jobs)-takenMax):] {
+		q.taken = append(q.taken, j.ID)
+	}
 }
 
 // headBegins records that a head claim of a queue begins: one that is
@@ -134,7 +167,7 @@ func (l *listedJobs) headBegins(queue string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queue(queue)
-	q.headAt, q.listedSince = now, false
+	q.headAt, q.claimAt, q.listedSince = now, now, false
 }
 
 // headDone records a head claim of a queue that began when its list
@@ -174,9 +207,11 @@ func (l *listedJobs) maxListed(queue string) int64 {
 }
 
 // recheck wakes a queue whose listed claims began after its last head
-// claim, once that is l.every old: its next claim is a head claim,
-// for the jobs no list names. Without it, a burst's last listed claims
-// would leave those to the next poll.
+// claim, once its last claim is l.every old: its next claim is a head
+// claim, for the jobs no list names. Without it, a burst's last listed
+// claims would leave those to the next poll. While claims keep coming,
+// the first after the bound is a head claim (forClaim), and no wake-up
+// is needed.
 func (l *listedJobs) recheck(queue string) {
 	now := l.now()
 	l.mu.Lock()
@@ -186,7 +221,7 @@ func (l *listedJobs) recheck(queue string) {
 		l.mu.Unlock()
 		return
 	}
-	if wait := q.headAt.Add(l.every).Sub(now); wait > 0 {
+	if wait := q.claimAt.Add(l.every).Sub(now); wait > 0 {
 		q.armed = true
 		l.after(wait, func() { l.recheck(queue) })
 		l.mu.Unlock()

@@ -196,9 +196,12 @@ type Backend struct {
 	// (claim_due.sql found no due job), for the tests.
 	claimsProbedEmpty atomic.Int64
 	// listed holds the ids of new jobs Listen read, for the claims of
-	// listed jobs (listed.go); claimsListed counts those claims.
-	listed       *listedJobs
-	claimsListed atomic.Int64
+	// listed jobs (listed.go); claimsListed counts those claims, and
+	// claimsListedTaken the claims not sent because this backend's own
+	// claims had taken every job listed.
+	listed            *listedJobs
+	claimsListed      atomic.Int64
+	claimsListedTaken atomic.Int64
 	// noteLast is the last note announced, written at noteAt.
 	noteMu   sync.Mutex
 	noteLast string
