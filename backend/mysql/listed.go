@@ -23,19 +23,25 @@ import (
 //
 //   - the queue's listed ids are at most the claim's ask, so that the
 //     SELECT's LIMIT never leaves a row it locked unreturned;
+//   - the claim did not wait for the queue's turn (claimPessimistic): one
+//     that did was sent while another was out, for jobs that came
+//     meanwhile, and a head claim takes every job committed by then,
+//     listed yet or not;
 //   - the queue's last head claim (one that walks the index) began less
 //     than listedHeadEvery ago. Jobs no list names wait for a head claim:
 //     a job whose insert committed after a higher id was read
 //     (AUTO_INCREMENT values can commit out of order), a job released or
-//     rescued, a job that came due. So the head is claimed at least every
-//     listedHeadEvery while listed claims replace head claims, and a
-//     listed claim arms a wake-up of its queue for that moment in case no
-//     claim comes by itself (listedRecheck).
+//     rescued, a job that came due. So while claims keep coming, the
+//     first after that bound walks the head; and a listed claim arms a
+//     wake-up of its queue for listedHeadEvery after the queue's last
+//     claim, in case no claim comes by itself (recheck).
 //
 // A claim with no listed id for its queue (a poll's, most often) is a
 // head claim. Each listed claim forgets the ids it sent, taken or not: a
 // job another claim holds is that claim's, and one that went back to the
-// queue since is a head claim's.
+// queue since is a head claim's. A list whose every job this backend's
+// own claims took (Listen read them after a head claim did) sends no
+// claim at all.
 const (
 	listedHeadEvery = 50 * time.Millisecond
 	// listedMax bounds the ids kept for one queue: past it the queue's
