@@ -67,11 +67,28 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// (a wake-up that arrived meanwhile) then reads after that one's
 		// commit, and finds the jobs committed since rather than nothing,
 		// the rows the first holds being skipped.
-		release, err := b.small.turn(ctx, p.Queue)
+		release, waited, err := b.small.turn(ctx, p.Queue)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
+		// A claim that waited for its turn was sent while another was
+		// out, for jobs that came meanwhile: it walks the head, and so
+		// takes every job committed by now, listed yet or not.
+		var ids []int64
+		skip := false
+		if waited {
+			b.listed.headBegins(p.Queue)
+		} else {
+			ids, skip = b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
+		}
+		if skip {
+			b.claimsListedTaken.Add(1)
+			return nil, nil
+		}
+		if ids != nil {
+			return b.claimListedTx(ctx, p, ids)
+		}
 		if b.small.wasEmpty(p.Queue) {
 			// The last claim found nothing: most likely a poll of an
 			// idle queue, so a plain read first, one round trip where
@@ -100,7 +117,11 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		}
 		p = &q
 	}
+	if !small {
+		b.listed.headBegins(p.Queue)
+	}
 	var jobs []*backend.JobRow
+	upTo := b.listed.maxListed(p.Queue)
 	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
 		if !small {
 			jobs, err = b.claimIn(ctx, tx, p)
@@ -119,6 +140,27 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 	})
 	if err == nil && b.claimLock {
 		b.small.Claimed(p.Queue, len(jobs), asked)
+		b.small.setEmpty(p.Queue, len(jobs) == 0)
+	}
+	if err == nil {
+		b.listed.headDone(p.Queue, upTo, jobs, asked)
+		b.listed.took(p.Queue, jobs)
+	}
+	return jobs, err
+}
+
+// claimListedTx is a small claim of the listed jobs ids of p's queue
+// (listed.go), in a transaction of its own.
+func (b *Backend) claimListedTx(ctx context.Context, p *backend.JobClaimParams, ids []int64) ([]*backend.JobRow, error) {
+	b.claimsListed.Add(1)
+	var jobs []*backend.JobRow
+	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
+		jobs, err = b.claimListed(ctx, tx, p, ids)
+		return err
+	})
+	if err == nil {
+		b.listed.took(p.Queue, jobs)
+		b.small.Claimed(p.Queue, len(jobs), p.Max)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
 	return jobs, err
@@ -157,6 +199,12 @@ func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaim
 	if err != nil {
 		return nil, err
 	}
+	return b.claimLocked(ctx, tx, p, rows)
+}
+
+// claimLocked claims, in transaction tx, the rows a claim's SELECT … FOR
+// UPDATE returns, and returns them with the claim applied.
+func (b *Backend) claimLocked(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, rows *sql.Rows) ([]*backend.JobRow, error) {
 	jobs, now, err := collectHeads(rows)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
@@ -212,8 +260,8 @@ func (s *smallClaims) setEmpty(queue string, empty bool) {
 }
 
 // turn waits for the queue's turn among this process's small claims, and
-// returns the function that ends it.
-func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
+// returns the function that ends it, and whether it had to wait.
+func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), waited bool, err error) {
 	v, ok := s.turns.Load(queue)
 	if !ok {
 		v, _ = s.turns.LoadOrStore(queue, make(chan struct{}, 1))
@@ -221,9 +269,14 @@ func (s *smallClaims) turn(ctx context.Context, queue string) (func(), error) {
 	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+		return func() { <-ch }, false, nil
+	default:
+	}
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, true, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	}
 }
 

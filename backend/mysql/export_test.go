@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"log/slog"
+	"time"
 )
 
 // OpenWithVersion is Open with the server's version string replaced, so
@@ -42,3 +43,12 @@ func (b *Backend) HeadsReads() int64 { return b.headsReads.Load() }
 // ClaimsProbedEmpty is how many claims the probe of an idle queue
 // answered without a transaction.
 func (b *Backend) ClaimsProbedEmpty() int64 { return b.claimsProbedEmpty.Load() }
+
+// ClaimsListed is how many claims took listed jobs by id (listed.go).
+func (b *Backend) ClaimsListed() int64 { return b.claimsListed.Load() }
+
+// SetListedClock replaces the clock of the claims of listed jobs: now,
+// and after, which arms the wake-up that sends a head claim (listed.go).
+func (b *Backend) SetListedClock(now func() time.Time, after func(time.Duration, func())) {
+	b.listed.now, b.listed.after = now, after
+}

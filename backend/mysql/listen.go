@@ -412,6 +412,7 @@ func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(
 	for {
 		n := 0
 		routes, queues := map[queueSpan]bool{}, map[string]bool{}
+		listed := map[string][]int64{}
 		rows, err := b.db.QueryContext(ctx, b.sql.newJobs, st.lastJob, newJobsBatch)
 		if err != nil {
 			return found, fmt.Errorf("listen: read new jobs: %w", err)
@@ -426,6 +427,7 @@ func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(
 				return found, fmt.Errorf("listen: read new jobs: %w", err)
 			}
 			st.lastJob, n = max(st.lastJob, id), n+1
+			listed[queue] = append(listed[queue], id)
 			if b.routeWakes {
 				routes[queueSpan{queue, id / routeSpan}] = true
 			} else {
@@ -434,6 +436,11 @@ func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(
 		}
 		if err := rows.Err(); err != nil {
 			return found, fmt.Errorf("listen: read new jobs: %w", err)
+		}
+		// Listed before the wake-ups: the claims they send may take
+		// these jobs by id (listed.go).
+		for q, ids := range listed {
+			b.listed.add(q, ids)
 		}
 		for r := range routes {
 			onWake(backend.Wake{Queue: r.queue, Route: jobRoute(r.queue, r.span)})

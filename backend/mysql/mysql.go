@@ -195,6 +195,13 @@ type Backend struct {
 	// claimsProbedEmpty counts the small claims a probe answered
 	// (claim_due.sql found no due job), for the tests.
 	claimsProbedEmpty atomic.Int64
+	// listed holds the ids of new jobs Listen read, for the claims of
+	// listed jobs (listed.go); claimsListed counts those claims, and
+	// claimsListedTaken the claims not sent because this backend's own
+	// claims had taken every job listed.
+	listed            *listedJobs
+	claimsListed      atomic.Int64
+	claimsListedTaken atomic.Int64
 	// noteLast is the last note announced, written at noteAt.
 	noteMu   sync.Mutex
 	noteLast string
@@ -324,6 +331,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		looker:     o.WakeRouting == "" || o.WakeRouting == WakeRoutingLooker,
 		noteSource: newNoteSource(),
 	}
+	b.listed = newListedJobs(func(queue string) { b.released.Publish(backend.Wake{Queue: queue}) })
 	b.strategy, err = chooseStrategy(o.ClaimStrategy, info, o.Logger)
 	if err != nil {
 		_ = db.Close()

@@ -31,6 +31,7 @@ type queries struct {
 	wakeNote, wakeNotesNew, wakeNotesPrune   string
 	getForUpdate, deleteJob, throughput      string
 	claimSelect, claimUpdate, claimDue       string
+	claimSelectIDs                           string
 	claimLock                                string
 	window, optimisticUpdate, optimisticWon  string
 	lockForFinish, complete, deleteDone      string
@@ -120,6 +121,7 @@ func buildQueries(db string) (queries, error) {
 	var q queries
 	err := sqltext.Load(sqlFiles, "sql", r, map[string]*string{
 		"claim_select":            &q.claimSelect,
+		"claim_select_ids":        &q.claimSelectIDs,
 		"flow_lock":               &q.flowLock,
 		"flow_lock_shared":        &q.flowLockShared,
 		"flow_lock_stripe":        &q.flowLockStripe,

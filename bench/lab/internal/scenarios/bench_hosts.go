@@ -307,11 +307,7 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 		}
 	}
 	if serverCPUs != "" {
-		// Backends forked later inherit the postmaster's affinity.
-		if err := pinTree(ctx, e.server.PID(), serverCPUs); err != nil {
-			return nil, err
-		}
-		if err := pinTree(ctx, os.Getpid(), workerCPUs); err != nil {
+		if err := pinHosts(ctx, os.Getpid(), e.server.PID(), workerCPUs, serverCPUs); err != nil {
 			return nil, err
 		}
 		e.serverCPUs = 1
@@ -416,6 +412,19 @@ func appendFile(name, text string) error {
 		err = cerr
 	}
 	return err
+}
+
+// pinHosts pins process self and its children to workerCPUs and the
+// server's process tree to serverCPUs. Self first: a server that runs as
+// self's child (mariadbd does) is one of the children pinTree pins with
+// it, and pinned in the other order it ran on the workers' CPU, beside
+// them, while the server's CPU sat idle. Backends the server forks later
+// inherit its affinity.
+func pinHosts(ctx context.Context, self, server int, workerCPUs, serverCPUs string) error {
+	if err := pinTree(ctx, self, workerCPUs); err != nil {
+		return err
+	}
+	return pinTree(ctx, server, serverCPUs)
 }
 
 // pinTree sets the CPU affinity of every thread of process root and of its
