@@ -15,11 +15,12 @@ import (
 // and wakes their queues; the claim a wake-up sends would then walk the
 // claim index from the queue's head. That walk steps over the entries of
 // the jobs claimed in the last moments, which InnoDB keeps, delete-marked,
-// until its purge removes them: at 1,000 jobs a second the purge lags by
-// about half a second, and a pickup's claim of 16 rows read a median of
-// 660 buffer pages (docs/benchmarks/2026-12-01e.md). A claim expected to
-// be small therefore claims the jobs Listen listed for its queue by
-// primary key instead, when it may:
+// until its purge removes them, and while jobs stream in the purge lags
+// behind the claims, so a small pickup claim read many pages a row
+// (BENCHMARKS.md, history, 2026-12-01f: "MariaDB pickup at 1 and 8
+// processes: claims of listed jobs by primary key"). A claim
+// expected to be small therefore claims the jobs Listen listed for its
+// queue by primary key instead, when it may:
 //
 //   - the queue's listed ids are at most the claim's ask, so that the
 //     SELECT's LIMIT never leaves a row it locked unreturned;
