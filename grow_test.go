@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -110,5 +111,101 @@ func TestClaimTakesTheRoomMadeWhileItWaited(t *testing.T) {
 	if took <= asked || took > workers+prefetch {
 		t.Fatalf("a claim that asked for %d when sent took %d when its turn came; want more than %d, at most %d",
 			asked, took, asked, workers+prefetch)
+	}
+}
+
+// grownThenHeld makes a memory store's second claim wait its turn, then
+// take the room its caller made meanwhile (More) and hold, as a claim
+// whose commit never comes back would.
+type grownThenHeld struct {
+	*memory.Backend
+	claims  atomic.Int64
+	waiting chan int // the held claim's ask when sent
+	open    chan struct{}
+	grown   chan int // what More gave it
+	release chan struct{}
+}
+
+// JobClaim gates and then holds the second claim.
+func (b *grownThenHeld) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if b.claims.Add(1) != 2 {
+		return b.Backend.JobClaim(ctx, p)
+	}
+	b.waiting <- p.Max
+	<-b.open
+	n := 0
+	if p.More != nil {
+		n = p.More()
+	}
+	b.grown <- n
+	<-b.release
+	return nil, ctx.Err()
+}
+
+// TestStopNamesAGrownClaimWhole: a stop that gives up on a claim in flight
+// which took on, in its turn, the room its process made while it waited
+// names the claim with all it may hold, not only what it asked for when
+// sent.
+func TestStopNamesAGrownClaimWhole(t *testing.T) {
+	ctx := context.Background()
+	be := &grownThenHeld{Backend: migratedMemory(t), waiting: make(chan int, 1), open: make(chan struct{}),
+		grown: make(chan int, 1), release: make(chan struct{})}
+	defer close(be.release)
+	const workers, prefetch = 2, 2
+	tokens := make(chan struct{}, workers+prefetch)
+	done := make(chan struct{}, workers+prefetch)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, _ *spool.Job[wakeArgs]) error {
+		select {
+		case <-tokens:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		done <- struct{}{}
+		return nil
+	}))
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers: ws,
+		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: workers, Prefetch: prefetch}},
+		Logger:  conformance.TestLogger(t, slog.LevelError),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]spool.InsertManyParams, 20)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: wakeArgs{}}
+	}
+	if _, err := c.InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The first claim fills both workers and the prefetch; one job
+	// finishing sends the second claim, which waits its turn while the
+	// rest finish, then takes on the room they made.
+	tokens <- struct{}{}
+	asked := <-be.waiting
+	for range workers + prefetch - 1 {
+		tokens <- struct{}{}
+	}
+	for range workers + prefetch {
+		<-done
+	}
+	close(be.open)
+	grown := <-be.grown
+	if grown <= 0 {
+		t.Fatalf("the held claim took on %d jobs in its turn; want some", grown)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = c.Stop(sctx)
+	var se *spool.StopTimeoutError
+	if !errors.As(err, &se) {
+		t.Fatalf("stop = %v (%T), want a *StopTimeoutError", err, err)
+	}
+	if len(se.Claims) != 1 || !se.Claims[0].InFlight || se.Claims[0].Max != asked+grown {
+		t.Fatalf("stop named claims %+v; want the one in flight, up to %d+%d jobs", se.Claims, asked, grown)
 	}
 }
