@@ -192,8 +192,11 @@ func testPauseReleasesPrefetched(t *testing.T, h Harness) {
 			t.Fatalf("job %d handed back with attempt %d, want 0", id, j.Attempt)
 		}
 	}
-	if d := time.Since(paused); d > 5*time.Second {
-		t.Fatalf("the buffered jobs went back %v after the pause; the client polls every 20 ms", d)
+	// Only the pause's release can have sent them back this soon: their
+	// leases last a minute and rescue looks once a minute. How soon within
+	// that is the machine's load, not the contract.
+	if d := time.Since(paused); d >= cfg.LeaseDuration {
+		t.Fatalf("the buffered jobs went back %v after the pause, as late as their leases could end: the pause did not release them", d)
 	}
 	close(release)
 	waitState(t, be, blocking, backend.StateCompleted)
