@@ -53,37 +53,7 @@ func TestClaimTakesTheRoomMadeWhileItWaited(t *testing.T) {
 	be := &turnBackend{Backend: migratedMemory(t), waiting: make(chan int, 1), open: make(chan struct{}), took: make(chan int, 1)}
 	const workers, prefetch = 2, 2
 	const jobs = 20
-	// A job finishes once given a token.
-	tokens := make(chan struct{}, jobs)
-	done := make(chan struct{}, jobs)
-	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, _ *spool.Job[wakeArgs]) error {
-		select {
-		case <-tokens:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		done <- struct{}{}
-		return nil
-	}))
-	c, err := spool.NewClient(be, &spool.Config{
-		Workers: ws,
-		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: workers, Prefetch: prefetch}},
-		Logger:  conformance.TestLogger(t, slog.LevelWarn),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := make([]spool.InsertManyParams, jobs)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: wakeArgs{}}
-	}
-	if _, err := c.InsertMany(ctx, params); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, tokens, done := startTokenClient(t, be, workers, prefetch, jobs)
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -152,36 +122,7 @@ func TestStopNamesAGrownClaimWhole(t *testing.T) {
 		grown: make(chan int, 1), release: make(chan struct{})}
 	defer close(be.release)
 	const workers, prefetch = 2, 2
-	tokens := make(chan struct{}, workers+prefetch)
-	done := make(chan struct{}, workers+prefetch)
-	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, _ *spool.Job[wakeArgs]) error {
-		select {
-		case <-tokens:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		done <- struct{}{}
-		return nil
-	}))
-	c, err := spool.NewClient(be, &spool.Config{
-		Workers: ws,
-		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: workers, Prefetch: prefetch}},
-		Logger:  conformance.TestLogger(t, slog.LevelError),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := make([]spool.InsertManyParams, 20)
-	for i := range params {
-		params[i] = spool.InsertManyParams{Args: wakeArgs{}}
-	}
-	if _, err := c.InsertMany(ctx, params); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, tokens, done := startTokenClient(t, be, workers, prefetch, 20)
 	// The first claim fills both workers and the prefetch; one job
 	// finishing sends the second claim, which waits its turn while the
 	// rest finish, then takes on the room they made.
@@ -200,7 +141,7 @@ func TestStopNamesAGrownClaimWhole(t *testing.T) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	err = c.Stop(sctx)
+	err := c.Stop(sctx)
 	var se *spool.StopTimeoutError
 	if !errors.As(err, &se) {
 		t.Fatalf("stop = %v (%T), want a *StopTimeoutError", err, err)
@@ -208,4 +149,42 @@ func TestStopNamesAGrownClaimWhole(t *testing.T) {
 	if len(se.Claims) != 1 || !se.Claims[0].InFlight || se.Claims[0].Max != asked+grown {
 		t.Fatalf("stop named claims %+v; want the one in flight, up to %d+%d jobs", se.Claims, asked, grown)
 	}
+}
+
+// startTokenClient starts a client of one queue (workers, prefetch) on be
+// with jobs inserted, each of whose handlers finishes once given a token;
+// done receives once per finished job.
+func startTokenClient(t *testing.T, be backend.Backend, workers, prefetch, jobs int) (c *spool.Client, tokens, done chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	tokens, done = make(chan struct{}, jobs), make(chan struct{}, jobs)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, _ *spool.Job[wakeArgs]) error {
+		select {
+		case <-tokens:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		done <- struct{}{}
+		return nil
+	}))
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers: ws,
+		Queues:  map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: workers, Prefetch: prefetch}},
+		Logger:  conformance.TestLogger(t, slog.LevelError),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]spool.InsertManyParams, jobs)
+	for i := range params {
+		params[i] = spool.InsertManyParams{Args: wakeArgs{}}
+	}
+	if _, err := c.InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, tokens, done
 }
