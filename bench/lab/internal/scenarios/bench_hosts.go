@@ -83,6 +83,14 @@ type hostsStep struct {
 	// per job: each connection's backend faults in the shared memory it
 	// touches for the first time, which some virtual machines make costly.
 	ServerFaultsPerJob float64 `json:"server_faults_per_job"`
+	// Warm is the second drain of the step, by the same processes on the
+	// same connections (--warm): what the drain costs once every backend
+	// has mapped the shared memory it touches, nil without --warm.
+	Warm *hostsDrain `json:"warm,omitempty"`
+	// FaultProbeUS is what a minor page fault cost this machine before
+	// the step's drain (hostsFaultProbe): on a virtual machine whose
+	// speed moves, the figure that says which state the guest was in.
+	FaultProbeUS float64 `json:"fault_probe_us"`
 	// ServerCPUShare is the server's CPU time over the drain's wall time
 	// and the CPUs it may use (all, or the one it is pinned to): near 1, the
 	// server is what limits the drain.
@@ -126,6 +134,20 @@ type hostsStep struct {
 	ProbeServerUS float64 `json:"probe_server_us"`
 }
 
+// hostsDrain is the figures of a warm drain (hostsStep.Warm): the same as
+// the step's own, for the second drain of its processes.
+type hostsDrain struct {
+	DrainRuns          []float64 `json:"drain_runs_jobs_per_s"`
+	DrainJobsPerS      float64   `json:"drain_jobs_per_s"`
+	ServerCPUPerJobUS  float64   `json:"server_cpu_per_job_us"`
+	ServerFaultsPerJob float64   `json:"server_faults_per_job"`
+	ServerCPUShare     float64   `json:"server_cpu_share"`
+	ClientCPUPerJobUS  float64   `json:"client_cpu_per_job_us"`
+	// NewConnections is how many connections the processes opened during
+	// the warm drain, all hosts together: the pools' growth and churn.
+	NewConnections int `json:"new_connections"`
+}
+
 // Run implements cli.Command.
 func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	r := bench.NewScenarioRun(c.m, "hosts")
@@ -143,6 +165,8 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	claimLock := r.Flags.String("claim-lock", "", "the workers' spool_claim_lock: queue or off (default: the backend's, queue)")
 	wakeRouting := r.Flags.String("wake-routing", "", "the workers' spool_wake_routing: looker (MariaDB), on or off (default: the backend's)")
 	statements := r.Flags.String("statements", "", "append each phase's statements, per job, to this file (PostgreSQL: pg_stat_statements; MariaDB: global status counters)")
+	warm := r.Flags.Bool("warm", true, "after each drain, drain --jobs more with the same processes and connections, reported apart")
+	poolMax := r.Flags.Int("pool-max-conns", 0, "PostgreSQL: each worker process's pool_max_conns (0: the backend's default)")
 	started := r.Flags.Duration("started", 0, "start the worker processes this long before the drain, on the paused queue, and time the drain from its resume (0: from their start)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
@@ -164,6 +188,8 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*pickupFor >= 0, "--pickup-duration must not be negative"),
 		bench.Want(*idleFor >= 0, "--idle-duration must not be negative"),
 		bench.Want(*started >= 0, "--started must not be negative"),
+		bench.Want(*poolMax >= 0 && *poolMax <= 1000, "--pool-max-conns must be between 0 and 1000"),
+		bench.Want(*poolMax == 0 || *server == "postgres", "--pool-max-conns is PostgreSQL's"),
 		bench.Want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
@@ -203,7 +229,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 			"--prefetch", strconv.Itoa(*q.Prefetch), "--batch", strconv.Itoa(*q.Batch),
 			"--completion-delay", q.Delay.String(), "--delete-completed=" + strconv.FormatBool(*q.DeleteCompleted)},
 		strategy: *strategy, claimLock: *claimLock, wakeRouting: *wakeRouting, jobs: *jobs, chunk: *q.Chunk, deleteCompleted: *q.DeleteCompleted,
-		started: *started,
+		started: *started, warm: *warm, poolMaxConns: *poolMax,
 	}
 	// A fresh server allocates its WAL or redo files and fills its caches
 	// during its first drains: one unreported drain with one process
@@ -521,6 +547,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	if err == nil && e.load.wakeRouting != "" {
 		workerURL, err = bench.SetURLParam(workerURL, "spool_wake_routing", e.load.wakeRouting)
 	}
+	if err == nil && e.load.poolMaxConns > 0 {
+		workerURL, err = bench.SetURLParam(workerURL, "pool_max_conns", strconv.Itoa(e.load.poolMaxConns))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -561,6 +590,9 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 
 	step = &hostsStep{Processes: n}
 	if step.ProbeServerUS, err = e.probe(ctx); err != nil {
+		return nil, err
+	}
+	if step.FaultProbeUS, err = hostsFaultProbe(); err != nil {
 		return nil, err
 	}
 	conns := startConnectionSampler(e.hosts, e.port)
@@ -650,6 +682,18 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	step.ServerCPUPerJobUS = bench.PerJobUS(server1-server0, jobs)
 	step.ServerFaultsPerJob = float64(faults1-faults0) / float64(jobs)
 	step.ServerCPUShare = (server1 - server0).Seconds() / (elapsed.Seconds() * float64(e.serverCPUs))
+	if e.load.warm {
+		if step.Warm, err = e.warmDrain(ctx, r, client, workers, written); err != nil {
+			return nil, fmt.Errorf("warm drain: %w", err)
+		}
+		if usage1, err = usageOf(ctx, workers); err != nil {
+			return nil, err
+		}
+		// The pickup phase's statements leave out the warm drain's.
+		if err := e.resetStatements(ctx); err != nil {
+			return nil, fmt.Errorf("--statements: %w", err)
+		}
+	}
 
 	if pickup.d > 0 {
 		total := max(1, int64(pickup.rate*pickup.d.Seconds()))
@@ -745,6 +789,8 @@ func medianStep(steps []hostsStep) hostsStep {
 	out.IdleServerCPUShare = of(func(s *hostsStep) float64 { return s.IdleServerCPUShare })
 	out.PickupJobsPerS = of(func(s *hostsStep) float64 { return s.PickupJobsPerS })
 	out.ProbeServerUS = of(func(s *hostsStep) float64 { return s.ProbeServerUS })
+	out.FaultProbeUS = of(func(s *hostsStep) float64 { return s.FaultProbeUS })
+	out.Warm = medianWarm(steps)
 	out.Pickup = bench.LatencyStats{
 		Count: int(of(func(s *hostsStep) float64 { return float64(s.Pickup.Count) })),
 		Mean:  of(func(s *hostsStep) float64 { return s.Pickup.Mean }),
@@ -757,6 +803,37 @@ func medianStep(steps []hostsStep) hostsStep {
 	return out
 }
 
+// medianWarm sums up the rounds' warm drains (nil when they ran none).
+func medianWarm(steps []hostsStep) *hostsDrain {
+	var ws []*hostsDrain
+	for i := range steps {
+		if steps[i].Warm != nil {
+			ws = append(ws, steps[i].Warm)
+		}
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	of := func(f func(w *hostsDrain) float64) float64 {
+		vs := make([]float64, len(ws))
+		for i, w := range ws {
+			vs[i] = f(w)
+		}
+		return bench.Median(vs)
+	}
+	out := &hostsDrain{}
+	for _, w := range ws {
+		out.DrainRuns = append(out.DrainRuns, w.DrainRuns...)
+		out.NewConnections = max(out.NewConnections, w.NewConnections)
+	}
+	out.DrainJobsPerS = of(func(w *hostsDrain) float64 { return w.DrainJobsPerS })
+	out.ServerCPUPerJobUS = of(func(w *hostsDrain) float64 { return w.ServerCPUPerJobUS })
+	out.ServerFaultsPerJob = of(func(w *hostsDrain) float64 { return w.ServerFaultsPerJob })
+	out.ServerCPUShare = of(func(w *hostsDrain) float64 { return w.ServerCPUShare })
+	out.ClientCPUPerJobUS = of(func(w *hostsDrain) float64 { return w.ClientCPUPerJobUS })
+	return out
+}
+
 // hostsLoad is what every step of a run drains, and how its worker
 // processes are started.
 type hostsLoad struct {
@@ -766,6 +843,11 @@ type hostsLoad struct {
 	wakeRouting     string   // the workers' spool_wake_routing ("": the backend's)
 	jobs, chunk     int      // jobs drained, inserted chunk at a time
 	deleteCompleted bool
+	// warm: each step drains a second time with the same processes
+	// (hostsStep.Warm).
+	warm bool
+	// poolMaxConns, when positive, is the workers' pool_max_conns.
+	poolMaxConns int
 	// started, when positive, is how long the workers run on the paused
 	// queue before the drain, which is timed from the queue's resume: the
 	// processes' start (connections, catalog caches, plans, elections)
@@ -847,9 +929,24 @@ func startConnectionSampler(hosts *netns.Hosts, port int) *connectionSampler {
 }
 
 // tcpPeers counts the established connections to addr:port by remote
-// address, from /proc/net/tcp (addresses there are hexadecimal, in the
-// machine's byte order).
+// address.
 func tcpPeers(addr string, port int) (map[string]int, error) {
+	remotes, err := tcpRemotes(addr, port)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int{}
+	for _, r := range remotes {
+		host, _, _ := strings.Cut(r, ":")
+		m[host]++
+	}
+	return m, nil
+}
+
+// tcpRemotes lists the remote ends ("ip:port") of the established
+// connections to addr:port, from /proc/net/tcp (addresses there are
+// hexadecimal, in the machine's byte order).
+func tcpRemotes(addr string, port int) ([]string, error) {
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		return nil, err
@@ -859,22 +956,26 @@ func tcpPeers(addr string, port int) (map[string]int, error) {
 		return nil, fmt.Errorf("%q is not an IPv4 address", addr)
 	}
 	local := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(ip), port)
-	m := map[string]int{}
+	var out []string
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
 		if len(f) < 4 || f[1] != local || f[3] != "01" { // 01: ESTABLISHED
 			continue
 		}
-		hexIP, _, _ := strings.Cut(f[2], ":")
+		hexIP, hexPort, _ := strings.Cut(f[2], ":")
 		v, err := strconv.ParseUint(hexIP, 16, 32)
+		if err != nil {
+			continue
+		}
+		rport, err := strconv.ParseUint(hexPort, 16, 16)
 		if err != nil {
 			continue
 		}
 		var peer [4]byte
 		binary.NativeEndian.PutUint32(peer[:], uint32(v))
-		m[net.IP(peer[:]).String()]++
+		out = append(out, net.IP(peer[:]).String()+":"+strconv.FormatUint(rport, 10))
 	}
-	return m, nil
+	return out, nil
 }
 
 // stop ends the sampling and returns the most connections seen from each
@@ -922,18 +1023,39 @@ func printHosts(w io.Writer, r *hostsResult) error {
 	fmt.Fprintf(w, "lab hosts: %s (durable), %d CPUs%s; drain of %d jobs, %d workers a process; pickup at %s jobs/s for %gs\n",
 		r.Server, r.CPUs, pinned, r.Jobs, r.Workers, cli.HumanInt(r.Rate), r.PickupSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "processes\tprobe µs\tjobs/s\tclient µs/job\tserver µs/job\tserver faults/job\tserver CPU share\tjobs/claim\tconnections each\tpickup jobs/s\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup server faults/job\tpickup claims/job\tempty\tidle server CPU\t")
+	fmt.Fprintln(tw, "processes\tprobe µs\tfault µs\tjobs/s\tclient µs/job\tserver µs/job\tserver faults/job\tserver CPU share\tjobs/claim\tconnections each\t"+
+		"warm jobs/s\twarm server µs/job\twarm faults/job\twarm new conns\t"+
+		"pickup jobs/s\tpickup p50 ms\tpickup p99 ms\tpickup server µs/job\tpickup server faults/job\tpickup claims/job\tempty\tidle server CPU\t")
 	for _, s := range r.Steps {
 		conns := make([]string, len(s.Connections))
 		for i, c := range s.Connections {
 			conns[i] = strconv.Itoa(c)
 		}
-		fmt.Fprintf(tw, "%d\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.0f\t%s\t%s\t%.2f\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, s.ProbeServerUS, cli.HumanInt(s.DrainJobsPerS),
+		warm := "-\t-\t-\t-"
+		if s.Warm != nil {
+			warm = fmt.Sprintf("%s\t%.1f\t%.2f\t%d", cli.HumanInt(s.Warm.DrainJobsPerS), s.Warm.ServerCPUPerJobUS, s.Warm.ServerFaultsPerJob, s.Warm.NewConnections)
+		}
+		fmt.Fprintf(tw, "%d\t%.1f\t%.2f\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.0f\t%s\t%s\t%s\t%.2f\t%.2f\t%.0f\t%.1f\t%.2f\t%.0f%%\t%.3f\t\n", s.Processes, s.ProbeServerUS, s.FaultProbeUS, cli.HumanInt(s.DrainJobsPerS),
 			s.ClientCPUPerJobUS, s.ServerCPUPerJobUS, s.ServerFaultsPerJob, s.ServerCPUShare, ratio(float64(len(s.DrainRuns)*r.Jobs), float64(s.DrainClaims-s.DrainEmptyClaims)),
-			strings.Join(conns, " "), cli.HumanInt(s.PickupJobsPerS), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS, s.PickupServerFaultsPerJob,
+			strings.Join(conns, " "), warm, cli.HumanInt(s.PickupJobsPerS), s.Pickup.P50, s.Pickup.P99, s.PickupServerCPUPerJobUS, s.PickupServerFaultsPerJob,
 			ratio(float64(s.PickupClaims), float64(s.PickupJobs)), 100*ratio(float64(s.PickupEmptyClaims), float64(s.PickupClaims)), s.IdleServerCPUShare)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The state the guest was in, and what the processes' start cost: a
+	// first drain's faults are new backends mapping shared memory, paid
+	// once a connection; at a fault's cost on this machine they are
+	// server CPU a job that long-running workers do not pay again.
+	for _, s := range r.Steps {
+		line := fmt.Sprintf("%d processes: a minor fault cost %.2f µs (fault probe); the first drain's server faults %.2f a job, about %.1f µs of its %.1f µs a job",
+			s.Processes, s.FaultProbeUS, s.ServerFaultsPerJob, s.FaultProbeUS*s.ServerFaultsPerJob, s.ServerCPUPerJobUS)
+		if s.Warm != nil {
+			line += fmt.Sprintf("; warm %.2f a job, about %.1f µs of %.1f", s.Warm.ServerFaultsPerJob, s.FaultProbeUS*s.Warm.ServerFaultsPerJob, s.Warm.ServerCPUPerJobUS)
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
 }
 
 // ratio is a/b, 0 when b is 0.
@@ -965,7 +1087,10 @@ server's share of the machine's CPUs: near 1, the database is the limit.
 Before each drain a speed probe times 2,000 SELECT 1 round trips on one
 connection: the server's CPU a statement ("probe µs"). The work is the
 same in every run, so runs whose probes differ by much ran on a machine of
-a different speed and their figures do not compare. The pickup phase's
+a different speed and their figures do not compare. A fault probe then
+times this process's first touches of a new 16 MB shared mapping: the CPU
+a minor page fault costs the machine then ("fault µs"), the cost of each
+of the server's faults; a line a step under the table multiplies the two. The pickup phase's
 achieved rate is shown beside its latencies: below --rate, the inserting
 goroutines were starved of CPU. Needs root and iproute2.
 
@@ -988,6 +1113,19 @@ goroutines were starved of CPU. Needs root and iproute2.
 	--rounds N
 		run the whole list N times, in alternate order, and report each
 		figure's median over the rounds (default 1)
+	--warm=false
+		skip the warm drain: by default, after each drain the same
+		processes, on the connections their pools hold, drain --jobs
+		more (inserted while the queue is paused, timed from its
+		resume), reported apart ("warm ..."). The first drain is of new
+		processes, whose pools open their connections as it runs, and
+		on PostgreSQL each new backend faults in every page of shared
+		memory it touches: a cost paid once a connection, which the
+		warm drain shows without ("warm new conns": connections the
+		pools opened during it)
+	--pool-max-conns N
+		PostgreSQL: each worker process's pool_max_conns (default: the
+		backend's, 16)
 	--started DURATION
 		start the worker processes this long before the drain, with the
 		queue paused, and time the drain from its resume: the figures

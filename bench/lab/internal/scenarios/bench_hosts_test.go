@@ -25,6 +25,12 @@ func TestBenchHosts(t *testing.T) {
 				"--rate", "300", "--pickup-duration", "1s", "--idle-duration", "1s", "--workers", "20", "--json", "--quiet", "--plot", plotPath}
 			statements := filepath.Join(t.TempDir(), "statements.txt")
 			args = append(args, "--statements", statements)
+			// A pool's bound reaches the workers: each host's connections
+			// are its pool's and the listener's, taken out of it.
+			const poolMax = 3
+			if server == "postgres" {
+				args = append(args, "--pool-max-conns", strconv.Itoa(poolMax))
+			}
 			r := mustLab(t, args...)
 			var res hostsResult
 			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
@@ -42,6 +48,17 @@ func TestBenchHosts(t *testing.T) {
 					if c < 1 {
 						t.Errorf("%d processes: the server saw no connection from host %d (%v)", want, host, s.Connections)
 					}
+					if server == "postgres" && c > poolMax+1 {
+						t.Errorf("%d processes: host %d held %d connections with --pool-max-conns %d (%v)", want, host, c, poolMax, s.Connections)
+					}
+				}
+				// The warm drain: the same processes drain as many jobs
+				// again, reported apart, beside what a fault cost.
+				if w := s.Warm; w == nil || w.DrainJobsPerS <= 0 || w.ServerCPUPerJobUS <= 0 || w.ServerCPUShare <= 0 || w.ClientCPUPerJobUS <= 0 || len(w.DrainRuns) != 1 {
+					t.Errorf("%d processes: warm drain figures missing: %+v", want, w)
+				}
+				if s.FaultProbeUS <= 0 {
+					t.Errorf("%d processes: fault probe %.2f µs, want a positive cost", want, s.FaultProbeUS)
 				}
 				if s.DrainJobsPerS <= 0 || s.ClientCPUPerJobUS <= 0 || s.ServerCPUPerJobUS <= 0 || s.ServerCPUShare <= 0 {
 					t.Errorf("%d processes: drain figures missing: %+v", want, s)
@@ -120,6 +137,8 @@ func TestBenchHostsBadInput(t *testing.T) {
 		{[]string{"--rate", "0"}, "--rate must be above 0"},
 		{[]string{"--claim-lock", "table"}, "--claim-lock must be queue or off"},
 		{[]string{"--wake-routing", "maybe"}, "--wake-routing must be looker, on or off"},
+		{[]string{"--pool-max-conns", "-1"}, "--pool-max-conns must be between 0 and 1000"},
+		{[]string{"--server", "mariadb", "--pool-max-conns", "4"}, "--pool-max-conns is PostgreSQL's"},
 	} {
 		r := runLab(t, append([]string{"hosts"}, tc.args...)...)
 		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
