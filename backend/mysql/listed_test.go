@@ -111,6 +111,86 @@ func TestClaimOfListedJobs(t *testing.T) {
 	}
 }
 
+// TestClaimThatWaitedForItsTurnTakesListedJobs: a small claim sent while
+// another of its process was out waits for the queue's turn, and then
+// takes the jobs Listen listed by id like any other, not by walking the
+// head: it leaves a pending job no list names (one whose insert committed
+// after a higher id was read) to a head claim.
+func TestClaimThatWaitedForItsTurnTakesListedJobs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, nil)
+	claim := func() ([]*backend.JobRow, error) {
+		return be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"})
+	}
+	insert := func(tx backend.Tx) int64 {
+		t.Helper()
+		res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: []*backend.JobInsertParams{
+			{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.IDs[0]
+	}
+	wakes := listenWakes(t, ctx, be)
+	if jobs, err := claim(); err != nil || len(jobs) != 0 {
+		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
+	}
+
+	tx, err := be.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	unlisted := insert(tx)
+	listed := insert(nil)
+	awaitWake(t, wakes, "q", "Listen reading the listed job")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if listed < unlisted {
+		t.Fatalf("ids %d (listed) below %d (unlisted): the test needs them the other way", listed, unlisted)
+	}
+
+	// Another claim of the process is out: this one waits for its turn.
+	waiting := make(chan struct{})
+	release, err := be.HoldClaimTurn(ctx, "q", func() { close(waiting) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		jobs []*backend.JobRow
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		jobs, err := claim()
+		done <- result{jobs, err}
+	}()
+	select {
+	case <-waiting:
+	case <-ctx.Done():
+		t.Fatal("the claim never waited for its turn")
+	}
+	release()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		t.Fatal("the claim did not return after its turn came")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.jobs) != 1 || r.jobs[0].ID != listed {
+		t.Fatalf("claim that waited for its turn took %v, want only job %d (listed; %d is not)", ids(r.jobs), listed, unlisted)
+	}
+	if n := be.ClaimsListed(); n != 1 {
+		t.Fatalf("%d claims of listed jobs, want 1", n)
+	}
+}
+
 func ids(jobs []*backend.JobRow) []int64 {
 	out := make([]int64, len(jobs))
 	for i, j := range jobs {
