@@ -78,7 +78,7 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// as the looker's look interval, and when such claims walked the
 		// head instead, most pickup jobs were taken by head claims, the
 		// slowest kind (BENCHMARKS.md, history, 2026-12-01g: "MariaDB
-		// pickup's tail: where the slowest jobs wait"). Jobs committed
+		// pickup's tail at 1 and 8 processes"). Jobs committed
 		// but not listed yet are listed by the next look, which wakes
 		// the queue again; jobs no list names wait for a head claim
 		// (listed.go).
