@@ -164,9 +164,10 @@ type heads struct {
 // route picks, see routeSpan), delivers the wake-up notes, wakes a queue
 // that another process resumed and reports cancelled running jobs as
 // WatchCancels does.
-// A job whose insert commits after a later id's was seen is not reported
-// by itself: the next insert into its queue, or the client's poll, finds
-// it.
+// A job whose insert commits after a later id's was seen is reported by
+// one of the next gapLooks reads of new jobs (Listen's gaps); one that
+// commits later than that is not reported by itself: a head claim, the
+// next insert into its queue, or the client's poll finds it.
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
