@@ -67,22 +67,21 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// (a wake-up that arrived meanwhile) then reads after that one's
 		// commit, and finds the jobs committed since rather than nothing,
 		// the rows the first holds being skipped.
-		release, err := b.small.turn(ctx, p.Queue)
+		release, waited, err := b.small.turn(ctx, p.Queue)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 		// A claim that waited for its turn was sent while another was
-		// out, for the jobs listed meanwhile: it takes those by id like
-		// any other. At 1,000 jobs a second a claim lasts about as long
-		// as the looker's look interval, and when such claims walked the
-		// head instead, most pickup jobs were taken by head claims, the
-		// slowest kind (BENCHMARKS.md, history, 2026-12-01g: "MariaDB
-		// pickup's tail at 1 and 8 processes"). Jobs committed
-		// but not listed yet are listed by the next look, which wakes
-		// the queue again; jobs no list names wait for a head claim
-		// (listed.go).
-		ids, skip := b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
+		// out, for jobs that came meanwhile: it walks the head, and so
+		// takes every job committed by now, listed yet or not.
+		var ids []int64
+		skip := false
+		if waited {
+			b.listed.headBegins(p.Queue)
+		} else {
+			ids, skip = b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
+		}
 		if skip {
 			b.claimsListedTaken.Add(1)
 			return nil, nil
@@ -241,9 +240,6 @@ type smallClaims struct {
 	// empty holds the queues whose last pessimistic claim in this
 	// process came back empty: their next small claim probes first.
 	empty sync.Map // queue name → struct{}
-	// onWait, when set (tests), is called as a claim begins to wait for
-	// its queue's turn.
-	onWait func(queue string)
 }
 
 // wasEmpty reports whether the queue's last claim came back empty.
@@ -264,8 +260,8 @@ func (s *smallClaims) setEmpty(queue string, empty bool) {
 }
 
 // turn waits for the queue's turn among this process's small claims, and
-// returns the function that ends it.
-func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), err error) {
+// returns the function that ends it, and whether it had to wait.
+func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), waited bool, err error) {
 	v, ok := s.turns.Load(queue)
 	if !ok {
 		v, _ = s.turns.LoadOrStore(queue, make(chan struct{}, 1))
@@ -273,17 +269,14 @@ func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), e
 	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+		return func() { <-ch }, false, nil
 	default:
-	}
-	if s.onWait != nil {
-		s.onWait(queue)
 	}
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+		return func() { <-ch }, true, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	}
 }
 

@@ -52,15 +52,3 @@ func (b *Backend) ClaimsListed() int64 { return b.claimsListed.Load() }
 func (b *Backend) SetListedClock(now func() time.Time, after func(time.Duration, func())) {
 	b.listed.now, b.listed.after = now, after
 }
-
-// HoldClaimTurn takes the queue's turn among the backend's small claims,
-// as a claim out would, and returns the function that gives it back;
-// onWait is called when a claim begins to wait for that turn.
-func (b *Backend) HoldClaimTurn(ctx context.Context, queue string, onWait func()) (release func(), err error) {
-	b.small.onWait = func(q string) {
-		if q == queue {
-			onWait()
-		}
-	}
-	return b.small.turn(ctx, queue)
-}

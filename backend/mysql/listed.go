@@ -24,6 +24,10 @@ import (
 //
 //   - the queue's listed ids are at most the claim's ask, so that the
 //     SELECT's LIMIT never leaves a row it locked unreturned;
+//   - the claim did not wait for the queue's turn (claimPessimistic): one
+//     that did was sent while another was out, for jobs that came
+//     meanwhile, and a head claim takes every job committed by then,
+//     listed yet or not;
 //   - the queue's last head claim (one that walks the index) began less
 //     than listedHeadEvery ago. Jobs no list names wait for a head claim:
 //     a job whose insert committed after a higher id was read
