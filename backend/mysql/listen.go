@@ -108,11 +108,9 @@ type listenState struct {
 // Listen's gaps. AUTO_INCREMENT values are taken when an insert runs and
 // become visible when it commits, so concurrent inserts commit out of id
 // order: a read of the ids above the last one seen can find id N+1 while
-// N's insert is still committing, and the next read starts above N+1. At
-// 1,000 jobs a second from 4 inserting sessions about one job in ten was
-// passed over this way, and with no list naming it such a job waited for
-// a head claim (listed.go): those jobs were a third of the slowest 1% of
-// pickups, their p99 twice the others' (BENCHMARKS.md, history,
+// N's insert is still committing, and the next read starts above N+1.
+// With no list naming it, such a job waited for a head claim (listed.go),
+// and those jobs made much of pickup's tail (BENCHMARKS.md, history,
 // 2026-12-01g: "MariaDB pickup's tail at 1 and 8 processes"). So each read
 // of new jobs also reads the ids it found missing, for gapLooks reads
 // after it found them: an id that comes in time is listed and woken like
