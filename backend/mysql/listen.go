@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +100,35 @@ type listenState struct {
 	// standing holds each source's last announced note and when it was
 	// read, re-delivered every noteRedeliver until noteLife has passed.
 	standing map[string]standingNote
+	// gaps holds the ids below lastJob that the reads of new jobs found
+	// missing (newJobGaps).
+	gaps []jobGap
+}
+
+// Listen's gaps. AUTO_INCREMENT values are taken when an insert runs and
+// become visible when it commits, so concurrent inserts commit out of id
+// order: a read of the ids above the last one seen can find id N+1 while
+// N's insert is still committing, and the next read starts above N+1.
+// With no list naming it, such a job waited for a head claim (listed.go),
+// and those jobs made much of pickup's tail (BENCHMARKS.md, history,
+// 2026-12-01g: "MariaDB pickup's tail at 1 and 8 processes"). So each read
+// of new jobs also reads the ids it found missing, for gapLooks reads
+// after it found them: an id that comes in time is listed and woken like
+// any new job. Ids that never come (a rolled-back insert, an
+// AUTO_INCREMENT range reserved and not used) are dropped after gapLooks
+// reads; a job that commits later still waits for a head claim. A read
+// that finds more than gapMax ids missing keeps none of them: that is no
+// insert in flight but a range left unused, and its reads would grow.
+const (
+	gapLooks = 10
+	gapMax   = 64
+)
+
+// jobGap is an id a read of new jobs found missing, and how many reads
+// have looked for it since.
+type jobGap struct {
+	id    int64
+	looks int
 }
 
 type standingNote struct {
@@ -132,9 +162,10 @@ type heads struct {
 // route picks, see routeSpan), delivers the wake-up notes, wakes a queue
 // that another process resumed and reports cancelled running jobs as
 // WatchCancels does.
-// A job whose insert commits after a later id's was seen is not reported
-// by itself: the next insert into its queue, or the client's poll, finds
-// it.
+// A job whose insert commits after a later id's was seen is reported by
+// one of the next gapLooks reads of new jobs (Listen's gaps); one that
+// commits later than that is not reported by itself: a head claim, the
+// next insert into its queue, or the client's poll finds it.
 func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.Wake)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -405,18 +436,30 @@ func (b *Backend) readHeads(ctx context.Context, key string, lease, slow bool) (
 	return h, nil
 }
 
-// readNewJobs reads the jobs above st.lastJob and wakes their queues, and
-// reports how many it found.
+// readNewJobs reads the jobs above st.lastJob, and those of its gaps,
+// and wakes their queues, and reports how many it found.
 func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(backend.Wake)) (int, error) {
 	found := 0
 	for {
 		n := 0
 		routes, queues := map[queueSpan]bool{}, map[string]bool{}
 		listed := map[string][]int64{}
-		rows, err := b.db.QueryContext(ctx, b.sql.newJobs, st.lastJob, newJobsBatch)
+		from := st.lastJob
+		var rows *sql.Rows
+		var err error
+		if len(st.gaps) > 0 {
+			gaps := make([]int64, len(st.gaps))
+			for i, g := range st.gaps {
+				gaps[i] = g.id
+			}
+			rows, err = b.db.QueryContext(ctx, b.sql.newJobsGaps+inList(gaps)+" ORDER BY id LIMIT ?", from, newJobsBatch)
+		} else {
+			rows, err = b.db.QueryContext(ctx, b.sql.newJobs, from, newJobsBatch)
+		}
 		if err != nil {
 			return found, fmt.Errorf("listen: read new jobs: %w", err)
 		}
+		var above []int64 // the ids read above from, in order
 		for rows.Next() {
 			var (
 				id    int64
@@ -425,6 +468,11 @@ func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(
 			if err := rows.Scan(&id, &queue); err != nil {
 				rows.Close()
 				return found, fmt.Errorf("listen: read new jobs: %w", err)
+			}
+			if id > from {
+				above = append(above, id)
+			} else {
+				st.gaps = slices.DeleteFunc(st.gaps, func(g jobGap) bool { return g.id == id })
 			}
 			st.lastJob, n = max(st.lastJob, id), n+1
 			listed[queue] = append(listed[queue], id)
@@ -437,6 +485,7 @@ func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(
 		if err := rows.Err(); err != nil {
 			return found, fmt.Errorf("listen: read new jobs: %w", err)
 		}
+		st.gaps = newJobGaps(st.gaps, from, above)
 		// Listed before the wake-ups: the claims they send may take
 		// these jobs by id (listed.go).
 		for q, ids := range listed {
@@ -453,6 +502,34 @@ func (b *Backend) readNewJobs(ctx context.Context, st *listenState, onWake func(
 			return found, nil
 		}
 	}
+}
+
+// newJobGaps returns gaps after a read of new jobs: each looked for once
+// more, those looked for gapLooks times dropped, and the ids missing
+// between from and the ids read above it (ascending) added, when there
+// are at most gapMax of them and the gaps stay within gapMax.
+func newJobGaps(gaps []jobGap, from int64, above []int64) []jobGap {
+	out := gaps[:0]
+	for _, g := range gaps {
+		if g.looks++; g.looks < gapLooks {
+			out = append(out, g)
+		}
+	}
+	if len(above) == 0 {
+		return out
+	}
+	missing := above[len(above)-1] - from - int64(len(above))
+	if missing <= 0 || missing > gapMax || len(out)+int(missing) > gapMax {
+		return out
+	}
+	next := from + 1
+	for _, id := range above {
+		for ; next < id; next++ {
+			out = append(out, jobGap{id: next})
+		}
+		next = id + 1
+	}
+	return out
 }
 
 // readNotes reads the wake-up notes above st.lastNote and delivers them:

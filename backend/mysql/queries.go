@@ -26,6 +26,7 @@ import (
 // never read after it is assigned, except by its own assignment.
 type queries struct {
 	listenHeads, listenHeadsSlow, newJobs    string
+	newJobsGaps                              string
 	listenHeadsLease, listenHeadsLeaseSlow   string
 	lookerHold, lookerRelease, lookerInit    string
 	wakeNote, wakeNotesNew, wakeNotesPrune   string
@@ -171,6 +172,7 @@ func buildQueries(db string) (queries, error) {
 		"listen_heads":            &q.listenHeads,
 		"listen_heads_slow":       &q.listenHeadsSlow,
 		"new_jobs":                &q.newJobs,
+		"new_jobs_gaps":           &q.newJobsGaps,
 		"listen_heads_lease":      &q.listenHeadsLease,
 		"listen_heads_lease_slow": &q.listenHeadsLeaseSlow,
 		"looker_hold":             &q.lookerHold,

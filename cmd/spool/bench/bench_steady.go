@@ -49,17 +49,26 @@ type PickupRecorder struct {
 	commit     []atomic.Int64
 	start      []atomic.Int64
 	began      []atomic.Int64 // the claim that took the job began (ClaimBeganAt)
+	ids        []atomic.Int64 // the job's id (InsertedAs)
+	returned   []atomic.Int64 // the claim that took the job returned (ClaimReturnedAt)
 	started    atomic.Int64   // first starts
 	Duplicates atomic.Int64   // later starts of a job already started
 }
 
 func NewPickupRecorder(base time.Time, n int64) *PickupRecorder {
-	return &PickupRecorder{Base: base, commit: make([]atomic.Int64, n), start: make([]atomic.Int64, n), began: make([]atomic.Int64, n)}
+	return &PickupRecorder{Base: base, commit: make([]atomic.Int64, n), start: make([]atomic.Int64, n), began: make([]atomic.Int64, n), ids: make([]atomic.Int64, n), returned: make([]atomic.Int64, n)}
 }
 
 // committed records that job seq's insert has committed.
 func (r *PickupRecorder) committed(seq int64) {
 	r.commit[seq].Store(int64(time.Since(r.Base)) + 1)
+}
+
+// InsertedAs records job seq's id.
+func (r *PickupRecorder) InsertedAs(seq, id int64) {
+	if seq >= 0 && seq < int64(len(r.ids)) {
+		r.ids[seq].Store(id)
+	}
 }
 
 // CommittedAt returns when job seq's insert committed, and false when it
@@ -107,11 +116,24 @@ func (r *PickupRecorder) ClaimBeganAt(seq int64, t time.Time) {
 	r.began[seq].CompareAndSwap(0, int64(t.Sub(r.Base))+1)
 }
 
+// ClaimReturnedAt records when the claim call that took job seq returned,
+// in the process that made it.
+func (r *PickupRecorder) ClaimReturnedAt(seq int64, t time.Time) {
+	if seq < 0 || seq >= int64(len(r.returned)) {
+		return
+	}
+	r.returned[seq].CompareAndSwap(0, int64(t.Sub(r.Base))+1)
+}
+
 // PickupSplit divides pickup latency at the moment the claim that took
 // each job began: before it, the wake-up and the claim's wait for its
 // turn; after it, the claim's statement, its commit, its reply and the
 // handler's dispatch. A claim that began before its job's insert call
 // returned (one already out, or a poll) gives a negative first part.
+// Where the store's claim return is recorded too (ClaimReturnedAt), the
+// part after the claim began is divided again where the claim call
+// returned: the claim's statements, commit and reply, then the client's
+// dispatch to a handler.
 type PickupSplit struct {
 	Jobs int `json:"jobs"` // jobs with all three times
 	// ClaimBeganFirst counts the jobs whose claim began before their insert
@@ -124,19 +146,36 @@ type PickupSplit struct {
 	SlowFrom   time.Duration `json:"slowest_2pct_from_ns"`
 	SlowBefore time.Duration `json:"slowest_2pct_before_claim_ns"`
 	SlowAfter  time.Duration `json:"slowest_2pct_after_claim_began_ns"`
+	// Returned counts the jobs with their claim's return too; the p50s
+	// and the slowest 2%'s means of the claim call's part (began →
+	// returned) and the dispatch's (returned → handler), over those.
+	Returned     int           `json:"returned"`
+	CallP50      time.Duration `json:"claim_call_p50_ns"`
+	DispatchP50  time.Duration `json:"dispatch_p50_ns"`
+	SlowCall     time.Duration `json:"slowest_2pct_claim_call_ns"`
+	SlowDispatch time.Duration `json:"slowest_2pct_dispatch_ns"`
 }
 
 // Split returns the PickupSplit of the jobs below n (Jobs 0 when no job has
 // the three times: the store records no claim time, say).
 func (r *PickupRecorder) Split(n int64) PickupSplit {
-	type part struct{ total, before, after time.Duration }
+	type part struct {
+		total, before, after time.Duration
+		// call and dispatch divide after; returned: they are known.
+		call, dispatch time.Duration
+		returned       bool
+	}
 	var all []part
 	for i := range min(n, int64(len(r.commit))) {
 		c, s, b := r.commit[i].Load(), r.start[i].Load(), r.began[i].Load()
 		if c == 0 || s == 0 || b == 0 {
 			continue
 		}
-		all = append(all, part{time.Duration(s - c), time.Duration(b - c), time.Duration(s - b)})
+		p := part{total: time.Duration(s - c), before: time.Duration(b - c), after: time.Duration(s - b)}
+		if ret := r.returned[i].Load(); ret != 0 {
+			p.call, p.dispatch, p.returned = time.Duration(ret-b), time.Duration(s-ret), true
+		}
+		all = append(all, p)
 	}
 	var out PickupSplit
 	if len(all) == 0 {
@@ -145,24 +184,43 @@ func (r *PickupRecorder) Split(n int64) PickupSplit {
 	out.Jobs = len(all)
 	before := make([]time.Duration, len(all))
 	after := make([]time.Duration, len(all))
+	var calls, dispatches []time.Duration
 	for i, p := range all {
 		before[i], after[i] = p.before, p.after
 		if p.before < 0 {
 			out.ClaimBeganFirst++
 		}
+		if p.returned {
+			calls, dispatches = append(calls, p.call), append(dispatches, p.dispatch)
+		}
 	}
 	slices.Sort(before)
 	slices.Sort(after)
 	out.BeforeP50, out.AfterP50 = before[len(before)/2], after[len(after)/2]
+	if out.Returned = len(calls); out.Returned > 0 {
+		slices.Sort(calls)
+		slices.Sort(dispatches)
+		out.CallP50, out.DispatchP50 = calls[len(calls)/2], dispatches[len(dispatches)/2]
+	}
 	slices.SortFunc(all, func(x, y part) int { return cmp.Compare(x.total, y.total) })
 	slow := all[len(all)-max(1, len(all)/50):]
 	out.SlowFrom = slow[0].total
+	returned := 0
 	for _, p := range slow {
 		out.SlowBefore += p.before
 		out.SlowAfter += p.after
+		if p.returned {
+			out.SlowCall += p.call
+			out.SlowDispatch += p.dispatch
+			returned++
+		}
 	}
 	out.SlowBefore /= time.Duration(len(slow))
 	out.SlowAfter /= time.Duration(len(slow))
+	if returned > 0 {
+		out.SlowCall /= time.Duration(returned)
+		out.SlowDispatch /= time.Duration(returned)
+	}
 	return out
 }
 
@@ -172,9 +230,110 @@ func (p PickupSplit) String() string {
 		return "no job has a claim time"
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	return fmt.Sprintf("%d jobs: insert returned → claim began p50 %.2f ms, claim began → handler p50 %.2f ms; "+
+	s := fmt.Sprintf("%d jobs: insert returned → claim began p50 %.2f ms, claim began → handler p50 %.2f ms; "+
 		"claim began first for %d; slowest 2%% (from %.1f ms): %.1f ms, %.1f ms",
 		p.Jobs, ms(p.BeforeP50), ms(p.AfterP50), p.ClaimBeganFirst, ms(p.SlowFrom), ms(p.SlowBefore), ms(p.SlowAfter))
+	if p.Returned > 0 {
+		s += fmt.Sprintf("; claim began → returned p50 %.2f ms, returned → handler p50 %.2f ms, slowest 2%%: %.1f ms, %.1f ms",
+			ms(p.CallP50), ms(p.DispatchP50), ms(p.SlowCall), ms(p.SlowDispatch))
+	}
+	return s
+}
+
+// PickupOrder divides pickup latency by the order the inserts committed
+// in: a job is overtaken when a job with a higher id had committed (its
+// insert call had returned) before its own insert call returned. A store
+// that reads new jobs above the highest id it has seen (MariaDB's looks)
+// may pass an overtaken job's id before its row is visible, and that job
+// then waits for a claim that walks the queue's head. The count is a
+// lower bound: a higher id that committed first but whose call returned
+// later is not seen.
+type PickupOrder struct {
+	Jobs      int `json:"jobs"`      // jobs with an id and both times
+	Overtaken int `json:"overtaken"` // of those, overtaken
+	// Slowest is the slowest 1% of the jobs (at least one), SlowFrom the
+	// least pickup among them and SlowOvertaken how many were overtaken.
+	Slowest       int           `json:"slowest_1pct"`
+	SlowFrom      time.Duration `json:"slowest_1pct_from_ns"`
+	SlowOvertaken int           `json:"slowest_1pct_overtaken"`
+	// P99 of the overtaken jobs' pickup and of the others'.
+	OvertakenP99 time.Duration `json:"overtaken_p99_ns"`
+	InOrderP99   time.Duration `json:"in_order_p99_ns"`
+}
+
+// Order returns the PickupOrder of the jobs below n (Jobs 0 when none
+// has an id: the load recorded none).
+func (r *PickupRecorder) Order(n int64) PickupOrder {
+	type job struct {
+		id, commit int64
+		total      time.Duration
+		overtaken  bool
+	}
+	var all []*job
+	for i := range min(n, int64(len(r.commit))) {
+		c, s, id := r.commit[i].Load(), r.start[i].Load(), r.ids[i].Load()
+		if c == 0 || s == 0 || id == 0 {
+			continue
+		}
+		all = append(all, &job{id: id, commit: c, total: max(0, time.Duration(s-c))})
+	}
+	var out PickupOrder
+	if len(all) == 0 {
+		return out
+	}
+	out.Jobs = len(all)
+	slices.SortFunc(all, func(x, y *job) int { return cmp.Or(cmp.Compare(x.commit, y.commit), cmp.Compare(x.id, y.id)) })
+	var highest int64 // the highest id committed before the job's own commit
+	for i := 0; i < len(all); {
+		// Jobs whose calls returned at the same instant overtake none of
+		// each other.
+		j := i
+		for j < len(all) && all[j].commit == all[i].commit {
+			all[j].overtaken = all[j].id < highest
+			j++
+		}
+		for _, x := range all[i:j] {
+			highest = max(highest, x.id)
+		}
+		i = j
+	}
+	var over, in []time.Duration
+	for _, x := range all {
+		if x.overtaken {
+			out.Overtaken++
+			over = append(over, x.total)
+		} else {
+			in = append(in, x.total)
+		}
+	}
+	p99 := func(d []time.Duration) time.Duration {
+		if len(d) == 0 {
+			return 0
+		}
+		slices.Sort(d)
+		return d[min(len(d)-1, len(d)*99/100)]
+	}
+	out.OvertakenP99, out.InOrderP99 = p99(over), p99(in)
+	slices.SortFunc(all, func(x, y *job) int { return cmp.Compare(x.total, y.total) })
+	slow := all[len(all)-max(1, len(all)/100):]
+	out.Slowest, out.SlowFrom = len(slow), slow[0].total
+	for _, x := range slow {
+		if x.overtaken {
+			out.SlowOvertaken++
+		}
+	}
+	return out
+}
+
+// String is the order on one line, in milliseconds.
+func (o PickupOrder) String() string {
+	if o.Jobs == 0 {
+		return "no job has an id"
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	return fmt.Sprintf("%d jobs, %d overtaken (a higher id committed first); slowest 1%% (%d jobs, from %.1f ms): %d overtaken; "+
+		"p99 overtaken %.1f ms, in order %.1f ms",
+		o.Jobs, o.Overtaken, o.Slowest, ms(o.SlowFrom), o.SlowOvertaken, ms(o.OvertakenP99), ms(o.InOrderP99))
 }
 
 // Latencies returns the pickup latency of every job below n that has both
@@ -275,12 +434,14 @@ func (l *SteadyLoad) Run(ctx context.Context, start time.Time, total int64, unti
 					}
 				}
 				begin := time.Now()
-				if _, err := l.Client.Insert(ctx, SteadyArgs{Seq: seq}, nil); err != nil {
+				res, err := l.Client.Insert(ctx, SteadyArgs{Seq: seq}, nil)
+				if err != nil {
 					errs[p] = fmt.Errorf("insert job %d: %w", seq, err)
 					cancel()
 					return
 				}
 				l.Rec.committed(seq)
+				l.Rec.InsertedAs(seq, res.ID)
 				calls = append(calls, TimedLatency{at: begin.Sub(l.Rec.Base), d: time.Since(begin)})
 				l.Inserted.Add(1)
 			}
@@ -422,6 +583,7 @@ type steadyResult struct {
 	StartedEarly    int             `json:"started_before_insert_returned"`
 	Pickup          LatencyStats    `json:"pickup_latency"`
 	PickupSplit     PickupSplit     `json:"pickup_split"`
+	PickupOrder     PickupOrder     `json:"pickup_order"`
 	PickupOverTime  []latencyWindow `json:"pickup_latency_over_time"`
 	InsertCall      LatencyStats    `json:"insert_call_latency"`
 	Workers         int             `json:"workers"`
@@ -522,6 +684,7 @@ func (c *BenchSteadyCommand) Run(ctx context.Context, args []string) error {
 		Duplicates:      rec.Duplicates.Load(),
 		StartedEarly:    early,
 		PickupSplit:     rec.Split(total),
+		PickupOrder:     rec.Order(total),
 		PickupOverTime:  latencyWindows(samples, time.Second),
 		Workers:         *cfg.workers,
 		Prefetch:        *cfg.prefetch,
@@ -586,6 +749,7 @@ func printSteadyResult(w io.Writer, r *steadyResult) error {
 		{"insert call p50/p99", fmtMS(r.InsertCall.P50) + " / " + fmtMS(r.InsertCall.P99)},
 		{"started before insert returned", fmt.Sprintf("%d (counted as 0 ms)", r.StartedEarly)},
 		{"pickup split at the claim", r.PickupSplit.String()},
+		{"pickup by commit order", r.PickupOrder.String()},
 		{"duplicates", fmt.Sprint(r.Duplicates)},
 		{"client CPU per job", usText(r.ClientCPUPerJobUS)},
 		{"server CPU per job", usText(r.ServerCPUPerJobUS)},

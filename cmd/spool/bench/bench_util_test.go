@@ -118,6 +118,9 @@ func TestPickupSplit(t *testing.T) {
 			before, after = 10, 5
 		}
 		r.ClaimBeganAt(seq, ms(float64(seq)+before))
+		if seq >= 10 { // the claim's call takes 80% of the part after it began
+			r.ClaimReturnedAt(seq, ms(float64(seq)+before+0.8*after))
+		}
 		r.HandlerStartedAt(seq, ms(float64(seq)+before+after))
 	}
 	r.commit[100].Store(1) // no claim time: left out
@@ -132,7 +135,48 @@ func TestPickupSplit(t *testing.T) {
 	if !near(sp.SlowFrom, 15) || !near(sp.SlowBefore, 20) || !near(sp.SlowAfter, 7.5) {
 		t.Fatalf("split %+v: want the slowest 2%% from 15 ms, means 20 and 7.5 ms", sp)
 	}
+	if sp.Returned != 90 || !near(sp.CallP50, 0.4) || !near(sp.DispatchP50, 0.1) || !near(sp.SlowCall, 6) || !near(sp.SlowDispatch, 1.5) {
+		t.Fatalf("split %+v: want 90 claim returns, p50s 0.4 and 0.1 ms, the slowest 2%%'s 6 and 1.5 ms", sp)
+	}
 	if got := (PickupSplit{}).String(); got != "no job has a claim time" {
 		t.Errorf("empty split prints %q", got)
+	}
+}
+
+// Order marks a job overtaken when a higher id committed before it, and
+// counts the overtaken among the slowest 1%.
+func TestPickupOrder(t *testing.T) {
+	base := time.Unix(1000, 0)
+	r := NewPickupRecorder(base, 201)
+	at := func(ms float64) int64 { return int64(time.Duration(ms*float64(time.Millisecond))) + 1 }
+	for seq := range int64(200) {
+		id, commit, pickup := seq+1, float64(seq), 1.0
+		switch seq {
+		case 10, 11: // ids 12 and 11 commit in that order: 11 is overtaken
+			id = 22 - seq
+		case 50, 51: // the same instant: neither is overtaken
+			commit = 50
+		}
+		if seq == 11 {
+			pickup = 40 // the overtaken job is the slowest
+		}
+		if seq == 199 {
+			pickup = 30 // the second slowest, in order
+		}
+		r.commit[seq].Store(at(commit))
+		r.start[seq].Store(at(commit + pickup))
+		r.InsertedAs(seq, id)
+	}
+	r.commit[200].Store(at(300)) // no id: left out
+	r.start[200].Store(at(301))
+	o := r.Order(201)
+	if o.Jobs != 200 || o.Overtaken != 1 || o.Slowest != 2 || o.SlowOvertaken != 1 {
+		t.Fatalf("order %+v: want 200 jobs, 1 overtaken, 1 of the slowest 2", o)
+	}
+	if o.SlowFrom != 30*time.Millisecond || o.OvertakenP99 != 40*time.Millisecond || o.InOrderP99 != time.Millisecond {
+		t.Fatalf("order %+v: want the slowest from 30 ms, p99s 40 ms overtaken and 1 ms in order", o)
+	}
+	if got := (PickupOrder{}).String(); got != "no job has an id" {
+		t.Errorf("empty order prints %q", got)
 	}
 }

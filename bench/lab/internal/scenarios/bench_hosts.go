@@ -558,11 +558,14 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 	// their reports feed it; its base and size are set when the phase
 	// begins.
 	var rec atomic.Pointer[bench.PickupRecorder]
-	onStart := func(seq int64, at time.Time, attemptedNS int64) {
+	onStart := func(seq int64, at time.Time, attemptedNS, returnedNS int64) {
 		if p := rec.Load(); p != nil {
 			p.HandlerStartedAt(seq, at)
 			if attemptedNS != 0 {
 				p.ClaimBeganAt(seq, time.Unix(0, attemptedNS))
+			}
+			if returnedNS != 0 {
+				p.ClaimReturnedAt(seq, time.Unix(0, returnedNS))
 			}
 		}
 	}
@@ -721,6 +724,7 @@ func (e *hostsEnv) runStep(ctx context.Context, r *bench.ScenarioRun, n int, pic
 		lat, _ := p.Latencies(producer.Inserted.Load())
 		step.Pickup = bench.Summarize(bench.Durations(lat))
 		fmt.Fprintf(r.Stderr, "lab hosts: %d processes, pickup split at the claim's start: %s\n", n, p.Split(producer.Inserted.Load()))
+		fmt.Fprintf(r.Stderr, "lab hosts: %d processes, pickup by commit order: %s\n", n, p.Order(producer.Inserted.Load()))
 		step.PickupJobs = producer.Inserted.Load()
 		step.PickupJobsPerS = float64(step.PickupJobs) / pickup.d.Seconds()
 		step.Duplicates = p.Duplicates.Load()

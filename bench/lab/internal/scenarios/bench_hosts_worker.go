@@ -30,9 +30,11 @@ import (
 //	completions this process wrote reach N; "cpu NS CLAIMS EMPTY CLAIMED
 //	CLAIMNS FINISHES FINISHNS" (its CPU time, claim calls, claims that
 //	found nothing, jobs claimed, time spent in claim calls, outcome writes
-//	and time spent in them); "start SEQ UNIXNS ATTEMPTNS" when a pickup
-//	job's handler starts (ATTEMPTNS: its attempted_at, the server's time
-//	at the claim's SELECT); "error MSG" before a failure exit.
+//	and time spent in them); "start SEQ UNIXNS ATTEMPTNS RETURNEDNS" when
+//	a pickup job's handler starts (ATTEMPTNS: its attempted_at, the
+//	server's time at the claim's SELECT; RETURNEDNS: when the claim call
+//	that took it returned, 0 if unknown); "error MSG" before a failure
+//	exit.
 
 // hostsLines writes a worker's report lines, buffered and flushed every few
 // milliseconds, so that a handler start costs no system call of its own.
@@ -74,11 +76,15 @@ func runHostsWorker(ctx context.Context, stdin io.Reader, stdout io.Writer, url 
 		return err
 	}
 	if err := spool.AddWorkerSafely(ws, spool.WorkFunc(func(_ context.Context, j *spool.Job[bench.SteadyArgs]) error {
-		var attempted int64
+		now := time.Now().UnixNano()
+		var attempted, returned int64
 		if j.AttemptedAt != nil {
 			attempted = j.AttemptedAt.UnixNano()
 		}
-		out.printf("start %d %d %d", j.Args.Seq, time.Now().UnixNano(), attempted)
+		if v, ok := claims.returned.LoadAndDelete(j.ID); ok {
+			returned = v.(int64)
+		}
+		out.printf("start %d %d %d %d", j.Args.Seq, now, attempted, returned)
 		return nil
 	})); err != nil {
 		return err
@@ -163,13 +169,22 @@ type claimCounter struct {
 	bench.Capabilities
 	calls, empty, claimed, claimNS atomic.Int64
 	finishes, finishNS             atomic.Int64
+	// returned holds, by job id, when the claim call that took the job
+	// returned (Unix ns), until its handler starts and reads it.
+	returned sync.Map
 }
 
 // JobClaim implements backend.Backend.
 func (c *claimCounter) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	start := time.Now()
 	rows, err := c.Backend.JobClaim(ctx, p)
-	c.claimNS.Add(int64(time.Since(start)))
+	end := time.Now()
+	c.claimNS.Add(int64(end.Sub(start)))
+	for _, r := range rows {
+		if r.Kind == (bench.SteadyArgs{}).Kind() {
+			c.returned.Store(r.ID, end.UnixNano())
+		}
+	}
 	c.calls.Add(1)
 	c.claimed.Add(int64(len(rows)))
 	if err == nil && len(rows) == 0 {
@@ -223,7 +238,7 @@ type hostsWorker struct {
 // startHostsWorker starts a worker in host i of hosts, feeding handler
 // starts to rec (set before the pickup phase) through onStart; cpus, when
 // set, is the CPU list it runs on.
-func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpus string, stderr io.Writer, onStart func(seq int64, at time.Time, attemptedNS int64)) (*hostsWorker, error) {
+func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpus string, stderr io.Writer, onStart func(seq int64, at time.Time, attemptedNS, returnedNS int64)) (*hostsWorker, error) {
 	cmd := hosts.Command(i, self, args...)
 	if cpus != "" {
 		taskset, err := exec.LookPath("taskset")
@@ -268,13 +283,16 @@ func startHostsWorker(hosts *netns.Hosts, i int, self string, args []string, cpu
 				u.cpu, u.claimTime, u.finishTime = time.Duration(ns), time.Duration(claimNS), time.Duration(finishNS)
 				w.usage <- u
 			case "start":
-				seq, rest, _ := strings.Cut(rest, " ")
-				at, attempted, _ := strings.Cut(rest, " ")
-				s, err1 := strconv.ParseInt(seq, 10, 64)
-				t, err2 := strconv.ParseInt(at, 10, 64)
-				a, _ := strconv.ParseInt(attempted, 10, 64)
-				if err1 == nil && err2 == nil {
-					onStart(s, time.Unix(0, t), a)
+				f := strings.Fields(rest)
+				field := func(i int) int64 {
+					if i >= len(f) {
+						return 0
+					}
+					v, _ := strconv.ParseInt(f[i], 10, 64)
+					return v
+				}
+				if len(f) >= 2 {
+					onStart(field(0), time.Unix(0, field(1)), field(2), field(3))
 				}
 			case "error":
 				failure = rest
