@@ -51,17 +51,22 @@ const (
 	// statements being cancelled. Opened at the first cancel; one is kept
 	// idle for killIdle.
 	killConns = 2
-	killIdle  = time.Minute
+	killIdle  = 5 * time.Minute
 	// killTimeout bounds each of the killer's statements (KILL QUERY, the
-	// look at the session).
-	killTimeout = 2 * time.Second
+	// look at the session), its connection's opening included. It is
+	// what a cancelled call may take beyond its context's end when the
+	// server does not answer (unreachable): a stop that gives up on its
+	// writes (500 ms after its deadline) returns that much later. A KILL
+	// is one short round trip on a live server.
+	killTimeout = 100 * time.Millisecond
 	// killFirstLook is how long after its kill a statement that has not
 	// answered is looked at on the server; the wait doubles each round.
 	killFirstLook = 10 * time.Millisecond
 	killLastLook  = 200 * time.Millisecond
-	// killGiveUp bounds the kills of one statement: past it the driver
-	// closes the connection.
-	killGiveUp = 5 * time.Second
+	// killGiveUp bounds the kills of one statement that the server runs
+	// on (a commit's flush is not interrupted): past it the driver closes
+	// the connection.
+	killGiveUp = time.Second
 )
 
 // killer sends the kills, on a pool of its own.
