@@ -17,17 +17,17 @@ import (
 // instead of hanging.
 const killGuard = time.Minute
 
-// oneJob is a one-job insert on queue "cancel".
-func oneJob() *backend.JobInsertManyParams {
-	return &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{{Queue: "cancel", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}}}
+// oneJob is a one-job insert on queue.
+func oneJob(queue string) *backend.JobInsertManyParams {
+	return &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{{Queue: queue, Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}}}
 }
 
-// countCancelJobs counts the jobs of queue "cancel".
-func countCancelJobs(t *testing.T, be *mysql.Backend) int {
+// countCancelJobs counts the jobs of queue.
+func countCancelJobs(t *testing.T, be *mysql.Backend, queue string) int {
 	t.Helper()
 	var n int
-	q := fmt.Sprintf("SELECT COUNT(*) FROM `%s`.spool_jobs WHERE queue = 'cancel'", be.Database())
-	if err := be.DB().QueryRowContext(context.Background(), q).Scan(&n); err != nil {
+	q := fmt.Sprintf("SELECT COUNT(*) FROM `%s`.spool_jobs WHERE queue = ?", be.Database())
+	if err := be.DB().QueryRowContext(context.Background(), q, queue).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -107,7 +107,7 @@ func TestCancelledInsertIsKilled(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := be.JobInsertMany(cctx, oneJob())
+		_, err := be.JobInsertMany(cctx, oneJob("cancel"))
 		done <- err
 	}()
 	waitForWaiters(t, look, 1)
@@ -121,17 +121,18 @@ func TestCancelledInsertIsKilled(t *testing.T) {
 	lock.Unlock()
 	locked = false
 	waitForNoStatement(t, look)
-	if n := countCancelJobs(t, look); n != 0 {
-		t.Fatalf("the cancelled insert committed after the lock was released (%d job(s)); its error: %v", n, err)
+	kills, fallbacks := mysql.KillCounts(be)
+	if n := countCancelJobs(t, look, "cancel"); n != 0 {
+		t.Fatalf("the cancelled insert committed after the lock was released (%d job(s)); its error: %v (kills %d, fallbacks %d)", n, err, kills, fallbacks)
 	}
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, backend.ErrNotWritten) {
-		t.Fatalf("cancelled insert: %v, want backend.ErrNotWritten matching context.Canceled", err)
+		t.Fatalf("cancelled insert: %v, want backend.ErrNotWritten matching context.Canceled (kills %d, fallbacks %d)", err, kills, fallbacks)
 	}
 	// The session whose statement was killed goes on serving the pool.
-	if _, err := be.JobInsertMany(ctx, oneJob()); err != nil {
+	if _, err := be.JobInsertMany(ctx, oneJob("cancel")); err != nil {
 		t.Fatal(err)
 	}
-	if n := countCancelJobs(t, look); n != 1 {
+	if n := countCancelJobs(t, look, "cancel"); n != 1 {
 		t.Fatalf("%d jobs after an insert, want 1", n)
 	}
 }
@@ -140,8 +141,13 @@ func TestCancelledInsertIsKilled(t *testing.T) {
 // insert, and the transaction of a batch) cancelled behind a lock, more
 // than the pool has connections, all return while the lock is held (the
 // kills go over connections of their own, not the pool's, all of whose
-// connections wait behind the lock), none commits once the lock is
-// released, and the pool serves the next call.
+// connections wait behind the lock), and the pool serves the next call.
+// Each call inserts into a queue of its own: a call whose error says it
+// was not written has no job committed once the lock is released. Every
+// statement that reached the server is killed, unless its kill fell back
+// to closing the connection (a slow machine), when its error says the
+// outcome is unknown. Against main 4 jobs of calls cancelled so committed
+// after the lock was released.
 func TestManyCancelsBehindALock(t *testing.T) {
 	ctx := context.Background()
 	name := testdb.NewMySQLDatabase(t)
@@ -149,7 +155,6 @@ func TestManyCancelsBehindALock(t *testing.T) {
 	if err := be.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Another pool looks at the server: be's may all wait behind the lock.
 	look := openBackend(t, name, nil)
 	lock := lockStore(t, be)
 	locked := true
@@ -160,13 +165,13 @@ func TestManyCancelsBehindALock(t *testing.T) {
 	}()
 	const calls = 3 * testdb.PoolMaxConns
 	cctx, cancel := context.WithCancel(ctx)
-	errs := make(chan error, calls)
+	errs := make([]error, calls)
 	var wg sync.WaitGroup
 	for i := range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := oneJob()
+			p := oneJob(fmt.Sprintf("cancel%d", i))
 			if i%2 == 1 {
 				// 1,001 jobs, two statements: the backend's own
 				// transaction.
@@ -174,8 +179,7 @@ func TestManyCancelsBehindALock(t *testing.T) {
 					p.Jobs = append(p.Jobs, p.Jobs[0])
 				}
 			}
-			_, err := be.JobInsertMany(cctx, p)
-			errs <- err
+			_, errs[i] = be.JobInsertMany(cctx, p)
 		}()
 	}
 	// Every connection of the pool but the lock's waits behind it.
@@ -191,34 +195,36 @@ func TestManyCancelsBehindALock(t *testing.T) {
 	case <-time.After(killGuard):
 		t.Fatalf("the cancelled inserts did not all return within %s while the lock was held", killGuard)
 	}
-	close(errs)
-	// A call cancelled while it waited for one of the pool's connections
-	// sent nothing, but database/sql's error does not say so: its fate is
-	// reported unknown. Every statement that reached the server was killed.
-	killed := 0
-	for err := range errs {
-		switch {
-		case !errors.Is(err, context.Canceled):
-			t.Errorf("cancelled insert: %v, want it to match context.Canceled", err)
-		case errors.Is(err, backend.ErrNotWritten):
-			killed++
-		case !errors.Is(err, backend.ErrOutcomeUnknown):
-			t.Errorf("cancelled insert: %v, want backend.ErrNotWritten or backend.ErrOutcomeUnknown", err)
-		}
-	}
-	if killed < testdb.PoolMaxConns-1 {
-		t.Errorf("%d cancelled insert(s) not written, want at least the %d whose statements waited behind the lock", killed, testdb.PoolMaxConns-1)
-	}
 	lock.Unlock()
 	locked = false
 	waitForNoStatement(t, look)
-	if n := countCancelJobs(t, look); n != 0 {
-		t.Fatalf("cancelled inserts committed after the lock was released: %d job(s)", n)
+	kills, fallbacks := mysql.KillCounts(be)
+	// A call cancelled while it waited for one of the pool's connections
+	// sent nothing, but database/sql's error does not say so: its fate is
+	// reported unknown.
+	notWritten := 0
+	for i, err := range errs {
+		n := countCancelJobs(t, look, fmt.Sprintf("cancel%d", i))
+		switch {
+		case !errors.Is(err, context.Canceled):
+			t.Errorf("cancelled insert %d: %v, want it to match context.Canceled", i, err)
+		case errors.Is(err, backend.ErrNotWritten):
+			notWritten++
+			if n != 0 {
+				t.Errorf("cancelled insert %d said %v, and %d job(s) of it committed after the lock was released", i, err, n)
+			}
+		case !errors.Is(err, backend.ErrOutcomeUnknown):
+			t.Errorf("cancelled insert %d: %v, want backend.ErrNotWritten or backend.ErrOutcomeUnknown", i, err)
+		}
 	}
-	if _, err := be.JobInsertMany(ctx, oneJob()); err != nil {
+	t.Logf("%d of %d cancelled calls not written; kills %d, fallbacks %d", notWritten, calls, kills, fallbacks)
+	if fallbacks == 0 && notWritten < testdb.PoolMaxConns-1 {
+		t.Errorf("%d cancelled insert(s) not written with no kill fallen back, want at least the %d whose statements waited behind the lock", notWritten, testdb.PoolMaxConns-1)
+	}
+	if _, err := be.JobInsertMany(ctx, oneJob("after")); err != nil {
 		t.Fatal(err)
 	}
-	if n := countCancelJobs(t, look); n != 1 {
+	if n := countCancelJobs(t, look, "after"); n != 1 {
 		t.Fatalf("%d jobs after an insert, want 1", n)
 	}
 }

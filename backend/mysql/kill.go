@@ -37,7 +37,9 @@ import (
 // is unreachable), the statement is no longer running while its answer has
 // not come (the answer is lost, or the kill reached the session before
 // the statement did), or it runs on past killGiveUp, the driver closes
-// the connection as before, and the fate is unknown again.
+// the connection as before, and the fate is unknown again; the session is
+// then killed whole in the background, so that a statement still waiting
+// there does not commit later.
 
 // killErrInterrupted is ER_QUERY_INTERRUPTED: the statement was killed.
 const killErrInterrupted = 1317
@@ -50,7 +52,7 @@ const (
 	// so that cancels never wait for a pool all of whose connections hold
 	// statements being cancelled. Opened at the first cancel; one is kept
 	// idle for killIdle.
-	killConns = 2
+	killConns = 4
 	killIdle  = 5 * time.Minute
 	// killTimeout bounds each of the killer's statements (KILL QUERY, the
 	// look at the session), its connection's opening included. It is
@@ -67,6 +69,9 @@ const (
 	// on (a commit's flush is not interrupted): past it the driver closes
 	// the connection.
 	killGiveUp = time.Second
+	// killLate bounds the kill of a session whose connection was closed
+	// on a fallback.
+	killLate = 5 * time.Second
 )
 
 // killer sends the kills, on a pool of its own.
@@ -97,6 +102,14 @@ func (k *killer) query(id uint64) error {
 		return nil
 	}
 	return err
+}
+
+// connection kills the session id, whose connection the driver closed
+// (KILL CONNECTION: it serves no one now), within killLate.
+func (k *killer) connection(id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), killLate)
+	defer cancel()
+	_, _ = k.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatUint(id, 10))
 }
 
 // running reports whether the session id is running a statement.
@@ -339,11 +352,14 @@ func (w *stmtWatch) killStatement() {
 }
 
 // fallBack has the driver close the connection: the statement's fate is
-// unknown.
+// unknown. The session, no longer the pool's, is killed whole in the
+// background with more time (killLate): a statement still waiting on the
+// server then does not commit later, though the call cannot know it.
 func (w *stmtWatch) fallBack() {
 	w.closed = true
 	w.c.kill.fallbacks.Add(1)
 	w.cancel()
+	go w.c.kill.connection(w.c.id)
 }
 
 // end ends the watch once the statement's call returned err, and returns
