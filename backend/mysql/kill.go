@@ -362,22 +362,29 @@ func (w *stmtWatch) fallBack() {
 	go w.c.kill.connection(w.c.id)
 }
 
-// end ends the watch once the statement's call returned err, and returns
-// the call's error: a statement the kill stopped is a killedError; one
-// whose connection the driver closed on kill's fallback has the caller's
-// context error. It waits for a kill under way, so that no kill is sent
-// once the connection goes back to the pool.
+// end ends the watch once the statement's call returned err (settle),
+// and ends the driver's context.
 func (w *stmtWatch) end(err error) error {
 	if w == nil {
 		return err
 	}
+	err = w.settle(err)
+	w.cancel()
+	return err
+}
+
+// settle stops the kills once the statement answered err, and returns the
+// call's error: a statement the kill stopped is a killedError; one whose
+// connection the driver closed on kill's fallback has the caller's context
+// error. It waits for a kill under way, so that no kill is sent once the
+// connection goes back to the pool. The driver's context is left to end
+// (a query's rows are still to be closed on the live session).
+func (w *stmtWatch) settle(err error) error {
 	close(w.answered)
 	if w.stop() {
-		w.cancel()
 		return err
 	}
 	<-w.killed
-	w.cancel()
 	var my *mysql.MySQLError
 	switch {
 	case err == nil:
@@ -395,32 +402,30 @@ func (w *stmtWatch) end(err error) error {
 // looks for.
 type killRows struct {
 	driver.Rows
-	w    *stmtWatch
-	done bool
+	w       *stmtWatch
+	settled bool
 }
 
 // Close implements driver.Rows.
 func (r *killRows) Close() error {
 	err := r.Rows.Close()
-	if !r.done {
-		r.done = true
-		err = r.w.end(err)
+	if !r.settled {
+		r.settled = true
+		err = r.w.settle(err)
 	}
+	r.w.cancel()
 	return err
 }
 
 // Next implements driver.Rows: an error other than the rows' end is the
-// statement's (killed, it is a killedError).
+// statement's answer (killed, it is a killedError).
 func (r *killRows) Next(dest []driver.Value) error {
 	err := r.Rows.Next(dest)
-	if err == nil || err == io.EOF {
+	if err == nil || err == io.EOF || r.settled {
 		return err
 	}
-	if !r.done {
-		r.done = true
-		err = r.w.end(err)
-	}
-	return err
+	r.settled = true
+	return r.w.settle(err)
 }
 
 // HasNextResultSet implements driver.RowsNextResultSet.
