@@ -150,8 +150,11 @@ func (c *Client) Start(ctx context.Context) error {
 // waiting for them. Outcomes it could not write by then are named in the
 // error too (StopTimeoutError.Unwritten), and so are claims whose reply
 // never came (StopTimeoutError.Claims: their jobs are unknown): those jobs
-// are rescued when their leases end. A plain ctx error means every outcome
-// was written and no job stays leased to the client.
+// are rescued when their leases end, but those of a claim in flight, which
+// are released when its reply comes. A plain ctx error means every outcome
+// was written and no job stays leased to the client. A stop whose context
+// did not end returns nil, or a *StopUnreleasedError naming the claims
+// whose reply was lost and whose release failed.
 func (c *Client) Stop(ctx context.Context) error { return c.stop(ctx, false) }
 
 // StopAndCancel stops hard: running jobs' contexts are cancelled at once (with
@@ -162,8 +165,17 @@ func (c *Client) StopAndCancel(ctx context.Context) error { return c.stop(ctx, t
 
 func (c *Client) stop(ctx context.Context, hard bool) error {
 	err := c.engine.Stop(ctx, hard)
-	var g *engine.GaveUpError
+	var (
+		g *engine.GaveUpError
+		u *engine.UnreleasedError
+	)
 	switch {
+	case errors.As(err, &u):
+		e := &StopUnreleasedError{Err: u.Err}
+		for _, c := range u.Claims {
+			e.Claims = append(e.Claims, StopClaim(c))
+		}
+		return e
 	case errors.As(err, &g):
 		e := &StopTimeoutError{Err: g.Err, Unwritten: g.Unwritten}
 		for _, j := range g.Jobs {

@@ -136,9 +136,13 @@ func Discard(err error) error {
 //     which jobs they took is unknown: a claim still in flight when the
 //     stop gave up (it may commit after Stop returns), or one whose reply
 //     was lost earlier and whose release the stop could not write. Each
-//     may hold up to Max jobs of its queue, leased to this client, which
-//     run again only when their leases end (or when the store's
-//     JobReleaseClaim releases them by the claim's ID).
+//     may hold up to Max jobs of its queue, leased to this client. Those
+//     of a claim in flight go back to the queue when its reply comes (the
+//     client releases them by the claim's ID then, within five seconds,
+//     without holding anything up: Stop has returned); the others, and
+//     those whose late release fails, run again only when their leases
+//     end (or when the store's JobReleaseClaim releases them by the
+//     claim's ID).
 //
 // A stop that returns the context's error alone left nothing undone: every
 // outcome is written, and no job stays leased to the client.
@@ -156,6 +160,35 @@ type StopTimeoutError struct {
 	// Err is the stop context's error.
 	Err error
 }
+
+// StopUnreleasedError is returned by Client.Stop and Client.StopAndCancel
+// when their context had not ended but the release of claims whose reply
+// was lost failed (the store refused it or could not be reached): their
+// jobs stay leased to this client, unseen, and run again only when their
+// leases end (or when the store's JobReleaseClaim releases them by the
+// claim's ID). Every outcome was written. It matches the release's error
+// through errors.Is and errors.As.
+type StopUnreleasedError struct {
+	// Claims are the claims left, by queue and ID; none is InFlight.
+	Claims []StopClaim
+	// Err is the release's error.
+	Err error
+}
+
+// Error implements error, naming up to ten claims.
+func (e *StopUnreleasedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stop client: could not release %d claim(s) whose reply was lost; their jobs stay leased to this client until their leases end:", len(e.Claims))
+	writeFirst(&b, len(e.Claims), func(i int) {
+		c := e.Claims[i]
+		fmt.Fprintf(&b, " claim %s of queue %q (up to %d job(s))", c.ID, c.Queue, c.Max)
+	})
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+// Unwrap returns the release's error.
+func (e *StopUnreleasedError) Unwrap() error { return e.Err }
 
 // StopClaim is a claim a stop gave up on before learning which jobs it
 // took (StopTimeoutError.Claims).
@@ -205,14 +238,14 @@ func (e *StopTimeoutError) Error() string {
 		}
 	}
 	if len(e.Claims) > 0 {
-		fmt.Fprintf(&b, " %d claim(s) whose jobs are unknown, held until their leases end:", len(e.Claims))
+		fmt.Fprintf(&b, " %d claim(s) whose jobs are unknown:", len(e.Claims))
 		writeFirst(&b, len(e.Claims), func(i int) {
 			c := e.Claims[i]
-			what := "reply lost, release not written"
+			what, until := "reply lost, release not written", "held until their leases end"
 			if c.InFlight {
-				what = "in flight, its reply never came"
+				what, until = "in flight, its reply never came", "released when it comes"
 			}
-			fmt.Fprintf(&b, " claim %s of queue %q (%s: up to %d job(s))", c.ID, c.Queue, what, c.Max)
+			fmt.Fprintf(&b, " claim %s of queue %q (%s: up to %d job(s), %s)", c.ID, c.Queue, what, c.Max, until)
 		})
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)

@@ -20,8 +20,8 @@ func TestStopTimeoutErrorMessage(t *testing.T) {
 	e.Claims = []spool.StopClaim{{Queue: "q", ID: "c#1", Max: 5, InFlight: true}, {Queue: "q", ID: "c#0", Max: 3}}
 	msg := e.Error()
 	for _, want := range []string{`job 7 (kind "mail", attempt 2`, "; the outcomes of 12 job(s)", " job 100, job 101", " job 109 and 2 more;",
-		` 2 claim(s) whose jobs are unknown, held until their leases end: claim c#1 of queue "q" (in flight, its reply never came: up to 5 job(s)),` +
-			` claim c#0 of queue "q" (reply lost, release not written: up to 3 job(s)): context deadline exceeded`} {
+		` 2 claim(s) whose jobs are unknown: claim c#1 of queue "q" (in flight, its reply never came: up to 5 job(s), released when it comes),` +
+			` claim c#0 of queue "q" (reply lost, release not written: up to 3 job(s), held until their leases end): context deadline exceeded`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -284,7 +285,7 @@ func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
 	if c.Queue != spool.DefaultQueue || c.Max != 1 || !c.InFlight || c.ID == "" {
 		t.Fatalf("claim %+v, want one in flight on queue %q for up to 1 job", c, spool.DefaultQueue)
 	}
-	for _, want := range []string{"1 claim(s) whose jobs are unknown", "claim " + c.ID + ` of queue "default" (in flight, its reply never came: up to 1 job(s))`} {
+	for _, want := range []string{"1 claim(s) whose jobs are unknown", "claim " + c.ID + ` of queue "default" (in flight, its reply never came: up to 1 job(s), released when it comes)`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err.Error(), want)
 		}
@@ -292,13 +293,171 @@ func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
 	if j, err := mem.JobGet(ctx, res.ID); err != nil || j.State != backend.StateRetryable || j.Attempt != 1 {
 		t.Fatalf("after the stop: %+v %v, want the job retryable, attempt 1", j, err)
 	}
-	// The claim commits after the stop returned: the job it takes is
-	// leased under the id the error named, to a client that is gone.
+	// The claim commits after the stop returned, leasing the job it takes
+	// under the id the error named (TestStopReleasesALateClaim follows it).
 	close(store.release)
 	released = true
 	<-store.claimed
-	if j, err := mem.JobGet(ctx, b.ID); err != nil || j.State != backend.StateRunning || j.LeasedBy != c.ID {
-		t.Fatalf("after the claim committed: %+v %v, want job %d running, leased by %s", j, err, b.ID, c.ID)
+	if j, err := mem.JobGet(ctx, b.ID); err != nil || j.State == backend.StateRunning && j.LeasedBy != c.ID {
+		t.Fatalf("after the claim committed: %+v %v, want job %d leased by %s, or released", j, err, b.ID, c.ID)
+	}
+}
+
+// releaseSeen wraps a store and hands each claim release it wrote (the
+// claim's id) to released.
+type releaseSeen struct {
+	*heldClaims
+	released chan string
+}
+
+func (r *releaseSeen) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	n, err := r.heldClaims.JobReleaseClaim(ctx, p)
+	if err == nil {
+		r.released <- p.ClaimID
+	}
+	return n, err
+}
+
+// TestStopReleasesALateClaim: a claim in flight when the stop gave up is
+// named in its error; when the claim's reply comes, after Stop returned,
+// the client releases the jobs it took by the claim's id, so they go back
+// to the queue at once instead of waiting out their leases, and the
+// goroutine that waited for the reply exits. Against main the job stayed
+// running under the claim's id until its lease ended (the reply was read
+// by no one), and the release never came.
+func TestStopReleasesALateClaim(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	held := &heldClaims{Backend: mem, holding: make(chan struct{}), claimed: make(chan struct{}), release: make(chan struct{})}
+	store := &releaseSeen{heldClaims: held, released: make(chan string, 4)}
+	released := false
+	defer func() {
+		if !released {
+			close(held.release)
+		}
+	}()
+	started := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	client := oneWorkerClient(t, store, ws, time.Hour)
+	if _, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	b, err := client.Insert(ctx, WelcomeEmail{To: "b@example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-held.holding
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	err = client.Stop(sctx)
+	var se *spool.StopTimeoutError
+	if !errors.As(err, &se) || len(se.Claims) != 1 || !se.Claims[0].InFlight {
+		t.Fatalf("stop = %v, want a *StopTimeoutError naming the claim in flight", err)
+	}
+	id := se.Claims[0].ID
+	close(held.release)
+	released = true
+	<-held.claimed
+	// The lease is an hour: the job is back only if the client released it.
+	guard := time.NewTimer(time.Minute)
+	defer guard.Stop()
+	select {
+	case got := <-store.released:
+		if got != id {
+			t.Fatalf("released claim %s, want %s", got, id)
+		}
+	case <-guard.C:
+		j, err := mem.JobGet(ctx, b.ID)
+		t.Fatalf("no release of claim %s within a minute of its reply: job %d is %+v %v (leased until its lease ends)", id, b.ID, j, err)
+	}
+	if j, err := mem.JobGet(ctx, b.ID); err != nil || j.State != backend.StateAvailable || j.Attempt != 0 {
+		t.Fatalf("after the late claim's release: %+v %v, want job %d available, attempt 0", j, err, b.ID)
+	}
+	// Nothing of the client waits on: the fetcher that read the reply
+	// exited once the release returned.
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "engine.(*producer)") {
+			break
+		}
+		select {
+		case <-guard.C:
+			t.Fatalf("a producer goroutine still runs a minute after the late claim's release:\n%s", stacks)
+		case <-time.After(10 * time.Millisecond): // a look at the goroutines, not a synchronisation
+		}
+	}
+}
+
+// failedReleases wraps a store whose first claim commits but reports a
+// failure, as a reply lost on the way would, and whose releases of claims
+// fail: the claim's jobs stay leased to the client, and no release of them
+// is written.
+type failedReleases struct {
+	backend.Backend
+	claims atomic.Int32
+	lost   chan string // the lost claim's id
+}
+
+func (f *failedReleases) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	rows, err := f.Backend.JobClaim(ctx, p)
+	if err == nil && f.claims.Add(1) == 1 {
+		f.lost <- p.ClaimID
+		return nil, errors.New("connection reset (the claim committed)")
+	}
+	return rows, err
+}
+
+var errReleaseRefused = errors.New("release refused")
+
+func (f *failedReleases) JobReleaseClaim(ctx context.Context, p *backend.JobReleaseClaimParams) (int, error) {
+	return 0, errReleaseRefused
+}
+
+// TestStopReportsUnreleasedClaims: a stop with all the time it needs whose
+// last release of a claim whose reply was lost fails returns a
+// *StopUnreleasedError naming that claim (its jobs stay leased to the
+// client until their leases end), not nil, which says that nothing stays
+// leased. Against main it returned nil, with a log line.
+func TestStopReportsUnreleasedClaims(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	store := &failedReleases{Backend: mem, lost: make(chan string, 1)}
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error { return nil }))
+	client := oneWorkerClient(t, store, ws, 0)
+	res, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id := <-store.lost
+	err = client.Stop(ctx)
+	var ue *spool.StopUnreleasedError
+	if !errors.As(err, &ue) || !errors.Is(err, errReleaseRefused) {
+		t.Fatalf("stop = %v (%T), want a *StopUnreleasedError matching the release's error", err, err)
+	}
+	// One worker, prefetching one: the claim asked for two.
+	if len(ue.Claims) != 1 || ue.Claims[0] != (spool.StopClaim{Queue: spool.DefaultQueue, ID: id, Max: 2}) {
+		t.Fatalf("claims %+v, want claim %s of %q for up to 2 jobs", ue.Claims, id, spool.DefaultQueue)
+	}
+	want := fmt.Sprintf(`stop client: could not release 1 claim(s) whose reply was lost; their jobs stay leased to this client until their leases end: claim %s of queue "default" (up to 2 job(s)): release refused`, id)
+	if err.Error() != want {
+		t.Errorf("message %q, want %q", err.Error(), want)
+	}
+	if j, err := mem.JobGet(ctx, res.ID); err != nil || j.State != backend.StateRunning || j.LeasedBy != id {
+		t.Fatalf("after the stop: %+v %v, want the job running, leased by %s", j, err, id)
 	}
 }
 

@@ -52,3 +52,10 @@ func (b *Backend) ClaimsListed() int64 { return b.claimsListed.Load() }
 func (b *Backend) SetListedClock(now func() time.Time, after func(time.Duration, func())) {
 	b.listed.now, b.listed.after = now, after
 }
+
+// KillCounts returns the KILL QUERY statements the backend sent for
+// cancelled statements, and the statements whose connection it closed
+// instead (kill.go).
+func KillCounts(b *Backend) (kills, fallbacks uint64) {
+	return b.kill.kills.Load(), b.kill.fallbacks.Load()
+}

@@ -168,7 +168,9 @@ type Options struct {
 
 // Backend is the MySQL/MariaDB implementation of backend.Backend.
 type Backend struct {
-	db       *sql.DB
+	db *sql.DB
+	// kill kills on the server the statements whose context ended (kill.go).
+	kill     *killer
 	database string
 	sql      queries
 	server   serverInfo
@@ -301,7 +303,10 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
-	db := sql.OpenDB(connectFailures{connector})
+	// Statements whose context ends are killed on the server, from the
+	// killer's connections (kill.go).
+	kill := newKiller(connector)
+	db := sql.OpenDB(killConnector{Connector: connector, kill: kill})
 	db.SetMaxOpenConns(o.MaxConns)
 	db.SetMaxIdleConns(o.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -319,6 +324,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts *Options) (*Backend
 		small:    smallClaims{Expect: claimsize.Expect{Max: smallClaimMax}},
 		released: wakehub.New(),
 		db:       db,
+		kill:     kill,
 		database: cfg.DBName,
 		sql:      queries,
 		server:   info,
@@ -382,7 +388,11 @@ func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	return b.db.Close()
+	err := b.db.Close()
+	if kerr := b.kill.db.Close(); err == nil {
+		err = kerr
+	}
+	return err
 }
 
 // dbtx returns the executor for a caller's transaction, or nil for the pool.

@@ -42,6 +42,11 @@ func connWriteError(err error, mayCommit bool) error {
 		return err // classified already
 	case noConnectionFree(err):
 		return markNoConnectionFree(err)
+	case killedStatement(err):
+		// Its context ended and the server killed it before it finished
+		// (kill.go): an autocommit statement committed nothing, and a
+		// transaction's COMMIT is never killed.
+		return fmt.Errorf("%w: %w", backend.ErrNotWritten, err)
 	case errors.As(err, &my) && my.Number != errServerShutdown && my.Number != errConnectionKilled:
 		return err
 	case errors.As(err, &connect), errors.Is(err, driver.ErrBadConn), errors.As(err, &op) && op.Op == "dial", !mayCommit:

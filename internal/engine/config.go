@@ -220,6 +220,21 @@ func (e *GaveUpError) Error() string {
 // Unwrap returns the stop context's error.
 func (e *GaveUpError) Unwrap() error { return e.Err }
 
+// UnreleasedError is returned by a Stop that had time when the release of
+// claims whose reply was lost failed (see spool.StopUnreleasedError).
+type UnreleasedError struct {
+	Claims []ClaimLeft // by queue and id; none InFlight
+	Err    error       // the release's error
+}
+
+// Error implements error.
+func (e *UnreleasedError) Error() string {
+	return fmt.Sprintf("stop could not release %d claim(s) whose reply was lost: %v", len(e.Claims), e.Err)
+}
+
+// Unwrap returns the release's error.
+func (e *UnreleasedError) Unwrap() error { return e.Err }
+
 // Result is what an outcome does to its job, as logs and events name it.
 type Result uint8
 

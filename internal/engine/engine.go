@@ -17,6 +17,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -376,6 +377,15 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 			gaveUp.Claims = g.Claims
 		}
 	}
+	// A stop that had time can still leave claims behind: a producer's
+	// last release of claims whose reply was lost failed (the store
+	// refused it or could not be reached). Their jobs stay leased to this
+	// client until their leases end, so the stop says so rather than
+	// return nil, which means that nothing stays leased.
+	var unreleased *UnreleasedError
+	if ctxErr == nil {
+		unreleased = e.unreleased()
+	}
 	e.servicesCancel()
 	e.services.Wait()
 	e.running.stopAll(ErrClientStopping)
@@ -394,7 +404,36 @@ func (e *Engine) Stop(ctx context.Context, hard bool) error {
 	if gaveUp != nil {
 		return gaveUp
 	}
+	if unreleased != nil {
+		return unreleased
+	}
 	return ctxErr
+}
+
+// unreleased collects, for a stop that had time, the claims whose reply was
+// lost and whose release the producers could not write on exit; nil when
+// there are none.
+func (e *Engine) unreleased() *UnreleasedError {
+	var u UnreleasedError
+	for _, p := range e.producers {
+		claims, err := p.unreleased()
+		u.Claims = append(u.Claims, claims...)
+		if u.Err == nil {
+			u.Err = err
+		}
+	}
+	if len(u.Claims) == 0 {
+		return nil
+	}
+	if u.Err == nil {
+		u.Err = errors.New("release not written")
+	}
+	slices.SortFunc(u.Claims, func(a, b ClaimLeft) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.ID, b.ID))
+	})
+	e.logger.Warn("spool: stop left claims whose reply was lost unreleased; rescue returns their jobs when their leases end",
+		"claims", len(u.Claims), "error", u.Err)
+	return &u
 }
 
 // giveUpOnHandlers ends a stop that ran out of time while handlers that

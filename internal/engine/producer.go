@@ -68,6 +68,16 @@ type producer struct {
 	claimsOut   map[uint64]fetchReq
 	lost        []claimRef
 	handingBack map[backend.LeaseRef]struct{}
+	// abandoned is set when run, out of time, exits with claims in flight
+	// (a stop gave up): from then on a claim's reply, when it comes, is
+	// released by its fetcher (deliver) rather than handed to run, which
+	// no longer reads them; its record stays in claimsOut until that
+	// release is written.
+	abandoned bool
+	// releaseErr is why the last release of the lost claims, on exit,
+	// failed (releaseClaims): a stop that had time reports it with the
+	// claims left (unreleased).
+	releaseErr error
 	// asked counts the jobs the claims out may take: what each asked for
 	// when sent, and what each took on when its turn came (grow). With
 	// running and the buffer they never exceed maxWorkers plus prefetch;
@@ -164,7 +174,10 @@ type fetchResult struct {
 	// seq numbers the claim among the producer's claims, in the order
 	// they were sent.
 	seq uint64
-	err error
+	// claim is the claim sent (its max grown with it), for a reply that
+	// comes once run has abandoned it (releaseLateReplies).
+	claim claimRef
+	err   error
 	// unreleased are the claims still to release (failed claims whose jobs
 	// may be leased to us unseen), including this fetch's if it failed.
 	unreleased []claimRef
@@ -253,6 +266,21 @@ func (p *producer) leftBehind() (jobs []int64, claims []ClaimLeft) {
 		claims = append(claims, ClaimLeft{Queue: p.queue, ID: c.id, Max: c.max})
 	}
 	return jobs, claims
+}
+
+// unreleased returns the lost claims the producer's last release, on exit,
+// could not write, and its error (nil: none are left).
+func (p *producer) unreleased() ([]ClaimLeft, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.lost) == 0 {
+		return nil, nil
+	}
+	claims := make([]ClaimLeft, 0, len(p.lost))
+	for _, c := range p.lost {
+		claims = append(claims, ClaimLeft{Queue: p.queue, ID: c.id, Max: c.max})
+	}
+	return claims, p.releaseErr
 }
 
 // toHandBackLocked records that jobs, just taken out of the buffer (or
@@ -616,11 +644,30 @@ func (p *producer) run() {
 			p.release(unstarted)
 			if gaveUp {
 				// The stop is out of time: no waiting for stuck handlers, a
-				// claim in flight or the release of lost claims; leases
-				// left behind end and rescue returns their jobs. The
-				// stop names them from the ledger (leftBehind).
+				// claim in flight or the release of lost claims. The stop
+				// names them from the ledger (leftBehind). A claim in
+				// flight is released when its reply comes, by its fetcher
+				// (deliver): from now on no one reads fetchCh, so the
+				// replies already in it are released here, off this
+				// goroutine. Lost claims and what a late release fails to
+				// write are rescued when their leases end.
+				p.mu.Lock()
+				p.abandoned = true
+				var replies []fetchResult
+				for drained := false; !drained; {
+					select {
+					case r := <-fetchCh:
+						replies = append(replies, r)
+					default:
+						drained = true
+					}
+				}
+				p.mu.Unlock()
+				if len(replies) > 0 {
+					go p.releaseLateReplies(replies)
+				}
 				if inflight > 0 || lost > 0 {
-					p.logger.Warn("spool: stop gave up with claims unreleased; their jobs are rescued when their leases end",
+					p.logger.Warn("spool: stop gave up with claims unreleased; claims in flight are released when their replies come, the others' jobs are rescued when their leases end",
 						"queue", p.queue, "claims_in_flight", inflight, "unreleased_claims", lost)
 				}
 				return
@@ -708,6 +755,17 @@ func (p *producer) run() {
 		case <-p.freedCh:
 		case r := <-fetchCh:
 			inflight--
+			select {
+			case <-p.gaveUp:
+				// The stop gave up before this reply was read: it may
+				// already have named the claim, and the outcome writer
+				// may be closed to the releases of its jobs. Released by
+				// the claim's id, as the replies run will not read.
+				stopping, gaveUp = true, true
+				go p.releaseLateReplies([]fetchResult{r})
+				continue
+			default:
+			}
 			p.mu.Lock()
 			delete(p.claimsOut, r.seq)
 			p.lost = append(p.lost, r.unreleased...)
@@ -926,7 +984,8 @@ func (p *producer) fetch(r fetchReq) {
 	defer cancel()
 	unreleased, err := p.releaseClaimsCtx(ctx, lostClaims)
 	if err != nil {
-		out <- fetchResult{asked: n, seq: seq, err: fmt.Errorf("release the jobs of an earlier claim whose reply was lost: %w", err), unreleased: unreleased}
+		// The claim was not sent: only the lost claims are left.
+		p.deliver(out, fetchResult{asked: n, seq: seq, err: fmt.Errorf("release the jobs of an earlier claim whose reply was lost: %w", err), unreleased: unreleased})
 		return
 	}
 	claimID := r.claim.id
@@ -937,7 +996,7 @@ func (p *producer) fetch(r fetchReq) {
 			unreleased = []claimRef{r.claim}
 		}
 		p.cfg.Observer.claimed(p.queue, len(res.Jobs), time.Since(sentAt), err)
-		out <- fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More}
+		p.deliver(out, fetchResult{rows: res.Jobs, asked: n, sentAt: sentAt, seq: seq, claim: r.claim, err: err, unreleased: unreleased, held: res.Held, retryIn: res.RetryIn, more: res.More})
 		return
 	}
 	grown := 0
@@ -958,7 +1017,69 @@ func (p *producer) fetch(r fetchReq) {
 		unreleased = []claimRef{r.claim}
 	}
 	p.cfg.Observer.claimed(p.queue, len(rows), time.Since(sentAt), err)
-	out <- fetchResult{rows: rows, asked: n + grown, sentAt: sentAt, seq: seq, err: err, unreleased: unreleased}
+	p.deliver(out, fetchResult{rows: rows, asked: n + grown, sentAt: sentAt, seq: seq, claim: r.claim, err: err, unreleased: unreleased})
+}
+
+// deliver hands a claim's reply to run, or, once run has abandoned the
+// claims in flight (a stop gave up on them), releases what the claim took
+// itself: the stop named the claim as in flight (its jobs unknown), and
+// the reply now says which they are, so they need not wait out their
+// leases. The send is made under mu, so that run, abandoning under mu,
+// finds every reply sent before in fetchCh; it never blocks there, since
+// fetchCh holds a reply for every claim out (maxClaimsOut).
+func (p *producer) deliver(out chan<- fetchResult, r fetchResult) {
+	p.mu.Lock()
+	if !p.abandoned {
+		out <- r
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.releaseLateReplies([]fetchResult{r})
+}
+
+// lateReleaseTimeout bounds the release of a claim whose reply came after
+// the stop gave up: it runs on the fetcher's goroutine (or one of its own),
+// which exits once it returns.
+const lateReleaseTimeout = 5 * time.Second
+
+// releaseLateReplies releases the jobs of claims whose replies came after
+// the stop gave up, by their claim ids (a fenced release by the jobs'
+// leases would need the outcome writer, closed by then), with the lost
+// claims each reply still carried. The claim's record stays in the ledger
+// until the release returns; what the release could not write moves to the
+// lost claims, and comes back by rescue when the leases end.
+func (p *producer) releaseLateReplies(replies []fetchResult) {
+	ctx, cancel := context.WithTimeout(context.Background(), lateReleaseTimeout)
+	defer cancel()
+	for _, r := range replies {
+		claims := r.unreleased
+		if r.err == nil {
+			claims = append(slices.Clip(claims), r.claim)
+		}
+		var (
+			left []claimRef
+			err  error
+		)
+		for i, c := range claims {
+			n, e := p.be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: c.id})
+			if e != nil {
+				left, err = claims[i:], e
+				break
+			}
+			if n > 0 {
+				p.logger.Info("spool: released the jobs of a claim whose reply came after the stop gave up", "queue", p.queue, "claim", c.id, "jobs", n)
+			}
+		}
+		if err != nil {
+			p.logger.Warn("spool: could not release the jobs of a claim whose reply came after the stop gave up; rescue returns them when their leases end",
+				"queue", p.queue, "claims", len(left), "error", err)
+		}
+		p.mu.Lock()
+		delete(p.claimsOut, r.seq)
+		p.lost = append(p.lost, left...)
+		p.mu.Unlock()
+	}
 }
 
 // grow reserves for a claim whose turn has come the room its queue has
@@ -1048,7 +1169,7 @@ func (p *producer) releaseClaims() {
 	defer cancel()
 	left, err := p.releaseClaimsCtx(ctx, lost)
 	p.mu.Lock()
-	p.lost = left
+	p.lost, p.releaseErr = left, err
 	p.mu.Unlock()
 	if err != nil {
 		p.logger.Warn("spool: could not release the jobs of claims whose reply was lost; rescue will return them when their leases end",
