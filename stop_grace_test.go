@@ -232,6 +232,37 @@ func (h *heldClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([
 	return h.Backend.JobClaim(ctx, p)
 }
 
+// stopWhileClaiming starts a one-worker client on store (leases of lease,
+// the default when 0) whose handler holds its job until its context ends,
+// inserts a first job and, once it runs, a second, so that a claim goes
+// out and held holds it; then it stops the client with 20 ms to spare. It
+// returns the two jobs' insert results and the stop's error.
+func stopWhileClaiming(t *testing.T, ctx context.Context, store backend.Backend, held *heldClaims, lease time.Duration) (first, second *spool.InsertResult, err error) {
+	t.Helper()
+	started := make(chan struct{})
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	client := oneWorkerClient(t, store, ws, lease)
+	if first, err = client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if second, err = client.Insert(ctx, WelcomeEmail{To: "b@example.com"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-held.holding
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	return first, second, client.Stop(sctx)
+}
+
 // TestStopOutOfTimeWithClaimInFlight: a stop whose producer is held past
 // the grace by a claim in flight, with no handler stuck and every outcome
 // written, names that claim (its queue, its id, the jobs it may hold): the
@@ -248,30 +279,7 @@ func TestStopOutOfTimeWithClaimInFlight(t *testing.T) {
 			close(store.release)
 		}
 	}()
-	started := make(chan struct{})
-	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error {
-		close(started)
-		<-ctx.Done()
-		return ctx.Err()
-	}))
-	client := oneWorkerClient(t, store, ws, 0)
-	res, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	b, err := client.Insert(ctx, WelcomeEmail{To: "b@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-store.holding
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	err = client.Stop(sctx)
+	res, b, err := stopWhileClaiming(t, ctx, store, store, 0)
 	var se *spool.StopTimeoutError
 	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stop = %v (%T), want a *StopTimeoutError matching context.DeadlineExceeded", err, err)
@@ -336,29 +344,7 @@ func TestStopReleasesALateClaim(t *testing.T) {
 			close(held.release)
 		}
 	}()
-	started := make(chan struct{})
-	ws := spool.NewWorkers()
-	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[WelcomeEmail]) error {
-		close(started)
-		<-ctx.Done()
-		return ctx.Err()
-	}))
-	client := oneWorkerClient(t, store, ws, time.Hour)
-	if _, err := client.Insert(ctx, WelcomeEmail{To: "a@example.com"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	b, err := client.Insert(ctx, WelcomeEmail{To: "b@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-held.holding
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	err = client.Stop(sctx)
+	_, b, err := stopWhileClaiming(t, ctx, store, held, time.Hour)
 	var se *spool.StopTimeoutError
 	if !errors.As(err, &se) || len(se.Claims) != 1 || !se.Claims[0].InFlight {
 		t.Fatalf("stop = %v, want a *StopTimeoutError naming the claim in flight", err)
