@@ -42,10 +42,11 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 }
 
 // JobCancel cancels a pending or running job. A running job's context is
-// cancelled (cause ErrLeaseLost) within a second in any process, on every
-// backend (a PostgreSQL notification, SQLite's and MySQL's cancellation
-// events), or at its next heartbeat in a client with PollOnly set; its
-// outcome is not written.
+// cancelled (cause ErrLeaseLost) in any process by the cancellation's
+// wake-up, on every backend (a PostgreSQL notification, SQLite's and
+// MySQL's cancellation events; well within a second on a machine with
+// CPU to spare), or at its next heartbeat in a client with PollOnly set;
+// its outcome is not written.
 // Errors match ErrNotFound or ErrInvalidState (already finished); a
 // connection fault matches ErrNotWritten (the job was not cancelled) or
 // ErrOutcomeUnknown (it may have been: see JobGet), wrapping the cause.
