@@ -41,16 +41,7 @@ func TestClaimOfListedJobs(t *testing.T) {
 		}
 		return jobs
 	}
-	insert := func(tx backend.Tx) int64 {
-		t.Helper()
-		res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: []*backend.JobInsertParams{
-			{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.IDs[0]
-	}
+	insert := func(tx backend.Tx) int64 { return insertListedJob(t, ctx, be, tx) }
 	wakes := listenWakes(t, ctx, be)
 	if jobs := claim(); len(jobs) != 0 {
 		t.Fatalf("head claim of the empty queue: %d jobs, want none", len(jobs))
@@ -120,16 +111,7 @@ func TestListenReadsTheJobsThatCommitLate(t *testing.T) {
 	// late job by id.
 	now := time.Now()
 	be.SetListedClock(func() time.Time { return now }, func(time.Duration, func()) {})
-	insert := func(tx backend.Tx) int64 {
-		t.Helper()
-		res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: []*backend.JobInsertParams{
-			{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.IDs[0]
-	}
+	insert := func(tx backend.Tx) int64 { return insertListedJob(t, ctx, be, tx) }
 	wakes := listenWakes(t, ctx, be)
 	if jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"}); err != nil || len(jobs) != 0 {
 		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
@@ -159,6 +141,19 @@ func TestListenReadsTheJobsThatCommitLate(t *testing.T) {
 	if n := be.ClaimsListed(); n != 1 {
 		t.Fatalf("%d claims of listed jobs, want 1: both jobs listed", n)
 	}
+}
+
+// insertListedJob inserts one job into queue "q" in tx (nil: a
+// transaction of its own) and returns its id.
+func insertListedJob(t *testing.T, ctx context.Context, be backend.Backend, tx backend.Tx) int64 {
+	t.Helper()
+	res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Tx: tx, Jobs: []*backend.JobInsertParams{
+		{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.IDs[0]
 }
 
 func ids(jobs []*backend.JobRow) []int64 {
