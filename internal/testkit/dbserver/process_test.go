@@ -101,10 +101,15 @@ func TestPortReservedAcrossProcesses(t *testing.T) {
 }
 
 // TestMain runs holdPort instead of the tests in the child that
-// TestPortReservedAcrossProcesses starts.
+// TestPortReservedAcrossProcesses starts, and orphanCluster in the one
+// TestClusterStopsWhenOwnerDies starts.
 func TestMain(m *testing.M) {
 	if os.Getenv("SPOOL_TEST_HOLD_PORT") == "1" {
 		holdPort()
+		return
+	}
+	if dir := os.Getenv("SPOOL_TEST_ORPHAN_CLUSTER"); dir != "" {
+		orphanCluster(dir)
 		return
 	}
 	os.Exit(m.Run())

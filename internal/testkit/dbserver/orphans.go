@@ -1,0 +1,56 @@
+package dbserver
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// stopWhenOwnerExits is the script of a cluster's watcher. It reads its
+// standard input to the end, which comes only when the process that
+// started the cluster has exited (it alone holds the pipe's write end),
+// and then stops the cluster if it still runs: the process named by
+// postmaster.pid if it runs in the data directory, as postmasterPID checks
+// (a PID reused by another process since is left alone). SIGQUIT is
+// PostgreSQL's immediate shutdown; SIGKILL follows after 30 s.
+const stopWhenOwnerExits = `data=$1
+cat >/dev/null
+pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || exit 0
+case "$pid" in ''|*[!0-9]*) exit 0 ;; esac
+[ "$(readlink -f "/proc/$pid/cwd")" = "$(readlink -f "$data")" ] || exit 0
+kill -QUIT "$pid" 2>/dev/null || exit 0
+n=0
+while kill -0 "$pid" 2>/dev/null && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+kill -KILL "$pid" 2>/dev/null
+exit 0
+`
+
+// watchOwner starts the watcher that stops the cluster on data once this
+// process has exited, whether or not it stopped the cluster itself. A test
+// binary that go test stops at its -timeout, or that is killed, runs no
+// cleanup: without the watcher its clusters (pg_ctl starts them detached
+// from this process) would keep running, with their ports, memory and
+// connections, on a machine whose next runs need them. The watcher is a
+// shell in a process group of its own, so that a signal to the test's
+// group leaves it to do its work; it returns the pipe's write end, which
+// the caller keeps open for as long as it lives.
+func watchOwner(data string) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("watch the cluster's owner: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", stopWhenOwnerExits, "watch-owner", data)
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("watch the cluster's owner: %w", err)
+	}
+	// Nobody waits for the watcher here: it outlives this process by
+	// design; reaping it would only matter if this process outlived it.
+	go func() { _ = cmd.Wait() }()
+	return w, nil
+}
