@@ -199,9 +199,6 @@ type Postgres struct {
 	// asUser runs a PostgreSQL binary as the postgres OS user when this
 	// process is root (PostgreSQL refuses to run as root).
 	asUser func(bin string, args ...string) (string, []string)
-	// owner is the write end of the pipe its watcher reads (watchOwner):
-	// kept open while this process lives.
-	owner *os.File
 }
 
 // Options change how a server is configured.
@@ -274,7 +271,7 @@ func StartPostgresWith(ctx context.Context, dir string, o Options) (*Postgres, e
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: configure: %w", err)
 	}
-	if s.owner, err = watchOwner(s.data); err != nil {
+	if err := watchOwner(s.data); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	if err := s.Start(ctx); err != nil {

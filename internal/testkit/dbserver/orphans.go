@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 )
 
@@ -33,12 +34,14 @@ exit 0
 // from this process) would keep running, with their ports, memory and
 // connections, on a machine whose next runs need them. The watcher is a
 // shell in a process group of its own, so that a signal to the test's
-// group leaves it to do its work; it returns the pipe's write end, which
-// the caller keeps open for as long as it lives.
-func watchOwner(data string) (*os.File, error) {
+// group leaves it to do its work. The pipe's write end stays open until
+// this process exits: it is kept in watchedOwners, never closed, so that
+// no finalizer closes it when the caller drops its *Postgres while the
+// cluster is meant to run on.
+func watchOwner(data string) error {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("watch the cluster's owner: %w", err)
+		return fmt.Errorf("watch the cluster's owner: %w", err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", stopWhenOwnerExits, "watch-owner", data)
 	cmd.Stdin = r
@@ -47,10 +50,18 @@ func watchOwner(data string) (*os.File, error) {
 	r.Close()
 	if err != nil {
 		w.Close()
-		return nil, fmt.Errorf("watch the cluster's owner: %w", err)
+		return fmt.Errorf("watch the cluster's owner: %w", err)
 	}
-	// Nobody waits for the watcher here: it outlives this process by
-	// design; reaping it would only matter if this process outlived it.
+	watchedMu.Lock()
+	watchedOwners = append(watchedOwners, w)
+	watchedMu.Unlock()
+	// The watcher outlives this process by design; waiting for it only
+	// reaps it should it end first.
 	go func() { _ = cmd.Wait() }()
-	return w, nil
+	return nil
 }
+
+var (
+	watchedMu     sync.Mutex
+	watchedOwners []*os.File // the watchers' pipes, open until this process exits
+)
