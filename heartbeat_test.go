@@ -183,3 +183,76 @@ func TestLeaseEndCancelsHandler(t *testing.T) {
 		t.Errorf("no warning says why the handler was cancelled:\n%s", out)
 	}
 }
+
+// recordsHandler sends every log record to a channel.
+type recordsHandler struct{ records chan<- slog.Record }
+
+func (h recordsHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordsHandler) Handle(_ context.Context, r slog.Record) error {
+	h.records <- r.Clone()
+	return nil
+}
+func (h recordsHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordsHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestUserCancelIsNoWarning: a running job cancelled by JobCancel has its
+// handler cancelled and says so at Info, naming the job: the caller asked
+// for it, and a warning would send an operator looking for a fault.
+func TestUserCancelIsNoWarning(t *testing.T) {
+	ctx := context.Background()
+	records := make(chan slog.Record, 100)
+	started := make(chan int64, 1)
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[longArgs]) error {
+		started <- j.ID
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}))
+	c, err := spool.NewClient(migratedMemory(t), &spool.Config{
+		Workers:       ws,
+		Queues:        map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+		LeaseDuration: time.Minute, // no heartbeat (every 20 s) before the cancellation's wake-up
+		Logger:        slog.New(recordsHandler{records}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Insert(ctx, longArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	<-started
+	if _, err := c.JobCancel(ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	hang := time.After(30 * time.Second)
+	for {
+		var r slog.Record
+		select {
+		case r = <-records:
+		case <-hang:
+			t.Fatal("no log record says the job was cancelled by a user within 30 s")
+		}
+		if r.Level >= slog.LevelWarn {
+			t.Fatalf("logged at %s after a user's cancellation: %s", r.Level, r.Message)
+		}
+		if !strings.Contains(r.Message, "cancelled by a user") {
+			continue
+		}
+		var ids any
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "job_ids" {
+				ids = a.Value.Any()
+			}
+			return true
+		})
+		if got, ok := ids.([]int64); !ok || len(got) != 1 || got[0] != res.ID {
+			t.Fatalf("job_ids = %v, want [%d]", ids, res.ID)
+		}
+		return
+	}
+}

@@ -288,16 +288,30 @@ func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, tim
 		ectx, cancel := context.WithTimeout(ctx, h.cfg.LeaseDuration)
 		defer cancel()
 		causes := make([]string, 0, len(running))
+		// A user's cancellation is what its caller asked for, not a fault
+		// for an operator to look into: told at Info when it is every
+		// cause.
+		byUsers := true
 		for _, l := range running {
 			if _, ok := rows[l]; !ok && errs[l] == nil {
 				lookup(ectx, l)
 			}
 			if row, err := rows[l], errs[l]; row != nil || err != nil {
 				causes = append(causes, fmt.Sprintf("job %d: %s", l.ID, leaseLossCause(l, row, err)))
+				byUsers = byUsers && err == nil && row.State == backend.StateCancelled
 			}
 		}
 		if len(causes) < len(running) {
 			causes = append(causes, fmt.Sprintf("%d more not looked up", len(running)-len(causes)))
+			byUsers = false
+		}
+		if byUsers {
+			ids := make([]int64, len(running))
+			for i, l := range running {
+				ids[i] = l.ID
+			}
+			h.logger.Info("spool: jobs cancelled by a user; cancelling their handlers", "jobs", n, "job_ids", ids)
+			return
 		}
 		h.logger.Warn("spool: job leases no longer held; cancelling those jobs' handlers", "jobs", n, "causes", strings.Join(causes, "; "))
 	}
