@@ -42,16 +42,20 @@ func (c *Client) JobRetry(ctx context.Context, id int64) (*JobRow, error) {
 }
 
 // JobCancel cancels a pending or running job. A running job's context is
-// cancelled (cause ErrLeaseLost) in any process by the cancellation's
-// wake-up, on every backend (a PostgreSQL notification, SQLite's and
-// MySQL's cancellation events; well within a second on a machine with
-// CPU to spare), or at its next heartbeat in a client with PollOnly set;
-// its outcome is not written.
+// cancelled (cause ErrLeaseLost) at once when this client runs it, in
+// another process by the cancellation's wake-up, on every backend (a
+// PostgreSQL notification, SQLite's and MySQL's cancellation events; well
+// within a second on a machine with CPU to spare), or at its next
+// heartbeat in a client with PollOnly set; its outcome is not written.
 // Errors match ErrNotFound or ErrInvalidState (already finished); a
 // connection fault matches ErrNotWritten (the job was not cancelled) or
 // ErrOutcomeUnknown (it may have been: see JobGet), wrapping the cause.
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
-	return c.backend.JobCancel(ctx, &backend.JobCancelParams{ID: id})
+	row, err := c.backend.JobCancel(ctx, &backend.JobCancelParams{ID: id})
+	if err == nil {
+		c.engine.Cancelled(id)
+	}
+	return row, err
 }
 
 // JobDelete deletes a job that is not running (cancel a running job first)

@@ -96,6 +96,9 @@ func (c *Client) bulk(ctx context.Context, action backend.BulkAction, f JobFilte
 		}
 		p.AfterID = batch.LastID
 	}
+	if action == backend.BulkCancel && res.Changed > 0 {
+		c.engine.Cancelled(0)
+	}
 	if action == backend.BulkRetry && res.Changed > 0 {
 		if f.Queue != "" {
 			c.engine.Wake(f.Queue)

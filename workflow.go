@@ -311,7 +311,11 @@ func (c *Client) Workflows(ctx context.Context, beforeID int64, limit int) ([]*W
 // (waiting, pending or running; running handlers are stopped as by
 // JobCancel) and returns how many it cancelled.
 func (c *Client) WorkflowCancel(ctx context.Context, id int64) (int, error) {
-	return c.backend.WorkflowCancel(ctx, id)
+	n, err := c.backend.WorkflowCancel(ctx, id)
+	if err == nil && n > 0 {
+		c.engine.Cancelled(0)
+	}
+	return n, err
 }
 
 // ErrWorkflowNotFinal: WorkflowRetry on a workflow with a task not final

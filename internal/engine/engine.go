@@ -541,6 +541,19 @@ func (e *Engine) Wake(queue string) {
 	}
 }
 
+// Cancelled tells the engine that this process cancelled job id (0: some
+// jobs, by a filter or a workflow): if it runs one of them here, a
+// heartbeat goes at once, which finds the lease gone and cancels the
+// handler, as the cancellation's wake-up would. The store's wake-up can
+// take a while to come back to the process that sent it (MariaDB's reads
+// of the cancellation events, every 200 ms while jobs come); what this
+// process did itself it needs no wake-up to learn.
+func (e *Engine) Cancelled(id int64) {
+	if (id == 0 && e.running.any()) || (id != 0 && e.running.holds(id)) {
+		e.beat.now()
+	}
+}
+
 // Paused tells the producer of queue, if any, that the queue was paused in
 // this process: it hands its prefetched jobs back at once. Producers in
 // other processes find the pause at their next poll.

@@ -332,10 +332,17 @@ func (r *runningJobs) remove(leases []backend.LeaseRef) {
 	}
 }
 
+// any reports whether the client holds a job.
+func (r *runningJobs) any() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.jobs) > 0
+}
+
 // holds reports whether the client holds a job with this id. It looks
 // through the set, which is bounded by the workers and the buffer: it runs
-// only for a cancellation notice, where an index by id would cost every
-// job's start and finish a second map write.
+// only for a cancellation, where an index by id would cost every job's
+// start and finish a second map write.
 func (r *runningJobs) holds(id int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -38,3 +38,24 @@ func TestBenchDebounce(t *testing.T) {
 	}
 	checkStoresDropped(t, res.Store)
 }
+
+// TestBenchCancel runs bench cancel on PostgreSQL: every job's handler is
+// cancelled through each side, well before a heartbeat could have told it,
+// and the scratch schema is dropped.
+func TestBenchCancel(t *testing.T) {
+	var res cancelResult
+	benchJSON(t, &res, "cancel", "--jobs", "10")
+	if len(res.Sides) != 2 {
+		t.Fatalf("want 2 sides, got %+v", res)
+	}
+	for _, s := range res.Sides {
+		if s.Latency.Count != 10 {
+			t.Errorf("%s: %d jobs cancelled, want 10", s.Side, s.Latency.Count)
+		}
+		checkOrdered(t, s.Side, s.Latency)
+	}
+	checkStoresDropped(t, res.Store)
+	if r := runSpool(t, "bench", "cancel", "--lease", "1s", "--database-url", "sqlite:///nonexistent/x.db"); r.Code != 2 {
+		t.Errorf("--lease 1s: exit %d, want 2 (%s)", r.Code, r.Stderr)
+	}
+}
