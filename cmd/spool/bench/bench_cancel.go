@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ type cancelResult struct {
 	Store      string       `json:"store"`
 	Jobs       int          `json:"jobs_per_side"`
 	Lease      string       `json:"lease"`
+	MaxRun     string       `json:"max_run"`
 	Sides      []cancelSide `json:"sides"`
 	GOMAXPROCS int          `json:"gomaxprocs"`
 }
@@ -54,12 +56,14 @@ func (c *BenchCancelCommand) Run(ctx context.Context, args []string) error {
 	r := NewScenarioRun(c.m, "bench cancel")
 	jobs := r.Flags.Int("jobs", 100, "jobs cancelled through each side")
 	lease := r.Flags.Duration("lease", time.Minute, "Config.LeaseDuration of the worker (its heartbeats come every third of it)")
+	maxRun := r.Flags.Duration("max-run", 250*time.Millisecond, "each job runs a random time up to this before it is cancelled")
 	if err := r.Parse(args, c.Usage()); err != nil {
 		return err
 	}
 	if err := r.Check(
 		Want(*jobs >= 1 && *jobs <= 100_000, "--jobs must be between 1 and 100000"),
 		Want(*lease >= 3*time.Second, "--lease must be at least 3s"),
+		Want(*maxRun >= 0 && *maxRun <= time.Minute, "--max-run must be between 0 and 1m"),
 	); err != nil {
 		return err
 	}
@@ -113,7 +117,7 @@ func (c *BenchCancelCommand) Run(ctx context.Context, args []string) error {
 	if err := r.StartProfile(); err != nil {
 		return err
 	}
-	res := cancelResult{Scenario: "cancel", Store: store.Scratch.Name, Jobs: *jobs, Lease: lease.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	res := cancelResult{Scenario: "cancel", Store: store.Scratch.Name, Jobs: *jobs, Lease: lease.String(), MaxRun: maxRun.String(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	// A heartbeat (every third of the lease) also tells the handler: a
 	// latency that long says the wake-up did not.
 	beat := *lease / 3
@@ -134,6 +138,12 @@ func (c *BenchCancelCommand) Run(ctx context.Context, args []string) error {
 				}
 			case <-ctx.Done():
 				return WithCause(ctx, fmt.Errorf("bench cancel: waiting for job %d to start: %w", ins.ID, ctx.Err()))
+			}
+			if *maxRun > 0 {
+				// A random run: cancels at a fixed pace would fall at one
+				// phase of a store's periodic reads (MariaDB's heads, every
+				// 200 ms while jobs come) and show only that phase.
+				time.Sleep(rand.N(*maxRun))
 			}
 			if _, err := side.c.JobCancel(ctx, ins.ID); err != nil {
 				return WithCause(ctx, fmt.Errorf("bench cancel: %s: cancel job %d: %w", side.name, ins.ID, err))
@@ -175,7 +185,7 @@ func waitCancelled(ctx context.Context, c *spool.Client, id int64) error {
 
 // printCancelResult prints one row per side.
 func printCancelResult(w io.Writer, r *cancelResult) error {
-	fmt.Fprintf(w, "cancel: %d jobs per side, lease %s; latency from JobCancel's return to the handler's context cancelled\n\n", r.Jobs, r.Lease)
+	fmt.Fprintf(w, "cancel: %d jobs per side, each cancelled after a random run up to %s, lease %s; latency from JobCancel's return to the handler's context cancelled\n\n", r.Jobs, r.MaxRun, r.Lease)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CANCELLED THROUGH\tP50\tP99\tMAX")
 	for _, s := range r.Sides {
@@ -192,7 +202,8 @@ Usage: spool bench cancel [flags]
 Measures how long after Client.JobCancel returns the cancelled job's
 handler sees its context end. A worker client runs one job at a time,
 whose handler blocks until its context ends; --jobs jobs are inserted and,
-once each has started, cancelled: first through the worker's own client,
+once each has run a random time up to --max-run, cancelled: first through
+the worker's own client,
 then through a client on a second handle of the store, as another process
 would (the cancellation's wake-up carries it: a PostgreSQL notification,
 SQLite's and MySQL's cancellation events). Heartbeats, which also tell a
@@ -204,6 +215,10 @@ Flags:
 
 	--jobs N
 		jobs cancelled through each side (default 100)
+	--max-run DURATION
+		each job runs a random time up to this before it is cancelled
+		(default 250ms), so that the cancels fall at every phase of a
+		store's periodic reads
 	--lease DURATION
 		the worker's Config.LeaseDuration (default 1m)
 `+CommonUsage, "\n")
