@@ -2,8 +2,11 @@ package testdb
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestMain(m *testing.M) {
@@ -77,5 +80,32 @@ UPDATE `+first+`.parent SET name = 'changed' WHERE id = 1`); err != nil {
 	})
 	if migrations != 2 {
 		t.Fatalf("%d migrations, want 2 (the first schema, and one after it was changed)", migrations)
+	}
+}
+
+// TestLockHoldersNamed: the error of a wait for a schema's tables names
+// the session that holds one, with its lock and its statement.
+func TestLockHoldersNamed(t *testing.T) {
+	pool := PostgresPool(t)
+	ctx := context.Background()
+	schema := NewSchemaName()
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+schema+`; CREATE TABLE `+schema+`.t (id int)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var pid int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM `+schema+`.t UNION ALL SELECT pg_backend_pid() LIMIT 1`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = awaitUnlocked(wctx, pool, schema)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (client backend", pid)) || !strings.Contains(err.Error(), "t AccessShareLock") {
+		t.Fatalf("awaitUnlocked with table t locked by pid %d: %v", pid, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,8 +156,49 @@ func awaitUnlocked(ctx context.Context, pool *pgxpool.Pool, schema string) error
 		// rather than keep the server busy asking.
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for the schema's tables to be unlocked: %w", ctx.Err())
+			return fmt.Errorf("wait for the schema's tables to be unlocked: %w; held by: %s", ctx.Err(), lockHolders(pool, schema))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// lockHolders describes the sessions that hold a lock on a table of
+// schema or run a statement naming it, for an error that says who kept a
+// test waiting: each session's kind, state, locks, transaction age and
+// statement.
+func lockHolders(pool *pgxpool.Pool, schema string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rows, err := pool.Query(ctx, `SELECT a.pid, a.backend_type, coalesce(a.application_name, ''), coalesce(a.state, ''),
+  coalesce(now() - a.xact_start, '0'::interval)::text,
+  coalesce((SELECT string_agg(DISTINCT c.relname || ' ' || l.mode || CASE WHEN l.granted THEN '' ELSE ' (waiting)' END, ', ')
+    FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE l.pid = a.pid AND n.nspname = $1), ''),
+  left(coalesce(a.query, ''), 200)
+FROM pg_stat_activity a
+WHERE a.pid <> pg_backend_pid() AND (a.pid IN (SELECT l.pid FROM pg_locks l
+  JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)
+  OR (a.state = 'active' AND strpos(a.query, $1) > 0))`, schema)
+	if err != nil {
+		return fmt.Sprintf("(could not read them: %v)", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var (
+			pid                               int
+			kind, app, state, age, locks, sql string
+		)
+		if err := rows.Scan(&pid, &kind, &app, &state, &age, &locks, &sql); err != nil {
+			return fmt.Sprintf("(could not read them: %v)", err)
+		}
+		out = append(out, fmt.Sprintf("pid %d (%s, %q, %s, in a transaction for %s; locks: %s): %s", pid, kind, app, state, age, locks, sql))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Sprintf("(could not read them: %v)", err)
+	}
+	if len(out) == 0 {
+		return "nobody any more"
+	}
+	return strings.Join(out, "; ")
 }
