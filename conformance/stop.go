@@ -109,7 +109,11 @@ func testStopTimeoutEscalates(t *testing.T, h Harness) {
 		<-ctx.Done()
 		return ctx.Err()
 	}))
-	c := newClient(t, be, fastConfig(ws, 1))
+	// A stop that gives up on the write leaves the job to rescue when its
+	// lease ends (settleUnwritten): a short lease.
+	cfg := fastConfig(ws, 1)
+	cfg.LeaseDuration = shortLease
+	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)
 	recv(t, started, "start")
@@ -216,7 +220,10 @@ func testStopStuckHandler(t *testing.T, h Harness) {
 		defer close(returned)
 		return nil
 	}))
+	// The stuck job's retry waits one lease, and a write given up leaves
+	// it to rescue when its lease ends (settleUnwritten): a short lease.
 	cfg := fastConfig(ws, 2)
+	cfg.LeaseDuration = shortLease
 	lateReturn := make(chan string, 1)
 	cfg.Logger = slog.New(&logWatch{msg: "after the client's stop gave up", seen: lateReturn})
 	c := newClient(t, be, cfg)
