@@ -22,7 +22,6 @@ func awaitWorkers(t *testing.T, be backend.Backend) {
 		return spool.RecordOutput(ctx, map[string]int{"n": j.Args.N * 10})
 	}))
 	cfg := fastConfig(ws, 2)
-	cfg.LeaseDuration = time.Minute
 	cfg.AnnounceFinishes = true // where the store needs it (PostgreSQL)
 	start(t, newClient(t, be, cfg))
 }

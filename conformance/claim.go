@@ -144,12 +144,6 @@ func testNoJobRunsTwice(t *testing.T, h Harness) {
 		}
 		cfg := fastConfig(ws, 16)
 		cfg.Queues[spool.DefaultQueue] = spool.QueueConfig{MaxWorkers: 16, Prefetch: 7 * (i + 1)}
-		// What this test holds is that concurrent claims never hand one job
-		// to two workers. A lease that ends hands its job out again by
-		// design (docs/guarantees.md; the lease tests cover it), and the
-		// short lease of fastConfig did end on a starved machine, whose
-		// heartbeats took longer than 3 s to land.
-		cfg.LeaseDuration = time.Minute
 		cfg.Logger = slog.New(slog.NewTextHandler(warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		start(t, newClient(t, cbe, cfg))
 	}

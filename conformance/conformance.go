@@ -349,18 +349,30 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
-// fastConfig returns a config with short intervals for tests.
+// fastConfig returns a config with short intervals for tests, and a long
+// lease: a lease's end is the subject of a few tests only, which set
+// shortLease themselves. With a short lease every test depends on the
+// machine's speed: a process starved for two seconds on a loaded machine
+// (a CI run at load 25 saw heartbeats take 1.4 s and a claim's reply
+// 0.9 s) has its leases end, and its jobs released unstarted or run again,
+// in tests whose subject is signals, flow limits or records.
 func fastConfig(ws *spool.Workers, workers int) *spool.Config {
 	return &spool.Config{
 		Workers:        ws,
 		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: workers}},
-		LeaseDuration:  3 * time.Second,
+		LeaseDuration:  time.Minute,
 		PollInterval:   20 * time.Millisecond,
 		RescueInterval: 50 * time.Millisecond,
 		RetryPolicy:    spool.ConstantRetryPolicy{Delay: 0},
 		// Logger: newClient gives the test's (quietLogger).
 	}
 }
+
+// shortLease is the lease of the tests whose subject is a lease's end: a
+// heartbeat's rhythm (a beat every second), rescue of a job whose handler
+// was abandoned, a retry delayed by one lease. The lease holds while the
+// test's process is starved for less than about two seconds.
+const shortLease = 3 * time.Second
 
 func newClient(t *testing.T, be backend.Backend, cfg *spool.Config) *spool.Client {
 	t.Helper()

@@ -119,7 +119,6 @@ func testDebounceNewCycle(t *testing.T, h Harness) {
 		return nil
 	}))
 	cfg := fastConfig(ws, 1)
-	cfg.LeaseDuration = time.Minute
 	worker := newClient(t, be, cfg)
 	start(t, worker)
 	defer close(release)
@@ -161,7 +160,6 @@ func testDebounceConcurrent(t *testing.T, h Harness) {
 		return nil
 	}))
 	cfg := fastConfig(ws, 4)
-	cfg.LeaseDuration = time.Minute
 	worker := newClient(t, be, cfg)
 	start(t, worker)
 	clients := []*spool.Client{
@@ -301,7 +299,6 @@ func testDebounceEarlierCycleRetry(t *testing.T, h Harness) {
 		return errors.New("fails, to retry in an hour")
 	}))
 	cfg := fastConfig(ws, 1)
-	cfg.LeaseDuration = time.Minute
 	cfg.RetryPolicy = spool.ConstantRetryPolicy{Delay: time.Hour}
 	worker := newClient(t, be, cfg)
 	start(t, worker)

@@ -352,10 +352,13 @@ func completeTxRunOn(t *testing.T, h Harness, be, inner backend.Backend, committ
 	results := make(chan error, 1)
 	ws := spool.NewWorkers()
 	cfg := fastConfig(ws, 1)
-	// Beats have two thirds of the lease to land: a loaded 2-core machine took
-	// longer than the 200 ms a 300-ms lease left, and the run's own clock
-	// then ended the lease before a beat could settle it as committed.
-	cfg.LeaseDuration = 2 * time.Second
+	// A lease that ends by the run's own clock before a beat lands cancels
+	// the handler, committed or not (the client cannot tell), which is not
+	// this test's subject: beats have two thirds of the lease to land. A
+	// loaded 2-core machine took longer than the 200 ms a 300-ms lease
+	// left, and a process paused for 3.5 s lost a 2-s lease; a 6-s lease
+	// outlasts a pause of 4 s and still beats every 2 s.
+	cfg.LeaseDuration = 6 * time.Second
 	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[NoteArgs]) error {
 		tx := h.BeginTx(t, inner)
 		if err := spool.CompleteTx(ctx, btx(tx), j); err != nil {
@@ -373,7 +376,7 @@ func completeTxRunOn(t *testing.T, h Harness, be, inner backend.Backend, committ
 		// Stay past three heartbeats (one every third of the lease): none
 		// may cancel us.
 		runOn := time.After(cfg.LeaseDuration + 100*time.Millisecond)
-		giveUp := time.After(10 * time.Second)
+		giveUp := time.After(3 * cfg.LeaseDuration)
 		poll := time.NewTicker(10 * time.Millisecond)
 		defer poll.Stop()
 		for {
@@ -392,7 +395,7 @@ func completeTxRunOn(t *testing.T, h Harness, be, inner backend.Backend, committ
 					runOn, reached = time.After(2*cfg.LeaseDuration/3), nil
 				}
 			case <-giveUp:
-				results <- errors.New("the awaited heartbeat did not come within 10s")
+				results <- fmt.Errorf("the awaited heartbeat did not come within %s", 3*cfg.LeaseDuration)
 				return nil
 			}
 		}

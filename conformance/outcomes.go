@@ -230,13 +230,16 @@ func overrunOnce(t *testing.T, be, inner backend.Backend) {
 		}
 		return nil
 	})})
-	// fastConfig's lease of 3 s: the first attempt must reach its handler,
-	// so the claim's reply must come within half the lease (a later reply
-	// releases the job unstarted) and within the whole lease (else rescue
-	// takes it first, recording a lease expiry). A CI machine running every
+	// The overrun is found by a heartbeat and retried after one lease: a
+	// short lease (shortLease, a beat every second) keeps the test within
+	// seconds. The first attempt must reach its handler, so the claim's
+	// reply must come within half the lease (a later reply releases the
+	// job unstarted) and within the whole lease (else rescue takes it
+	// first, recording a lease expiry). A CI machine running every
 	// module's tests under -race on two cores delayed a claim's reply by
 	// 1.5 s, past the 1-s lease this test had.
 	cfg := fastConfig(ws, 2)
+	cfg.LeaseDuration = shortLease
 	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)

@@ -534,7 +534,9 @@ func testWaitAtReturn(t *testing.T, h Harness) {
 }
 
 // testRecordsGoWithJob: a job deleted at its completion (CompletedRetention
-// < 0) takes its steps and signals with it.
+// < 0) takes its steps and signals with it, in the call that writes the
+// completion (docs/durable.md): once the client reports the completion,
+// which it does after that call, the job and its records are gone.
 func testRecordsGoWithJob(t *testing.T, h Harness) {
 	be := h.NewBackend(t)
 	ctx := context.Background()
@@ -549,6 +551,8 @@ func testRecordsGoWithJob(t *testing.T, h Harness) {
 	cfg := fastConfig(ws, 1)
 	cfg.CompletedRetention = -1
 	c := newClient(t, be, cfg)
+	events, end := c.Subscribe()
+	defer end()
 	id := insert(t, c, StepArgs{}, nil)
 	if _, err := c.Signal(ctx, id, "go", 1); err != nil {
 		t.Fatal(err)
@@ -557,17 +561,13 @@ func testRecordsGoWithJob(t *testing.T, h Harness) {
 		t.Fatalf("signals before the run: %+v", d.Signals)
 	}
 	start(t, c)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := be.JobGet(ctx, id)
-		d := durableOf(t, be, id)
-		if errors.Is(err, backend.ErrNotFound) && len(d.Steps) == 0 && len(d.Signals) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d deleted at its completion (get: %v) left %d steps and %d signals", id, err, len(d.Steps), len(d.Signals))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if e := recv(t, events, "the job's outcome"); e.JobID != id || e.Kind != spool.EventJobCompleted {
+		t.Fatalf("event %s of job %d (error %q), want job %d completed", e.Kind, e.JobID, e.Error, id)
+	}
+	_, err := be.JobGet(ctx, id)
+	d := durableOf(t, be, id)
+	if !errors.Is(err, backend.ErrNotFound) || len(d.Steps) != 0 || len(d.Signals) != 0 {
+		t.Fatalf("job %d reported completed, deleted at its completion (get: %v), left %d steps and %d signals", id, err, len(d.Steps), len(d.Signals))
 	}
 }
 

@@ -109,7 +109,11 @@ func testStopTimeoutEscalates(t *testing.T, h Harness) {
 		<-ctx.Done()
 		return ctx.Err()
 	}))
-	c := newClient(t, be, fastConfig(ws, 1))
+	// A stop that gives up on the write leaves the job to rescue when its
+	// lease ends (settleUnwritten): stopLease.
+	cfg := fastConfig(ws, 1)
+	cfg.LeaseDuration = stopLease
+	c := newClient(t, be, cfg)
 	start(t, c)
 	id := insert(t, c, NoteArgs{}, nil)
 	recv(t, started, "start")
@@ -177,6 +181,13 @@ func testStopTimeoutEscalates(t *testing.T, h Harness) {
 	}
 }
 
+// stopLease is the lease of the stop tests that may leave a job to rescue
+// (settleUnwritten waits 18 s for it): long enough that a process paused
+// for seconds as the stop begins keeps its lease, so that the stop, not
+// rescue, writes the job's retry. With 3 s, a pause of 3.5 s let rescue
+// record "lease expired" first.
+const stopLease = 10 * time.Second
+
 // settleUnwritten returns job id once its state is no longer running: a
 // stop gave up writing its outcome, and the write may have committed after
 // all; if not, the job is still running under its lease, and rescue,
@@ -199,6 +210,55 @@ func settleUnwritten(t *testing.T, be backend.Backend, id int64) *backend.JobRow
 	}
 }
 
+// stopBound is how long a stop whose context ended 100 ms in may take in
+// all: the deadline, the grace (half a second) and room for the store's
+// cancelled calls to return, on a machine that runs the process.
+const stopBound = 1500 * time.Millisecond
+
+// stallMeter adds up how late a goroutine that sleeps 10 ms at a time
+// wakes: the time a loaded or paused machine did not run the process. A
+// stop's timers and its store calls are held up by as much, so a bound on
+// the stop's wall time is a bound on the stop only once that time is taken
+// off; a store call that ignores its cancellation still shows in full.
+type stallMeter struct {
+	stop chan struct{}
+	late chan time.Duration
+}
+
+func meterStalls() *stallMeter {
+	m := &stallMeter{stop: make(chan struct{}), late: make(chan time.Duration, 1)}
+	go func() {
+		const tick = 10 * time.Millisecond
+		var late time.Duration
+		t := time.NewTimer(tick)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-m.stop:
+				if d := time.Since(last) - tick; d > 0 {
+					late += d
+				}
+				m.late <- late
+				return
+			case now := <-t.C:
+				if d := now.Sub(last) - tick; d > 0 {
+					late += d
+				}
+				last = now
+				t.Reset(tick)
+			}
+		}
+	}()
+	return m
+}
+
+// end stops the meter and returns the stalls it saw.
+func (m *stallMeter) end() time.Duration {
+	close(m.stop)
+	return <-m.late
+}
+
 // testStopStuckHandler: a handler that ignores its context does not hold a
 // stop past its deadline. Stop returns about half a second after the
 // deadline with an error naming the job; the job is set to retry after one
@@ -216,7 +276,10 @@ func testStopStuckHandler(t *testing.T, h Harness) {
 		defer close(returned)
 		return nil
 	}))
+	// The stuck job's retry waits one lease, and a write given up leaves
+	// it to rescue when its lease ends (settleUnwritten): stopLease.
 	cfg := fastConfig(ws, 2)
+	cfg.LeaseDuration = stopLease
 	lateReturn := make(chan string, 1)
 	cfg.Logger = slog.New(&logWatch{msg: "after the client's stop gave up", seen: lateReturn})
 	c := newClient(t, be, cfg)
@@ -232,16 +295,17 @@ func testStopStuckHandler(t *testing.T, h Harness) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	begun := time.Now()
+	begun, stalls := time.Now(), meterStalls()
 	err := c.Stop(ctx)
-	took := time.Since(begun)
+	took, stalled := time.Since(begun), stalls.end()
 	// The bound is the API's promise (guarantees.md, promise 7), not a
 	// write's speed: every wait of a stop out of time ends on the grace's
 	// timers or on a context the store must heed, so only a store call
-	// that ignores its cancellation, or nearly a second of scheduling
-	// delay, can break it.
-	if took > 1500*time.Millisecond {
-		t.Fatalf("Stop took %s with a 100ms deadline; want it back within about half a second of the deadline", took)
+	// that ignores its cancellation can break it. The time the machine did
+	// not run the process is taken off (stallMeter): a CI run at load 30-40
+	// saw a stop pass the bound.
+	if took-stalled > stopBound {
+		t.Fatalf("Stop took %s with a 100ms deadline (%s of it the process stalled); want it back within about half a second of the deadline", took, stalled)
 	}
 	var se *spool.StopTimeoutError
 	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) {
@@ -313,12 +377,16 @@ func testStopHurried(t *testing.T, h Harness) {
 	recv(t, stopping, "the first stop to begin")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	begun := time.Now()
-	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	begun, stalls := time.Now(), meterStalls()
+	err := c.Stop(ctx)
+	took, stalled := time.Since(begun), stalls.end()
+	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second stop = %v, want its deadline", err)
 	}
-	if took := time.Since(begun); took > 1500*time.Millisecond {
-		t.Fatalf("second stop took %s with a 100ms deadline", took)
+	// As in StopReturnsWithStuckHandler, the time the machine did not run
+	// the process is taken off the bound.
+	if took-stalled > stopBound {
+		t.Fatalf("second stop took %s with a 100ms deadline (%s of it the process stalled)", took, stalled)
 	}
 	var se *spool.StopTimeoutError
 	if err := recv(t, first, "first stop"); !errors.As(err, &se) || len(se.Jobs) != 1 || se.Jobs[0].ID != id {
