@@ -258,7 +258,7 @@ func (b *slowGets) JobGet(ctx context.Context, id int64) (*backend.JobRow, error
 
 // testLostLeaseSlowRead: the read that tells why a lease was lost takes
 // longer than the time between heartbeats (a third of the lease) but less
-// than the lease: the handler is cancelled at once, and the warning still
+// than the lease: the handler is cancelled at once, and the log line still
 // names the cause, a little later.
 func testLostLeaseSlowRead(t *testing.T, h Harness) {
 	const lease = 3 * time.Second
@@ -267,7 +267,7 @@ func testLostLeaseSlowRead(t *testing.T, h Harness) {
 
 // lostLeaseCancelsJobOn runs one job on a client of be with the given
 // lease and cancels it while it runs: the handler's context ends with
-// ErrLeaseLost, a warning names the job and the user's cancellation, and
+// ErrLeaseLost, a line names the job and the user's cancellation, and
 // the handler's late success does not overwrite the cancellation.
 func lostLeaseCancelsJobOn(t *testing.T, be backend.Backend, lease time.Duration) {
 	causes := make(chan error, 1)
@@ -297,8 +297,10 @@ func lostLeaseCancelsJobOn(t *testing.T, be backend.Backend, lease time.Duration
 	if cause := recv(t, causes, "cancellation"); !errors.Is(cause, spool.ErrLeaseLost) {
 		t.Fatalf("cause = %v", cause)
 	}
-	if w := recv(t, warned, "a warning that names the cause"); !strings.Contains(w, fmt.Sprintf("job %d: cancelled by a user", id)) {
-		t.Fatalf("warning %q does not name the job and its cause", w)
+	// The line is read from the job's row as it is now (the cancelled
+	// state), so naming the user's cancellation says the read was made.
+	if w := recv(t, warned, "a line that names the job and the user's cancellation"); !strings.Contains(w, fmt.Sprintf("job_ids=[%d]", id)) {
+		t.Fatalf("line %q does not name the job cancelled by a user", w)
 	}
 	if err := c.Stop(context.Background()); err != nil {
 		t.Fatal(err)

@@ -147,6 +147,9 @@ func awaitUnlocked(ctx context.Context, pool *pgxpool.Pool, schema string) error
   OR EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid() AND a.state = 'active'
   AND strpos(a.query, $1) > 0)`, schema).Scan(&held)
 		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("wait for the schema's tables to be unlocked: %w; held by: %s", err, lockHolders(pool, schema))
+			}
 			return fmt.Errorf("wait for the schema's tables to be unlocked: %w", err)
 		}
 		if !held {
