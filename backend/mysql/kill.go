@@ -207,16 +207,20 @@ func sessionID(ctx context.Context, c *killConn) (uint64, error) {
 // driver's connection that database/sql looks for.
 type killConn struct {
 	driver.Conn
-	id    uint64
-	kill  *killer
-	begin driver.ConnBeginTx
-	prep  driver.ConnPrepareContext
-	exec  driver.ExecerContext
-	query driver.QueryerContext
-	ping  driver.Pinger
-	reset driver.SessionResetter
-	valid driver.Validator
-	check driver.NamedValueChecker
+	id   uint64
+	kill *killer
+	// doomed is set when a kill fell back (fallBack): the killer ends the
+	// session in the background, so the connection must not go back to the
+	// pool even when its statement had answered after all (IsValid).
+	doomed atomic.Bool
+	begin  driver.ConnBeginTx
+	prep   driver.ConnPrepareContext
+	exec   driver.ExecerContext
+	query  driver.QueryerContext
+	ping   driver.Pinger
+	reset  driver.SessionResetter
+	valid  driver.Validator
+	check  driver.NamedValueChecker
 }
 
 func newKillConn(conn driver.Conn, k *killer) (*killConn, bool) {
@@ -284,8 +288,13 @@ func (c *killConn) Ping(ctx context.Context) error { return c.ping.Ping(ctx) }
 // ResetSession implements driver.SessionResetter.
 func (c *killConn) ResetSession(ctx context.Context) error { return c.reset.ResetSession(ctx) }
 
-// IsValid implements driver.Validator.
-func (c *killConn) IsValid() bool { return c.valid.IsValid() }
+// IsValid implements driver.Validator: database/sql asks before it puts a
+// connection back in the pool. A doomed one is not: a statement that
+// answered while its kill fell back (its KILL QUERY timed out under load)
+// returns its result, and the session the killer then ended in the
+// background failed the pool's next statement on it with "invalid
+// connection" (a hard stop's cancelled call, then a read, 2026-12-02).
+func (c *killConn) IsValid() bool { return !c.doomed.Load() && c.valid.IsValid() }
 
 // CheckNamedValue implements driver.NamedValueChecker.
 func (c *killConn) CheckNamedValue(nv *driver.NamedValue) error { return c.check.CheckNamedValue(nv) }
@@ -357,6 +366,7 @@ func (w *stmtWatch) killStatement() {
 // server then does not commit later, though the call cannot know it.
 func (w *stmtWatch) fallBack() {
 	w.closed = true
+	w.c.doomed.Store(true)
 	w.c.kill.fallbacks.Add(1)
 	w.cancel()
 	go w.c.kill.connection(w.c.id)
