@@ -143,11 +143,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		// than listenStartWait, the client starts anyway and polls meanwhile.
 		listening := make(chan struct{})
 		var once sync.Once
-		l := &listener{n: n, observer: e.cfg.Observer, logger: e.logger, wake: e.wakeJobs, wakeAll: e.WakeAll, cancelled: func(id int64) {
-			if e.running.holds(id) {
-				e.beat.now()
-			}
-		}, wakeRouted: e.wakeRouted}
+		l := &listener{n: n, observer: e.cfg.Observer, logger: e.logger, wake: e.wakeJobs, wakeAll: e.WakeAll, cancelled: e.Cancelled, wakeRouted: e.wakeRouted}
 		queues := slices.Collect(maps.Keys(e.producers))
 		if wr, routes := e.be.(backend.WakeRouter); routes && wr.RoutesWakes() {
 			if l.router = newRouter(wr, e.cfg.ClientID, queues, e.logger); l.router != nil {
@@ -541,13 +537,13 @@ func (e *Engine) Wake(queue string) {
 	}
 }
 
-// Cancelled tells the engine that this process cancelled job id (0: some
-// jobs, by a filter or a workflow): if it runs one of them here, a
-// heartbeat goes at once, which finds the lease gone and cancels the
-// handler, as the cancellation's wake-up would. The store's wake-up can
-// take a while to come back to the process that sent it (MariaDB's reads
-// of the cancellation events, every 200 ms while jobs come); what this
-// process did itself it needs no wake-up to learn.
+// Cancelled tells the engine that job id was cancelled (0: some jobs, by
+// a filter or a workflow), by this process or, through the cancellation's
+// wake-up, by another: if it runs one of them here, a heartbeat goes at
+// once, which finds the lease gone and cancels the handler. The store's
+// wake-up can take a while to come back to the process that sent it
+// (MariaDB's reads of the cancellation events, every 200 ms while jobs
+// come), so this process's own cancels call it directly.
 func (e *Engine) Cancelled(id int64) {
 	if (id == 0 && e.running.any()) || (id != 0 && e.running.holds(id)) {
 		e.beat.now()
