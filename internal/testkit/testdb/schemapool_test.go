@@ -109,3 +109,54 @@ func TestLockHoldersNamed(t *testing.T) {
 		t.Fatalf("awaitUnlocked with table t locked by pid %d: %v", pid, err)
 	}
 }
+
+// TestAwaitUnlockedNotHeldByLongerName: a statement running on another
+// schema whose name starts with this one's (the process's kept schemas
+// spool_kept_<pid>_1 and spool_kept_<pid>_10) does not hold up the wait
+// for this one's tables.
+func TestAwaitUnlockedNotHeldByLongerName(t *testing.T) {
+	pool := PostgresPool(t)
+	ctx := context.Background()
+	schema := NewSchemaName()
+	longer := schema + "0"
+	for _, s := range []string{schema, longer} {
+		if _, err := pool.Exec(ctx, `CREATE SCHEMA `+s+`; CREATE TABLE `+s+`.t (id int)`); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+s+` CASCADE`) })
+	}
+	// A statement on the longer name that stays running: a read of its
+	// table waiting behind another session's lock.
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `LOCK TABLE `+longer+`.t IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	read := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(rctx, `SELECT * FROM `+longer+`.t`)
+		read <- err
+	}()
+	for waiting := false; !waiting; {
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE state = 'active'
+  AND wait_event_type = 'Lock' AND query = $1)`, `SELECT * FROM `+longer+`.t`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Bounded only so that a failure ends: a wait held up by the other
+	// schema's statement runs to this deadline.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := awaitUnlocked(wctx, pool, schema); err != nil {
+		t.Fatalf("wait for %s while a statement on %s runs: %v", schema, longer, err)
+	}
+	_ = holder.Rollback(ctx)
+	if err := <-read; err != nil {
+		t.Fatalf("read of %s.t: %v", longer, err)
+	}
+}

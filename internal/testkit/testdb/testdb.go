@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -141,11 +142,8 @@ func awaitUnlocked(ctx context.Context, pool *pgxpool.Pool, schema string) error
 		var held bool
 		// A lock on one of its tables, or a statement naming the schema
 		// that is running but has not reached its first lock yet.
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks l
-  JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
-  WHERE n.nspname = $1 AND l.pid <> pg_backend_pid())
-  OR EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid() AND a.state = 'active'
-  AND strpos(a.query, $1) > 0)`, schema).Scan(&held)
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity a WHERE `+holdsSchema+`)`,
+			schema, namePattern(schema)).Scan(&held)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("wait for the schema's tables to be unlocked: %w; held by: %s", err, lockHolders(pool, schema))
@@ -165,6 +163,33 @@ func awaitUnlocked(ctx context.Context, pool *pgxpool.Pool, schema string) error
 	}
 }
 
+// holdsSchema is the condition on a session a of pg_stat_activity that
+// holds up the wait for schema $1 ($2 its namePattern): another session
+// that holds or waits for a lock on one of its tables, or runs a statement
+// naming it (one that has not reached its first lock yet).
+//
+// The name must stand as a word in the statement: the process's kept
+// schemas spool_kept_<pid>_1 and spool_kept_<pid>_10 share a prefix, and a
+// substring match made the give-back of the first wait for every statement
+// on the second; a busy test there (NoJobRunsTwice, four clients) runs one
+// at nearly every moment, and the wait ran out its 30 s.
+//
+// An autovacuum worker does not hold it up: it takes no lock that the
+// reset's DELETEs wait for, and the server cancels it for a VACUUM or a
+// DROP that waits for its lock (not being an anti-wraparound run on a
+// test's young tables).
+const holdsSchema = `a.pid <> pg_backend_pid() AND a.backend_type <> 'autovacuum worker' AND (
+  a.pid IN (SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+    JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)
+  OR (a.state = 'active' AND a.query ~ $2))`
+
+// namePattern is a regular expression (PostgreSQL's) that matches a
+// statement's text naming schema: the name not within a longer
+// identifier.
+func namePattern(schema string) string {
+	return `(^|[^[:alnum:]_$])` + regexp.QuoteMeta(schema) + `($|[^[:alnum:]_$])`
+}
+
 // lockHolders describes the sessions that hold a lock on a table of
 // schema or run a statement naming it, for an error that says who kept a
 // test waiting: each session's kind, state, locks, transaction age and
@@ -179,9 +204,7 @@ func lockHolders(pool *pgxpool.Pool, schema string) string {
     WHERE l.pid = a.pid AND n.nspname = $1), ''),
   left(coalesce(a.query, ''), 200)
 FROM pg_stat_activity a
-WHERE a.pid <> pg_backend_pid() AND (a.pid IN (SELECT l.pid FROM pg_locks l
-  JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)
-  OR (a.state = 'active' AND strpos(a.query, $1) > 0))`, schema)
+WHERE `+holdsSchema, schema, namePattern(schema))
 	if err != nil {
 		return fmt.Sprintf("(could not read them: %v)", err)
 	}
