@@ -15,40 +15,76 @@ import (
 	"github.com/spoolq/spool/internal/testkit/testdb"
 )
 
-// slowHeartbeats makes the server take delay over every heartbeat of the
-// backend's schema, and nothing else: a statement trigger sleeps when the
-// statement sets leased_until as a heartbeat does (claims set it among
-// other columns, rescue and finishes clear it). The sleep comes before any
-// row is locked, so two beats out at once wait side by side, as two
-// statements on a CPU-starved server do.
-func slowHeartbeats(t *testing.T, ctx context.Context, schema string, delay time.Duration) {
+// slowHeartbeats makes the server answer each heartbeat of the backend's
+// schema only once the next beat has been sent: a server slower than the
+// time between beats, however fast or slow the machine. A statement
+// trigger takes a number for each statement that sets leased_until as a
+// heartbeat does (claims set it among other columns, rescue and finishes
+// clear it) and waits until a later number has been taken (a sequence,
+// seen by every session at once). The wait comes before any row is
+// locked, so the two beats out at once wait side by side, as two
+// statements on a CPU-starved server do. Only spool_jobs has the trigger:
+// the test's jobs are claimed in place, so every beat updates it, once.
+//
+// It returns the number of beats taken so far, and open, which lets every
+// beat through from then on; open is also called when the test ends, so
+// that no beat is left waiting on the server (it would hold the schema's
+// tables).
+func slowHeartbeats(t *testing.T, ctx context.Context, schema string) (beats func() int64, open func()) {
 	t.Helper()
 	pool := testdb.PostgresPool(t)
 	ddl := fmt.Sprintf(`
+CREATE SEQUENCE %[1]s.slow_beats;
+CREATE SEQUENCE %[1]s.slow_open;
 CREATE FUNCTION %[1]s.slow_beat() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  n bigint;
 BEGIN
   IF current_query() ~* 'SET leased_until = (greatest|now)' THEN
-    PERFORM pg_sleep(%[2]f);
+    n := nextval('%[1]s.slow_beats');
+    WHILE (SELECT last_value FROM %[1]s.slow_beats) <= n AND NOT (SELECT is_called FROM %[1]s.slow_open) LOOP
+      PERFORM pg_sleep(0.005);
+    END LOOP;
   END IF;
   RETURN NULL;
 END $$;
-CREATE TRIGGER slow_beat BEFORE UPDATE ON %[1]s.spool_jobs FOR EACH STATEMENT EXECUTE FUNCTION %[1]s.slow_beat();
-CREATE TRIGGER slow_beat BEFORE UPDATE ON %[1]s.spool_leases FOR EACH STATEMENT EXECUTE FUNCTION %[1]s.slow_beat();`,
-		schema, delay.Seconds())
+CREATE TRIGGER slow_beat BEFORE UPDATE ON %[1]s.spool_jobs FOR EACH STATEMENT EXECUTE FUNCTION %[1]s.slow_beat();`,
+		schema)
 	if _, err := pool.Exec(ctx, ddl); err != nil {
 		t.Fatalf("slow the heartbeats down: %v", err)
 	}
+	open = func() {
+		if _, err := pool.Exec(context.Background(), fmt.Sprintf(`SELECT nextval('%s.slow_open')`, schema)); err != nil {
+			t.Errorf("let the heartbeats through: %v", err)
+		}
+	}
+	t.Cleanup(open)
+	beats = func() int64 {
+		var n int64
+		if err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM %s.slow_beats`, schema)).Scan(&n); err != nil {
+			t.Fatalf("count the heartbeats: %v", err)
+		}
+		return n
+	}
+	return beats, open
 }
 
-// TestSlowServerKeepsLeases: on a server that takes more than half the
-// lease to answer each heartbeat, but answers, a job that runs for three
+// TestSlowServerKeepsLeases: on a server that answers each heartbeat only
+// once the next has been sent, but answers, a job that runs for three
 // leases keeps its lease and runs once. Beats sent one after another (each
-// waiting for the last to land) fall behind such a server: each lands
-// after the lease the one before gave had ended, rescue hands the job to
-// another worker, and it runs twice at once.
+// waiting for the last to land) fall behind such a server: the first is
+// never answered, the lease ends, and rescue hands the job to another
+// worker: it starts again (a client with one beat out at a time started
+// each job three times in three leases).
+//
+// A beat sent every third of the lease and answered when the next is sent
+// lands a third of the lease after its send, and the lease it extends
+// runs from that send: each lease ends two beats after the beat that gave
+// it, a third of the lease of margin for what a loaded machine adds to the
+// beats' ticks, whatever the server's or the machine's speed.
 //
 // The jobs are claimed in place, whose heartbeat locks its rows after the
-// trigger's sleep, so two beats out at once wait side by side. A beat of
+// trigger's wait, so two beats out at once wait side by side. A beat of
 // jobs in lease rows locks them first: beats sent while one is out queue
 // behind it, and on such a server the lease ends (the handler is then
 // cancelled, TestLeaseEndCancelsHandler in the root package).
@@ -60,16 +96,11 @@ func TestSlowServerKeepsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The beats tolerate a latency under two thirds of the lease; the
-	// delay leaves an eighth of it (0.47 s) for what a loaded machine adds
-	// to the sleep (a CI run added more than 0.23 s to a 1.1-s sleep, which
-	// a 2-s lease did not leave room for).
 	const (
 		lease = 4 * time.Second
-		delay = lease * 55 / 100 // between half and two thirds of the lease
 		jobs  = 2
 	)
-	slowHeartbeats(t, ctx, schema, delay)
+	beats, open := slowHeartbeats(t, ctx, schema)
 
 	var (
 		mu       sync.Mutex
@@ -129,8 +160,15 @@ func TestSlowServerKeepsLeases(t *testing.T) {
 			t.Fatalf("%s; warnings:\n%s", msg, logs.String())
 		}
 	}
+	// Held until the next beat: the beats of three leases, every third of
+	// one, less the last, which open lets through.
+	held := beats()
+	open()
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if held < 3 {
+		t.Errorf("%d heartbeats held by the server over three leases: the test did not slow them down", held)
 	}
 	mu.Lock()
 	defer mu.Unlock()
