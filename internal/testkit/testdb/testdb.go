@@ -171,8 +171,9 @@ func awaitUnlocked(ctx context.Context, pool *pgxpool.Pool, schema string) error
 // The name must stand as a word in the statement: the process's kept
 // schemas spool_kept_<pid>_1 and spool_kept_<pid>_10 share a prefix, and a
 // substring match made the give-back of the first wait for every statement
-// on the second; a busy test there (NoJobRunsTwice, four clients) runs one
-// at nearly every moment, and the wait ran out its 30 s.
+// on the second, where a busy test (NoJobRunsTwice, four clients) has one
+// running at about half of the wait's looks on a lightly loaded machine,
+// and more the busier the server.
 //
 // An autovacuum worker does not hold it up: it takes no lock that the
 // reset's DELETEs wait for, and the server cancels it for a VACUUM or a
