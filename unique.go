@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -193,7 +192,7 @@ func (c *Client) insertDebounced(ctx context.Context, tx any, p *backend.JobDebo
 	p.Tx = tx
 	r, err := c.backend.JobInsertDebounced(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("insert debounced job: %w", err)
+		return nil, err // the backend's error names the operation
 	}
 	res := &backend.JobInsertManyResult{IDs: []int64{r.ID}}
 	if r.Debounced {

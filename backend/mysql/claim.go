@@ -67,21 +67,23 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		// (a wake-up that arrived meanwhile) then reads after that one's
 		// commit, and finds the jobs committed since rather than nothing,
 		// the rows the first holds being skipped.
-		release, waited, err := b.small.turn(ctx, p.Queue)
+		release, err := b.small.turn(ctx, p.Queue)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 		// A claim that waited for its turn was sent while another was
-		// out, for jobs that came meanwhile: it walks the head, and so
-		// takes every job committed by now, listed yet or not.
-		var ids []int64
-		skip := false
-		if waited {
-			b.listed.headBegins(p.Queue)
-		} else {
-			ids, skip = b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
-		}
+		// out, for the jobs listed meanwhile: it takes those by id like
+		// any other. At 1,000 jobs a second a claim lasts about as long
+		// as the looker's look interval, so most claims waited, and when
+		// they walked the head instead they took most of the pickup's
+		// jobs, each SELECT stepping over the claim index's entries not
+		// yet purged: 150-210 buffer-pool pages a job, and the slowest
+		// pickups (docs/benchmarks/2026-12-02.md, "MariaDB pickup at
+		// 1,000 jobs a second"). Jobs committed but not listed yet are
+		// listed by the next look, which wakes the queue again; jobs no
+		// list names wait for a head claim (listed.go).
+		ids, skip := b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
 		if skip {
 			b.claimsListedTaken.Add(1)
 			return nil, nil
@@ -150,14 +152,27 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 }
 
 // claimListedTx is a small claim of the listed jobs ids of p's queue
-// (listed.go), in a transaction of its own.
+// (listed.go): on MariaDB first without a transaction (claimListedNoWait),
+// and in a transaction of its own when that met a row another holds.
 func (b *Backend) claimListedTx(ctx context.Context, p *backend.JobClaimParams, ids []int64) ([]*backend.JobRow, error) {
 	b.claimsListed.Add(1)
-	var jobs []*backend.JobRow
-	err := b.inTx(ctx, func(tx *sql.Tx) (err error) {
-		jobs, err = b.claimListed(ctx, tx, p, ids)
-		return err
-	})
+	var (
+		jobs []*backend.JobRow
+		done bool
+		err  error
+	)
+	if b.server.mariaDB && !b.server.galera {
+		jobs, done, err = b.claimListedNoWait(ctx, p, ids)
+	}
+	if err == nil && !done {
+		if b.server.mariaDB && !b.server.galera {
+			b.claimsListedLocked.Add(1)
+		}
+		err = b.inTx(ctx, func(tx *sql.Tx) (err error) {
+			jobs, err = b.claimListed(ctx, tx, p, ids)
+			return err
+		})
+	}
 	if err == nil {
 		b.listed.took(p.Queue, jobs)
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
@@ -240,6 +255,9 @@ type smallClaims struct {
 	// empty holds the queues whose last pessimistic claim in this
 	// process came back empty: their next small claim probes first.
 	empty sync.Map // queue name → struct{}
+	// onWait, when set (tests), is called as a claim begins to wait for
+	// its queue's turn.
+	onWait func(queue string)
 }
 
 // wasEmpty reports whether the queue's last claim came back empty.
@@ -260,8 +278,8 @@ func (s *smallClaims) setEmpty(queue string, empty bool) {
 }
 
 // turn waits for the queue's turn among this process's small claims, and
-// returns the function that ends it, and whether it had to wait.
-func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), waited bool, err error) {
+// returns the function that ends it.
+func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), err error) {
 	v, ok := s.turns.Load(queue)
 	if !ok {
 		v, _ = s.turns.LoadOrStore(queue, make(chan struct{}, 1))
@@ -269,14 +287,17 @@ func (s *smallClaims) turn(ctx context.Context, queue string) (release func(), w
 	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, false, nil
+		return func() { <-ch }, nil
 	default:
+	}
+	if s.onWait != nil {
+		s.onWait(queue)
 	}
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, true, nil
+		return func() { <-ch }, nil
 	case <-ctx.Done():
-		return nil, true, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 

@@ -59,3 +59,32 @@ func (b *Backend) SetListedClock(now func() time.Time, after func(time.Duration,
 func KillCounts(b *Backend) (kills, fallbacks uint64) {
 	return b.kill.kills.Load(), b.kill.fallbacks.Load()
 }
+
+// IsMariaDB reports whether the server is MariaDB.
+func (b *Backend) IsMariaDB() bool { return b.server.mariaDB }
+
+// ClaimsListedLocked is how many claims of listed jobs took them in a
+// transaction after the claim without one met a row another held.
+func (b *Backend) ClaimsListedLocked() int64 { return b.claimsListedLocked.Load() }
+
+// ListedCount is how many ids are listed for a queue's next claim.
+func (b *Backend) ListedCount(queue string) int {
+	b.listed.mu.Lock()
+	defer b.listed.mu.Unlock()
+	if q := b.listed.queues[queue]; q != nil {
+		return len(q.ids)
+	}
+	return 0
+}
+
+// HoldClaimTurn takes the queue's turn among the backend's small claims,
+// as a claim out would, and returns the function that gives it back;
+// onWait is called when a claim begins to wait for that turn.
+func (b *Backend) HoldClaimTurn(ctx context.Context, queue string, onWait func()) (release func(), err error) {
+	b.small.onWait = func(q string) {
+		if q == queue {
+			onWait()
+		}
+	}
+	return b.small.turn(ctx, queue)
+}

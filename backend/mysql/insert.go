@@ -91,7 +91,17 @@ func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams
 	case ctx.Err() != nil:
 		err = fmt.Errorf("%w: %w", backend.ErrNotWritten, ctx.Err())
 	case len(chunks) == 1 && !unique:
-		if err = b.retry(ctx, func() error { return run(ctx, b.db) }); err != nil {
+		// The connection first: a context that ends while the insert waits
+		// for one sent nothing, which the error of a statement run on the
+		// pool could not tell from a cut-off reply.
+		conn, cerr := b.db.Conn(ctx)
+		if cerr != nil {
+			err = connWriteError(cerr, false)
+			break
+		}
+		err = b.retry(ctx, func() error { return run(ctx, conn) })
+		_ = conn.Close()
+		if err != nil {
 			err = connWriteError(err, true)
 		}
 	default:

@@ -20,14 +20,11 @@ import (
 // (BENCHMARKS.md, history, 2026-12-01f: "MariaDB pickup at 1 and 8
 // processes: claims of listed jobs by primary key"). A claim
 // expected to be small therefore claims the jobs Listen listed for its
-// queue by primary key instead, when it may:
+// queue by primary key instead (on MariaDB in two round trips and no
+// transaction of its own, claimListedNoWait), when it may:
 //
 //   - the queue's listed ids are at most the claim's ask, so that the
 //     SELECT's LIMIT never leaves a row it locked unreturned;
-//   - the claim did not wait for the queue's turn (claimPessimistic): one
-//     that did was sent while another was out, for jobs that came
-//     meanwhile, and a head claim takes every job committed by then,
-//     listed yet or not;
 //   - the queue's last head claim (one that walks the index) began less
 //     than listedHeadEvery ago. Jobs no list names wait for a head claim:
 //     a job whose insert committed after a higher id was read
@@ -248,3 +245,74 @@ func (b *Backend) claimListed(ctx context.Context, tx *sql.Tx, p *backend.JobCla
 	}
 	return b.claimLocked(ctx, tx, p, rows)
 }
+
+// claimListedNoWait is a claim of the listed jobs ids of p's queue in two
+// round trips, with no transaction of its own (MariaDB): a plain read of
+// those that are due pending jobs of the queue, by primary key, then one
+// autocommit UPDATE of the rows whose fence (their version) is still the
+// one read, as the optimistic strategy claims (claimPicked). The
+// transaction of claimListed took four: BEGIN, the locking SELECT, the
+// UPDATE and COMMIT, each a round trip to a server that, at 1,000 jobs a
+// second, is busy with the inserts' commits, and each a wait in its CPU's
+// queue on a pickup's path (docs/benchmarks/2026-12-02.md, "MariaDB
+// pickup at 1,000 jobs a second").
+//
+// The UPDATE must not wait where the locking SELECT skipped: a row
+// another transaction holds (another process's head claim, a caller's
+// transaction that changes a pending job) would hold the pickup of every
+// job of the claim, and the queue's turn, until that transaction ends.
+// So it runs with innodb_lock_wait_timeout 0 (MariaDB's NOWAIT), and a
+// lock it would wait for rolls the statement back whole (1205): nothing
+// is claimed, and done is false, for the caller to claim the ids in a
+// transaction that skips the locked rows. A short count means another
+// claim took some rows after the read (their fence moved), and a third
+// round trip asks which are this claim's.
+func (b *Backend) claimListedNoWait(ctx context.Context, p *backend.JobClaimParams, ids []int64) (jobs []*backend.JobRow, done bool, err error) {
+	rows, err := b.db.QueryContext(ctx, b.sql.claimSelectIDs+inList(ids)+"\nORDER BY priority, run_at, id LIMIT "+strconv.Itoa(len(ids)), p.Queue, p.Queue)
+	if err != nil {
+		return nil, false, err
+	}
+	heads, now, err := collectHeads(rows)
+	if err != nil || len(heads) == 0 {
+		return nil, err == nil, err
+	}
+	picked := make([]int64, len(heads))
+	fences := make([]int32, len(heads))
+	for i, j := range heads {
+		picked[i], fences[i] = j.ID, j.Fence
+	}
+	at := sqlTime(now)
+	res, err := b.db.ExecContext(ctx, noWaitPrefix+b.sql.optimisticUpdate+inList(picked)+leaseGuard(picked, fences),
+		at, micros(p.Lease), leaseHolder(p.ClaimID), at)
+	if lockErrorNumber(err) != 0 {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, false, err
+	}
+	won := heads
+	if int(n) < len(heads) {
+		mine, err := b.claimedIDs(ctx, p.ClaimID, picked)
+		if err != nil {
+			return nil, false, err
+		}
+		won = won[:0:0]
+		for _, j := range heads {
+			if mine[j.ID] {
+				won = append(won, j)
+			}
+		}
+	}
+	for _, j := range won {
+		markClaimed(j, now, p)
+	}
+	return won, true, nil
+}
+
+// noWaitPrefix makes the statement after it fail at once (1205), rolled
+// back whole, rather than wait for a row lock (MariaDB).
+const noWaitPrefix = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR "

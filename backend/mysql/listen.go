@@ -220,8 +220,9 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 		lastSent  = time.Now()
 		busy      = false
 		// watching: the last heads showed the looker's lease held by
-		// another process.
-		watching = false
+		// another process; holderSlow: its holder had no idle worker at
+		// its last renewal.
+		watching, holderSlow = false, false
 		// headJob is the newest job id the last heads showed.
 		headJob = h.job
 		// watchInterval is the interval of a watching listener's looks.
@@ -293,6 +294,7 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 					lk.idle.Store(false)
 				}
 				watching = !lk.holding() && h.lease.live && h.lease.holder != lk.name
+				holderSlow = h.lease.slow
 				if !lk.holding() {
 					// Another process's holder read the ids up to the
 					// cursor and woke its queues' processes for them.
@@ -339,10 +341,15 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 		}
 		if lk != nil && !lk.holding() && watching {
 			// Another process reads the new ids; this one looks at the
-			// lease now and then: every lookerWatch while jobs come,
-			// less and less often while none does.
+			// lease now and then: while jobs come, every lookerWatch when
+			// the holder has no idle worker (this process may take the
+			// lease from it), and every lookerBusyWatch when it has one;
+			// less and less often while no job comes.
 			if moved {
 				watchInterval = lookerWatch
+				if !holderSlow {
+					watchInterval = lookerBusyWatch
+				}
 			} else {
 				watchInterval = min(2*watchInterval, lookerIdleWatch)
 			}

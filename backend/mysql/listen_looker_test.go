@@ -260,3 +260,52 @@ func TestLookerIdleWatchersBackOff(t *testing.T) {
 		t.Fatalf("the watcher of an idle holder read the heads %d times in %v, want at most 10", n, window)
 	}
 }
+
+// TestLookerWatchersOfHolderWithIdleWorkers: while jobs come and the
+// looker's holder has an idle worker, another listener cannot take the
+// lease before it lapses, and reads the heads every lookerBusyWatch
+// (200 ms, the interval at which the heads carry cancellations while
+// jobs come), not every lookerWatch (50 ms): with 7 such listeners those
+// reads were the part of the server's statements that grew with the
+// processes.
+func TestLookerWatchersOfHolderWithIdleWorkers(t *testing.T) {
+	t.Parallel()
+	name, inserter := lookerSetup(t)
+	a, b := openBackend(t, name, lookerParams), openBackend(t, name, lookerParams)
+	defer a.AddWakeDemand(func() bool { return true })()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakesA := listenWakes(t, ctx, a)
+	lookerInsert(t, inserter, "first")
+	awaitWake(t, wakesA, "first", "the holder")
+	_ = listenWakes(t, ctx, b)
+	// Jobs come, one every 20 ms, until the end of the test.
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := inserter.Insert(ctx, noteArgs{}, &spool.InsertOpts{Queue: "busy"}); err != nil && ctx.Err() == nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	awaitWake(t, wakesA, "busy", "the holder, as jobs come")
+	time.Sleep(500 * time.Millisecond) // past the watcher's first looks
+	// Over a window of 3 s: about 15 looks at 200 ms, 60 at 50 ms. A
+	// loaded machine makes looks later, never more.
+	const window = 3 * time.Second
+	n0 := b.HeadsReads()
+	time.Sleep(window)
+	if n := b.HeadsReads() - n0; n > 24 {
+		t.Fatalf("the watcher of a holder with idle workers read the heads %d times in %v while jobs came, want at most 24", n, window)
+	}
+	if a.HeadsReads() == 0 {
+		t.Fatal("the holder never looked")
+	}
+}

@@ -17,8 +17,9 @@ import (
 // The looker (Options.WakeRouting looker, schema 18). While jobs come, the
 // process that holds the looker's lease reads the new ids every
 // newJobsInterval and claims for them itself; the others read the heads
-// every lookerWatch (notes, cancellations, paused queues and the lease)
-// and no new ids. A process takes the lease when it has lapsed (its
+// (notes, cancellations, paused queues and the lease) every lookerWatch
+// when the holder has no idle worker, every lookerBusyWatch when it has
+// one, and no new ids. A process takes the lease when it has lapsed (its
 // holder stopped renewing it, or gave it up as it stopped), or when its
 // heads show ids above the lease's cursor and the holder has no idle
 // worker while this process has one (backend.WakeDemand): the process
@@ -36,7 +37,7 @@ import (
 const (
 	// lookerLease is how long a take or a renewal holds the lease, by the
 	// server's clock; the holder renews it every lookerRenew. A holder that
-	// stopped is replaced within lookerLease + lookerWatch of its last
+	// stopped is replaced within lookerLease + lookerBusyWatch of its last
 	// renewal, and its successor reads on from the lease's cursor.
 	lookerLease = 100 * time.Millisecond
 	lookerRenew = 30 * time.Millisecond
@@ -45,6 +46,17 @@ const (
 	// moved since its last look): the bound on how late a process with
 	// idle workers takes the lease from a holder without any.
 	lookerWatch = 50 * time.Millisecond
+	// lookerBusyWatch is how often a process that does not hold the lease
+	// looks while jobs come and the holder has an idle worker: such a
+	// holder's lease can only lapse, which takes lookerLease after its
+	// last renewal, and the heads carry the cancellation events, which
+	// a listener hears at least every headsInterval while jobs come. At
+	// lookerWatch, 7 watching processes sent 134 reads of the heads per
+	// 1,000 jobs at 1,000 jobs a second, 6% of the server's statements
+	// and the part of them that grew with the processes
+	// (docs/benchmarks/2026-12-02.md, "MariaDB pickup at 1,000 jobs a
+	// second").
+	lookerBusyWatch = headsInterval
 	// An idle holder (no new job for idleAfter) renews the lease every
 	// lookerIdleRenew for lookerIdleLease: a durable write a second
 	// instead of 33. One that stopped is replaced within lookerIdleLease +

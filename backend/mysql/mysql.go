@@ -204,6 +204,10 @@ type Backend struct {
 	listed            *listedJobs
 	claimsListed      atomic.Int64
 	claimsListedTaken atomic.Int64
+	// claimsListedLocked counts the claims of listed jobs on MariaDB that
+	// took them in a transaction, after the read and UPDATE without one
+	// met a row another transaction holds (claimListedNoWait).
+	claimsListedLocked atomic.Int64
 	// noteLast is the last note announced, written at noteAt.
 	noteMu   sync.Mutex
 	noteLast string

@@ -61,10 +61,7 @@ func (b *Backend) JobInsertDebounced(ctx context.Context, p *backend.JobDebounce
 			err = insertError(p.Tx, err)
 		}
 	} else {
-		err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return run(tx) })
-		if err != nil {
-			err = insertError(nil, err)
-		}
+		err = b.ownTx(ctx, func(tx pgx.Tx) error { return run(tx) })
 	}
 	if err != nil {
 		if missingObject(err) {

@@ -34,6 +34,17 @@ func (b *Backend) insertMany(ctx context.Context, p *backend.JobInsertManyParams
 	if len(p.Jobs) == 0 {
 		return &backend.JobInsertManyResult{}, nil
 	}
+	if p.Tx == nil {
+		// The connection first: a context that ends while the insert waits
+		// for one sent nothing, which the error of a statement run on the
+		// pool could not tell from a cut-off reply.
+		conn, err := b.pool.Acquire(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", notWritten(err))
+		}
+		defer conn.Release()
+		db = conn
+	}
 	if p.NoIDs && len(p.Jobs) >= b.copyThreshold && !backend.AnyUnique(p.Jobs) {
 		n, err := b.insertCopy(ctx, db, p.Jobs)
 		if err != nil {

@@ -1,0 +1,236 @@
+package mysql_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/mysql"
+)
+
+// freezeListedClock stops the clock of be's claims of listed jobs, so
+// that a claim finds the queue's head claim within the bound however
+// slow the machine: only the lists decide which kind of claim it sends.
+func freezeListedClock(be *mysql.Backend) {
+	now := time.Now()
+	be.SetListedClock(func() time.Time { return now }, func(time.Duration, func()) {})
+}
+
+// sessionCounters reads the session's statements by kind (BEGIN and
+// COMMIT) and its connection id, on a backend whose pool holds one
+// connection.
+func sessionCounters(t *testing.T, ctx context.Context, be *mysql.Backend) (conn, begins, commits int64) {
+	t.Helper()
+	if err := be.DB().QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&conn); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := be.DB().QueryContext(ctx, "SHOW SESSION STATUS WHERE Variable_name IN ('Com_begin', 'Com_commit')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			name string
+			v    int64
+		)
+		if err := rows.Scan(&name, &v); err != nil {
+			t.Fatal(err)
+		}
+		switch name {
+		case "Com_begin":
+			begins = v
+		case "Com_commit":
+			commits = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return conn, begins, commits
+}
+
+// TestClaimOfListedJobsOpensNoTransaction: on MariaDB a claim of the jobs
+// Listen listed is a read by primary key and one autocommit UPDATE,
+// without BEGIN and COMMIT of its own: two round trips where the
+// transaction took four. The backend's pool holds one connection, whose
+// session counts the statements.
+func TestClaimOfListedJobsOpensNoTransaction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, url.Values{mysql.MaxConnsParam: {"1"}})
+	freezeListedClock(be)
+	claim := func() []*backend.JobRow {
+		t.Helper()
+		jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	wakes := listenWakes(t, ctx, be)
+	if jobs := claim(); len(jobs) != 0 {
+		t.Fatalf("head claim of the empty queue: %d jobs, want none", len(jobs))
+	}
+	first, second := insertListedJob(t, ctx, be, nil), insertListedJob(t, ctx, be, nil)
+	for {
+		awaitWake(t, wakes, "q", "Listen reading the jobs")
+		if be.ListedCount("q") >= 2 {
+			break
+		}
+	}
+	conn0, begins0, commits0 := sessionCounters(t, ctx, be)
+	jobs := claim()
+	conn1, begins1, commits1 := sessionCounters(t, ctx, be)
+	if conn1 != conn0 {
+		t.Fatalf("the pool's connection changed (%d, then %d): the test needs one session", conn0, conn1)
+	}
+	if len(jobs) != 2 || jobs[0].ID != first || jobs[1].ID != second {
+		t.Fatalf("claim of the listed jobs took %v, want %d and %d", ids(jobs), first, second)
+	}
+	for _, j := range jobs {
+		if j.State != backend.StateRunning || j.Attempt != 1 || j.LeasedBy != "c" || j.AttemptedAt == nil || j.LeasedUntil == nil ||
+			!j.LeasedUntil.After(*j.AttemptedAt) {
+			t.Fatalf("claimed job %d as returned: state %s, attempt %d, leased by %q, attempted at %v, leased until %v",
+				j.ID, j.State, j.Attempt, j.LeasedBy, j.AttemptedAt, j.LeasedUntil)
+		}
+	}
+	if n := be.ClaimsListed(); n != 1 {
+		t.Fatalf("%d claims of listed jobs, want 1", n)
+	}
+	want := int64(0)
+	if !be.IsMariaDB() {
+		want = 1 // MySQL has no NOWAIT statement setting: the transaction
+	}
+	if begins1-begins0 != want || commits1-commits0 != want {
+		t.Fatalf("the claim of listed jobs sent %d BEGIN and %d COMMIT, want %d of each", begins1-begins0, commits1-commits0, want)
+	}
+	// The claim is durable as returned: another read sees it.
+	var running int
+	if err := be.DB().QueryRowContext(ctx, "SELECT count(*) FROM `"+be.Database()+"`.spool_jobs WHERE state = 'running' AND leased_by = 'c'").Scan(&running); err != nil {
+		t.Fatal(err)
+	}
+	if running != 2 {
+		t.Fatalf("%d jobs running under the claim, want 2", running)
+	}
+}
+
+// TestClaimOfListedJobsSkipsRowsOthersHold: a claim of listed jobs does
+// not wait for a row another transaction holds (a caller's transaction
+// that changes a pending job): it takes the other listed jobs at once.
+// On MariaDB the UPDATE without a transaction meets the lock and is
+// rolled back at once, and the claim takes the jobs in a transaction
+// that skips the locked row.
+func TestClaimOfListedJobsSkipsRowsOthersHold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, nil)
+	freezeListedClock(be)
+	wakes := listenWakes(t, ctx, be)
+	if jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"}); err != nil || len(jobs) != 0 {
+		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
+	}
+	held, free := insertListedJob(t, ctx, be, nil), insertListedJob(t, ctx, be, nil)
+	for {
+		awaitWake(t, wakes, "q", "Listen reading the jobs")
+		if be.ListedCount("q") >= 2 {
+			break
+		}
+	}
+	tx, err := be.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var id int64
+	if err := tx.QueryRowContext(ctx, "SELECT id FROM `"+be.Database()+"`.spool_jobs WHERE id = ? FOR UPDATE", held).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// InnoDB's lock wait timeout (50 s by default) is what a claim that
+	// waited would meet first.
+	claimCtx, cancelClaim := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelClaim()
+	jobs, err := be.JobClaim(claimCtx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c2"})
+	if err != nil {
+		t.Fatalf("claim with a listed row held by another transaction: %v", err)
+	}
+	if len(jobs) != 1 || jobs[0].ID != free {
+		t.Fatalf("claim took %v, want only job %d (job %d is held)", ids(jobs), free, held)
+	}
+	if want := map[bool]int64{true: 1, false: 0}[be.IsMariaDB()]; be.ClaimsListedLocked() != want {
+		t.Fatalf("%d claims of listed jobs fell back to a transaction, want %d", be.ClaimsListedLocked(), want)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClaimThatWaitedForItsTurnTakesListedJobs: a small claim sent while
+// another of its process was out waits for the queue's turn, and then
+// takes the jobs Listen listed by id like any other, not by walking the
+// head: it leaves a pending job no list names (one released back to the
+// queue) to a head claim.
+func TestClaimThatWaitedForItsTurnTakesListedJobs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, nil)
+	freezeListedClock(be)
+	claim := func(claimID string) ([]*backend.JobRow, error) {
+		return be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: claimID})
+	}
+	wakes := listenWakes(t, ctx, be)
+	if jobs, err := claim("c0"); err != nil || len(jobs) != 0 {
+		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
+	}
+	// unlisted is a job no list names: listed and claimed once, then
+	// released back to the queue.
+	unlisted := insertListedJob(t, ctx, be, nil)
+	awaitWake(t, wakes, "q", "Listen reading the job to release")
+	if jobs, err := claim("c1"); err != nil || len(jobs) != 1 || jobs[0].ID != unlisted {
+		t.Fatalf("claim of the listed job took %v (%v), want job %d", ids(jobs), err, unlisted)
+	}
+	if n, err := be.JobReleaseClaim(ctx, &backend.JobReleaseClaimParams{ClaimID: "c1"}); err != nil || n != 1 {
+		t.Fatalf("release of the claim: %d jobs (%v), want 1", n, err)
+	}
+	listed := insertListedJob(t, ctx, be, nil)
+	awaitWake(t, wakes, "q", "Listen reading the listed job")
+
+	// Another claim of the process is out: this one waits for its turn.
+	waiting := make(chan struct{})
+	release, err := be.HoldClaimTurn(ctx, "q", func() { close(waiting) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		jobs []*backend.JobRow
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		jobs, err := claim("c2")
+		done <- result{jobs, err}
+	}()
+	select {
+	case <-waiting:
+	case <-ctx.Done():
+		t.Fatal("the claim never waited for its turn")
+	}
+	release()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		t.Fatal("the claim did not return after its turn came")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.jobs) != 1 || r.jobs[0].ID != listed {
+		t.Fatalf("claim that waited for its turn took %v, want only job %d (listed; %d is not)", ids(r.jobs), listed, unlisted)
+	}
+	if n := be.ClaimsListed(); n != 2 {
+		t.Fatalf("%d claims of listed jobs, want 2", n)
+	}
+}
