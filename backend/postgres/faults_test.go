@@ -255,6 +255,85 @@ func TestConnectionsKilledUnderLoad(t *testing.T) {
 	t.Logf("%d sessions killed; %d of %d jobs ran more than once (outcome lost with a killed session)", kills, dupes, jobs)
 }
 
+// killedClaims is a backend whose claim, once armed, is sent just after
+// kill closed every session of the client's pool: the claim fails as one
+// cut off by the server does, and the pool's idle connections are closed
+// under it.
+type killedClaims struct {
+	*postgres.Backend
+	kill   func()
+	armed  atomic.Bool
+	cut    chan error
+	claims atomic.Int32
+	polled chan struct{} // closed at the third claim: the client is under way
+}
+
+func (k *killedClaims) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
+	if k.claims.Add(1) == 3 {
+		close(k.polled)
+	}
+	if !k.armed.CompareAndSwap(true, false) {
+		return k.Backend.JobClaim(ctx, p)
+	}
+	k.kill()
+	rows, err := k.Backend.JobClaim(ctx, p)
+	k.cut <- err
+	return rows, err
+}
+
+// TestStopReleasesClaimCutByKill: a stop with all the time it needs, just
+// after the server closed the client's sessions under a claim, releases
+// that claim and returns nil. Its last release of the claim went through
+// one of the pool's idle connections, closed by the server with the rest,
+// and failed the stop (TestConnectionsKilledUnderLoad's stop, when the
+// last kill of its run cut a claim).
+func TestStopReleasesClaimCutByKill(t *testing.T) {
+	t.Parallel()
+	be := newBackend(t)
+	ctx := context.Background()
+	appName := "spool-cut-" + be.Schema()
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = appName
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	workerBe, err := postgres.New(pool, &postgres.Options{Schema: be.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := testdb.PostgresPool(t)
+	store := &killedClaims{Backend: workerBe, cut: make(chan error, 1), polled: make(chan struct{}), kill: func() {
+		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", appName); err != nil {
+			t.Errorf("kill the client's sessions: %v", err)
+		}
+	}}
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[conformance.NoteArgs]) error { return nil }))
+	c, err := spool.NewClient(store, &spool.Config{Logger: conformance.TestLogger(t, slog.LevelWarn), Workers: ws,
+		PollInterval: 50 * time.Millisecond, Queues: map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Once the client polls, its services have their connections, some
+	// idle in the pool between their statements: the kill closes them all.
+	<-store.polled
+	store.armed.Store(true)
+	if err := <-store.cut; err == nil {
+		t.Fatal("the claim sent after its sessions were killed succeeded")
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
 // proxiedBackend returns a backend on be's schema whose connections go
 // through a proxy the test can cut.
 func proxiedBackend(t *testing.T, be *postgres.Backend) (*postgres.Backend, *testdb.Proxy) {

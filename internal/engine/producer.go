@@ -1158,6 +1158,13 @@ func (p *producer) releaseClaimsCtx(ctx context.Context, claims []claimRef) ([]c
 // releaseClaims is the last try at releasing failed claims (the ledger's
 // lost ones), on exit; what it cannot release comes back by rescue when
 // the leases end, and stays in the ledger for a stop that gives up to name.
+//
+// It tries again until its 5 s are over: a release by claim id may be
+// written twice, and the first try often meets what failed the claim. A
+// claim cut off by the server closing its sessions (a kill, a failover,
+// an idle timeout) leaves the pool's idle connections closed too, and the
+// pool learns it only from the statement sent on each: one try failed a
+// stop that had all the time it needed (TestStopReleasesClaimCutByKill).
 func (p *producer) releaseClaims() {
 	p.mu.Lock()
 	lost := slices.Clone(p.lost)
@@ -1168,6 +1175,13 @@ func (p *producer) releaseClaims() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	left, err := p.releaseClaimsCtx(ctx, lost)
+	for err != nil && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(releaseRetryPause):
+			left, err = p.releaseClaimsCtx(ctx, left)
+		}
+	}
 	p.mu.Lock()
 	p.lost, p.releaseErr = left, err
 	p.mu.Unlock()
@@ -1176,6 +1190,11 @@ func (p *producer) releaseClaims() {
 			"queue", p.queue, "claims", len(left), "error", err)
 	}
 }
+
+// releaseRetryPause is the pause between the last releases' tries on
+// exit: short beside the 5 s they have, long enough not to spin on a
+// store that refuses at once.
+const releaseRetryPause = 50 * time.Millisecond
 
 // releaseStale returns buffered jobs that waited longer than maxWait, and
 // reports whether jobs are left in the buffer.
