@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -138,66 +137,5 @@ func TestRunningTimeouts(t *testing.T) {
 	r.mu.Unlock()
 	if !armed.IsZero() {
 		t.Fatalf("the timer is armed for %v with no deadline left", armed)
-	}
-}
-
-// A job rescued from this client and claimed by it again is held under two
-// leases of one id: each is found, cancelled and removed on its own, in
-// whichever order, and the id is held until both are gone.
-func TestRunningSameIDLeases(t *testing.T) {
-	for _, removeFirst := range []int32{1, 2, 3} {
-		r := newRunningJobs()
-		jobs := map[int32]*runningJob{}
-		for _, fence := range []int32{1, 2, 3} {
-			ctx, cancel := newJobContext(context.Background(), nil, &backend.JobRow{ID: 9, Fence: fence}, time.Now(), 0)
-			t.Cleanup(func() { cancel(nil) })
-			jobs[fence] = &runningJob{lease: backend.LeaseRef{ID: 9, Fence: fence}, ctx: ctx, cancel: cancel}
-			r.add(jobs[fence])
-		}
-		other, cancelOther := newJobContext(context.Background(), nil, &backend.JobRow{ID: 10, Fence: 1}, time.Now(), 0)
-		t.Cleanup(func() { cancelOther(nil) })
-		r.add(&runningJob{lease: backend.LeaseRef{ID: 10, Fence: 1}, ctx: other, cancel: cancelOther})
-		if got := len(r.live()); got != 4 {
-			t.Fatalf("%d leases live, want 4", got)
-		}
-		// Cancelling one lease of id 9 cancels that run alone.
-		if n, _ := r.cancelRunning([]backend.LeaseRef{{ID: 9, Fence: 2}}, ErrLeaseLost); n != 1 {
-			t.Fatalf("cancelled %d runs, want 1", n)
-		}
-		for fence, j := range jobs {
-			if cancelled := j.ctx.Err() != nil; cancelled != (fence == 2) {
-				t.Fatalf("lease fence %d: cancelled %v", fence, cancelled)
-			}
-		}
-		if r.handlerDone(backend.LeaseRef{ID: 9, Fence: 3}); !jobs[3].handlerDone || jobs[1].handlerDone {
-			t.Fatal("handlerDone marked another lease of the id")
-		}
-		// Removing the leases one by one leaves the others held (a lease
-		// held is one a heartbeat's extension reaches).
-		all := []backend.LeaseRef{{ID: 9, Fence: 1}, {ID: 9, Fence: 2}, {ID: 9, Fence: 3}, {ID: 10, Fence: 1}}
-		r.extend(all, time.Now().Add(time.Hour))
-		held := func(l backend.LeaseRef) bool { return !r.heldUntilLatest([]backend.LeaseRef{l}).IsZero() }
-		order := []int32{removeFirst}
-		for _, f := range []int32{1, 2, 3} {
-			if f != removeFirst {
-				order = append(order, f)
-			}
-		}
-		for i, fence := range order {
-			r.remove([]backend.LeaseRef{{ID: 9, Fence: fence}})
-			r.remove([]backend.LeaseRef{{ID: 9, Fence: fence}}) // twice: no effect
-			if got := r.holds(9); got != (i < 2) {
-				t.Fatalf("after removing fences %v: holds(9) = %v", order[:i+1], got)
-			}
-			for _, l := range all {
-				removed := l.ID == 9 && slices.Contains(order[:i+1], l.Fence)
-				if held(l) == removed {
-					t.Fatalf("after removing fences %v: lease %v held %v", order[:i+1], l, held(l))
-				}
-			}
-		}
-		if !r.holds(10) || !r.any() {
-			t.Fatal("the other job is no longer held")
-		}
 	}
 }

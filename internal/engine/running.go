@@ -45,9 +45,6 @@ type runningJob struct {
 	// callCounted records that its cancellation was counted there.
 	call        *manyCall
 	callCounted bool
-	// sameID is the next job of the running set held under another lease
-	// of the same id (runningJobs.jobs).
-	sameID *runningJob
 }
 
 // deadline is when the job's timeout ends its run (zero: no timeout), as
@@ -69,15 +66,8 @@ var errLeaseEnded = fmt.Errorf("%w: no heartbeat reached the database within the
 // its first run may still be winding down, and each must be cancelled and
 // removed on its own.
 type runningJobs struct {
-	mu sync.Mutex
-	// jobs holds the jobs by id; the jobs held under other leases of the
-	// same id (rare: a job rescued from this client and claimed by it
-	// again) follow the one in the map through sameID. Every job enters
-	// and leaves the set once, and an integer key is what the map hashes
-	// and compares fastest: a lease (id and fence) as the key cost every
-	// job about twice as much (docs/benchmarks/2026-12-02.md, "The
-	// runtime's cost per job").
-	jobs map[int64]*runningJob
+	mu   sync.Mutex
+	jobs map[backend.LeaseRef]*runningJob
 	// stopCause, once a hard stop began, cancels every job added after it.
 	stopCause error
 
@@ -98,70 +88,14 @@ type runningJobs struct {
 
 // newRunningJobs returns an empty set.
 func newRunningJobs() *runningJobs {
-	return &runningJobs{jobs: map[int64]*runningJob{}}
-}
-
-// getLocked returns the job held under lease l, nil if none. r.mu is held.
-func (r *runningJobs) getLocked(l backend.LeaseRef) *runningJob {
-	j := r.jobs[l.ID]
-	for j != nil && j.lease != l {
-		j = j.sameID
-	}
-	return j
-}
-
-// putLocked adds j, in place of a job held under the same lease. r.mu is
-// held.
-func (r *runningJobs) putLocked(j *runningJob) {
-	first := r.jobs[j.lease.ID]
-	if first != nil {
-		r.deleteLocked(j.lease)
-		first = r.jobs[j.lease.ID]
-	}
-	j.sameID = first
-	r.jobs[j.lease.ID] = j
-}
-
-// deleteLocked removes the job held under lease l, if any. r.mu is held.
-func (r *runningJobs) deleteLocked(l backend.LeaseRef) {
-	first := r.jobs[l.ID]
-	if first == nil {
-		return
-	}
-	if first.lease == l {
-		if first.sameID == nil {
-			delete(r.jobs, l.ID)
-		} else {
-			r.jobs[l.ID] = first.sameID
-		}
-		first.sameID = nil
-		return
-	}
-	for prev := first; prev.sameID != nil; prev = prev.sameID {
-		if j := prev.sameID; j.lease == l {
-			prev.sameID, j.sameID = j.sameID, nil
-			return
-		}
-	}
-}
-
-// allLocked yields every job held. r.mu is held; the loop must not add or
-// remove jobs.
-func (r *runningJobs) allLocked(yield func(*runningJob) bool) {
-	for _, first := range r.jobs {
-		for j := first; j != nil; j = j.sameID {
-			if !yield(j) {
-				return
-			}
-		}
-	}
+	return &runningJobs{jobs: map[backend.LeaseRef]*runningJob{}}
 }
 
 // add records a job whose handler is about to start; after a hard stop
 // (stopAll) its context is cancelled at once.
 func (r *runningJobs) add(j *runningJob) {
 	r.mu.Lock()
-	r.putLocked(j)
+	r.jobs[j.lease] = j
 	if r.stopCause != nil {
 		r.cancelLocked(j, r.stopCause)
 	}
@@ -189,7 +123,7 @@ func (r *runningJobs) extend(leases []backend.LeaseRef, until time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.getLocked(l); j != nil && until.After(j.heldUntil) {
+		if j := r.jobs[l]; j != nil && until.After(j.heldUntil) {
 			j.heldUntil = until
 		}
 	}
@@ -202,7 +136,7 @@ func (r *runningJobs) settled(leases []backend.LeaseRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.getLocked(l); j != nil {
+		if j := r.jobs[l]; j != nil {
 			j.heldUntil = time.Time{}
 		}
 	}
@@ -215,7 +149,7 @@ func (r *runningJobs) heldUntilLatest(leases []backend.LeaseRef) time.Time {
 	defer r.mu.Unlock()
 	var latest time.Time
 	for _, l := range leases {
-		if j := r.getLocked(l); j != nil && j.heldUntil.After(latest) {
+		if j := r.jobs[l]; j != nil && j.heldUntil.After(latest) {
 			latest = j.heldUntil
 		}
 	}
@@ -243,7 +177,7 @@ func (r *runningJobs) expire() {
 		next  time.Time
 		ended []runningJob
 	)
-	for j := range r.allLocked {
+	for _, j := range r.jobs {
 		if j.handlerDone || j.ctx.Err() != nil {
 			continue
 		}
@@ -279,7 +213,7 @@ func (r *runningJobs) stopAll(cause error) {
 	if r.stopCause == nil {
 		r.stopCause = cause
 	}
-	for j := range r.allLocked {
+	for _, j := range r.jobs {
 		r.cancelLocked(j, cause)
 	}
 }
@@ -310,7 +244,7 @@ func (r *runningJobs) cancelLocked(j *runningJob, cause error) {
 func (r *runningJobs) handlerDone(lease backend.LeaseRef) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	j := r.getLocked(lease)
+	j := r.jobs[lease]
 	if j == nil {
 		return false
 	}
@@ -325,7 +259,7 @@ func (r *runningJobs) overrun(now time.Time, grace time.Duration) []runningJob {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []runningJob
-	for j := range r.allLocked {
+	for _, j := range r.jobs {
 		if j.handlerDone || j.gathered || j.abandoned || j.completedInTx || j.timeout <= 0 {
 			continue
 		}
@@ -344,7 +278,7 @@ func (r *runningJobs) unabandon(leases []backend.LeaseRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.getLocked(l); j != nil {
+		if j := r.jobs[l]; j != nil {
 			j.abandoned = false
 		}
 	}
@@ -356,7 +290,7 @@ func (r *runningJobs) unabandon(leases []backend.LeaseRef) {
 func (r *runningJobs) stuck() (all []runningJob, notYetAbandoned []runningJob) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for j := range r.allLocked {
+	for _, j := range r.jobs {
 		if j.handlerDone || j.gathered {
 			continue
 		}
@@ -380,9 +314,9 @@ func (r *runningJobs) unsettled() []int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var ids []int64
-	for j := range r.allLocked {
+	for l, j := range r.jobs {
 		if j.gathered || j.handlerDone && !j.abandoned && !j.completedInTx {
-			ids = append(ids, j.lease.ID)
+			ids = append(ids, l.ID)
 		}
 	}
 	return ids
@@ -394,7 +328,7 @@ func (r *runningJobs) remove(leases []backend.LeaseRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		r.deleteLocked(l)
+		delete(r.jobs, l)
 	}
 }
 
@@ -405,17 +339,24 @@ func (r *runningJobs) any() bool {
 	return len(r.jobs) > 0
 }
 
-// holds reports whether the client holds a job with this id, under any
-// lease.
+// holds reports whether the client holds a job with this id. It looks
+// through the set, which is bounded by the workers and the buffer: it runs
+// only for a cancellation, where an index by id would cost every job's
+// start and finish a second map write.
 func (r *runningJobs) holds(id int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.jobs[id] != nil
+	for l := range r.jobs {
+		if l.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runningJobs) markCompletedInTx(lease backend.LeaseRef) {
 	r.mu.Lock()
-	if j := r.getLocked(lease); j != nil {
+	if j := r.jobs[lease]; j != nil {
 		j.completedInTx = true
 	}
 	r.mu.Unlock()
@@ -431,7 +372,7 @@ func (r *runningJobs) live() []backend.LeaseRef {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]backend.LeaseRef, 0, len(r.jobs))
-	for j := range r.allLocked {
+	for _, j := range r.jobs {
 		timedOut := !j.abandoned && errors.Is(context.Cause(j.ctx), errJobTimeout)
 		if j.handlerDone || j.ctx.Err() == nil || timedOut {
 			out = append(out, j.lease)
@@ -449,7 +390,7 @@ func (r *runningJobs) sortLost(leases []backend.LeaseRef) (running, inTx []backe
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		j := r.getLocked(l)
+		j := r.jobs[l]
 		switch {
 		case j == nil || j.handlerDone:
 		case j.completedInTx:
@@ -469,7 +410,7 @@ func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) (n i
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.getLocked(l); j != nil && !j.handlerDone {
+		if j := r.jobs[l]; j != nil && !j.handlerDone {
 			r.cancelLocked(j, cause)
 			n++
 			if byQueue == nil {
