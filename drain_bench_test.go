@@ -31,7 +31,7 @@ func (drainBenchArgs) Kind() string { return "spool_bench_noop" }
 func BenchmarkDrain(b *testing.B) {
 	for _, del := range []bool{false, true} {
 		b.Run(fmt.Sprintf("delete=%v", del), func(b *testing.B) {
-			BenchDrain(b, func(b *testing.B) backend.Backend {
+			benchDrain(b, func(b *testing.B) backend.Backend {
 				be := memory.New()
 				b.Cleanup(func() { _ = be.Close() })
 				if err := be.Migrate(context.Background()); err != nil {
@@ -46,9 +46,9 @@ func BenchmarkDrain(b *testing.B) {
 // drainBenchJobs is how many jobs each drain of BenchDrain works.
 const drainBenchJobs = 20000
 
-// BenchDrain runs BenchmarkDrain's drains on the stores newStore opens,
+// benchDrain runs BenchmarkDrain's drains on the stores newStore opens,
 // one per iteration.
-func BenchDrain(b *testing.B, newStore func(*testing.B) backend.Backend, deleteCompleted bool) {
+func benchDrain(b *testing.B, newStore func(*testing.B) backend.Backend, deleteCompleted bool) {
 	ctx := context.Background()
 	var (
 		cpu            time.Duration
