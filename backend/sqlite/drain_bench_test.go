@@ -33,7 +33,7 @@ func BenchmarkDrain(b *testing.B) {
 	}
 }
 
-// drainBenchJobs is how many jobs each drain of BenchDrain works.
+// drainBenchJobs is how many jobs each drain of benchDrain works.
 const drainBenchJobs = 20000
 
 // benchDrain runs BenchmarkDrain's drains on the stores newStore opens,
