@@ -340,7 +340,9 @@ type JobFinish struct {
 
 // JobFinishManyParams writes outcomes, each guarded by its lease.
 type JobFinishManyParams struct {
-	Tx       Tx // nil: the backend's own connection
+	Tx Tx // nil: the backend's own connection
+	// Finishes is the caller's until the call returns, and no longer: the
+	// runtime's outcome writer reuses the slice for its next batch.
 	Finishes []JobFinish
 	// DeleteCompleted deletes completed jobs instead of keeping them.
 	DeleteCompleted bool

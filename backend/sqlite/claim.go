@@ -66,6 +66,7 @@ func (st *store) claimStmts(ctx context.Context) (claimStatements, error) {
 // same rows, which the write lock keeps as they were read. It returns them
 // in claim order, as leased.
 func claimRows(ctx context.Context, tx *sql.Tx, s claimStatements, c claimed, max int) ([]*rawJob, error) {
+	c.max = max
 	rows, err := tx.StmtContext(ctx, s.read).QueryContext(ctx, c.now, c.queue, max)
 	if err != nil {
 		return nil, err

@@ -27,12 +27,20 @@ const claimColumnCount = 21
 type claimed struct {
 	queue, claimID string
 	now, leaseUS   int64
+	// max is the most rows the claim reads (its LIMIT; 0: not known).
+	max int
 }
 
 // collectClaimed reads the rows of claim.sql (claimColumns) and closes
 // rows, as the claim leases them: attempt and fence one more than read.
 // The JSON columns are decoded later, out of the write lock
 // (rawJob.decode).
+//
+// Rows are allocated in blocks (claimBlock) that double with the rows
+// read so far, up to 1,024, and never hold more than the rows the claim
+// may still read (c.max): a block's unused rows would be allocated,
+// cleared and kept alive with the rest, and a claim of 1,500 rows would
+// allocate 2,048.
 //
 // Every column is scanned into an interface value and converted here:
 // database/sql converts an integer column into an *int64 (or an
@@ -58,7 +66,7 @@ func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 	for rows.Next() {
 		if len(block) == 0 {
 			// Rows are allocated in blocks, not one by one.
-			block = make([]rawJob, min(max(len(out), 16), 1024))
+			block = make([]rawJob, claimBlock(len(out), c.max))
 		}
 		r := &block[0]
 		block = block[1:]
@@ -107,6 +115,18 @@ func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// claimBlock is the size of the block of rows allocated once read rows
+// have been read of a claim of at most limit rows (0: not known): as many
+// as were read (at least 16, at most 1,024), but no more than may still
+// come.
+func claimBlock(read, limit int) int {
+	n := min(max(read, 16), 1024)
+	if rest := limit - read; rest > 0 {
+		n = min(n, rest)
+	}
+	return n
 }
 
 // columnValues converts the values of a scan into interface values,

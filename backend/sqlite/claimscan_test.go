@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/sqlite"
 )
 
 // TestClaimReturnsStoredColumns claims plain jobs beside jobs whose
@@ -89,5 +90,32 @@ func TestClaimReturnsStoredColumns(t *testing.T) {
 	}
 	if seen != len(extra) {
 		t.Fatalf("claimed %d of the %d jobs with extra columns", seen, len(extra))
+	}
+}
+
+// A claim's rows are allocated in blocks that double, up to 1,024, and
+// that together hold exactly the rows of a claim that takes all it asked
+// for: no row is allocated that the claim could not read.
+func TestClaimBlocks(t *testing.T) {
+	for _, limit := range []int{1, 15, 16, 17, 100, 1500, 2000, 3000, 5000} {
+		var sizes []int
+		for read := 0; read < limit; {
+			n := sqlite.ClaimBlock(read, limit)
+			if n < 1 || n > 1024 || read > 0 && n > read {
+				t.Fatalf("limit %d: a block of %d after %d rows read", limit, n, read)
+			}
+			sizes = append(sizes, n)
+			read += n
+			if read > limit {
+				t.Fatalf("limit %d: blocks %v hold %d rows", limit, sizes, read)
+			}
+		}
+		if limit >= 16 && sizes[0] != 16 {
+			t.Fatalf("limit %d: first block %d, want 16", limit, sizes[0])
+		}
+	}
+	// A claim whose limit is not known grows as before.
+	if n := sqlite.ClaimBlock(3000, 0); n != 1024 {
+		t.Fatalf("unknown limit, 3,000 read: block %d, want 1024", n)
 	}
 }

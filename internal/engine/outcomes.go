@@ -208,6 +208,7 @@ func (m *outcomeWriter) run() {
 func (m *outcomeWriter) loop(in chan pendingFinish) {
 	cfg := m.cfg
 	batch := make([]pendingFinish, 0, cfg.CompletionBatchMax)
+	var bufs writeBufs
 	// later holds outcomes that part of the store could not write (one
 	// database of a sharded backend): they are retried with the next
 	// batch after a backoff, so that the rest of the store's outcomes are
@@ -284,7 +285,7 @@ func (m *outcomeWriter) loop(in chan pendingFinish) {
 				break drain
 			}
 		}
-		rest := m.write(batch)
+		rest := m.write(batch, &bufs)
 		if len(rest) == 0 {
 			laterWait = 50 * time.Millisecond
 			continue
@@ -295,6 +296,15 @@ func (m *outcomeWriter) loop(in chan pendingFinish) {
 	}
 }
 
+// writeBufs are the slices a loop's writes fill for each batch, kept from
+// one batch to the next: the store reads them only during its call, and a
+// batch of outcomes allocated afresh cost a drain about a hundred bytes a
+// job (docs/benchmarks/2026-12-02.md, "The runtime's cost per job").
+type writeBufs struct {
+	finishes []backend.JobFinish
+	leases   []backend.LeaseRef
+}
+
 // write writes one batch, retrying with backoff on errors, and returns the
 // outcomes that part of the store could not write (JobFinishManyResult's
 // Unwritten), to be retried later. The write does not use the stop's
@@ -302,11 +312,15 @@ func (m *outcomeWriter) loop(in chan pendingFinish) {
 // while it has time. It gives up after about a minute of failures (the
 // leases of those jobs have ended by then anyway), or at once, even in the
 // middle of a write, when the stop has run out of time.
-func (m *outcomeWriter) write(batch []pendingFinish) (later []pendingFinish) {
-	finishes := make([]backend.JobFinish, len(batch))
+func (m *outcomeWriter) write(batch []pendingFinish, bufs *writeBufs) (later []pendingFinish) {
+	finishes := slices.Grow(bufs.finishes[:0], len(batch))[:len(batch)]
 	for i, p := range batch {
 		finishes[i] = p.finish
 	}
+	defer func() {
+		clear(finishes) // the errors and step records they point to
+		bufs.finishes = finishes[:0]
+	}()
 	params := &backend.JobFinishManyParams{Finishes: finishes, DeleteCompleted: m.cfg.DeleteCompleted}
 	backoff := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
@@ -315,12 +329,12 @@ func (m *outcomeWriter) write(batch []pendingFinish) (later []pendingFinish) {
 		res, err := m.be.JobFinishMany(ctx, params)
 		cancel()
 		if err == nil && len(res.Unwritten) == 0 {
-			m.settle(batch, finishes, res.Rejected, attempt > 1)
+			m.settle(batch, finishes, res.Rejected, attempt > 1, bufs)
 			return nil
 		}
 		if err == nil {
 			done, rest := splitUnwritten(batch, res.Unwritten)
-			m.settle(done, nil, res.Rejected, attempt > 1)
+			m.settle(done, nil, res.Rejected, attempt > 1, bufs)
 			return m.keepUnwritten(rest, res.Err)
 		}
 		if time.Now().After(deadline) || m.abandonCtx.Err() != nil {
@@ -414,7 +428,7 @@ func (m *outcomeWriter) abandoned() []int64 {
 
 // settle finishes the bookkeeping of outcomes the store wrote or rejected;
 // finishes are batch's, or nil to collect them.
-func (m *outcomeWriter) settle(batch []pendingFinish, finishes []backend.JobFinish, rejected []backend.LeaseRef, retried bool) {
+func (m *outcomeWriter) settle(batch []pendingFinish, finishes []backend.JobFinish, rejected []backend.LeaseRef, retried bool, bufs *writeBufs) {
 	if finishes == nil {
 		finishes = make([]backend.JobFinish, len(batch))
 		for i, p := range batch {
@@ -422,7 +436,12 @@ func (m *outcomeWriter) settle(batch []pendingFinish, finishes []backend.JobFini
 		}
 	}
 	m.reportRejected(batch, rejected, retried)
-	m.running.remove(leasesOf(finishes))
+	leases := bufs.leases[:0]
+	for _, f := range finishes {
+		leases = append(leases, f.Lease)
+	}
+	m.running.remove(leases)
+	bufs.leases = leases[:0]
 	m.wakeForDue(batch)
 	m.reportApplied(batch, rejected)
 }
