@@ -277,10 +277,11 @@ func (h *heartbeat) leasesLost(ctx context.Context, lost []backend.LeaseRef, tim
 	// A lease ended by the handler's own commit is not one whose end
 	// should cancel the handler.
 	h.running.settled(committed)
-	n, byQueue := h.running.cancelRunning(running, ErrLeaseLost)
+	running, byQueue := h.running.cancelRunning(running, ErrLeaseLost)
 	for q, k := range byQueue {
 		h.cfg.Observer.leasesLost(q, k)
 	}
+	n := len(running)
 	if n == 0 {
 		return nil
 	}

@@ -139,3 +139,33 @@ func TestRunningTimeouts(t *testing.T) {
 		t.Fatalf("the timer is armed for %v with no deadline left", armed)
 	}
 }
+
+// A lease found lost is news once: a second beat that finds it lost (two
+// beats in flight, or a cancellation's own beat beside its wake-up's)
+// neither cancels nor counts it again, nor does a lease that ended
+// unextended and is then found lost.
+func TestRunningLostLeaseCountedOnce(t *testing.T) {
+	r := newRunningJobs()
+	add := func(id int64, heldUntil time.Time) backend.LeaseRef {
+		ctx, cancel := newJobContext(context.Background(), nil, &backend.JobRow{ID: id}, time.Now(), 0)
+		t.Cleanup(func() { cancel(nil) })
+		l := backend.LeaseRef{ID: id, Fence: 1}
+		r.add(&runningJob{lease: l, queue: "q", ctx: ctx, cancel: cancel, heldUntil: heldUntil})
+		return l
+	}
+	lost := add(1, time.Time{})
+	for i, want := range []int{1, 0} {
+		if running, _ := r.sortLost([]backend.LeaseRef{lost}); len(running) != want {
+			t.Fatalf("beat %d: sortLost gave %d running leases, want %d", i+1, len(running), want)
+		}
+		cancelled, byQueue := r.cancelRunning([]backend.LeaseRef{lost}, ErrLeaseLost)
+		if len(cancelled) != want || byQueue["q"] != want {
+			t.Fatalf("beat %d: cancelled %v (by queue %v), want %d", i+1, cancelled, byQueue, want)
+		}
+	}
+	ended := add(2, time.Now().Add(-time.Millisecond))
+	r.expire()
+	if cancelled, _ := r.cancelRunning([]backend.LeaseRef{ended}, ErrLeaseLost); len(cancelled) != 0 {
+		t.Fatalf("a lease that ended unextended was counted again when found lost: %v", cancelled)
+	}
+}

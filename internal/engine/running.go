@@ -45,6 +45,11 @@ type runningJob struct {
 	// callCounted records that its cancellation was counted there.
 	call        *manyCall
 	callCounted bool
+	// leaseGone: the handler was cancelled because its lease was found
+	// lost or ended unextended, and the loss was counted and logged; a
+	// later beat that finds the same lease lost (two beats in flight, or
+	// a cancellation's own beat beside its wake-up's) is no news.
+	leaseGone bool
 }
 
 // deadline is when the job's timeout ends its run (zero: no timeout), as
@@ -182,6 +187,7 @@ func (r *runningJobs) expire() {
 			continue
 		}
 		if h := j.heldUntil; !h.IsZero() && !now.Before(h) {
+			j.leaseGone = true
 			r.cancelLocked(j, errLeaseEnded)
 			ended = append(ended, *j)
 			continue
@@ -392,7 +398,7 @@ func (r *runningJobs) sortLost(leases []backend.LeaseRef) (running, inTx []backe
 	for _, l := range leases {
 		j := r.jobs[l]
 		switch {
-		case j == nil || j.handlerDone:
+		case j == nil || j.handlerDone || j.leaseGone:
 		case j.completedInTx:
 			inTx = append(inTx, l)
 		default:
@@ -402,22 +408,24 @@ func (r *runningJobs) sortLost(leases []backend.LeaseRef) (running, inTx []backe
 	return running, inTx
 }
 
-// cancelRunning cancels the handlers still running under the given leases
-// and returns how many it cancelled. A lost lease of a job whose handler has
-// returned needs nothing: usually its outcome was just written (the row is
-// no longer running), otherwise the outcome writer reports the rejected write.
-func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) (n int, byQueue map[string]int) {
+// cancelRunning cancels the handlers still running under the given leases,
+// whose loss is news, and returns those leases. A lost lease of a job whose
+// handler has returned needs nothing: usually its outcome was just written
+// (the row is no longer running), otherwise the outcome writer reports the
+// rejected write. One already found lost was cancelled and counted then.
+func (r *runningJobs) cancelRunning(leases []backend.LeaseRef, cause error) (cancelled []backend.LeaseRef, byQueue map[string]int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, l := range leases {
-		if j := r.jobs[l]; j != nil && !j.handlerDone {
+		if j := r.jobs[l]; j != nil && !j.handlerDone && !j.leaseGone {
+			j.leaseGone = true
 			r.cancelLocked(j, cause)
-			n++
+			cancelled = append(cancelled, l)
 			if byQueue == nil {
 				byQueue = map[string]int{}
 			}
 			byQueue[j.queue]++
 		}
 	}
-	return n, byQueue
+	return cancelled, byQueue
 }
