@@ -67,8 +67,14 @@ func insertError(tx backend.Tx, err error) error {
 
 // notWritten marks a connection failure during a read that precedes a write:
 // whatever the read's fate, the write was never sent.
+// A refusal already marked not written keeps its marks (a refusal for want
+// of a connection slot is also backend.ErrUnavailable).
 func notWritten(err error) error {
-	if c := autocommitWriteError(err); errors.Is(c, backend.ErrOutcomeUnknown) || errors.Is(c, backend.ErrNotWritten) {
+	c := autocommitWriteError(err)
+	switch {
+	case errors.Is(c, backend.ErrNotWritten):
+		return c
+	case errors.Is(c, backend.ErrOutcomeUnknown):
 		return fmt.Errorf("%w: %w", backend.ErrNotWritten, err)
 	}
 	return err
