@@ -405,6 +405,12 @@ func (b *Backend) claimPicked(ctx context.Context, picked []*backend.JobRow, now
 	if err != nil {
 		return nil, err
 	}
+	return b.claimWinners(ctx, p, picked, ids, n, now)
+}
+
+// claimWinners returns the rows of picked (ids their ids) that a claim's
+// UPDATE, which changed n rows, took, with the claim applied.
+func (b *Backend) claimWinners(ctx context.Context, p *backend.JobClaimParams, picked []*backend.JobRow, ids []int64, n int64, now time.Time) ([]*backend.JobRow, error) {
 	winners := picked
 	if int(n) < len(picked) {
 		// Some rows went to another claimer: ask which are ours. The claim

@@ -294,23 +294,8 @@ func (b *Backend) claimListedNoWait(ctx context.Context, p *backend.JobClaimPara
 	if err != nil {
 		return nil, false, err
 	}
-	won := heads
-	if int(n) < len(heads) {
-		mine, err := b.claimedIDs(ctx, p.ClaimID, picked)
-		if err != nil {
-			return nil, false, err
-		}
-		won = won[:0:0]
-		for _, j := range heads {
-			if mine[j.ID] {
-				won = append(won, j)
-			}
-		}
-	}
-	for _, j := range won {
-		markClaimed(j, now, p)
-	}
-	return won, true, nil
+	won, err := b.claimWinners(ctx, p, heads, picked, n, now)
+	return won, err == nil, err
 }
 
 // noWaitPrefix makes the statement after it fail at once (1205), rolled
