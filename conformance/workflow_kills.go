@@ -259,6 +259,7 @@ func WorkflowUnderKills(t *testing.T, be backend.Backend, test, dsn string) {
 			for id, b := range open {
 				t.Errorf("batch %d not finished with its callback completed: %+v", id, b)
 			}
+			logBatchMembers(t, be, open)
 			t.Fatalf("no job completed for 30 s with %d batches open", len(open))
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -329,4 +330,38 @@ func stranded(d *spool.WorkflowDetail) []int64 {
 		}
 	}
 	return out
+}
+
+// logBatchMembers logs every member and callback of the open batches that
+// is not completed, with its lease and attempt: what a stalled batch waits
+// for.
+func logBatchMembers(t *testing.T, be backend.Backend, open map[int64]*spool.Batch) {
+	t.Helper()
+	callbacks := map[int64]int64{}
+	for id, b := range open {
+		if b != nil && b.OnComplete != 0 {
+			callbacks[b.OnComplete] = id
+		}
+	}
+	jobs, err := be.JobList(context.Background(), &backend.JobListParams{Kind: "step", Limit: 10000})
+	if err != nil {
+		t.Errorf("list jobs: %v", err)
+		return
+	}
+	for _, j := range jobs {
+		_, member := open[j.BatchID]
+		batch, isCallback := callbacks[j.ID]
+		if !member && !isCallback || j.State == backend.StateCompleted {
+			continue
+		}
+		if member {
+			batch = j.BatchID
+		}
+		until := "-"
+		if j.LeasedUntil != nil {
+			until = j.LeasedUntil.Format(time.RFC3339Nano)
+		}
+		t.Errorf("batch %d job %d (callback %v): state %s, attempt %d/%d, fence %d, run at %s, leased by %q until %s, deps left %d, has dependents %v, errors %v",
+			batch, j.ID, isCallback, j.State, j.Attempt, j.MaxAttempts, j.Fence, j.RunAt.Format(time.RFC3339Nano), j.LeasedBy, until, j.DepsLeft, j.HasDependents, j.Errors)
+	}
 }
