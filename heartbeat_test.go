@@ -3,6 +3,7 @@ package spool_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -181,6 +182,81 @@ func TestLeaseEndCancelsHandler(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "leases ended before a heartbeat could extend them") {
 		t.Errorf("no warning says why the handler was cancelled:\n%s", out)
+	}
+}
+
+// finishSpy is a slowBeatBackend that sends every outcome it is asked to
+// write to finishes.
+type finishSpy struct {
+	*slowBeatBackend
+	finishes chan backend.JobFinish
+}
+
+func (s *finishSpy) JobFinishMany(ctx context.Context, p *backend.JobFinishManyParams) (*backend.JobFinishManyResult, error) {
+	for _, f := range p.Finishes {
+		s.finishes <- f
+	}
+	return s.slowBeatBackend.JobFinishMany(ctx, p)
+}
+
+// TestLeaseEndRetriesAtOnce: a handler cut off because its lease ended (no
+// heartbeat landed: the process was paused or the database unreachable)
+// that returns the error it was cut off with has not failed on its own, so
+// its retry is due at once, as a rescue's would be, not after the retry
+// policy's backoff (attempt⁴ seconds: a job rescued twice before would
+// wait 81 s). No rescue runs here, so the store still holds the lease and
+// applies the outcome: the job is run again.
+func TestLeaseEndRetriesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	const lease = 400 * time.Millisecond
+	be := &finishSpy{
+		slowBeatBackend: &slowBeatBackend{Backend: migratedMemory(t), delay: time.Hour}, // no beat lands
+		finishes:        make(chan backend.JobFinish, 10),
+	}
+	var runs atomic.Int64
+	ws := spool.NewWorkers()
+	spool.AddWorker(ws, spool.WorkFunc(func(ctx context.Context, j *spool.Job[longArgs]) error {
+		if runs.Add(1) > 1 {
+			return nil
+		}
+		<-ctx.Done()
+		return fmt.Errorf("read the job's input: %w", ctx.Err())
+	}))
+	c, err := spool.NewClient(be, &spool.Config{
+		Workers:        ws,
+		Queues:         map[string]spool.QueueConfig{spool.DefaultQueue: {MaxWorkers: 1}},
+		LeaseDuration:  lease,
+		PollInterval:   20 * time.Millisecond,
+		RescueInterval: time.Hour,
+		Logger:         slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Insert(ctx, longArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	f := <-be.finishes
+	if f.Outcome != backend.OutcomeRetry || f.Delay != 0 {
+		t.Fatalf("the run cut off by its lease's end wrote outcome %v with delay %v, want a retry due at once", f.Outcome, f.Delay)
+	}
+	if f.Error == nil || !strings.Contains(f.Error.Error, "no heartbeat reached the database within the lease") {
+		t.Errorf("the retry's error %+v does not say the lease ended", f.Error)
+	}
+	if f = <-be.finishes; f.Outcome != backend.OutcomeComplete {
+		t.Fatalf("the second run wrote outcome %v, want complete", f.Outcome)
+	}
+	j, err := c.JobGet(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != backend.StateCompleted || j.Attempt != 2 {
+		t.Errorf("job %s at attempt %d, want completed at attempt 2", j.State, j.Attempt)
 	}
 }
 

@@ -261,18 +261,30 @@ func (x *executor) outcomeOf(row *backend.JobRow, h *Handler, err error, runCtx 
 			Error: &backend.AttemptError{Attempt: int(row.Attempt), Error: fmt.Sprintf("args of kind %q do not decode (not retried): %v", row.Kind, de.Err)}}
 	}
 	cause := context.Cause(runCtx)
+	leaseCut := false
 	switch {
 	case errors.Is(cause, ErrClientStopping):
 		// Interrupted by a hard stop: the attempt counts, the retry is immediate.
 		return x.failure(row, fmt.Errorf("interrupted by client stop: %s", msg), "", 0)
 	case errors.Is(cause, errJobTimeout):
 		msg = fmt.Sprintf("job timed out after %s: %s", timeout, msg)
-	case errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost):
-		msg = fmt.Sprintf("%v: %s", cause, msg)
+	case errors.Is(cause, ErrLeaseLost):
+		leaseCut = true
+		if !errors.Is(err, ErrLeaseLost) {
+			msg = fmt.Sprintf("%v: %s", cause, msg)
+		}
 	}
 	trace := ""
 	if errors.As(err, &pe) {
 		trace = pe.stack
+	}
+	if leaseCut {
+		// Cut off by its lease's end or loss (the process paused, the
+		// database out of reach), not failed on its own: like a rescue,
+		// the attempt counts and the retry is due at once, not after a
+		// backoff that grows with the attempts the same faults cost it.
+		// Its fence rejects it if another run has the job already.
+		return x.failure(row, errors.New(msg), trace, 0)
 	}
 	delay, ok := h.NextRetry(row)
 	if !ok {
