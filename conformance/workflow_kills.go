@@ -69,7 +69,7 @@ func RunWorkflowChild(dsn string) {
 		LeaseDuration:  2 * time.Second,
 		RescueInterval: 200 * time.Millisecond,
 		PollInterval:   100 * time.Millisecond,
-		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		fmt.Println("ERR", err)
