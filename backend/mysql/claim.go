@@ -147,7 +147,17 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		return err
 	})
 	if err == nil && b.claimLock {
-		b.small.Claimed(p.Queue, len(jobs), asked)
+		took := len(jobs)
+		if took < asked {
+			// Short: the claim took every due job no other claim held,
+			// so the backlog, if any, is gone, and the queue's next claim
+			// is a pickup's however many this one took. Expected large,
+			// the first claims of 8 processes after a drain queued for
+			// the claim lock behind each other's walks of the index's
+			// unpurged head, 150-270 ms before their SELECTs.
+			took = 0
+		}
+		b.small.Claimed(p.Queue, took, asked)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
 	if err == nil {
