@@ -62,28 +62,34 @@ func (b *Backend) JobClaim(ctx context.Context, p *backend.JobClaimParams) ([]*b
 func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParams) ([]*backend.JobRow, error) {
 	small := b.claimLock && b.small.Small(p.Queue)
 	if small {
-		// This process's small claims of a queue still take turns, here
-		// rather than on the server: a claim sent while another was out
-		// (a wake-up that arrived meanwhile) then reads after that one's
-		// commit, and finds the jobs committed since rather than nothing,
-		// the rows the first holds being skipped.
+		// A claim of listed jobs takes them by id without waiting for
+		// the queue's turn: another claim of this process cannot take
+		// the same ids (each list is handed out once), and a head claim
+		// out, whose rows it may meet, is skipped like any other
+		// transaction's (claimListedNoWait). Behind the turn, it waited
+		// for the head claim out, whose walk over the claim index's
+		// unpurged entries took 15-55 ms after a drain.
+		ids, skip := b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax), false)
+		if skip {
+			b.claimsListedTaken.Add(1)
+			return nil, nil
+		}
+		if ids != nil {
+			return b.claimListedTx(ctx, p, ids)
+		}
+		// This process's small head claims of a queue still take turns,
+		// here rather than on the server: a claim sent while another was
+		// out (a wake-up that arrived meanwhile) then reads after that
+		// one's commit, and finds the jobs committed since rather than
+		// nothing, the rows the first holds being skipped.
 		release, err := b.small.turn(ctx, p.Queue)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		// A claim that waited for its turn was sent while another was
-		// out, for the jobs listed meanwhile: it takes those by id like
-		// any other. At 1,000 jobs a second a claim lasts about as long
-		// as the looker's look interval, so most claims waited, and when
-		// they walked the head instead they took most of the pickup's
-		// jobs, each SELECT stepping over the claim index's entries not
-		// yet purged: 150-210 buffer-pool pages a job, and the slowest
-		// pickups (docs/benchmarks/2026-12-02.md, "MariaDB pickup at
-		// 1,000 jobs a second"). Jobs committed but not listed yet are
-		// listed by the next look, which wakes the queue again; jobs no
-		// list names wait for a head claim (listed.go).
-		ids, skip := b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax))
+		// A claim that waited for its turn may find jobs listed
+		// meanwhile: it takes those by id like any other (listed.go).
+		ids, skip = b.listed.forClaim(p.Queue, min(p.Max, smallClaimMax), true)
 		if skip {
 			b.claimsListedTaken.Add(1)
 			return nil, nil
@@ -141,7 +147,17 @@ func (b *Backend) claimPessimistic(ctx context.Context, p *backend.JobClaimParam
 		return err
 	})
 	if err == nil && b.claimLock {
-		b.small.Claimed(p.Queue, len(jobs), asked)
+		took := len(jobs)
+		if took < asked {
+			// Short: the claim took every due job no other claim held,
+			// so the backlog, if any, is gone, and the queue's next claim
+			// is a pickup's however many this one took. Expected large,
+			// the first claims of 8 processes after a drain queued for
+			// the claim lock behind each other's walks of the index's
+			// unpurged head, 150-270 ms before their SELECTs.
+			took = 0
+		}
+		b.small.Claimed(p.Queue, took, asked)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
 	}
 	if err == nil {
@@ -177,6 +193,12 @@ func (b *Backend) claimListedTx(ctx context.Context, p *backend.JobClaimParams, 
 		b.listed.took(p.Queue, jobs)
 		b.small.Claimed(p.Queue, len(jobs), p.Max)
 		b.small.setEmpty(p.Queue, len(jobs) == 0)
+		if len(jobs) < p.Max && b.listed.left(p.Queue) {
+			// The claim took part of the list (forClaim), and came
+			// back short, which may end the producer's claims: the
+			// rest waits for no look.
+			b.listed.wake(p.Queue)
+		}
 	}
 	return jobs, err
 }

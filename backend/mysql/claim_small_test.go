@@ -98,6 +98,69 @@ WHERE COMMAND = 'Query' AND INFO LIKE concat('%', ?, '.spool_flow_stripes%')`, s
 	}
 }
 
+// TestShortClaimExpectsSmall: a claim that took 64 jobs or more but came
+// back short of its ask drained the queue's backlog, so the queue's next
+// claim is expected small and takes its jobs while another session holds
+// the claim lock; expected large, it waited for the lock.
+func TestShortClaimExpectsSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := newBackend(t, nil)
+	db, schema := be.DB(), "`"+be.Database()+"`"
+	insert := func(n int) {
+		t.Helper()
+		jobs := make([]*backend.JobInsertParams, n)
+		for i := range jobs {
+			jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}
+		}
+		if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(max int) ([]*backend.JobRow, error) {
+		return be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: max, Lease: time.Minute, ClaimID: "c"})
+	}
+	insert(100)
+	if jobs, err := claim(200); err != nil || len(jobs) != 100 {
+		t.Fatalf("claim of the backlog: %d jobs, %v; want 100", len(jobs), err)
+	}
+	insert(2)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+schema+".spool_flow_stripes (queue, stripe) VALUES ('q', -1) ON DUPLICATE KEY UPDATE stripe = stripe"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		jobs []*backend.JobRow
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		jobs, err := claim(10)
+		done <- result{jobs, err}
+	}()
+	var r result
+	waitFor(t, "the claim after a short one to return", func() bool {
+		select {
+		case r = <-done:
+			return true
+		default:
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.PROCESSLIST
+WHERE COMMAND = 'Query' AND INFO LIKE concat('%', ?, '.spool_flow_stripes%')`, schema).Scan(&n); err == nil && n > 0 {
+			t.Fatal("the claim after one that came back short waited for the claim lock")
+		}
+		return false
+	})
+	if r.err != nil || len(r.jobs) != 2 {
+		t.Fatalf("claim after a short one: %d jobs, %v; want 2", len(r.jobs), r.err)
+	}
+}
+
 type errFewer int
 
 func (e errFewer) Error() string { return "claimed fewer jobs than asked" }

@@ -23,8 +23,11 @@ import (
 // queue by primary key instead (on MariaDB in two round trips and no
 // transaction of its own, claimListedNoWait), when it may:
 //
-//   - the queue's listed ids are at most the claim's ask, so that the
-//     SELECT's LIMIT never leaves a row it locked unreturned;
+//   - the queue's listed ids are at most smallClaimMax (more are a
+//     backlog, which a head claim takes whole); a claim that asks for
+//     fewer takes the oldest of them by id, and leaves the rest to the
+//     next claim, so that the SELECT's LIMIT never leaves a row it
+//     locked unreturned;
 //   - the queue's last head claim (one that walks the index) began less
 //     than listedHeadEvery ago. Jobs no list names wait for a head claim:
 //     a job whose insert committed after a higher id was read
@@ -119,8 +122,15 @@ func (l *listedJobs) add(queue string, ids []int64) {
 // now. It returns the ids to claim by primary key, forgotten from the
 // list; or none for a head claim; or none and skip when every id listed
 // was taken by this backend's own claims, so that the claim need not be
-// sent (a head claim comes within the bound, listedRecheck).
-func (l *listedJobs) forClaim(queue string, n int) (ids []int64, skip bool) {
+// sent (a head claim comes within the bound, listedRecheck). A claim
+// asking for fewer jobs than are listed takes the oldest n of them, and
+// leaves the rest for the next claim, when the list holds at most
+// smallClaimMax ids; a longer one is a backlog, which a head claim takes
+// whole. When head is false, the claim has not waited for the queue's
+// turn (claimPessimistic), and it is sent only for listed ids: none and
+// no skip then mean that it must take the turn and ask again, and the
+// head claim's time is not recorded.
+func (l *listedJobs) forClaim(queue string, n int, head bool) (ids []int64, skip bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -131,12 +141,13 @@ func (l *listedJobs) forClaim(queue string, n int) (ids []int64, skip bool) {
 		if len(q.ids) == 0 {
 			return nil, true
 		}
+		slices.Sort(q.ids)
+		q.ids = slices.Compact(q.ids) // several Listen calls of this backend list the same ids
 	}
-	if len(q.ids) > 0 && len(q.ids) <= n && fresh {
-		ids = slices.Clone(q.ids)
-		q.ids = q.ids[:0]
-		slices.Sort(ids)
-		ids = slices.Compact(ids) // several Listen calls of this backend list the same ids
+	if len(q.ids) > 0 && len(q.ids) <= smallClaimMax && fresh {
+		k := min(n, len(q.ids))
+		ids = slices.Clone(q.ids[:k])
+		q.ids = slices.Delete(q.ids, 0, k)
 		q.listedSince, q.claimAt = true, now
 		if !q.armed {
 			q.armed = true
@@ -144,8 +155,19 @@ func (l *listedJobs) forClaim(queue string, n int) (ids []int64, skip bool) {
 		}
 		return ids, false
 	}
+	if !head {
+		return nil, false
+	}
 	q.headAt, q.claimAt, q.listedSince = now, now, false
 	return nil, false
+}
+
+// left reports whether ids are listed for a queue.
+func (l *listedJobs) left(queue string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[queue]
+	return q != nil && len(q.ids) > 0
 }
 
 // took records the jobs a claim of a queue took.
