@@ -126,10 +126,10 @@ func leaseRows(ctx context.Context, tx *sql.Tx, lease []*sql.Stmt, c claimed, ra
 		b := slices.IndexFunc(leaseBuckets, func(size int) bool { return size >= n })
 		args = append(args[:0], c.now, c.leaseUS, c.claimID)
 		for _, r := range raws[:n] {
-			args = append(args, r.j.ID)
+			args = append(args, r.idArg)
 		}
 		for range leaseBuckets[b] - n {
-			args = append(args, raws[0].j.ID)
+			args = append(args, raws[0].idArg)
 		}
 		res, err := tx.StmtContext(ctx, lease[b]).ExecContext(ctx, args...)
 		if err != nil {
