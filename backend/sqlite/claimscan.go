@@ -74,7 +74,7 @@ func collectClaimed(rows *sql.Rows, c claimed) ([]*rawJob, error) {
 		if err := rows.Scan(dest[:]...); err != nil {
 			return nil, err
 		}
-		j.ID = cv.int(vals[0])
+		j.ID, r.idArg = cv.int(vals[0]), vals[0]
 		kind := cv.text(vals[1])
 		k, ok := kinds[kind]
 		if !ok {

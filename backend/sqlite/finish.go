@@ -192,24 +192,27 @@ var completeSQLs = sync.OnceValue(func() [2][2][]string {
 		}
 		for f, q := range []string{q, counted} {
 			for _, n := range completeBuckets {
-				// ?3, then plain ?s, which SQLite numbers on from the
-				// largest number before them (4, 5…). Numbered ones would
-				// each be a name the statement keeps in a list, and the
-				// pure-Go driver asks for every parameter's name as it
-				// binds it, each a walk of that list: quadratic in the
-				// ids (BENCHMARKS.md, "SQLite: where the drain's write
-				// lock goes").
-				var ids strings.Builder
-				ids.WriteString("?3")
-				for range n - 1 {
-					ids.WriteString(", ?")
-				}
-				out[f][m] = append(out[f][m], strings.Replace(q, "{{ids}}", ids.String(), 1))
+				out[f][m] = append(out[f][m], strings.Replace(q, "{{ids}}", idParams("?3", n), 1))
 			}
 		}
 	}
 	return out
 })
+
+// idParams returns the parameters of an id list of n ids: first (a
+// numbered parameter), then plain ?s, which SQLite numbers on from the
+// largest number before them. Numbered ones would each be a name the
+// statement keeps in a list, and the pure-Go driver asks for every
+// parameter's name as it binds it, each a walk of that list: quadratic in
+// the ids (BENCHMARKS.md, "SQLite: where the drain's write lock goes").
+func idParams(first string, n int) string {
+	var ids strings.Builder
+	ids.WriteString(first)
+	for range n - 1 {
+		ids.WriteString(", ?")
+	}
+	return ids.String()
+}
 
 // completeChunk is the ids of one plain-completion statement: leases of
 // one fence, at most the largest bucket of them.

@@ -27,6 +27,10 @@ type rawJob struct {
 	// leasedUntil and attemptedAt back a claimed row's pointers, so that
 	// they are allocated with the row (claims allocate rows in blocks).
 	leasedUntil, attemptedAt time.Time
+	// idArg is a claimed row's id as the driver read it: an int64 in an
+	// interface, which claim_lease.sql binds again (boxing the id anew
+	// would cost an allocation per job).
+	idArg any
 }
 
 // scanRawJob reads one row of jobColumns without decoding JSON.
