@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/backend"
+	"github.com/spoolq/spool/backend/mysql"
 )
 
 // TestSmallClaimsPassTheClaimLock: once a queue's claims are small, a claim
@@ -17,19 +18,7 @@ func TestSmallClaimsPassTheClaimLock(t *testing.T) {
 	defer cancel()
 	be := newBackend(t, nil)
 	db, schema := be.DB(), "`"+be.Database()+"`"
-	insert := func(n int) {
-		t.Helper()
-		jobs := make([]*backend.JobInsertParams, n)
-		for i := range jobs {
-			jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}
-		}
-		if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	claim := func(max int) ([]*backend.JobRow, error) {
-		return be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: max, Lease: time.Minute, ClaimID: "c"})
-	}
+	insert, claim := queueQ(t, ctx, be)
 	holdLock := func() func() {
 		t.Helper()
 		tx, err := db.BeginTx(ctx, nil)
@@ -107,19 +96,7 @@ func TestShortClaimExpectsSmall(t *testing.T) {
 	defer cancel()
 	be := newBackend(t, nil)
 	db, schema := be.DB(), "`"+be.Database()+"`"
-	insert := func(n int) {
-		t.Helper()
-		jobs := make([]*backend.JobInsertParams, n)
-		for i := range jobs {
-			jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}
-		}
-		if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	claim := func(max int) ([]*backend.JobRow, error) {
-		return be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: max, Lease: time.Minute, ClaimID: "c"})
-	}
+	insert, claim := queueQ(t, ctx, be)
 	insert(100)
 	if jobs, err := claim(200); err != nil || len(jobs) != 100 {
 		t.Fatalf("claim of the backlog: %d jobs, %v; want 100", len(jobs), err)
@@ -210,4 +187,23 @@ func TestClaimAfterEmptyProbes(t *testing.T) {
 	if n := be.ClaimsProbedEmpty(); n != 2 {
 		t.Fatalf("the probe answered the claim of a due job (%d probed empty, want 2)", n)
 	}
+}
+
+// queueQ returns functions that insert n plain jobs into queue "q" of be
+// and claim up to max of them (claim id "c").
+func queueQ(t *testing.T, ctx context.Context, be *mysql.Backend) (insert func(n int), claim func(max int) ([]*backend.JobRow, error)) {
+	insert = func(n int) {
+		t.Helper()
+		jobs := make([]*backend.JobInsertParams, n)
+		for i := range jobs {
+			jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3}
+		}
+		if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim = func(max int) ([]*backend.JobRow, error) {
+		return be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: max, Lease: time.Minute, ClaimID: "c"})
+	}
+	return insert, claim
 }
