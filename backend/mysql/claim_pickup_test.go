@@ -52,6 +52,35 @@ func sessionCounters(t *testing.T, ctx context.Context, be *mysql.Backend) (conn
 	return conn, begins, commits
 }
 
+// listedBackend returns a backend (newBackend with params) whose listed
+// claims' clock stands still, the queues its Listen wakes, and a head
+// claim of the empty queue "q" just made, so that the queue's next claims
+// may take the jobs Listen lists.
+func listedBackend(t *testing.T, ctx context.Context, params url.Values) (*mysql.Backend, <-chan string) {
+	t.Helper()
+	be := newBackend(t, params)
+	freezeListedClock(be)
+	wakes := listenWakes(t, ctx, be)
+	if jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c0"}); err != nil || len(jobs) != 0 {
+		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
+	}
+	return be, wakes
+}
+
+// insertListed inserts n jobs into queue "q" of be and waits until its
+// Listen has listed them, returning their ids in insert order.
+func insertListed(t *testing.T, ctx context.Context, be *mysql.Backend, wakes <-chan string, n int) []int64 {
+	t.Helper()
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = insertListedJob(t, ctx, be, nil)
+	}
+	for be.ListedCount("q") < n {
+		awaitWake(t, wakes, "q", "Listen reading the jobs")
+	}
+	return ids
+}
+
 // TestClaimOfListedJobsOpensNoTransaction: on MariaDB a claim of the jobs
 // Listen listed is a read by primary key and one autocommit UPDATE,
 // without BEGIN and COMMIT of its own: two round trips where the
@@ -60,29 +89,14 @@ func sessionCounters(t *testing.T, ctx context.Context, be *mysql.Backend) (conn
 func TestClaimOfListedJobsOpensNoTransaction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	be := newBackend(t, url.Values{mysql.MaxConnsParam: {"1"}})
-	freezeListedClock(be)
-	claim := func() []*backend.JobRow {
-		t.Helper()
-		jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return jobs
-	}
-	wakes := listenWakes(t, ctx, be)
-	if jobs := claim(); len(jobs) != 0 {
-		t.Fatalf("head claim of the empty queue: %d jobs, want none", len(jobs))
-	}
-	first, second := insertListedJob(t, ctx, be, nil), insertListedJob(t, ctx, be, nil)
-	for {
-		awaitWake(t, wakes, "q", "Listen reading the jobs")
-		if be.ListedCount("q") >= 2 {
-			break
-		}
-	}
+	be, wakes := listedBackend(t, ctx, url.Values{mysql.MaxConnsParam: {"1"}})
+	listed := insertListed(t, ctx, be, wakes, 2)
+	first, second := listed[0], listed[1]
 	conn0, begins0, commits0 := sessionCounters(t, ctx, be)
-	jobs := claim()
+	jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn1, begins1, commits1 := sessionCounters(t, ctx, be)
 	if conn1 != conn0 {
 		t.Fatalf("the pool's connection changed (%d, then %d): the test needs one session", conn0, conn1)
@@ -126,19 +140,9 @@ func TestClaimOfListedJobsOpensNoTransaction(t *testing.T) {
 func TestClaimOfListedJobsSkipsRowsOthersHold(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	be := newBackend(t, nil)
-	freezeListedClock(be)
-	wakes := listenWakes(t, ctx, be)
-	if jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c"}); err != nil || len(jobs) != 0 {
-		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
-	}
-	held, free := insertListedJob(t, ctx, be, nil), insertListedJob(t, ctx, be, nil)
-	for {
-		awaitWake(t, wakes, "q", "Listen reading the jobs")
-		if be.ListedCount("q") >= 2 {
-			break
-		}
-	}
+	be, wakes := listedBackend(t, ctx, nil)
+	listed := insertListed(t, ctx, be, wakes, 2)
+	held, free := listed[0], listed[1]
 	tx, err := be.DB().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -234,17 +238,9 @@ func releasedJob(t *testing.T, ctx context.Context, be *mysql.Backend, wakes <-c
 func TestClaimOfListedJobsTakesNoTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	be := newBackend(t, nil)
-	freezeListedClock(be)
-	wakes := listenWakes(t, ctx, be)
-	if jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c0"}); err != nil || len(jobs) != 0 {
-		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
-	}
+	be, wakes := listedBackend(t, ctx, nil)
 	unlisted := releasedJob(t, ctx, be, wakes)
-	listed := insertListedJob(t, ctx, be, nil)
-	for be.ListedCount("q") < 1 {
-		awaitWake(t, wakes, "q", "Listen reading the listed job")
-	}
+	listed := insertListed(t, ctx, be, wakes, 1)[0]
 	waited, jobs := claimWithTurnHeld(t, ctx, be, "c1", 10, nil)
 	if waited {
 		t.Fatal("the claim of a listed job waited for the turn of the claim out")
@@ -262,19 +258,11 @@ func TestClaimOfListedJobsTakesNoTurn(t *testing.T) {
 func TestClaimThatWaitedForItsTurnTakesListedJobs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	be := newBackend(t, nil)
-	freezeListedClock(be)
-	wakes := listenWakes(t, ctx, be)
-	if jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c0"}); err != nil || len(jobs) != 0 {
-		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
-	}
+	be, wakes := listedBackend(t, ctx, nil)
 	unlisted := releasedJob(t, ctx, be, wakes)
 	var listed int64
 	waited, jobs := claimWithTurnHeld(t, ctx, be, "c1", 10, func() {
-		listed = insertListedJob(t, ctx, be, nil)
-		for be.ListedCount("q") < 1 {
-			awaitWake(t, wakes, "q", "Listen reading the listed job")
-		}
+		listed = insertListed(t, ctx, be, wakes, 1)[0]
 	})
 	if !waited {
 		t.Fatal("the claim sent with no job listed did not wait for the turn of the claim out")
@@ -295,20 +283,9 @@ func TestClaimThatWaitedForItsTurnTakesListedJobs(t *testing.T) {
 func TestClaimOfListedJobsAskingForFewer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	be := newBackend(t, nil)
-	freezeListedClock(be)
-	wakes := listenWakes(t, ctx, be)
-	if jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 10, Lease: time.Minute, ClaimID: "c0"}); err != nil || len(jobs) != 0 {
-		t.Fatalf("head claim of the empty queue: %d jobs (%v), want none", len(jobs), err)
-	}
+	be, wakes := listedBackend(t, ctx, nil)
 	unlisted := releasedJob(t, ctx, be, wakes)
-	var listed []int64
-	for range 3 {
-		listed = append(listed, insertListedJob(t, ctx, be, nil))
-	}
-	for be.ListedCount("q") < 3 {
-		awaitWake(t, wakes, "q", "Listen reading the listed jobs")
-	}
+	listed := insertListed(t, ctx, be, wakes, 3)
 	jobs, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 2, Lease: time.Minute, ClaimID: "c1"})
 	if err != nil {
 		t.Fatal(err)

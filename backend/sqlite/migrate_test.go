@@ -281,34 +281,14 @@ func TestUpgradeFrom15WithJobs(t *testing.T) {
 			t.Errorf("%s after the upgrade: %s", name, ddl)
 		}
 	}
-	indexed := func(q string) []int64 {
-		t.Helper()
-		var got []int64
-		rows, err := be.st.readers.QueryContext(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, id)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
 	finished := func() []int64 {
 		t.Helper()
-		return indexed(`SELECT id FROM spool_jobs INDEXED BY spool_jobs_finished WHERE finalized_at IS NOT NULL ORDER BY id`)
+		return storedIDs(t, be, `SELECT id FROM spool_jobs INDEXED BY spool_jobs_finished WHERE finalized_at IS NOT NULL ORDER BY id`)
 	}
 	// The flow indexes hold the pending jobs with a key: 6, 8, 12 and 14.
 	wantFlow := []int64{ids[6], ids[8], ids[12], ids[14]}
 	for _, index := range []string{"spool_jobs_flow", "spool_jobs_flow_order"} {
-		got := indexed(`SELECT id FROM spool_jobs INDEXED BY ` + index + `
+		got := storedIDs(t, be, `SELECT id FROM spool_jobs INDEXED BY `+index+`
 WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable') AND flow_key IS NOT NULL AND queue = 'q' ORDER BY id`)
 		if !slices.Equal(got, wantFlow) {
 			t.Errorf("%s holds %v, want %v", index, got, wantFlow)
