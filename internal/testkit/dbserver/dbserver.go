@@ -305,16 +305,51 @@ func (s *Postgres) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 }
 
-// Restart implements Server with pg_ctl restart -m mode.
+// shutdownSignals are pg_ctl's shutdown modes, as the signals that ask
+// the postmaster for them.
+var shutdownSignals = map[string]syscall.Signal{"smart": syscall.SIGTERM, "fast": syscall.SIGINT, "immediate": syscall.SIGQUIT}
+
+// Restart implements Server: the postmaster is shut down in mode's way
+// (pg_ctl's modes: smart, fast, immediate) through a handle on it
+// (findPostmaster), then started again as Start does; a server that is
+// not running is started. Not pg_ctl restart: pg_ctl signals whatever
+// process of the postgres user has the number written in postmaster.pid,
+// and the file of a server killed with SIGKILL names, once the number is
+// reused, another process: a PgBouncer of a test's own, a backend of the
+// shared server.
 func (s *Postgres) Restart(ctx context.Context, mode string) error {
-	if err := s.pgCtl(ctx, "restart", "-m", mode); err != nil {
+	sig, ok := shutdownSignals[mode]
+	if !ok {
+		return fmt.Errorf("restart PostgreSQL: unknown shutdown mode %q (smart, fast or immediate)", mode)
+	}
+	if p := findPostmaster(s.data); p != nil {
+		err := p.signal(sig)
+		gone := err == nil && p.waitGone(60*time.Second) // pg_ctl's -t 60
+		p.release()
+		if err != nil {
+			return fmt.Errorf("restart PostgreSQL (-m %s): %w", mode, err)
+		}
+		if !gone {
+			return fmt.Errorf("restart PostgreSQL (-m %s): the server did not shut down within 60 s", mode)
+		}
+	}
+	if err := s.Start(ctx); err != nil {
 		return fmt.Errorf("restart PostgreSQL (-m %s): %w", mode, err)
 	}
 	return nil
 }
 
-// Start starts a server stopped by Stop again, on its port and data.
+// Start starts a server stopped by Stop again, on its port and data. A
+// postmaster.pid that names no process running in the data directory (a
+// server killed with SIGKILL leaves its file) is removed first: the new
+// postmaster would refuse to start while the number it names is a live
+// process of the postgres user, whichever.
 func (s *Postgres) Start(ctx context.Context) error {
+	if pidFileNumber(s.data) != 0 && postmasterPID(s.data) == 0 {
+		if err := os.Remove(filepath.Join(s.data, "postmaster.pid")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("start PostgreSQL: remove a stale postmaster.pid: %w", err)
+		}
+	}
 	if err := s.pgCtl(ctx, "start"); err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}
@@ -329,35 +364,9 @@ func (s *Postgres) pid() int { return postmasterPID(s.data) }
 func (s *Postgres) PID() int { return s.pid() }
 
 // Stop implements Server: SIGQUIT (immediate shutdown) to the
-// postmaster's PID, then SIGKILL if it is still there after 30 s.
-func (s *Postgres) Stop() error {
-	pid := s.pid()
-	if pid <= 0 {
-		return nil
-	}
-	return stopPID(pid, syscall.SIGQUIT, 30*time.Second)
-}
-
-// stopPID sends sig to pid, waits up to wait for it to go, then kills it.
-func stopPID(pid int, sig syscall.Signal, wait time.Duration) error {
-	if err := syscall.Kill(pid, sig); err != nil {
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		return fmt.Errorf("stop server %d: %w", pid, err)
-	}
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill server %d: %w", pid, err)
-	}
-	return nil
-}
+// postmaster, then SIGKILL if it is still there after 30 s, both through a
+// handle on it (findPostmaster).
+func (s *Postgres) Stop() error { return stopPostmaster(s.data, syscall.SIGQUIT, 30*time.Second) }
 
 // MariaDB is a mariadbd of the caller's own, a child process of this one.
 type MariaDB struct {
