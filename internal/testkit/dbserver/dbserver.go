@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -488,8 +489,10 @@ func (s *MariaDB) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time
 // PgBouncer is a pgbouncer of the caller's own in transaction mode, a child
 // process of this one, in front of one upstream database.
 type PgBouncer struct {
-	port int
-	proc *process
+	port     int
+	dir      string
+	proc     *process
+	stopping atomic.Bool // Stop was called while pgbouncer ran
 }
 
 // StartPgBouncer starts pgbouncer (pool_mode = transaction, trust
@@ -536,7 +539,7 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 	if err != nil {
 		return nil, fmt.Errorf("start PgBouncer: %w", err)
 	}
-	s := &PgBouncer{port: port, proc: proc}
+	s := &PgBouncer{port: port, dir: dir, proc: proc}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
@@ -564,6 +567,34 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 // Port is the port clients connect to.
 func (s *PgBouncer) Port() int { return s.port }
 
-// Stop stops pgbouncer by its PID (SIGINT: shut down at once; killed if
-// it has not after 10 s).
-func (s *PgBouncer) Stop() error { return s.proc.stop(syscall.SIGINT, 10*time.Second) }
+// Stop stops pgbouncer through its handle (SIGINT: shut down at once;
+// killed if it has not after 10 s).
+func (s *PgBouncer) Stop() error {
+	select {
+	case <-s.proc.exited: // gone already: Report says so
+	default:
+		s.stopping.Store(true)
+	}
+	return s.proc.stop(syscall.SIGINT, 10*time.Second)
+}
+
+// Report says, for a failed test's log, whether pgbouncer still runs or
+// how it ended (its exit status or the signal that killed it, and whether
+// Stop had been called), followed by its log file: in h-citime's CI run
+// a PgBouncer went away mid-test and nothing kept why.
+func (s *PgBouncer) Report() string {
+	state := "running"
+	select {
+	case <-s.proc.exited:
+		state = "exited (" + s.proc.cmd.ProcessState.String() + ") before Stop"
+		if s.stopping.Load() {
+			state = "stopped (" + s.proc.cmd.ProcessState.String() + ")"
+		}
+	default:
+	}
+	log, err := os.ReadFile(filepath.Join(s.dir, "pgbouncer.log"))
+	if err != nil {
+		return fmt.Sprintf("pgbouncer (pid %d, port %d) %s; its log: %v", s.proc.pid(), s.port, state, err)
+	}
+	return fmt.Sprintf("pgbouncer (pid %d, port %d) %s; its log:\n%s", s.proc.pid(), s.port, state, strings.TrimSpace(string(log)))
+}

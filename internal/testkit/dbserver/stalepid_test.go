@@ -3,11 +3,13 @@ package dbserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -103,5 +105,44 @@ func TestStalePIDFileNamesAnotherProcess(t *testing.T) {
 	ws, ok := decoy.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Fatalf("the process named by the stale postmaster.pid was signalled by the server's restart, start or stop: %v", decoy.ProcessState)
+	}
+}
+
+// TestPgBouncerReport: a PgBouncer that goes away before its Stop (here
+// by a SIGTERM from outside the harness) is reported so, with the way it
+// ended and its log; one stopped by Stop is reported stopped.
+func TestPgBouncerReport(t *testing.T) {
+	ctx := context.Background()
+	start := func() *PgBouncer {
+		t.Helper()
+		// Under /tmp itself: pgbouncer runs as postgres when the test runs
+		// as root.
+		dir, err := os.MkdirTemp("", "spool-pgbouncer-report-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		b, err := StartPgBouncer(ctx, dir, "127.0.0.1:5432", "test", "postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Stop() })
+		return b
+	}
+	gone := start()
+	if err := gone.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil { // not through Stop
+		t.Fatal(err)
+	}
+	<-gone.proc.exited
+	_ = gone.Stop()
+	if r := gone.Report(); !strings.Contains(r, "before Stop") || !strings.Contains(r, "SIGTERM") {
+		t.Errorf("a PgBouncer killed from outside, reported as:\n%s", r)
+	}
+	stopped := start()
+	if err := stopped.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if r := stopped.Report(); !strings.HasPrefix(r, fmt.Sprintf("pgbouncer (pid %d, port %d) stopped (", stopped.proc.pid(), stopped.Port())) {
+		t.Errorf("a PgBouncer stopped by Stop, reported as:\n%s", r)
 	}
 }
