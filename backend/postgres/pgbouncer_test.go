@@ -78,6 +78,13 @@ func TestThroughPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bouncer.Stop()
+	// A failed test says how its PgBouncer fared, and gives its log (this
+	// cleanup runs before the directory's removal, registered earlier).
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(bouncer.Report())
+		}
+	})
 	via := func(user, params string) string {
 		return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable&%s", user, bouncer.Port(), db, params)
 	}

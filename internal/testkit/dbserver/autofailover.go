@@ -403,8 +403,9 @@ func (n *autoctlNode) kill() error {
 		return nil
 	}
 	_ = syscall.Kill(-n.proc.pid(), syscall.SIGKILL)
-	if pid := postmasterPID(n.pgdata); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	if p := findPostmaster(n.pgdata); p != nil {
+		_ = p.signal(syscall.SIGKILL)
+		p.release()
 	}
 	select {
 	case <-n.proc.exited:

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -305,16 +306,51 @@ func (s *Postgres) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 }
 
-// Restart implements Server with pg_ctl restart -m mode.
+// shutdownSignals are pg_ctl's shutdown modes, as the signals that ask
+// the postmaster for them.
+var shutdownSignals = map[string]syscall.Signal{"smart": syscall.SIGTERM, "fast": syscall.SIGINT, "immediate": syscall.SIGQUIT}
+
+// Restart implements Server: the postmaster is shut down in mode's way
+// (pg_ctl's modes: smart, fast, immediate) through a handle on it
+// (findPostmaster), then started again as Start does; a server that is
+// not running is started. Not pg_ctl restart: pg_ctl signals whatever
+// process of the postgres user has the number written in postmaster.pid,
+// and the file of a server killed with SIGKILL names, once the number is
+// reused, another process: a PgBouncer of a test's own, a backend of the
+// shared server.
 func (s *Postgres) Restart(ctx context.Context, mode string) error {
-	if err := s.pgCtl(ctx, "restart", "-m", mode); err != nil {
+	sig, ok := shutdownSignals[mode]
+	if !ok {
+		return fmt.Errorf("restart PostgreSQL: unknown shutdown mode %q (smart, fast or immediate)", mode)
+	}
+	if p := findPostmaster(s.data); p != nil {
+		err := p.signal(sig)
+		gone := err == nil && p.waitGone(60*time.Second) // pg_ctl's -t 60
+		p.release()
+		if err != nil {
+			return fmt.Errorf("restart PostgreSQL (-m %s): %w", mode, err)
+		}
+		if !gone {
+			return fmt.Errorf("restart PostgreSQL (-m %s): the server did not shut down within 60 s", mode)
+		}
+	}
+	if err := s.Start(ctx); err != nil {
 		return fmt.Errorf("restart PostgreSQL (-m %s): %w", mode, err)
 	}
 	return nil
 }
 
-// Start starts a server stopped by Stop again, on its port and data.
+// Start starts a server stopped by Stop again, on its port and data. A
+// postmaster.pid that names no process running in the data directory (a
+// server killed with SIGKILL leaves its file) is removed first: the new
+// postmaster would refuse to start while the number it names is a live
+// process of the postgres user, whichever.
 func (s *Postgres) Start(ctx context.Context) error {
+	if pidFileNumber(s.data) != 0 && postmasterPID(s.data) == 0 {
+		if err := os.Remove(filepath.Join(s.data, "postmaster.pid")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("start PostgreSQL: remove a stale postmaster.pid: %w", err)
+		}
+	}
 	if err := s.pgCtl(ctx, "start"); err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}
@@ -329,35 +365,9 @@ func (s *Postgres) pid() int { return postmasterPID(s.data) }
 func (s *Postgres) PID() int { return s.pid() }
 
 // Stop implements Server: SIGQUIT (immediate shutdown) to the
-// postmaster's PID, then SIGKILL if it is still there after 30 s.
-func (s *Postgres) Stop() error {
-	pid := s.pid()
-	if pid <= 0 {
-		return nil
-	}
-	return stopPID(pid, syscall.SIGQUIT, 30*time.Second)
-}
-
-// stopPID sends sig to pid, waits up to wait for it to go, then kills it.
-func stopPID(pid int, sig syscall.Signal, wait time.Duration) error {
-	if err := syscall.Kill(pid, sig); err != nil {
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		return fmt.Errorf("stop server %d: %w", pid, err)
-	}
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill server %d: %w", pid, err)
-	}
-	return nil
-}
+// postmaster, then SIGKILL if it is still there after 30 s, both through a
+// handle on it (findPostmaster).
+func (s *Postgres) Stop() error { return stopPostmaster(s.data, syscall.SIGQUIT, 30*time.Second) }
 
 // MariaDB is a mariadbd of the caller's own, a child process of this one.
 type MariaDB struct {
@@ -479,8 +489,10 @@ func (s *MariaDB) Stop() error { return s.signalAndWait(syscall.SIGTERM, 30*time
 // PgBouncer is a pgbouncer of the caller's own in transaction mode, a child
 // process of this one, in front of one upstream database.
 type PgBouncer struct {
-	port int
-	proc *process
+	port     int
+	dir      string
+	proc     *process
+	stopping atomic.Bool // Stop was called while pgbouncer ran
 }
 
 // StartPgBouncer starts pgbouncer (pool_mode = transaction, trust
@@ -527,7 +539,7 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 	if err != nil {
 		return nil, fmt.Errorf("start PgBouncer: %w", err)
 	}
-	s := &PgBouncer{port: port, proc: proc}
+	s := &PgBouncer{port: port, dir: dir, proc: proc}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
@@ -555,6 +567,34 @@ func StartPgBouncer(ctx context.Context, dir, upstream, db string, users ...stri
 // Port is the port clients connect to.
 func (s *PgBouncer) Port() int { return s.port }
 
-// Stop stops pgbouncer by its PID (SIGINT: shut down at once; killed if
-// it has not after 10 s).
-func (s *PgBouncer) Stop() error { return s.proc.stop(syscall.SIGINT, 10*time.Second) }
+// Stop stops pgbouncer through its handle (SIGINT: shut down at once;
+// killed if it has not after 10 s).
+func (s *PgBouncer) Stop() error {
+	select {
+	case <-s.proc.exited: // gone already: Report says so
+	default:
+		s.stopping.Store(true)
+	}
+	return s.proc.stop(syscall.SIGINT, 10*time.Second)
+}
+
+// Report says, for a failed test's log, whether pgbouncer still runs or
+// how it ended (its exit status or the signal that killed it, and whether
+// Stop had been called), followed by its log file: in h-citime's CI run
+// a PgBouncer went away mid-test and nothing kept why.
+func (s *PgBouncer) Report() string {
+	state := "running"
+	select {
+	case <-s.proc.exited:
+		state = "exited (" + s.proc.cmd.ProcessState.String() + ") before Stop"
+		if s.stopping.Load() {
+			state = "stopped (" + s.proc.cmd.ProcessState.String() + ")"
+		}
+	default:
+	}
+	log, err := os.ReadFile(filepath.Join(s.dir, "pgbouncer.log"))
+	if err != nil {
+		return fmt.Sprintf("pgbouncer (pid %d, port %d) %s; its log: %v", s.proc.pid(), s.port, state, err)
+	}
+	return fmt.Sprintf("pgbouncer (pid %d, port %d) %s; its log:\n%s", s.proc.pid(), s.port, state, strings.TrimSpace(string(log)))
+}

@@ -12,18 +12,21 @@ import (
 // standard input to the end, which comes only when the process that
 // started the cluster has exited (it alone holds the pipe's write end),
 // and then stops the cluster if it still runs: the process named by
-// postmaster.pid if it runs in the data directory, as postmasterPID checks
-// (a PID reused by another process since is left alone). SIGQUIT is
+// postmaster.pid, while it runs in the data directory, as postmasterPID
+// checks, before each signal (a number reused by another process since,
+// even between the SIGQUIT and the SIGKILL, is left alone). SIGQUIT is
 // PostgreSQL's immediate shutdown; SIGKILL follows after 30 s.
 const stopWhenOwnerExits = `data=$1
 cat >/dev/null
 pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || exit 0
 case "$pid" in ''|*[!0-9]*) exit 0 ;; esac
-[ "$(readlink -f "/proc/$pid/cwd")" = "$(readlink -f "$data")" ] || exit 0
+want=$(readlink -f "$data") && [ -n "$want" ] || exit 0
+runs() { [ "$(readlink -f "/proc/$pid/cwd" 2>/dev/null)" = "$want" ]; }
+runs || exit 0
 kill -QUIT "$pid" 2>/dev/null || exit 0
 n=0
-while kill -0 "$pid" 2>/dev/null && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
-kill -KILL "$pid" 2>/dev/null
+while runs && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+runs && kill -KILL "$pid" 2>/dev/null
 exit 0
 `
 

@@ -51,9 +51,7 @@ func TestClusterStopsWhenOwnerDies(t *testing.T) {
 	}
 	data := dir + "/pgdata"
 	t.Cleanup(func() { // if the watcher failed, stop the cluster here
-		if p := postmasterPID(data); p > 0 {
-			_ = stopPID(p, syscall.SIGQUIT, 30*time.Second)
-		}
+		_ = stopPostmaster(data, syscall.SIGQUIT, 30*time.Second)
 	})
 	if postmasterPID(data) != pid {
 		t.Fatalf("postmaster %d is not running in %s", pid, data)

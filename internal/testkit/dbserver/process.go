@@ -113,18 +113,110 @@ func logErrors(path string, n int) string {
 	return strings.Join(picked, "\n")
 }
 
-// postmasterPID reads a data directory's postmaster.pid (0 if absent).
+// postmasterPID reads a data directory's postmaster.pid: the number of the
+// process that runs there, 0 if the file is absent or names no process
+// running in pgdata.
 func postmasterPID(pgdata string) int {
+	pid := pidFileNumber(pgdata)
+	if pid <= 0 || !runsIn(pid, pgdata) {
+		return 0
+	}
+	return pid
+}
+
+// pidFileNumber is the number on the first line of pgdata's
+// postmaster.pid (0 if absent), whatever process it names.
+func pidFileNumber(pgdata string) int {
 	b, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
 	if err != nil {
 		return 0
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, _ := strconv.Atoi(strings.TrimSpace(first))
-	if pid <= 0 || !runsIn(pid, pgdata) {
-		return 0
-	}
 	return pid
+}
+
+// postmaster is a handle on the postmaster running in a data directory:
+// every signal goes through it, never through the number alone.
+type postmaster struct {
+	proc   *os.Process
+	pgdata string
+}
+
+// findPostmaster returns a handle on the postmaster running in pgdata, or
+// nil if postmaster.pid names no process running there. The handle is
+// taken before the check that its process runs in pgdata: on Linux it is
+// a pidfd, which names that one process for as long as it is held, so a
+// number that the postmaster's exit frees and another process takes (the
+// pid range is 32,768) cannot turn a signal meant for the postmaster
+// into one for that process. Where the kernel has no pidfd, signal checks
+// again before each signal, which leaves only the moment between the two.
+func findPostmaster(pgdata string) *postmaster {
+	pid := pidFileNumber(pgdata)
+	if pid <= 0 {
+		return nil
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return nil
+	}
+	if !runsIn(pid, pgdata) {
+		_ = proc.Release()
+		return nil
+	}
+	return &postmaster{proc: proc, pgdata: pgdata}
+}
+
+// running reports whether the postmaster still runs (in its data
+// directory: an exited one, even unreaped, has none).
+func (p *postmaster) running() bool {
+	return p.proc.Signal(syscall.Signal(0)) == nil && runsIn(p.proc.Pid, p.pgdata)
+}
+
+// signal sends sig to the postmaster; one that has exited is not an error.
+func (p *postmaster) signal(sig syscall.Signal) error {
+	if !p.running() {
+		return nil
+	}
+	if err := p.proc.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal postmaster %d: %w", p.proc.Pid, err)
+	}
+	return nil
+}
+
+// waitGone waits up to wait for the postmaster to exit, reporting whether
+// it did.
+func (p *postmaster) waitGone(wait time.Duration) bool {
+	for deadline := time.Now().Add(wait); p.running(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+// release lets the handle go.
+func (p *postmaster) release() { _ = p.proc.Release() }
+
+// stopPostmaster stops the postmaster running in pgdata, if one does:
+// sig, then SIGKILL if it has not exited after wait.
+func stopPostmaster(pgdata string, sig syscall.Signal, wait time.Duration) error {
+	p := findPostmaster(pgdata)
+	if p == nil {
+		return nil
+	}
+	defer p.release()
+	if err := p.signal(sig); err != nil {
+		return fmt.Errorf("stop server: %w", err)
+	}
+	if p.waitGone(wait) {
+		return nil
+	}
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill server: %w", err)
+	}
+	return nil
 }
 
 // runsIn reports whether process pid runs with dir as its working

@@ -1486,8 +1486,9 @@ while it injects faults on a seeded schedule: kill -9 of a random worker and
 of the maintenance leader, SIGSTOP of a worker right after a claim for twice
 the lease, SIGTERM (a soft stop with a 2 s deadline) while the worker runs a
 handler that ignores its context, for
-PostgreSQL and MariaDB connection kills and server restarts (pg_ctl restart
--m fast and -m immediate; a clean MariaDB restart and kill -9 and restart).
+PostgreSQL and MariaDB connection kills and server restarts (PostgreSQL in
+pg_ctl's fast and immediate shutdown modes; a clean MariaDB restart and
+kill -9 and restart).
 Killed workers are restarted; a producer inserts jobs throughout. After the
 faults the queue drains and a checker reads every worker's audit log (each
 handler start and return, written with one write() so that kill -9 cannot
