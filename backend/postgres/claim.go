@@ -73,6 +73,11 @@ func (b *Backend) claimWith(ctx context.Context, query string, p *backend.JobCla
 	// another claim's WAL flush.
 	locked := b.claimLock && !small
 	if locked {
+		give, err := b.claimTurns.take(ctx, p.Queue)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: wait for the process's turn: %w", err)
+		}
+		defer give()
 		batch.Queue(b.sql.claimLock, p.Queue)
 	}
 	floored := b.queueFloored(batch, &jobs, query, p.Queue, n, p.Lease, p.ClaimID, locked)
@@ -147,7 +152,10 @@ func (b *Backend) claimSQL() string {
 
 // startProbe looks, off the claim path, for a pending row of queue at or
 // below bound that claims above the floor would miss, and lowers the floor
-// to it (floor.go). Errors only delay the next look.
+// to it (floor.go). It runs on Listen's connection while one listens
+// (onSide): on the pool, a probe while a claim and an outcome write held a
+// connection each made the pool open another. Errors only delay the next
+// look.
 func (b *Backend) startProbe(queue string, bound claimKey) {
 	b.probes.Add(1)
 	go func() {
@@ -156,17 +164,20 @@ func (b *Backend) startProbe(queue string, bound claimKey) {
 		defer cancel()
 		started := time.Now()
 		var found *claimKey
-		_ = b.queryInTx(ctx, "BEGIN READ ONLY", func(rows pgx.Rows) error {
-			defer rows.Close()
-			if rows.Next() {
-				var k claimKey
-				if err := rows.Scan(&k.priority, &k.runAt, &k.id); err != nil {
-					return err
+		_ = b.onSide(ctx, func(ctx context.Context, conn sideQuerier) error {
+			found = nil
+			return queryInTxOn(ctx, conn, "BEGIN READ ONLY", b.claimTx, func(rows pgx.Rows) error {
+				defer rows.Close()
+				if rows.Next() {
+					var k claimKey
+					if err := rows.Scan(&k.priority, &k.runAt, &k.id); err != nil {
+						return err
+					}
+					found = &k
 				}
-				found = &k
-			}
-			return rows.Err()
-		}, b.sql.probeBelow, queue, bound.priority, bound.runAt, bound.id)
+				return rows.Err()
+			}, b.sql.probeBelow, queue, bound.priority, bound.runAt, bound.id)
+		})
 		b.floors.probed(queue, found, time.Since(started), time.Now())
 	}()
 }
@@ -176,12 +187,18 @@ func (b *Backend) startProbe(queue string, bound claimKey) {
 // settings, the query, whose rows read consumes, and COMMIT. What read saw
 // counts only once COMMIT has succeeded.
 func (b *Backend) queryInTx(ctx context.Context, begin string, read func(pgx.Rows) error, query string, args ...any) error {
+	return queryInTxOn(ctx, b.pool, begin, b.claimTx, read, query, args...)
+}
+
+// queryInTxOn is queryInTx on conn, with settings as the settings
+// statement.
+func queryInTxOn(ctx context.Context, conn sideQuerier, begin, settings string, read func(pgx.Rows) error, query string, args ...any) error {
 	batch := &pgx.Batch{}
 	batch.Queue(begin)
-	batch.Queue(b.claimTx)
+	batch.Queue(settings)
 	batch.Queue(query, args...)
 	batch.Queue("COMMIT")
-	br := b.pool.SendBatch(ctx, batch)
+	br := conn.SendBatch(ctx, batch)
 	err := readInTx(br, read)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/spoolq/spool/backend"
 )
 
@@ -556,4 +558,49 @@ func (ft *floorTest) otherProcess() *Backend {
 	}
 	ft.t.Cleanup(func() { other.Close() })
 	return leasing(other)
+}
+
+// TestFloorProbeRidesTheListener: while Listen listens, a probe below the
+// floor runs on its connection, so that it opens no pool connection beside
+// those a claim and an outcome write hold (listenSide). Here the test holds
+// every connection the pool may open: through the pool, the probe would
+// wait for one until its minute ran out.
+func TestFloorProbeRidesTheListener(t *testing.T) {
+	ft := newFloorTest(t)
+	ctx := context.Background()
+	a := ft.insert(ft.b.pool, 0)
+	ft.awaitWakes(1)
+	var held []*pgxpool.Conn
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for int(ft.b.pool.Stat().TotalConns()) < int(ft.b.pool.Config().MaxConns) || ft.b.pool.Stat().IdleConns() > 0 {
+		c, err := ft.b.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	ft.b.floors.mu.Lock()
+	ft.b.floors.queue("default").probing = true
+	ft.b.floors.mu.Unlock()
+	ft.b.startProbe("default", claimKey{priority: 0, runAt: time.Now().Add(time.Hour), id: a + 1000})
+	done := make(chan struct{})
+	go func() {
+		ft.b.probes.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the probe did not end within 10 s with every pool connection taken")
+	}
+	ft.b.floors.mu.Lock()
+	probing := ft.b.floors.queues["default"].probing
+	ft.b.floors.mu.Unlock()
+	if probing {
+		t.Fatal("the probe's end was not recorded")
+	}
 }

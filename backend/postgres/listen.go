@@ -58,7 +58,6 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	if err := rl.check(ctx, conn, nil); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	ready()
 	// The waits and the relay's polls below run without a context of
 	// their own: a context passed to pgx costs a goroutine (its watcher)
 	// per call, and a deadline a timer besides, which at the relay's
@@ -68,6 +67,13 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 	nc := conn.PgConn().Conn()
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetReadDeadline(time.Now()) })
 	defer stop()
+	side := &listenSide{nc: nc}
+	b.side.Store(side)
+	defer func() {
+		b.side.CompareAndSwap(side, nil)
+		side.close()
+	}()
+	ready()
 	for {
 		if !time.Now().Before(rl.deadline()) {
 			if err := rl.check(ctx, conn, nc); err != nil {
@@ -85,7 +91,17 @@ func (b *Backend) Listen(ctx context.Context, ready func(), onWake func(backend.
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if reqs := side.arm(); reqs != nil {
+			if err := side.run(ctx, conn, reqs); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("listen: %w", err)
+			}
+			continue
+		}
 		n, err := conn.WaitForNotification(context.Background())
+		side.disarm()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -221,9 +237,10 @@ func routeOf(n *pgconn.Notification) uint64 {
 }
 
 // Announce implements backend.WakeRouter: a notification every listener
-// hears, this one's included.
+// hears, this one's included, sent on Listen's connection while it
+// listens (listenSide).
 func (b *Backend) Announce(ctx context.Context, note string) error {
-	if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, notePrefix+note); err != nil {
+	if err := b.notify(ctx, notePrefix+note); err != nil {
 		return fmt.Errorf("announce: %w", err)
 	}
 	return nil
@@ -231,7 +248,7 @@ func (b *Backend) Announce(ctx context.Context, note string) error {
 
 // PassOn implements backend.WakeRouter.
 func (b *Backend) PassOn(ctx context.Context, queue string, hops int) error {
-	if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, passPrefix+strconv.Itoa(hops)+":"+queue); err != nil {
+	if err := b.notify(ctx, passPrefix+strconv.Itoa(hops)+":"+queue); err != nil {
 		return fmt.Errorf("pass a wake-up on: %w", err)
 	}
 	return nil

@@ -212,6 +212,7 @@ type Backend struct {
 	routeWakes    bool // Options.WakeRouting is WakeRoutingOn
 	window        int
 	floors        claimFloors
+	claimTurns    claimTurns // the process's claims under the claim lock, one at a time
 	// small: which queues' next claims take the small form, in place. A
 	// claim that got all of a small ask says nothing about the backlog:
 	// with 8 worker processes such claims had sent 3-18% of a drain's
@@ -266,9 +267,12 @@ type Backend struct {
 	// noRelay (tests) keeps Listen from relaying inserts from SQL, so that
 	// each of them notifies.
 	noRelay bool
-	probes  sync.WaitGroup     // probes below claim floors in flight
-	ctx     context.Context    // ends at Close
-	cancel  context.CancelFunc // ends ctx
+	// side, while Listen listens, sends the routing notifications on its
+	// connection (listenSide).
+	side   atomic.Pointer[listenSide]
+	probes sync.WaitGroup     // probes below claim floors in flight
+	ctx    context.Context    // ends at Close
+	cancel context.CancelFunc // ends ctx
 }
 
 var (

@@ -82,8 +82,46 @@ func statTicks(f []string) (int64, bool) {
 // postmaster and its backends): a server of the caller's own, measured
 // apart from every other on the machine. A backend that ended between two
 // reads drops out, so measure over a span in which connections stay open.
+//
+// Each process's time is read in nanoseconds from /proc/PID/schedstat
+// where the kernel keeps it, else in clock ticks from /proc/PID/stat.
+// Ticks (10 ms) truncate each process's user and system time: a backend
+// started during the measured span was counted about 10 ms short, which at
+// 8 worker processes' 30-odd new backends under-counted a 100,000-job
+// drain by about 3 µs a job, and a `SELECT 1` probe of 2,000 statements
+// read in steps of 5 µs (docs/benchmarks/2026-12-02b.md).
 func TreeCPU(root int) (time.Duration, bool) {
-	return procCPU(inTree(root))
+	match := inTree(root)
+	var sum time.Duration
+	found := false
+	forEachProc(func(pid, ppid int, name string, f []string) {
+		if !match(pid, ppid, name) {
+			return
+		}
+		if ns, ok := schedNS(pid); ok {
+			sum += time.Duration(ns)
+			found = true
+		} else if t, ok := statTicks(f); ok {
+			sum += time.Duration(t) * 10 * time.Millisecond
+			found = true
+		}
+	})
+	return sum, found
+}
+
+// schedNS is the time process pid has run on a CPU, in nanoseconds: the
+// first field of /proc/PID/schedstat.
+func schedNS(pid int) (int64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(f[0], 10, 64)
+	return v, err == nil
 }
 
 // inTree selects process root and its children.
@@ -125,13 +163,6 @@ func ChildPIDs(root int) []int {
 		}
 	})
 	return pids
-}
-
-// procCPU adds up the CPU time of the processes match selects by PID,
-// parent PID and name.
-func procCPU(match func(pid, ppid int, name string) bool) (time.Duration, bool) {
-	ticks, found := procSum(match, statTicks)
-	return time.Duration(ticks) * 10 * time.Millisecond, found
 }
 
 // procSum adds up value of the /proc/PID/stat fields (after the name) of
