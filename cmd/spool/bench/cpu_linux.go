@@ -28,11 +28,25 @@ var serverNames = map[string]bool{"postgres": true, "mariadbd": true, "mysqld": 
 // sessions' work.
 type serverCPUSnapshot map[int]int64
 
-// takeServerCPU reads the CPU time of every database server process.
+// ServerPIDsEnv names the environment variable that, when it lists
+// process IDs (comma-separated), makes takeServerCPU read those processes
+// only: a server of the caller's own, measured apart from the other
+// database servers of a shared machine (other sessions' PostgreSQL and
+// MariaDB servers, their tests').
+const ServerPIDsEnv = "SPOOL_BENCH_SERVER_PIDS"
+
+// takeServerCPU reads the CPU time of every database server process, or
+// of the processes ServerPIDsEnv lists.
 func takeServerCPU() (serverCPUSnapshot, bool) {
 	s := serverCPUSnapshot{}
+	only := map[int]bool{}
+	for _, f := range strings.Split(os.Getenv(ServerPIDsEnv), ",") {
+		if pid, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			only[pid] = true
+		}
+	}
 	forEachProc(func(pid, _ int, name string, f []string) {
-		if !serverNames[name] {
+		if len(only) > 0 && !only[pid] || len(only) == 0 && !serverNames[name] {
 			return
 		}
 		if t, ok := statTicks(f); ok {
