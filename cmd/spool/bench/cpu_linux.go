@@ -28,13 +28,6 @@ var serverNames = map[string]bool{"postgres": true, "mariadbd": true, "mysqld": 
 // sessions' work.
 type serverCPUSnapshot map[int]int64
 
-// ServerPIDsEnv names the environment variable that, when it lists
-// process IDs (comma-separated), makes takeServerCPU read those processes
-// only: a server of the caller's own, measured apart from the other
-// database servers of a shared machine (other sessions' PostgreSQL and
-// MariaDB servers, their tests').
-const ServerPIDsEnv = "SPOOL_BENCH_SERVER_PIDS"
-
 // takeServerCPU reads the CPU time of every database server process, or
 // of the processes ServerPIDsEnv lists.
 func takeServerCPU() (serverCPUSnapshot, bool) {
