@@ -242,7 +242,7 @@ func (b *Backend) claimRows(ctx context.Context, tx *sql.Tx, p *backend.JobClaim
 // claimLocked claims, in transaction tx, the rows a claim's SELECT … FOR
 // UPDATE returns, and returns them with the claim applied.
 func (b *Backend) claimLocked(ctx context.Context, tx *sql.Tx, p *backend.JobClaimParams, rows *sql.Rows) ([]*backend.JobRow, error) {
-	jobs, now, err := collectHeads(rows)
+	jobs, now, err := collectClaimed(rows, p.Queue)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -258,9 +258,7 @@ func (b *Backend) claimLocked(ctx context.Context, tx *sql.Tx, p *backend.JobCla
 	if n, err := res.RowsAffected(); err != nil || int(n) != len(ids) {
 		return nil, fmt.Errorf("claimed %d of %d locked rows (%v)", n, len(ids), err)
 	}
-	for _, j := range jobs {
-		markClaimed(j, now, p)
-	}
+	markClaimed(jobs, now, p)
 	return jobs, nil
 }
 
@@ -340,16 +338,23 @@ func leaseHolder(claimID string) string {
 	return claimID + strings.Repeat(" ", holderWidth-len(claimID))
 }
 
-// markClaimed applies a claim's changes to a row as read before the claim.
-func markClaimed(j *backend.JobRow, now time.Time, p *backend.JobClaimParams) {
+// markClaimed applies a claim's changes to rows as read before the claim.
+// The rows share their lease end and attempt time, which no reader
+// changes in place.
+func markClaimed(jobs []*backend.JobRow, now time.Time, p *backend.JobClaimParams) {
+	if len(jobs) == 0 {
+		return
+	}
 	until := now.Add(time.Duration(micros(p.Lease)) * time.Microsecond)
 	at := now
-	j.State = backend.StateRunning
-	j.Attempt++
-	j.Fence++
-	j.LeasedUntil = &until
-	j.LeasedBy = p.ClaimID
-	j.AttemptedAt = &at
+	for _, j := range jobs {
+		j.State = backend.StateRunning
+		j.Attempt++
+		j.Fence++
+		j.LeasedUntil = &until
+		j.LeasedBy = p.ClaimID
+		j.AttemptedAt = &at
+	}
 }
 
 // claimOptimistic reads the queue's head (Max + ClaimWindow rows) without
@@ -398,7 +403,7 @@ func (b *Backend) readWindow(ctx context.Context, queue string, n int) ([]*backe
 		if err != nil {
 			return err
 		}
-		heads, now, err = collectHeads(rows)
+		heads, now, err = collectClaimed(rows, queue)
 		return err
 	})
 	return heads, now, err
@@ -448,9 +453,7 @@ func (b *Backend) claimWinners(ctx context.Context, p *backend.JobClaimParams, p
 			}
 		}
 	}
-	for _, j := range winners {
-		markClaimed(j, now, p)
-	}
+	markClaimed(winners, now, p)
 	return winners, nil
 }
 

@@ -270,9 +270,7 @@ func (f *flowTx) FlowTake(ctx context.Context, takes []backend.FlowTake, final b
 		return nil, fmt.Errorf("take jobs: claimed %d of %d locked rows (%v)", n, len(ids), err)
 	}
 	cp := &backend.JobClaimParams{Queue: f.p.Queue, Lease: f.p.Lease, ClaimID: f.p.ClaimID}
-	for _, j := range picked {
-		markClaimed(j, f.now, cp)
-	}
+	markClaimed(picked, f.now, cp)
 	slices.SortFunc(picked, backend.ClaimOrder)
 	return picked, nil
 }

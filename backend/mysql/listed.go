@@ -294,7 +294,7 @@ func (b *Backend) claimListedNoWait(ctx context.Context, p *backend.JobClaimPara
 	if err != nil {
 		return nil, false, err
 	}
-	heads, now, err := collectHeads(rows)
+	heads, now, err := collectClaimed(rows, p.Queue)
 	if err != nil || len(heads) == 0 {
 		return nil, err == nil, err
 	}

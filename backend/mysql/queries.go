@@ -80,6 +80,16 @@ const jobColumns = `id, queue, kind, args, state, priority, run_at, attempt, max
   coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, ''),
   coalesce(wait_kind, ''), deps_left, has_dependents, coalesce(workflow_id, 0), coalesce(workflow_task, ''), coalesce(batch_id, 0)`
 
+// claimColumns is the column list a claim reads (collectClaimed's order):
+// jobColumns without those a claim sets or knows already. The queue is
+// the claim's own; the state, the lease (leased_until, leased_by) and
+// attempted_at are the claim's to write (markClaimed); a pending job has
+// no finish time. Each column costs the server its formatting and the
+// client its decoding, for every job claimed.
+const claimColumns = `id, kind, args, priority, run_at, attempt, max_attempts, fence, created_at, errors, tags, metadata,
+  coalesce(unique_key, ''), coalesce(unique_states, 0), output, coalesce(flow_key, ''),
+  coalesce(wait_kind, ''), deps_left, has_dependents, coalesce(workflow_id, 0), coalesce(workflow_task, ''), coalesce(batch_id, 0)`
+
 // nowJSON is the database's now as an RFC 3339 string, for error histories.
 const nowJSON = `DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%dT%H:%i:%s.%fZ')`
 
@@ -106,7 +116,7 @@ var sqlFiles embed.FS
 // part two statements share is a file of sql/fragments, NAME.sql included
 // as {{NAME}}.
 func buildQueries(db string) (queries, error) {
-	base := []string{"{{db}}", db, "{{cols}}", jobColumns, "{{nowjson}}", nowJSON, "{{pending}}", pendingStates,
+	base := []string{"{{db}}", db, "{{cols}}", jobColumns, "{{claimcols}}", claimColumns, "{{nowjson}}", nowJSON, "{{pending}}", pendingStates,
 		"{{never}}", neverTime}
 	var cleanupDue, headsCols, leaseCol, slowCol string
 	if err := sqltext.Load(sqlFiles, "sql/fragments", strings.NewReplacer(base...), map[string]*string{
@@ -227,14 +237,17 @@ func buildQueries(db string) (queries, error) {
 
 // inList formats integers as a parenthesised SQL list: (1,2,3).
 func inList(ids []int64) string {
-	var b strings.Builder
+	var (
+		b   strings.Builder
+		num [20]byte
+	)
 	b.Grow(len(ids)*8 + 2)
 	b.WriteByte('(')
 	for i, id := range ids {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(strconv.FormatInt(id, 10))
+		b.Write(strconv.AppendInt(num[:0], id, 10)) // FormatInt allocated a string for each id of 100 or more
 	}
 	b.WriteByte(')')
 	return b.String()

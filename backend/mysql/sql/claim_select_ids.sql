@@ -6,7 +6,7 @@
 -- purge. The id list, then "ORDER BY … LIMIT n FOR UPDATE SKIP LOCKED"
 -- with n the list's length, are appended: every row locked is returned.
 -- Params: the queue, twice.
-SELECT {{cols}}, UTC_TIMESTAMP(6) FROM {{db}}.spool_jobs FORCE INDEX (PRIMARY)
+SELECT {{claimcols}}, UTC_TIMESTAMP(6) FROM {{db}}.spool_jobs FORCE INDEX (PRIMARY)
 WHERE phase = 1 AND queue = ? AND run_at <= UTC_TIMESTAMP(6)
   AND NOT EXISTS (SELECT 1 FROM {{db}}.spool_queues q WHERE q.name = ? AND q.paused_at IS NOT NULL)
   AND id IN 

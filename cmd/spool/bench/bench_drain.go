@@ -70,7 +70,8 @@ type drainResult struct {
 	// during the drain per job, in microseconds; ServerCPUPerJobUS that of
 	// the database server processes on this machine (PostgreSQL's,
 	// MariaDB's; absent for SQLite, which runs in the client, and for a
-	// remote server), which on a shared machine includes other sessions'.
+	// remote server), which on a shared machine includes other sessions'
+	// unless ServerPIDsEnv names the run's server.
 	ClientCPUPerJobUS float64 `json:"client_cpu_per_job_us,omitempty"`
 	ServerCPUPerJobUS float64 `json:"server_cpu_per_job_us,omitempty"`
 	// SessionCPUPerJobUS is the part of ServerCPUPerJobUS spent by the

@@ -57,9 +57,17 @@ func (s cpuSpan) perJob(jobs int, backendName string) (client, server, session f
 	return client, server, session
 }
 
+// ServerPIDsEnv names the environment variable that, when it lists
+// process IDs (comma-separated), makes takeServerCPU read those processes
+// only: a server of the caller's own, measured apart from the other
+// database servers of a shared machine (other sessions' PostgreSQL and
+// MariaDB servers, their tests').
+const ServerPIDsEnv = "SPOOL_BENCH_SERVER_PIDS"
+
 // ServerCPUSpan is the CPU time of the machine's database server processes
 // when a measured span began (see takeServerCPU: on a shared machine it
-// includes other sessions' work).
+// includes other sessions' work, unless ServerPIDsEnv lists the run's
+// server).
 type ServerCPUSpan struct {
 	start serverCPUSnapshot
 	ok    bool

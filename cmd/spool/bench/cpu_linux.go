@@ -28,11 +28,18 @@ var serverNames = map[string]bool{"postgres": true, "mariadbd": true, "mysqld": 
 // sessions' work.
 type serverCPUSnapshot map[int]int64
 
-// takeServerCPU reads the CPU time of every database server process.
+// takeServerCPU reads the CPU time of every database server process, or
+// of the processes ServerPIDsEnv lists.
 func takeServerCPU() (serverCPUSnapshot, bool) {
 	s := serverCPUSnapshot{}
+	only := map[int]bool{}
+	for _, f := range strings.Split(os.Getenv(ServerPIDsEnv), ",") {
+		if pid, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			only[pid] = true
+		}
+	}
 	forEachProc(func(pid, _ int, name string, f []string) {
-		if !serverNames[name] {
+		if len(only) > 0 && !only[pid] || len(only) == 0 && !serverNames[name] {
 			return
 		}
 		if t, ok := statTicks(f); ok {

@@ -5,6 +5,7 @@ package bench
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 )
 
@@ -38,5 +39,16 @@ func TestTreeFaults(t *testing.T) {
 	}
 	if child, _ := TreeFaults(cmd.Process.Pid); child <= 0 || child >= after {
 		t.Fatalf("the child's tree counts %d faults, this process's %d: want the child's alone, fewer", child, after)
+	}
+}
+
+// TestServerPIDsEnv: with ServerPIDsEnv set, takeServerCPU reads the
+// processes it lists, whatever their name, and no other.
+func TestServerPIDsEnv(t *testing.T) {
+	self := os.Getpid()
+	t.Setenv(ServerPIDsEnv, strconv.Itoa(self))
+	s, ok := takeServerCPU()
+	if _, has := s[self]; !ok || !has || len(s) != 1 {
+		t.Fatalf("snapshot %v (ok %v), want this process alone", s, ok)
 	}
 }
