@@ -2,7 +2,6 @@ package spool_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/spoolq/spool/backend"
@@ -13,16 +12,12 @@ import (
 // BenchmarkDrain is conformance.BenchDrain on the memory store: the
 // runtime around the store's calls with the memory store's own work.
 func BenchmarkDrain(b *testing.B) {
-	for _, del := range []bool{false, true} {
-		b.Run(fmt.Sprintf("delete=%v", del), func(b *testing.B) {
-			conformance.BenchDrain(b, func(b *testing.B) backend.Backend {
-				be := memory.New()
-				b.Cleanup(func() { _ = be.Close() })
-				if err := be.Migrate(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-				return be
-			}, del)
-		})
-	}
+	conformance.BenchDrain(b, func(b *testing.B) backend.Backend {
+		be := memory.New()
+		b.Cleanup(func() { _ = be.Close() })
+		if err := be.Migrate(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		return be
+	})
 }

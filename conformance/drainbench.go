@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"sync/atomic"
@@ -22,13 +23,22 @@ const drainBenchJobs = 20000
 
 // BenchDrain drains 20,000 no-op jobs through a client on each store
 // newStore opens, one per iteration, with bench drain's settings (100
-// workers, prefetch 3,000, outcome batches of 2,000), keeping completed
-// jobs or deleting them: the runtime around the store's calls (producer,
-// job goroutines, handlers, contexts, the running set, outcome batches)
-// with the store's own work. It reports cpu-µs/job, this process's CPU
-// (Linux) from Start until the client's stop has written every outcome,
-// and allocs/job and B/job, the heap allocations of the same span.
-func BenchDrain(b *testing.B, newStore func(*testing.B) backend.Backend, deleteCompleted bool) {
+// workers, prefetch 3,000, outcome batches of 2,000), in two sub-benchmarks:
+// keeping completed jobs ("delete=false") and deleting them
+// ("delete=true"). It measures the runtime around the store's calls
+// (producer, job goroutines, handlers, contexts, the running set, outcome
+// batches) with the store's own work, and reports cpu-µs/job, this
+// process's CPU (Linux) from Start until the client's stop has written
+// every outcome, and allocs/job and B/job, the heap allocations of the same
+// span.
+func BenchDrain(b *testing.B, newStore func(*testing.B) backend.Backend) {
+	for _, del := range []bool{false, true} {
+		b.Run(fmt.Sprintf("delete=%v", del), func(b *testing.B) { benchDrain(b, newStore, del) })
+	}
+}
+
+// benchDrain is one of BenchDrain's sub-benchmarks.
+func benchDrain(b *testing.B, newStore func(*testing.B) backend.Backend, deleteCompleted bool) {
 	ctx := context.Background()
 	var (
 		cpu            time.Duration

@@ -1,7 +1,6 @@
 package mysql_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/spoolq/spool/backend"
@@ -13,9 +12,5 @@ import (
 // this backend; cpu-µs/job is the client's alone, the server's is not
 // counted.
 func BenchmarkDrain(b *testing.B) {
-	for _, del := range []bool{false, true} {
-		b.Run(fmt.Sprintf("delete=%v", del), func(b *testing.B) {
-			conformance.BenchDrain(b, func(b *testing.B) backend.Backend { return newBackend(b, nil) }, del)
-		})
-	}
+	conformance.BenchDrain(b, func(b *testing.B) backend.Backend { return newBackend(b, nil) })
 }

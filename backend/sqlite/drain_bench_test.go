@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/spoolq/spool/backend"
@@ -12,9 +11,5 @@ import (
 // package's BenchmarkDrain (the runtime on the memory store) on SQLite;
 // cpu-µs/job includes SQLite's, which runs in this process.
 func BenchmarkDrain(b *testing.B) {
-	for _, del := range []bool{false, true} {
-		b.Run(fmt.Sprintf("delete=%v", del), func(b *testing.B) {
-			conformance.BenchDrain(b, func(b *testing.B) backend.Backend { return newBackend(b, nil) }, del)
-		})
-	}
+	conformance.BenchDrain(b, func(b *testing.B) backend.Backend { return newBackend(b, nil) })
 }
