@@ -100,6 +100,13 @@ Experiments that start database servers, clusters or network namespaces of
 their own (chaos, hosts, failover, shards), the SQLite busy-handler study
 (contention) and the raw-SQL ceiling are Spool's lab, apart from this
 binary: from a checkout of the repository, 'go run ./bench/lab -h'.
+
+Server CPU a job, where a scenario reports it, is read on Linux from every
+PostgreSQL and MariaDB process of this machine: on a machine whose other
+servers or sessions are busy it counts their work too. Set
+SPOOL_BENCH_SERVER_PIDS to process IDs (comma-separated) to read those
+alone: a MariaDB server is one process, while each PostgreSQL connection
+is a process of its own, so it serves MariaDB best.
 `)
 	return b.String()
 }
