@@ -90,8 +90,11 @@ func statTicks(f []string) (int64, bool) {
 // apart from every other on the machine. A backend that ended between two
 // reads drops out, so measure over a span in which connections stay open.
 //
-// Each process's time is read in nanoseconds from /proc/PID/schedstat
-// where the kernel keeps it, else in clock ticks from /proc/PID/stat.
+// A single-threaded process's time (a PostgreSQL backend) is read in
+// nanoseconds from /proc/PID/schedstat where the kernel keeps it, else in
+// clock ticks from /proc/PID/stat; a process of several threads (a
+// mariadbd) always in ticks: its schedstat is its first thread's alone,
+// while its stat line sums every thread's, those that ended included.
 // Ticks (10 ms) truncate each process's user and system time: a backend
 // started during the measured span was counted about 10 ms short, which at
 // 8 worker processes' 30-odd new backends under-counted a 100,000-job
@@ -105,7 +108,7 @@ func TreeCPU(root int) (time.Duration, bool) {
 		if !match(pid, ppid, name) {
 			return
 		}
-		if ns, ok := schedNS(pid); ok {
+		if ns, ok := schedNS(pid); ok && singleThreaded(f) {
 			sum += time.Duration(ns)
 			found = true
 		} else if t, ok := statTicks(f); ok {
@@ -114,6 +117,12 @@ func TreeCPU(root int) (time.Duration, bool) {
 		}
 	})
 	return sum, found
+}
+
+// singleThreaded reports whether a /proc/PID/stat line's fields after the
+// name say the process has one thread (num_threads, field 20 of the line).
+func singleThreaded(f []string) bool {
+	return len(f) > 17 && f[17] == "1"
 }
 
 // schedNS is the time process pid has run on a CPU, in nanoseconds: the

@@ -3,10 +3,15 @@
 package bench
 
 import (
+	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestTreeFaults: a child that touches fresh memory adds its minor faults
@@ -50,5 +55,63 @@ func TestServerPIDsEnv(t *testing.T) {
 	s, ok := takeServerCPU()
 	if _, has := s[self]; !ok || !has || len(s) != 1 {
 		t.Fatalf("snapshot %v (ok %v), want this process alone", s, ok)
+	}
+}
+
+// burnEnv, set in the child of TestTreeCPUThreads, makes this test binary
+// spin on two threads other than its main one until its stdin closes,
+// then exit before any test runs: its CPU is spent as a mariadbd's is, on
+// threads other than the first.
+const burnEnv = "SPOOL_BENCH_TEST_BURN_THREADS"
+
+func init() {
+	if os.Getenv(burnEnv) == "" {
+		return
+	}
+	// The main goroutine keeps the main thread, so the spinning
+	// goroutines run on others.
+	runtime.LockOSThread()
+	var stop atomic.Bool
+	for range 2 {
+		go func() {
+			for !stop.Load() {
+			}
+		}()
+	}
+	_, _ = io.ReadAll(os.Stdin)
+	stop.Store(true)
+	os.Exit(0)
+}
+
+// TestTreeCPUThreads: the CPU a process spends on threads other than its
+// first counts in TreeCPU (a mariadbd's connections run on threads of
+// their own; /proc/PID/schedstat is the first thread's alone).
+func TestTreeCPUThreads(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), burnEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	// Wait until the child has used 300 ms of CPU, as its stat line
+	// counts it (every thread's), whatever the machine's load.
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if ticks, ok := statTicks(strings.Fields(s[strings.LastIndexByte(s, ')')+1:])); ok && ticks >= 30 {
+			break
+		}
+		runtime.Gosched()
+	}
+	got, ok := TreeCPU(cmd.Process.Pid)
+	if !ok || got < 250*time.Millisecond {
+		t.Fatalf("TreeCPU of a child that spent 300 ms on its other threads: %v (ok %v), want at least 250 ms", got, ok)
 	}
 }
