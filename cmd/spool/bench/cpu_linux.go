@@ -95,11 +95,10 @@ func statTicks(f []string) (int64, bool) {
 // clock ticks from /proc/PID/stat; a process of several threads (a
 // mariadbd) always in ticks: its schedstat is its first thread's alone,
 // while its stat line sums every thread's, those that ended included.
-// Ticks (10 ms) truncate each process's user and system time: a backend
-// started during the measured span was counted about 10 ms short, which at
-// 8 worker processes' 30-odd new backends under-counted a 100,000-job
-// drain by about 3 µs a job, and a `SELECT 1` probe of 2,000 statements
-// read in steps of 5 µs (docs/benchmarks/2026-12-02b.md).
+// Ticks (10 ms) truncate each process's user and system time, so a span
+// in which many backends start (a scale-out's first drain) or a short
+// probe is under-counted (docs/benchmarks/2026-12-02b.md, h-pgpool's
+// section, has the figures).
 func TreeCPU(root int) (time.Duration, bool) {
 	match := inTree(root)
 	var sum time.Duration

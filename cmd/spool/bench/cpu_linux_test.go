@@ -20,14 +20,7 @@ func TestTreeFaults(t *testing.T) {
 	// The child is a shell that waits on its stdin: this process's child,
 	// with nothing of its own touched yet but what the shell starts with.
 	cmd := exec.Command("sh", "-c", "read _")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	startUntilCleanup(t, cmd)
 	before, ok := TreeFaults(os.Getpid())
 	if !ok || before <= 0 {
 		t.Fatalf("faults of this process and its child: %d, %v; want some", before, ok)
@@ -89,14 +82,7 @@ func init() {
 func TestTreeCPUThreads(t *testing.T) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), burnEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	startUntilCleanup(t, cmd)
 	// Wait until the child has used 300 ms of CPU, as its stat line
 	// counts it (every thread's), whatever the machine's load.
 	for {
@@ -114,4 +100,18 @@ func TestTreeCPUThreads(t *testing.T) {
 	if !ok || got < 250*time.Millisecond {
 		t.Fatalf("TreeCPU of a child that spent 300 ms on its other threads: %v (ok %v), want at least 250 ms", got, ok)
 	}
+}
+
+// startUntilCleanup starts cmd, a child that runs until its stdin closes,
+// and closes its stdin and waits for it when the test ends.
+func startUntilCleanup(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
 }
