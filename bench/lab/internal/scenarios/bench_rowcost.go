@@ -50,12 +50,16 @@ type rowcostConfig struct {
 	// what its presence costs them (with the foreign key, the lookup each
 	// delete of the copy makes in it).
 	side string
+	// triggers are statements run after side: the triggers that would keep
+	// a keyed job's side row in step with its job, firing for every row and
+	// writing only when the row has a key.
+	triggers []string
 }
 
 // rowcostSchema20 drops what schema 20 would move to a side table: the
 // four indexes that only keyed jobs use (docs/mysql.md, "What a claim and
 // a finish cost").
-const rowcostSchema20 = "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY spool_jobs_member"
+const rowcostSchema20 = "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY IF EXISTS spool_jobs_member"
 
 // rowcostSideTable is the side table (a row only for a job with a flow
 // key, a unique key, or a workflow or batch), beside the copy; %s is an
@@ -84,9 +88,9 @@ var rowcostConfigs = []rowcostConfig{
 	{Name: "-finalized", drop: "DROP KEY spool_jobs_finalized"},
 	{Name: "-flow", drop: "DROP KEY spool_jobs_flow"},
 	{Name: "-flow_order", drop: "DROP KEY spool_jobs_flow_order"},
-	{Name: "-member", drop: "DROP KEY spool_jobs_member"},
-	{Name: "-flow-flow_order-unique-member", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY spool_jobs_member"},
-	{Name: "claim index only", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY spool_jobs_member, DROP KEY spool_jobs_finalized"},
+	{Name: "-member", drop: "DROP KEY IF EXISTS spool_jobs_member"},
+	{Name: "-flow-flow_order-unique-member", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY IF EXISTS spool_jobs_member"},
+	{Name: "claim index only", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY IF EXISTS spool_jobs_member, DROP KEY spool_jobs_finalized"},
 	{Name: "omit attempt", omit: []string{"attempt"}},
 	{Name: "omit fence", omit: []string{"fence"}},
 	{Name: "omit leased_by", omit: []string{"leased_by"}},
@@ -100,6 +104,12 @@ var rowcostConfigs = []rowcostConfig{
 		side: fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE")},
 	{Name: "side table", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
 		side: fmt.Sprintf(rowcostSideTable, "")},
+	{Name: "side table FK triggers", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
+		side:     fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE"),
+		triggers: rowcostTriggers},
+	{Name: "side table FK update trigger", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
+		side:     fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE"),
+		triggers: rowcostTriggers[1:]},
 	{Name: "side table -flow_wait-unique_active", drop: rowcostSchema20 + ", " + rowcostGenerated,
 		omit: []string{"lease_list", "lease_guard"}, side: fmt.Sprintf(rowcostSideTable, "")},
 	{Name: "-json checks", drop: rowcostNoJSONChecks},
@@ -108,6 +118,23 @@ var rowcostConfigs = []rowcostConfig{
 	{Name: "narrow", drop: rowcostSchema20 + ", " + rowcostNarrow, omit: []string{"lease_list", "lease_guard"}},
 	{Name: "narrow claim index only", drop: rowcostSchema20 + ", DROP KEY spool_jobs_finalized, " + rowcostNarrow,
 		omit: []string{"lease_list", "lease_guard"}},
+}
+
+// rowcostTriggers keep a keyed row's side row in step: after an insert and
+// after an update, and only for a row with a flow key, a unique key or a
+// workflow or batch (none of the lab's rows has one).
+var rowcostTriggers = []string{
+	`CREATE TRIGGER rowcost.t_keys_insert AFTER INSERT ON rowcost.t FOR EACH ROW
+IF NEW.flow_key IS NOT NULL OR NEW.unique_key IS NOT NULL OR NEW.workflow_id IS NOT NULL OR NEW.batch_id IS NOT NULL OR NEW.has_dependents THEN
+  INSERT INTO rowcost.k (id, queue, priority, run_at, flow_wait, has_dependents, workflow_id, batch_id)
+  VALUES (NEW.id, NEW.queue, NEW.priority, NEW.run_at, IF(NEW.state IN ('available', 'scheduled', 'retryable'), NEW.flow_key, NULL), NEW.has_dependents, NEW.workflow_id, NEW.batch_id);
+END IF`,
+	`CREATE TRIGGER rowcost.t_keys_update AFTER UPDATE ON rowcost.t FOR EACH ROW
+IF NEW.flow_key IS NOT NULL OR NEW.unique_key IS NOT NULL OR NEW.workflow_id IS NOT NULL OR NEW.batch_id IS NOT NULL OR NEW.has_dependents THEN
+  UPDATE rowcost.k SET priority = NEW.priority, run_at = NEW.run_at,
+    flow_wait = IF(NEW.state IN ('available', 'scheduled', 'retryable'), NEW.flow_key, NULL), has_dependents = NEW.has_dependents
+  WHERE id = NEW.id;
+END IF`,
 }
 
 // rowcostGenerated drops the two stored generated columns that fed
@@ -333,6 +360,11 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		}
 		if err == nil && cfg.side != "" {
 			err = exec(cfg.side)
+		}
+		for _, q := range cfg.triggers {
+			if err == nil {
+				err = exec(q)
+			}
 		}
 		// The copy's stored columns, which a configuration may have dropped
 		// some of: the source has them all.
