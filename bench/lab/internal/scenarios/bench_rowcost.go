@@ -110,6 +110,10 @@ var rowcostConfigs = []rowcostConfig{
 	{Name: "side table FK update trigger", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
 		side:     fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE"),
 		triggers: rowcostTriggers[1:]},
+	{Name: "schema 19", drop: "ADD KEY IF NOT EXISTS spool_jobs_member (has_dependents, workflow_id, batch_id, id)",
+		omit: []string{"lease_list", "lease_guard"}},
+	{Name: "schema 20", drop: "DROP KEY IF EXISTS spool_jobs_member", omit: []string{"lease_list", "lease_guard"},
+		side: rowcostJobKeys},
 	{Name: "side table -flow_wait-unique_active", drop: rowcostSchema20 + ", " + rowcostGenerated,
 		omit: []string{"lease_list", "lease_guard"}, side: fmt.Sprintf(rowcostSideTable, "")},
 	{Name: "-json checks", drop: rowcostNoJSONChecks},
@@ -119,6 +123,14 @@ var rowcostConfigs = []rowcostConfig{
 	{Name: "narrow claim index only", drop: rowcostSchema20 + ", DROP KEY spool_jobs_finalized, " + rowcostNarrow,
 		omit: []string{"lease_list", "lease_guard"}},
 }
+
+// rowcostJobKeys is schema 20's spool_job_keys beside the copy, empty as
+// for plain jobs: its foreign key makes every delete of the copy look in it.
+const rowcostJobKeys = `CREATE TABLE rowcost.k (
+  job_id BIGINT NOT NULL, has_dependents TINYINT NOT NULL DEFAULT 0, workflow_id BIGINT NULL, batch_id BIGINT NULL,
+  PRIMARY KEY (job_id), KEY k_workflow (workflow_id), KEY k_batch (batch_id), KEY k_unsettled (has_dependents),
+  CONSTRAINT k_job FOREIGN KEY (job_id) REFERENCES rowcost.t (id) ON DELETE CASCADE
+) ENGINE = InnoDB`
 
 // rowcostTriggers keep a keyed row's side row in step: after an insert and
 // after an update, and only for a row with a flow key, a unique key or a
@@ -539,7 +551,15 @@ row's width costs: "-json checks" declares the JSON columns without
 MariaDB's JSON_VALID check; "narrow" is schema 20's table for a plain
 job without every column its claim and completion neither read nor
 write (they would live in a table of their own, read by id), and
-"narrow claim index only" also without spool_jobs_finalized.
+"narrow claim index only" also without spool_jobs_finalized. (Those
+configurations name the whole plan "schema 20"; the schema 20 built moved
+only spool_jobs_member.) The schema 20 built against 19, with the lease
+guard: "schema 19" adds spool_jobs_member back to the copy, "schema 20"
+has it dropped and an empty spool_job_keys, with its foreign key, beside
+it. Keeping a side table in step by triggers: "side table FK triggers"
+adds to "side table FK" an AFTER INSERT and an AFTER UPDATE trigger that
+write only for a row with a key; "side table FK update trigger" the
+latter alone.
 
 Flags:
 
