@@ -264,10 +264,12 @@ func TestUpgradeLooker(t *testing.T) {
 
 // TestUpgradeMemberIndex migrates a database holding a plain job, a
 // workflow (a task with a dependent, and its dependent waiting) and a
-// sealed batch (three members and a callback) from schema 18 to 19 (one
-// index, spool_jobs_member, for the workflow, batch and unsettled
-// indexes), after a run of 19 that stopped part way (the new index added,
-// one old one dropped, the version not recorded). It checks the indexes,
+// sealed batch (three members and a callback), written as schema 18's
+// statements wrote them, from schema 18 to the latest (19: one index,
+// spool_jobs_member, for the workflow, batch and unsettled indexes; 20:
+// that index's readers moved to spool_job_keys), after a run of 19 that
+// stopped part way (the new index added, one old one dropped, the version
+// not recorded). It checks that spool_jobs has none of those indexes left,
 // then that the workflow's graph and the batch's members read as before,
 // that the leader's sweep settles a task a write outside a finish left
 // final, that finishing the members releases the callback, and that
