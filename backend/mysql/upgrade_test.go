@@ -264,10 +264,12 @@ func TestUpgradeLooker(t *testing.T) {
 
 // TestUpgradeMemberIndex migrates a database holding a plain job, a
 // workflow (a task with a dependent, and its dependent waiting) and a
-// sealed batch (three members and a callback) from schema 18 to 19 (one
-// index, spool_jobs_member, for the workflow, batch and unsettled
-// indexes), after a run of 19 that stopped part way (the new index added,
-// one old one dropped, the version not recorded). It checks the indexes,
+// sealed batch (three members and a callback), written as schema 18's
+// statements wrote them, from schema 18 to the latest (19: one index,
+// spool_jobs_member, for the workflow, batch and unsettled indexes; 20:
+// that index's readers moved to spool_job_keys), after a run of 19 that
+// stopped part way (the new index added, one old one dropped, the version
+// not recorded). It checks that spool_jobs has none of those indexes left,
 // then that the workflow's graph and the batch's members read as before,
 // that the leader's sweep settles a task a write outside a finish left
 // final, that finishing the members releases the callback, and that
@@ -285,19 +287,7 @@ func TestUpgradeMemberIndex(t *testing.T) {
 	if _, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{job("plain")}}); err != nil {
 		t.Fatalf("insert on schema 18: %v", err)
 	}
-	wf, err := be.WorkflowInsert(ctx, &backend.WorkflowInsertParams{Name: "wf", Tasks: []backend.WorkflowTaskParams{
-		{Name: "a", Job: job("task_a")},
-		{Name: "b", Job: job("task_b"), Deps: []backend.WorkflowDep{{Task: 0}}},
-	}})
-	if err != nil {
-		t.Fatalf("workflow on schema 18: %v", err)
-	}
-	bt, err := be.BatchInsert(ctx, &backend.BatchInsertParams{Name: "bt", Sealed: true,
-		Jobs:      []*backend.JobInsertParams{job("member"), job("member"), job("member")},
-		Callbacks: backend.BatchCallbacks{OnComplete: job("callback")}})
-	if err != nil {
-		t.Fatalf("batch on schema 18: %v", err)
-	}
+	wf, bt, _ := oldWorkflowAndBatch(t, be, 3)
 
 	db, schema := be.DB(), "`"+be.Database()+"`"
 	if _, err := db.ExecContext(ctx, `ALTER TABLE `+schema+`.spool_jobs
@@ -310,24 +300,26 @@ func TestUpgradeMemberIndex(t *testing.T) {
 	if v, err := be.SchemaVersion(ctx); err != nil || v.Current != v.Latest || v.Latest < 19 {
 		t.Fatalf("schema version %+v, %v; want the latest", v, err)
 	}
+	// Schema 20 moved spool_jobs_member's readers to spool_job_keys.
 	var keys string
-	if err := db.QueryRowContext(ctx, `SELECT GROUP_CONCAT(DISTINCT INDEX_NAME ORDER BY INDEX_NAME) FROM information_schema.STATISTICS
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(GROUP_CONCAT(DISTINCT INDEX_NAME ORDER BY INDEX_NAME), '') FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'spool_jobs' AND INDEX_NAME IN ('spool_jobs_member', 'spool_jobs_workflow', 'spool_jobs_batch', 'spool_jobs_unsettled')`,
-		be.Database()).Scan(&keys); err != nil || keys != "spool_jobs_member" {
-		t.Fatalf("indexes after the upgrade: %q, %v; want spool_jobs_member alone", keys, err)
+		be.Database()).Scan(&keys); err != nil || keys != "" {
+		t.Fatalf("indexes after the upgrade: %q, %v; want none of them", keys, err)
 	}
 
 	d, err := be.WorkflowGet(ctx, wf.ID)
 	if err != nil || len(d.Jobs) != 2 || len(d.Edges) != 1 || d.Edges[0].Parent != wf.IDs[0] || d.Edges[0].Child != wf.IDs[1] {
 		t.Fatalf("workflow after the upgrade: %+v, %v; want its 2 tasks and their edge", d, err)
 	}
-	// Pages of 2 over the members, the middle one moved to the other
-	// range of spool_jobs_member for the read (as its settled finish
-	// would), then back.
+	// Pages of 2 over the members, the middle one settled for the read
+	// (as its finish would), then back.
 	setDeps := func(v int) {
 		t.Helper()
-		if _, err := db.ExecContext(ctx, `UPDATE `+schema+`.spool_jobs SET has_dependents = ? WHERE id = ?`, v, bt.IDs[1]); err != nil {
-			t.Fatal(err)
+		for _, table := range []string{"spool_jobs SET has_dependents = ? WHERE id = ?", "spool_job_keys SET has_dependents = ? WHERE job_id = ?"} {
+			if _, err := db.ExecContext(ctx, `UPDATE `+schema+`.`+table, v, bt.IDs[1]); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	pageMembers := func(when string) {
@@ -352,7 +344,7 @@ WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'spool_jobs' AND INDEX_NAME IN ('spool_j
 	}
 	pageMembers("after the upgrade")
 	setDeps(0)
-	pageMembers("in both ranges")
+	pageMembers("one settled")
 	setDeps(1)
 
 	// Task a made final by a write outside a finish: the sweep settles b.

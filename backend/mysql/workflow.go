@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +78,9 @@ WHERE has_dependents = 1 AND state IN ('completed', 'discarded', 'cancelled') AN
 			return nil
 		}
 		if _, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET has_dependents = 0 WHERE id IN `)+inList(parents)); err != nil {
+			return fmt.Errorf("settle dependents: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_job_keys SET has_dependents = 0 WHERE job_id IN `)+inList(parents)); err != nil {
 			return fmt.Errorf("settle dependents: %w", err)
 		}
 		// Each dependent: how many of its parents finished, and whether
@@ -358,6 +362,10 @@ SET j.workflow_id = ?, j.workflow_task = t.task, j.deps_left = t.deps, j.has_dep
   j.state = IF(t.deps > 0, 'waiting', j.state), j.wait_kind = IF(t.deps > 0, 'deps', NULL)`), js, res.ID); err != nil {
 				return err
 			}
+			if _, err := tx.ExecContext(ctx, b.wf(`INSERT INTO {{db}}.spool_job_keys (job_id, has_dependents, workflow_id)
+SELECT t.id, t.hd, ? FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]', hd TINYINT PATH '$[3]')) t`), res.ID, js); err != nil {
+				return err
+			}
 		}
 		for c := range slices.Chunk(edges, updateChunk) {
 			js, err := jsonRows(c)
@@ -388,15 +396,15 @@ func b2i(v bool) int {
 	return 0
 }
 
-// workflowTasks selects a workflow's tasks (param: its id) through
-// spool_jobs_member (has_dependents, workflow_id, …): has_dependents is
-// only ever 0 or 1, so the two ranges hold every task (schema 19).
-const workflowTasks = `has_dependents IN (0, 1) AND workflow_id = ?`
+// workflowTaskIDs reads a workflow's task ids (param: its id), in id
+// order, from spool_job_keys (schema 20: spool_jobs has no index on
+// workflow_id).
+const workflowTaskIDs = `SELECT job_id FROM {{db}}.spool_job_keys WHERE workflow_id = ? ORDER BY job_id`
 
 // workflowEdges reads a workflow's edges (param: its id) from its tasks
 // (STRAIGHT_JOIN): joined the other way, the server read every edge.
-const workflowEdges = `SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_jobs j
-STRAIGHT_JOIN {{db}}.spool_deps d ON d.child_id = j.id WHERE j.` + workflowTasks
+const workflowEdges = `SELECT d.parent_id, d.child_id, d.on_fail FROM {{db}}.spool_job_keys k
+STRAIGHT_JOIN {{db}}.spool_deps d ON d.child_id = k.job_id WHERE k.workflow_id = ?`
 
 // WorkflowList implements backend.WorkflowStore.
 func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParams) ([]*backend.WorkflowSummary, error) {
@@ -404,19 +412,14 @@ func (b *Backend) WorkflowList(ctx context.Context, p *backend.WorkflowListParam
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	// The tasks' counts by state, once for each value of has_dependents:
-	// a join on spool_jobs_member (has_dependents, workflow_id, …) is a
-	// lookup only with has_dependents a constant (with IN (0, 1) the
-	// server reads the whole index).
-	half := `SELECT w.id, w.name, w.created_at, w.tasks, coalesce(j.state, '') AS st, count(j.id) AS n
+	// The tasks' counts by state: each page's workflows, their tasks from
+	// spool_job_keys' workflow index, each task's state from its row.
+	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT w.id, w.name, w.created_at, w.tasks, coalesce(j.state, '') AS st, count(j.id)
 FROM (SELECT id, name, created_at, tasks FROM {{db}}.spool_workflows WHERE ? = 0 OR id < ? ORDER BY id DESC LIMIT ?) w
-LEFT JOIN {{db}}.spool_jobs j ON j.has_dependents = ? AND j.workflow_id = w.id
-GROUP BY w.id, w.name, w.created_at, w.tasks, j.state`
-	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT id, name, created_at, tasks, st, sum(n) FROM (`+half+`
-UNION ALL
-`+half+`) u
-GROUP BY id, name, created_at, tasks, st
-ORDER BY id DESC`), p.BeforeID, p.BeforeID, limit, 0, p.BeforeID, p.BeforeID, limit, 1)
+LEFT JOIN {{db}}.spool_job_keys k ON k.workflow_id = w.id
+LEFT JOIN {{db}}.spool_jobs j ON j.id = k.job_id
+GROUP BY w.id, w.name, w.created_at, w.tasks, j.state
+ORDER BY w.id DESC`), p.BeforeID, p.BeforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -439,7 +442,8 @@ func (b *Backend) WorkflowGet(ctx context.Context, id int64) (*backend.WorkflowD
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
-	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM {{db}}.spool_jobs WHERE `+workflowTasks+` ORDER BY id`), id)
+	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM (`+workflowTaskIDs+`) k
+JOIN {{db}}.spool_jobs ON id = k.job_id ORDER BY id`), id)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %d: %w", id, err)
 	}
@@ -488,10 +492,20 @@ func (b *Backend) lockWorkflow(ctx context.Context, tx *sql.Tx, id int64) error 
 	return err
 }
 
-// taskStates runs query (of id and state rows, with workflow id as its
-// argument) in tx.
-func taskStates(ctx context.Context, tx *sql.Tx, query string, id int64) ([]int64, []backend.State, error) {
-	rows, err := tx.QueryContext(ctx, query, id)
+// lockTasks locks in tx, in id order, the tasks of workflow id whose row
+// matches cond (a clause starting with AND, or ""), and returns their ids
+// and states. The ids come from spool_job_keys by a plain read, then the
+// rows are locked by primary key: a locking read through the side table
+// would lock its rows before the jobs', the reverse of a delete of a task
+// (the job, then its side row by the foreign key). The caller holds the
+// workflow's lock, and a workflow gains no task after its insert, so the
+// ids read are all its tasks.
+func (b *Backend) lockTasks(ctx context.Context, tx *sql.Tx, id int64, cond string) ([]int64, []backend.State, error) {
+	all, err := queryIDs(ctx, tx, b.wf(workflowTaskIDs), id)
+	if err != nil || len(all) == 0 {
+		return nil, nil, err
+	}
+	rows, err := tx.QueryContext(ctx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE id IN `)+inList(all)+cond+` ORDER BY id FOR UPDATE`)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -520,8 +534,7 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (int, error) {
 		if err := b.lockWorkflow(ctx, tx, id); err != nil {
 			return err
 		}
-		ids, states, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs
-WHERE `+workflowTasks+` AND state NOT IN ('completed', 'discarded', 'cancelled') ORDER BY id FOR UPDATE`), id)
+		ids, states, err := b.lockTasks(ctx, tx, id, ` AND state NOT IN ('completed', 'discarded', 'cancelled')`)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -559,7 +572,7 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 		if err := b.lockWorkflow(ctx, tx, id); err != nil {
 			return err
 		}
-		ids, list, err := taskStates(ctx, tx, b.wf(`SELECT id, state FROM {{db}}.spool_jobs WHERE `+workflowTasks+` ORDER BY id FOR UPDATE`), id)
+		ids, list, err := b.lockTasks(ctx, tx, id, "")
 		if err != nil {
 			return err
 		}
@@ -612,6 +625,10 @@ func (b *Backend) WorkflowRetry(ctx context.Context, id int64) (int, error) {
 				if err != nil {
 					return err
 				}
+				if _, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_job_keys k JOIN {{db}}.spool_jobs j ON j.id = k.job_id
+SET k.has_dependents = j.has_dependents WHERE k.job_id IN `)+inList(c)); err != nil {
+					return err
+				}
 				m, _ := res.RowsAffected()
 				n += int(m)
 			}
@@ -660,8 +677,27 @@ func (b *Backend) addMembers(ctx context.Context, tx DBTX, id int64, jobs []*bac
 		if callback {
 			set = `batch_id = ?, state = 'waiting', wait_kind = 'deps', deps_left = 1`
 		}
+		hd := "1"
+		if callback {
+			hd = "0"
+		}
 		for c := range slices.Chunk(fresh, updateChunk) {
 			if _, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET `+set+` WHERE id IN `)+inList(c), id); err != nil {
+				return nil, nil, 0, err
+			}
+			var q strings.Builder
+			q.WriteString(b.wf(`INSERT INTO {{db}}.spool_job_keys (job_id, has_dependents, batch_id) VALUES `))
+			for i, j := range c {
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString("(" + strconv.FormatInt(j, 10) + ", " + hd + ", ?)")
+			}
+			args := make([]any, len(c))
+			for i := range args {
+				args[i] = id
+			}
+			if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 				return nil, nil, 0, err
 			}
 		}
@@ -835,15 +871,12 @@ func (b *Backend) BatchMembers(ctx context.Context, p *backend.BatchMembersParam
 	if limit <= 0 {
 		limit = backend.DefaultListLimit
 	}
-	// Two ranges of spool_jobs_member, each in id order (has_dependents 0
-	// and 1, the member's workflow_id NULL), each cut at the page's size,
-	// then merged: a page reads at most twice its rows.
-	member := `(SELECT id AS mid FROM {{db}}.spool_jobs FORCE INDEX (spool_jobs_member)
-WHERE has_dependents = ? AND workflow_id IS NULL AND batch_id = ? AND id > ? AND id NOT IN (?, ?, ?) ORDER BY id LIMIT ?)`
-	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM (`+member+` UNION ALL `+member+`) u
-JOIN {{db}}.spool_jobs ON id = u.mid ORDER BY id LIMIT ?`),
-		0, p.ID, p.AfterID, bt.OnSuccess, bt.OnFailure, bt.OnComplete, limit,
-		1, p.ID, p.AfterID, bt.OnSuccess, bt.OnFailure, bt.OnComplete, limit, limit)
+	// The batch's range of spool_job_keys_batch, in id order, without its
+	// callbacks.
+	rows, err := b.db.QueryContext(ctx, b.wf(`SELECT `+jobColumns+` FROM (SELECT job_id AS mid FROM {{db}}.spool_job_keys FORCE INDEX (spool_job_keys_batch)
+WHERE batch_id = ? AND job_id > ? AND job_id NOT IN (?, ?, ?) ORDER BY job_id LIMIT ?) u
+JOIN {{db}}.spool_jobs ON id = u.mid ORDER BY id`),
+		p.ID, p.AfterID, bt.OnSuccess, bt.OnFailure, bt.OnComplete, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list members of batch %d: %w", p.ID, err)
 	}
@@ -862,7 +895,8 @@ JOIN {{db}}.spool_jobs ON id = u.mid ORDER BY id LIMIT ?`),
 // settleStray settles, in tx, jobs with dependents that a write outside a
 // finish left final but unsettled; the leader runs it with each rescue.
 func (b *Backend) settleStray(ctx context.Context, tx DBTX) error {
-	ids, err := queryIDs(ctx, tx, b.wf(`SELECT id FROM {{db}}.spool_jobs WHERE has_dependents = 1 AND state IN ('completed', 'discarded', 'cancelled') LIMIT 1000`))
+	ids, err := queryIDs(ctx, tx, b.wf(`SELECT j.id FROM {{db}}.spool_job_keys k JOIN {{db}}.spool_jobs j ON j.id = k.job_id
+WHERE k.has_dependents = 1 AND j.state IN ('completed', 'discarded', 'cancelled') LIMIT 1000`))
 	if err != nil {
 		return fmt.Errorf("settle dependents: %w", err)
 	}
@@ -874,17 +908,14 @@ func (b *Backend) settleStray(ctx context.Context, tx DBTX) error {
 func (b *Backend) pruneWorkflows(ctx context.Context) error {
 	for _, q := range []string{
 		`DELETE d FROM {{db}}.spool_deps d LEFT JOIN {{db}}.spool_jobs j ON j.id = d.child_id WHERE j.id IS NULL`,
-		// One join for each value of has_dependents: with a constant, each
-		// is a lookup in spool_jobs_member (has_dependents, workflow_id,
-		// batch_id, …); a batch's members have no workflow_id.
+		// A workflow's or batch's jobs are its rows of spool_job_keys, which
+		// the foreign key deletes with them.
 		`DELETE w FROM {{db}}.spool_workflows w
-LEFT JOIN {{db}}.spool_jobs j0 ON j0.has_dependents = 0 AND j0.workflow_id = w.id
-LEFT JOIN {{db}}.spool_jobs j1 ON j1.has_dependents = 1 AND j1.workflow_id = w.id
-WHERE j0.id IS NULL AND j1.id IS NULL AND w.created_at < UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE`,
+LEFT JOIN {{db}}.spool_job_keys k ON k.workflow_id = w.id
+WHERE k.job_id IS NULL AND w.created_at < UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE`,
 		`DELETE bt FROM {{db}}.spool_batches bt
-LEFT JOIN {{db}}.spool_jobs j0 ON j0.has_dependents = 0 AND j0.workflow_id IS NULL AND j0.batch_id = bt.id
-LEFT JOIN {{db}}.spool_jobs j1 ON j1.has_dependents = 1 AND j1.workflow_id IS NULL AND j1.batch_id = bt.id
-WHERE bt.finished_at IS NOT NULL AND j0.id IS NULL AND j1.id IS NULL`,
+LEFT JOIN {{db}}.spool_job_keys k ON k.batch_id = bt.id
+WHERE bt.finished_at IS NOT NULL AND k.job_id IS NULL`,
 	} {
 		if _, err := b.db.ExecContext(ctx, b.wf(q)); err != nil {
 			return fmt.Errorf("clean up workflows and batches: %w", err)

@@ -8,9 +8,10 @@ finalized_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
     OR (state = 'cancelled' AND ? > 0 AND finalized_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))
   -- A workflow's tasks stay until every one is final, a batch's jobs until
   -- it is finished (docs/workflows.md). The DISTINCT derived table is
-  -- materialized, as a DELETE may not read its own table otherwise; its
-  -- has_dependents IN (0, 1) reads workflow tasks from spool_jobs_member
-  -- (has_dependents, workflow_id, …) in two ranges.
-  AND (workflow_id IS NULL OR workflow_id NOT IN (SELECT x.workflow_id FROM (SELECT DISTINCT workflow_id FROM {{db}}.spool_jobs
-    WHERE has_dependents IN (0, 1) AND workflow_id IS NOT NULL AND state NOT IN ('completed', 'discarded', 'cancelled')) x))
+  -- materialized, as a DELETE may not read its own table otherwise; it
+  -- reads the workflow tasks from spool_job_keys (schema 20), each one's
+  -- state from its row.
+  AND (workflow_id IS NULL OR workflow_id NOT IN (SELECT x.workflow_id FROM (SELECT DISTINCT k.workflow_id
+    FROM {{db}}.spool_job_keys k JOIN {{db}}.spool_jobs t ON t.id = k.job_id
+    WHERE k.workflow_id IS NOT NULL AND t.state NOT IN ('completed', 'discarded', 'cancelled')) x))
   AND (batch_id IS NULL OR batch_id NOT IN (SELECT id FROM {{db}}.spool_batches WHERE finished_at IS NULL))

@@ -50,12 +50,16 @@ type rowcostConfig struct {
 	// what its presence costs them (with the foreign key, the lookup each
 	// delete of the copy makes in it).
 	side string
+	// triggers are statements run after side: the triggers that would keep
+	// a keyed job's side row in step with its job, firing for every row and
+	// writing only when the row has a key.
+	triggers []string
 }
 
 // rowcostSchema20 drops what schema 20 would move to a side table: the
 // four indexes that only keyed jobs use (docs/mysql.md, "What a claim and
 // a finish cost").
-const rowcostSchema20 = "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY spool_jobs_member"
+const rowcostSchema20 = "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY IF EXISTS spool_jobs_member"
 
 // rowcostSideTable is the side table (a row only for a job with a flow
 // key, a unique key, or a workflow or batch), beside the copy; %s is an
@@ -84,9 +88,9 @@ var rowcostConfigs = []rowcostConfig{
 	{Name: "-finalized", drop: "DROP KEY spool_jobs_finalized"},
 	{Name: "-flow", drop: "DROP KEY spool_jobs_flow"},
 	{Name: "-flow_order", drop: "DROP KEY spool_jobs_flow_order"},
-	{Name: "-member", drop: "DROP KEY spool_jobs_member"},
-	{Name: "-flow-flow_order-unique-member", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY spool_jobs_member"},
-	{Name: "claim index only", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY spool_jobs_member, DROP KEY spool_jobs_finalized"},
+	{Name: "-member", drop: "DROP KEY IF EXISTS spool_jobs_member"},
+	{Name: "-flow-flow_order-unique-member", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY IF EXISTS spool_jobs_member"},
+	{Name: "claim index only", drop: "DROP KEY spool_jobs_flow, DROP KEY spool_jobs_flow_order, DROP KEY spool_jobs_unique, DROP KEY IF EXISTS spool_jobs_member, DROP KEY spool_jobs_finalized"},
 	{Name: "omit attempt", omit: []string{"attempt"}},
 	{Name: "omit fence", omit: []string{"fence"}},
 	{Name: "omit leased_by", omit: []string{"leased_by"}},
@@ -100,6 +104,16 @@ var rowcostConfigs = []rowcostConfig{
 		side: fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE")},
 	{Name: "side table", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
 		side: fmt.Sprintf(rowcostSideTable, "")},
+	{Name: "side table FK triggers", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
+		side:     fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE"),
+		triggers: rowcostTriggers},
+	{Name: "side table FK update trigger", drop: rowcostSchema20, omit: []string{"lease_list", "lease_guard"},
+		side:     fmt.Sprintf(rowcostSideTable, ",\n  CONSTRAINT k_job FOREIGN KEY (id) REFERENCES rowcost.t (id) ON DELETE CASCADE"),
+		triggers: rowcostTriggers[1:]},
+	{Name: "schema 19", drop: "ADD KEY IF NOT EXISTS spool_jobs_member (has_dependents, workflow_id, batch_id, id)",
+		omit: []string{"lease_list", "lease_guard"}},
+	{Name: "schema 20", drop: "DROP KEY IF EXISTS spool_jobs_member", omit: []string{"lease_list", "lease_guard"},
+		side: rowcostJobKeys},
 	{Name: "side table -flow_wait-unique_active", drop: rowcostSchema20 + ", " + rowcostGenerated,
 		omit: []string{"lease_list", "lease_guard"}, side: fmt.Sprintf(rowcostSideTable, "")},
 	{Name: "-json checks", drop: rowcostNoJSONChecks},
@@ -108,6 +122,31 @@ var rowcostConfigs = []rowcostConfig{
 	{Name: "narrow", drop: rowcostSchema20 + ", " + rowcostNarrow, omit: []string{"lease_list", "lease_guard"}},
 	{Name: "narrow claim index only", drop: rowcostSchema20 + ", DROP KEY spool_jobs_finalized, " + rowcostNarrow,
 		omit: []string{"lease_list", "lease_guard"}},
+}
+
+// rowcostJobKeys is schema 20's spool_job_keys beside the copy, empty as
+// for plain jobs: its foreign key makes every delete of the copy look in it.
+const rowcostJobKeys = `CREATE TABLE rowcost.k (
+  job_id BIGINT NOT NULL, has_dependents TINYINT NOT NULL DEFAULT 0, workflow_id BIGINT NULL, batch_id BIGINT NULL,
+  PRIMARY KEY (job_id), KEY k_workflow (workflow_id), KEY k_batch (batch_id), KEY k_unsettled (has_dependents),
+  CONSTRAINT k_job FOREIGN KEY (job_id) REFERENCES rowcost.t (id) ON DELETE CASCADE
+) ENGINE = InnoDB`
+
+// rowcostTriggers keep a keyed row's side row in step: after an insert and
+// after an update, and only for a row with a flow key, a unique key or a
+// workflow or batch (none of the lab's rows has one).
+var rowcostTriggers = []string{
+	`CREATE TRIGGER rowcost.t_keys_insert AFTER INSERT ON rowcost.t FOR EACH ROW
+IF NEW.flow_key IS NOT NULL OR NEW.unique_key IS NOT NULL OR NEW.workflow_id IS NOT NULL OR NEW.batch_id IS NOT NULL OR NEW.has_dependents THEN
+  INSERT INTO rowcost.k (id, queue, priority, run_at, flow_wait, has_dependents, workflow_id, batch_id)
+  VALUES (NEW.id, NEW.queue, NEW.priority, NEW.run_at, IF(NEW.state IN ('available', 'scheduled', 'retryable'), NEW.flow_key, NULL), NEW.has_dependents, NEW.workflow_id, NEW.batch_id);
+END IF`,
+	`CREATE TRIGGER rowcost.t_keys_update AFTER UPDATE ON rowcost.t FOR EACH ROW
+IF NEW.flow_key IS NOT NULL OR NEW.unique_key IS NOT NULL OR NEW.workflow_id IS NOT NULL OR NEW.batch_id IS NOT NULL OR NEW.has_dependents THEN
+  UPDATE rowcost.k SET priority = NEW.priority, run_at = NEW.run_at,
+    flow_wait = IF(NEW.state IN ('available', 'scheduled', 'retryable'), NEW.flow_key, NULL), has_dependents = NEW.has_dependents
+  WHERE id = NEW.id;
+END IF`,
 }
 
 // rowcostGenerated drops the two stored generated columns that fed
@@ -334,6 +373,11 @@ func (rc *rowcost) run(ctx context.Context, cfg rowcostConfig, del bool) (out [3
 		if err == nil && cfg.side != "" {
 			err = exec(cfg.side)
 		}
+		for _, q := range cfg.triggers {
+			if err == nil {
+				err = exec(q)
+			}
+		}
 		// The copy's stored columns, which a configuration may have dropped
 		// some of: the source has them all.
 		var cols string
@@ -507,7 +551,15 @@ row's width costs: "-json checks" declares the JSON columns without
 MariaDB's JSON_VALID check; "narrow" is schema 20's table for a plain
 job without every column its claim and completion neither read nor
 write (they would live in a table of their own, read by id), and
-"narrow claim index only" also without spool_jobs_finalized.
+"narrow claim index only" also without spool_jobs_finalized. (Those
+configurations name the whole plan "schema 20"; the schema 20 built moved
+only spool_jobs_member.) The schema 20 built against 19, with the lease
+guard: "schema 19" adds spool_jobs_member back to the copy, "schema 20"
+has it dropped and an empty spool_job_keys, with its foreign key, beside
+it. Keeping a side table in step by triggers: "side table FK triggers"
+adds to "side table FK" an AFTER INSERT and an AFTER UPDATE trigger that
+write only for a row with a key; "side table FK update trigger" the
+latter alone.
 
 Flags:
 

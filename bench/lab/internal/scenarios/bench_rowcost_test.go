@@ -9,12 +9,12 @@ import (
 // configuration asked for, both modes, with CPU counted.
 func TestBenchRowcost(t *testing.T) {
 	r := mustLab(t, "rowcost", "--jobs", "4000", "--batch", "1000", "--rounds", "1", "--json",
-		"--configs", "spool_jobs,-flow,omit lease_list,lease guard,side table FK,side table,omit all parts,minimal table,-json checks,narrow")
+		"--configs", "spool_jobs,-flow,omit lease_list,lease guard,side table FK,side table,omit all parts,minimal table,-json checks,narrow,schema 19,schema 20,side table FK update trigger")
 	var rows []rowcostRow
 	if err := json.Unmarshal([]byte(r.Stdout), &rows); err != nil {
 		t.Fatalf("lab rowcost --json: %v\n%s", err, r.Stdout)
 	}
-	if len(rows) != 20 {
+	if len(rows) != 26 {
 		t.Fatalf("rows: %+v", rows)
 	}
 	var total float64
