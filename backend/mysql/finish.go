@@ -134,7 +134,13 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 		if int(n) == len(ids) {
 			return nil, nil
 		}
-		return b.completedUnder(ctx, ids, guard)
+		// Some completions may have committed: a failure to read which
+		// leaves the batch's outcome unknown to the caller.
+		done, err := b.completedUnder(ctx, ids, guard)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", backend.ErrOutcomeUnknown, err)
+		}
+		return done, nil
 	}
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q)
