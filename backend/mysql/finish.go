@@ -41,7 +41,13 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 		if err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
-		if done {
+		if done == nil {
+			return &backend.JobFinishManyResult{}, nil
+		}
+		// What the fast path applied is not named again: the long way
+		// would find those rows finished and call their leases lost.
+		fs = slices.DeleteFunc(fs, func(f backend.JobFinish) bool { return done[f.Lease.ID] })
+		if len(fs) == 0 {
 			return &backend.JobFinishManyResult{}, nil
 		}
 	}
@@ -68,18 +74,31 @@ func (b *Backend) JobFinishMany(ctx context.Context, p *backend.JobFinishManyPar
 var errLeaseMissed = errors.New("a lease did not hold")
 
 // completeFast writes a batch of plain completions (fs sorted by id) with
-// one UPDATE (or DELETE) whose condition holds the leases (leaseGuard),
-// in a transaction of its own: when every lease holds, that is the whole
-// finish, without the locking read of finish. When fewer rows match,
-// it rolls back and reports false, and the caller finishes the batch the
-// long way, which names the rejected leases. A batch with any other outcome,
-// or with two leases of one job, is left to the long way at once.
-func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, deleteCompleted bool) (bool, error) {
+// one UPDATE (or DELETE) whose condition holds the leases (leaseGuard):
+// when every lease holds, that is the whole finish, without the locking
+// read of finish. It returns nil when it finished the batch, else the ids
+// it completed (none, or some), for the caller to finish the rest the long
+// way, which names the rejected leases. A batch with any other outcome, or
+// with two leases of one job, is left to the long way at once.
+//
+// Kept completions that carry no step records are one autocommit
+// statement: a job it completed then reads as completed under the fence of
+// its lease, which only this lease's outcome writes (a rescue, a retry or
+// a new claim moves the fence), so after a short count one read names
+// them. At a pickup's rate each claim's jobs finish in a batch of their
+// own, and a transaction's BEGIN and COMMIT were two round trips each
+// (docs/mysql.md, "Finishing jobs"). A deleting completion, or one with
+// records to write,
+// stays in a transaction that rolls back when a lease does not hold: a
+// deleted row says nothing of who deleted it, and the records must not be
+// written for a lease that did not hold.
+func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, deleteCompleted bool) (map[int64]bool, error) {
+	none := map[int64]bool{}
 	ids := make([]int64, len(fs))
 	fences := make([]int32, len(fs))
 	for i, f := range fs {
 		if f.Outcome != backend.OutcomeComplete || f.Error != nil || (i > 0 && f.Lease.ID == fs[i-1].Lease.ID) {
-			return false, nil
+			return none, nil
 		}
 		ids[i], fences[i] = f.Lease.ID, f.Lease.Fence
 	}
@@ -90,13 +109,38 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 	// A job with dependents is left to the long way, which settles them
 	// in the same transaction (workflow.go): matching fewer rows sends the
 	// batch there.
-	q += inList(ids) + " AND NOT has_dependents" + leaseGuard(ids, fences)
+	guard := leaseGuard(ids, fences)
+	q += inList(ids) + " AND NOT has_dependents" + guard
 	// Every lease holds when the statement matches every row: the
 	// records the completions carry are written after it, in the same
 	// transaction (none for a job it deletes).
 	var steps []backend.StepRecordParams
 	if !deleteCompleted {
 		steps = backend.CarriedSteps(fs, nil)
+	}
+	if !deleteCompleted && len(steps) == 0 {
+		var n int64
+		err := b.retry(ctx, func() error {
+			res, err := b.db.ExecContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return nil, connWriteError(err, true)
+		}
+		if int(n) == len(ids) {
+			return nil, nil
+		}
+		// Some completions may have committed: a failure to read which
+		// leaves the batch's outcome unknown to the caller.
+		done, err := b.completedUnder(ctx, ids, guard)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", backend.ErrOutcomeUnknown, err)
+		}
+		return done, nil
 	}
 	err := b.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q)
@@ -109,9 +153,34 @@ func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, dele
 		return b.writeSteps(ctx, tx, b.sql.steps.stepRecordRows, steps)
 	})
 	if errors.Is(err, errLeaseMissed) {
-		return false, nil
+		return none, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// completedUnder returns those of ids whose rows are completed under the
+// fences guard names (leaseGuard): the completions of those leases.
+func (b *Backend) completedUnder(ctx context.Context, ids []int64, guard string) (map[int64]bool, error) {
+	rows, err := b.db.QueryContext(ctx, b.sql.completedUnder+inList(ids)+guard)
+	if err != nil {
+		return nil, fmt.Errorf("read the completions applied: %w", err)
+	}
+	defer rows.Close()
+	done := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("read the completions applied: %w", err)
+		}
+		done[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the completions applied: %w", err)
+	}
+	return done, nil
 }
 
 func cmpID(a, b int64) int {

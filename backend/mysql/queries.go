@@ -36,6 +36,7 @@ type queries struct {
 	claimLock                                string
 	window, optimisticUpdate, optimisticWon  string
 	lockForFinish, complete, deleteDone      string
+	completedUnder                           string
 	finishOther                              string
 	heartbeat, heartbeatCheck, releaseClaim  string
 	rescueSelect, rescueUpdate               string
@@ -162,6 +163,7 @@ func buildQueries(db string) (queries, error) {
 		"optimistic_update":       &q.optimisticUpdate,
 		"optimistic_won":          &q.optimisticWon,
 		"lock_for_finish":         &q.lockForFinish,
+		"completed_under":         &q.completedUnder,
 		"complete":                &q.complete,
 		"delete_done":             &q.deleteDone,
 		"finish_other":            &q.finishOther,
