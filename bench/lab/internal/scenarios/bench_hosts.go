@@ -167,6 +167,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 	statements := r.Flags.String("statements", "", "append each phase's statements, per job, to this file (PostgreSQL: pg_stat_statements; MariaDB: global status counters)")
 	warm := r.Flags.Bool("warm", true, "after each drain, drain --jobs more with the same processes and connections, reported apart")
 	poolMax := r.Flags.Int("pool-max-conns", 0, "PostgreSQL: each worker process's pool_max_conns (0: the backend's default)")
+	hugePages := r.Flags.Bool("huge-pages", false, "PostgreSQL: start the server with huge_pages = on (reserve them first: sysctl vm.nr_hugepages)")
 	started := r.Flags.Duration("started", 0, "start the worker processes this long before the drain, on the paused queue, and time the drain from its resume (0: from their start)")
 	q := r.AddQueueFlags(bench.DefaultPrefetch)
 	if err := r.Parse(args, c.Usage()); err != nil {
@@ -190,6 +191,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 		bench.Want(*started >= 0, "--started must not be negative"),
 		bench.Want(*poolMax >= 0 && *poolMax <= 1000, "--pool-max-conns must be between 0 and 1000"),
 		bench.Want(*poolMax == 0 || *server == "postgres", "--pool-max-conns is PostgreSQL's"),
+		bench.Want(!*hugePages || *server == "postgres", "--huge-pages is PostgreSQL's"),
 		bench.Want(*producers >= 1 && *producers <= 1000, "--producers must be between 1 and 1000"),
 		bench.Want(*rounds >= 1 && *rounds <= 100, "--rounds must be between 1 and 100"),
 		bench.Want(*strategy == "" || *strategy == "pessimistic" || *strategy == "optimistic", "--strategy must be pessimistic or optimistic"),
@@ -215,7 +217,7 @@ func (c *BenchHostsCommand) Run(ctx context.Context, args []string) error {
 			res.WorkerCPUs = "1-" + strconv.Itoa(n-1)
 		}
 	}
-	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.Stderr, *r.Common.Keep, res.ServerCPUs, res.WorkerCPUs, *statements)
+	env, err := startHostsEnv(ctx, *server, int(slices.Max(counts)), r.Stderr, *r.Common.Keep, res.ServerCPUs, res.WorkerCPUs, *statements, *hugePages)
 	if err != nil {
 		return fmt.Errorf("lab hosts: %w", err)
 	}
@@ -291,7 +293,7 @@ type hostsEnv struct {
 
 // startHostsEnv creates the hosts and starts the server, durable as a
 // default installation, listening on the bridge.
-func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool, serverCPUs, workerCPUs, statements string) (e *hostsEnv, err error) {
+func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writer, keep bool, serverCPUs, workerCPUs, statements string, hugePages bool) (e *hostsEnv, err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -312,6 +314,12 @@ func startHostsEnv(ctx context.Context, server string, hosts int, stderr io.Writ
 	opts := dbserver.Options{Listen: e.hosts.ServerAddr(), TrustNet: e.hosts.Network(), Durable: true}
 	if statements != "" && server == "postgres" {
 		opts.Settings = []string{"shared_preload_libraries = 'pg_stat_statements'", "pg_stat_statements.track_planning = on"}
+	}
+	if hugePages {
+		// Shared memory in 2 MB pages: a new backend then maps it in a few
+		// hundred faults instead of one per 4 kB page it touches. With on
+		// (not try) the server refuses to start without them reserved.
+		opts.Settings = append(opts.Settings, "huge_pages = on")
 	}
 	switch server {
 	case "postgres":
@@ -1130,6 +1138,16 @@ goroutines were starved of CPU. Needs root and iproute2.
 	--pool-max-conns N
 		PostgreSQL: each worker process's pool_max_conns (default: the
 		backend's, 16)
+	--huge-pages
+		PostgreSQL: start the server with huge_pages = on, its shared
+		memory in 2 MB pages, so that a new backend faults it in by
+		the huge page instead of by the 4 kB page (an experiment on the
+		cost of new backends' faults). The pages must be reserved
+		first (sysctl vm.nr_hugepages, about 80 for the server's
+		default 128 MB of shared buffers), or the server does not
+		start; set the reservation back afterwards (default off: the
+		server's default, huge_pages = try, which uses none unless
+		some are reserved)
 	--started DURATION
 		start the worker processes this long before the drain, with the
 		queue paused, and time the drain from its resume: the figures
