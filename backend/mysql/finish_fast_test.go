@@ -23,23 +23,8 @@ func TestKeptCompletionsOpenNoTransaction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	be := newBackend(t, url.Values{mysql.MaxConnsParam: {"1"}})
-	res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
-		{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
-		{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
-		{Queue: "q", Kind: "k", Args: []byte(`{}`), MaxAttempts: 3},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, c := res.IDs[0], res.IDs[1], res.IDs[2]
-	claimed, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 3, Lease: time.Minute, ClaimID: "c"})
-	if err != nil || len(claimed) != 3 {
-		t.Fatalf("claim: %v %v", rowIDs(claimed), err)
-	}
-	leases := map[int64]backend.LeaseRef{}
-	for _, j := range claimed {
-		leases[j.ID] = j.Lease()
-	}
+	ids, leases := claimKinds(ctx, t, be, "k", "k", "k")
+	a, b, c := ids[0], ids[1], ids[2]
 	finish := func(ids ...int64) []backend.LeaseRef {
 		t.Helper()
 		fs := make([]backend.JobFinish, len(ids))

@@ -217,6 +217,29 @@ func TestTimesAreUTC(t *testing.T) {
 	}
 }
 
+// claimKinds inserts one job of each kind into queue "q", claims them all
+// in one claim and returns their ids in kind order and each one's lease.
+func claimKinds(ctx context.Context, t *testing.T, be backend.Backend, kinds ...string) ([]int64, map[int64]backend.LeaseRef) {
+	t.Helper()
+	jobs := make([]*backend.JobInsertParams, len(kinds))
+	for i, k := range kinds {
+		jobs[i] = &backend.JobInsertParams{Queue: "q", Kind: k, Args: []byte(`{}`), MaxAttempts: 3}
+	}
+	res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: len(kinds), Lease: time.Minute, ClaimID: "c"})
+	if err != nil || len(claimed) != len(kinds) {
+		t.Fatalf("claim: %v %v", rowIDs(claimed), err)
+	}
+	leases := map[int64]backend.LeaseRef{}
+	for _, j := range claimed {
+		leases[j.ID] = j.Lease()
+	}
+	return res.IDs, leases
+}
+
 func rowIDs(rows []*backend.JobRow) []int64 {
 	out := make([]int64, len(rows))
 	for i, r := range rows {

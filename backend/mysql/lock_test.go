@@ -138,23 +138,8 @@ func TestCleanupTakesNoLockOfRowsItKeeps(t *testing.T) {
 	t.Parallel()
 	be := newBackend(t, url.Values{"innodb_lock_wait_timeout": {"1"}})
 	ctx := context.Background()
-	res, err := be.JobInsertMany(ctx, &backend.JobInsertManyParams{Jobs: []*backend.JobInsertParams{
-		{Queue: "q", Kind: "old", Args: []byte(`{}`), MaxAttempts: 3},
-		{Queue: "q", Kind: "running", Args: []byte(`{}`), MaxAttempts: 3},
-		{Queue: "q", Kind: "recent", Args: []byte(`{}`), MaxAttempts: 3},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, running, recent := res.IDs[0], res.IDs[1], res.IDs[2]
-	claimed, err := be.JobClaim(ctx, &backend.JobClaimParams{Queue: "q", Max: 3, Lease: time.Minute, ClaimID: "c"})
-	if err != nil || len(claimed) != 3 {
-		t.Fatalf("claim: %v %v", rowIDs(claimed), err)
-	}
-	leases := map[int64]backend.LeaseRef{}
-	for _, j := range claimed {
-		leases[j.ID] = j.Lease()
-	}
+	ids, leases := claimKinds(ctx, t, be, "old", "running", "recent")
+	old, running, recent := ids[0], ids[1], ids[2]
 	complete := func(id int64) {
 		t.Helper()
 		fr, err := be.JobFinishMany(ctx, &backend.JobFinishManyParams{Finishes: []backend.JobFinish{{Lease: leases[id], Outcome: backend.OutcomeComplete}}})
