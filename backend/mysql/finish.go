@@ -88,10 +88,9 @@ var errLeaseMissed = errors.New("a lease did not hold")
 // them. At a pickup's rate each claim's jobs finish in a batch of their
 // own, and a transaction's BEGIN and COMMIT were two round trips each
 // (docs/mysql.md, "Finishing jobs"). A deleting completion, or one with
-// records to write,
-// stays in a transaction that rolls back when a lease does not hold: a
-// deleted row says nothing of who deleted it, and the records must not be
-// written for a lease that did not hold.
+// records to write, stays in a transaction that rolls back when a lease
+// does not hold: a deleted row says nothing of who deleted it, and the
+// records must not be written for a lease that did not hold.
 func (b *Backend) completeFast(ctx context.Context, fs []backend.JobFinish, deleteCompleted bool) (map[int64]bool, error) {
 	none := map[int64]bool{}
 	ids := make([]int64, len(fs))
