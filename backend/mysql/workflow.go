@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -677,27 +676,14 @@ func (b *Backend) addMembers(ctx context.Context, tx DBTX, id int64, jobs []*bac
 		if callback {
 			set = `batch_id = ?, state = 'waiting', wait_kind = 'deps', deps_left = 1`
 		}
-		hd := "1"
-		if callback {
-			hd = "0"
-		}
 		for c := range slices.Chunk(fresh, updateChunk) {
 			if _, err := tx.ExecContext(ctx, b.wf(`UPDATE {{db}}.spool_jobs SET `+set+` WHERE id IN `)+inList(c), id); err != nil {
 				return nil, nil, 0, err
 			}
-			var q strings.Builder
-			q.WriteString(b.wf(`INSERT INTO {{db}}.spool_job_keys (job_id, has_dependents, batch_id) VALUES `))
-			for i, j := range c {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString("(" + strconv.FormatInt(j, 10) + ", " + hd + ", ?)")
-			}
-			args := make([]any, len(c))
-			for i := range args {
-				args[i] = id
-			}
-			if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			// The side rows copy what the UPDATE just wrote (a member has
+			// dependents, its callbacks; a callback none).
+			if _, err := tx.ExecContext(ctx, b.wf(`INSERT INTO {{db}}.spool_job_keys (job_id, has_dependents, batch_id)
+SELECT id, has_dependents, batch_id FROM {{db}}.spool_jobs WHERE id IN `)+inList(c)); err != nil {
 				return nil, nil, 0, err
 			}
 		}
